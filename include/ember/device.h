@@ -1,0 +1,67 @@
+/* Devices: the CPU, always present, and each visible CUDA device. */
+#ifndef EMBER_DEVICE_H
+#define EMBER_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "ember/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum em_device_kind { EM_DEVICE_CPU = 0, EM_DEVICE_CUDA = 1 } em_device_kind;
+
+/* A device handle: the CPU (ordinal 0) or a CUDA device by its ordinal after
+ * CUDA_VISIBLE_DEVICES is applied (as the driver numbers them). */
+typedef struct em_device {
+  em_device_kind kind;
+  int ordinal;
+} em_device;
+
+EM_API em_device em_cpu(void);
+EM_API em_device em_cuda(int ordinal);
+
+/* Why the CUDA side is or is not usable. */
+typedef enum em_driver_state {
+  EM_DRIVER_OK = 0,          /* loaded, initialised, at least one device */
+  EM_DRIVER_NOT_FOUND = 1,   /* no libcuda.so.1 on the loader path */
+  EM_DRIVER_STUB = 2,        /* only the toolkit stub libcuda was found */
+  EM_DRIVER_INIT_FAILED = 3, /* cuInit failed (error in message) */
+  EM_DRIVER_NO_DEVICE = 4,   /* no visible device (CUDA_VISIBLE_DEVICES, none installed) */
+  EM_DRIVER_TOO_OLD = 5,     /* missing the entry points Ember needs */
+  EM_DRIVER_DISABLED = 6     /* EMBER_FORCE=cpu: the driver was not loaded */
+} em_driver_state;
+
+typedef struct em_driver_info {
+  em_driver_state state;
+  int driver_version;        /* cuDriverGetVersion: 1000*major + 10*minor; 0 if unknown */
+  int cuda_error;            /* CUresult of the failing call, 0 if none */
+  char library_path[512];    /* the file actually loaded (resolved), "" if none */
+  char message[512];         /* what happened and the fix */
+} em_driver_info;
+
+/* Initialises the runtime on first use (thread-safe, idempotent) and reports
+ * the driver. Returns EM_OK even when there is no GPU: the CPU always works. */
+EM_API em_status em_driver_get_info(em_driver_info *out);
+
+/* Number of CUDA devices (0 when there is no usable driver). */
+EM_API em_status em_cuda_device_count(int *count);
+
+typedef struct em_device_info {
+  em_device device;
+  char name[256];
+  int cc_major, cc_minor;    /* compute capability; 0.0 for the CPU */
+  int sm_count;              /* multiprocessors (CUDA) or online cores (CPU) */
+  uint64_t total_memory;     /* bytes */
+  char pci_bus_id[32];       /* "0000:3b:00.0"; "" for the CPU */
+  char uuid[48];             /* "GPU-xxxxxxxx-..."; "" if the driver cannot say */
+  int driver_version;        /* the driver's CUDA version, 0 for the CPU */
+} em_device_info;
+
+EM_API em_status em_device_get_info(em_device dev, em_device_info *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,126 @@
+/* The slice of the CUDA Driver API ABI that Ember uses, declared here so the
+ * library builds without the CUDA toolkit and never links libcuda.
+ *
+ * Source of every value: the CUDA 13.0 toolkit's cuda.h (enum values and
+ * prototypes are ABI-stable across driver versions; the _v2 names are the
+ * symbols exported since CUDA 3.2/4.0/11.0 as noted). */
+#ifndef EMBER_CUDA_ABI_H
+#define EMBER_CUDA_ABI_H
+
+#include <stddef.h>
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
+typedef struct CUstream_st *CUstream;
+typedef struct CUlinkState_st *CUlinkState;
+typedef struct { unsigned char bytes[16]; } CUuuid;
+
+/* CUresult values (cuda.h, enum cudaError_enum). */
+enum {
+  CUDA_SUCCESS = 0,
+  CUDA_ERROR_INVALID_VALUE = 1,
+  CUDA_ERROR_OUT_OF_MEMORY = 2,
+  CUDA_ERROR_NOT_INITIALIZED = 3,
+  CUDA_ERROR_DEINITIALIZED = 4,
+  CUDA_ERROR_STUB_LIBRARY = 34,
+  CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER = 36,
+  CUDA_ERROR_DEVICE_UNAVAILABLE = 46,
+  CUDA_ERROR_NO_DEVICE = 100,
+  CUDA_ERROR_INVALID_DEVICE = 101,
+  CUDA_ERROR_INVALID_IMAGE = 200,
+  CUDA_ERROR_INVALID_CONTEXT = 201,
+  CUDA_ERROR_NO_BINARY_FOR_GPU = 209,
+  CUDA_ERROR_INVALID_PTX = 218,
+  CUDA_ERROR_JIT_COMPILER_NOT_FOUND = 221,
+  CUDA_ERROR_UNSUPPORTED_PTX_VERSION = 222,
+  CUDA_ERROR_JIT_COMPILATION_DISABLED = 223,
+  CUDA_ERROR_INVALID_HANDLE = 400,
+  CUDA_ERROR_NOT_FOUND = 500,
+  CUDA_ERROR_NOT_READY = 600,
+  CUDA_ERROR_LAUNCH_FAILED = 719,
+  CUDA_ERROR_NOT_SUPPORTED = 801,
+  CUDA_ERROR_SYSTEM_DRIVER_MISMATCH = 803,
+  CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE = 804,
+  CUDA_ERROR_UNKNOWN = 999
+};
+
+/* CUdevice_attribute values used by Ember. */
+enum {
+  CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
+  CU_DEVICE_ATTRIBUTE_PCI_BUS_ID = 33,
+  CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID = 34,
+  CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID = 50,
+  CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
+  CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
+};
+
+/* CUjit_option values. */
+enum {
+  CU_JIT_MAX_REGISTERS = 0,
+  CU_JIT_THREADS_PER_BLOCK = 1,
+  CU_JIT_WALL_TIME = 2,
+  CU_JIT_INFO_LOG_BUFFER = 3,
+  CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES = 4,
+  CU_JIT_ERROR_LOG_BUFFER = 5,
+  CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6,
+  CU_JIT_OPTIMIZATION_LEVEL = 7,
+  CU_JIT_TARGET_FROM_CUCONTEXT = 8,
+  CU_JIT_TARGET = 9,
+  CU_JIT_LOG_VERBOSE = 12
+};
+typedef int CUjit_option;
+
+/* CUjitInputType values. */
+enum { CU_JIT_INPUT_CUBIN = 0, CU_JIT_INPUT_PTX = 1, CU_JIT_INPUT_FATBINARY = 2 };
+typedef int CUjitInputType;
+
+#define EM_CUDAAPI /* cdecl on Linux */
+
+/* Function-pointer types of every entry point Ember resolves. */
+typedef CUresult (*PFN_cuInit)(unsigned flags);
+typedef CUresult (*PFN_cuDriverGetVersion)(int *version);
+typedef CUresult (*PFN_cuGetErrorName)(CUresult e, const char **name);
+typedef CUresult (*PFN_cuGetErrorString)(CUresult e, const char **str);
+typedef CUresult (*PFN_cuDeviceGetCount)(int *count);
+typedef CUresult (*PFN_cuDeviceGet)(CUdevice *dev, int ordinal);
+typedef CUresult (*PFN_cuDeviceGetName)(char *name, int len, CUdevice dev);
+typedef CUresult (*PFN_cuDeviceGetAttribute)(int *value, int attrib, CUdevice dev);
+typedef CUresult (*PFN_cuDeviceTotalMem)(size_t *bytes, CUdevice dev);
+typedef CUresult (*PFN_cuDeviceGetUuid)(CUuuid *uuid, CUdevice dev);
+typedef CUresult (*PFN_cuDeviceGetPCIBusId)(char *id, int len, CUdevice dev);
+typedef CUresult (*PFN_cuDevicePrimaryCtxRetain)(CUcontext *ctx, CUdevice dev);
+typedef CUresult (*PFN_cuDevicePrimaryCtxRelease)(CUdevice dev);
+typedef CUresult (*PFN_cuCtxPushCurrent)(CUcontext ctx);
+typedef CUresult (*PFN_cuCtxPopCurrent)(CUcontext *ctx);
+typedef CUresult (*PFN_cuCtxSynchronize)(void);
+typedef CUresult (*PFN_cuModuleLoadData)(CUmodule *mod, const void *image);
+typedef CUresult (*PFN_cuModuleLoadDataEx)(CUmodule *mod, const void *image, unsigned n,
+                                           CUjit_option *opts, void **vals);
+typedef CUresult (*PFN_cuModuleGetFunction)(CUfunction *f, CUmodule mod, const char *name);
+typedef CUresult (*PFN_cuModuleUnload)(CUmodule mod);
+typedef CUresult (*PFN_cuLinkCreate)(unsigned n, CUjit_option *opts, void **vals, CUlinkState *st);
+typedef CUresult (*PFN_cuLinkAddData)(CUlinkState st, CUjitInputType type, void *data, size_t size,
+                                      const char *name, unsigned n, CUjit_option *opts, void **vals);
+typedef CUresult (*PFN_cuLinkComplete)(CUlinkState st, void **cubin, size_t *size);
+typedef CUresult (*PFN_cuLinkDestroy)(CUlinkState st);
+typedef CUresult (*PFN_cuMemAlloc)(CUdeviceptr *p, size_t bytes);
+typedef CUresult (*PFN_cuMemFree)(CUdeviceptr p);
+typedef CUresult (*PFN_cuMemGetInfo)(size_t *free_bytes, size_t *total_bytes);
+typedef CUresult (*PFN_cuMemcpyHtoD)(CUdeviceptr dst, const void *src, size_t bytes);
+typedef CUresult (*PFN_cuMemcpyDtoH)(void *dst, CUdeviceptr src, size_t bytes);
+typedef CUresult (*PFN_cuMemcpyDtoD)(CUdeviceptr dst, CUdeviceptr src, size_t bytes);
+typedef CUresult (*PFN_cuMemcpyHtoDAsync)(CUdeviceptr dst, const void *src, size_t bytes, CUstream s);
+typedef CUresult (*PFN_cuMemcpyDtoHAsync)(void *dst, CUdeviceptr src, size_t bytes, CUstream s);
+typedef CUresult (*PFN_cuMemcpyDtoDAsync)(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream s);
+typedef CUresult (*PFN_cuStreamCreate)(CUstream *s, unsigned flags);
+typedef CUresult (*PFN_cuStreamDestroy)(CUstream s);
+typedef CUresult (*PFN_cuStreamSynchronize)(CUstream s);
+typedef CUresult (*PFN_cuLaunchKernel)(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                       unsigned bx, unsigned by, unsigned bz, unsigned shmem,
+                                       CUstream s, void **params, void **extra);
+
+#endif
