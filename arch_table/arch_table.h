@@ -1,6 +1,7 @@
 /* Ember's compatibility knowledge, as data with a source and a confidence per
- * row (arch_table/data/*.tsv, generated into C at build time). Pure lookups: no
- * CUDA calls. Used by the runtime's selection policy and by gpucheck.
+ * row (the TSV files in arch_table/data, generated into C at build time).
+ * Pure lookups: no CUDA calls. Used by the runtime's selection policy and by
+ * gpucheck.
  *
  * Encodings used throughout:
  *   CUDA version  1000*major + 10*minor (13.0 -> 13000), as cuDriverGetVersion.
@@ -36,7 +37,9 @@ typedef struct em_arch_row {
 size_t em_arch_count(void);
 const em_arch_row *em_arch_at(size_t i);
 const em_arch_row *em_arch_lookup(int cc);   /* NULL when unknown */
-/* Architecture name for any CC, "unknown (CC X.Y)" styled via buf for unknown ones. */
+/* Architecture name for any CC. For a CC the table does not know it returns
+ * "unknown (CC X.Y)" from a thread-local buffer that the next call on the same
+ * thread overwrites. Never NULL. */
 const char *em_arch_name(int cc);
 
 typedef struct em_toolkit_row {

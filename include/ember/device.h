@@ -29,8 +29,7 @@ typedef enum em_driver_state {
   EM_DRIVER_STUB = 2,        /* only the toolkit stub libcuda was found */
   EM_DRIVER_INIT_FAILED = 3, /* cuInit failed (error in message) */
   EM_DRIVER_NO_DEVICE = 4,   /* no visible device (CUDA_VISIBLE_DEVICES, none installed) */
-  EM_DRIVER_TOO_OLD = 5,     /* missing the entry points Ember needs */
-  EM_DRIVER_DISABLED = 6     /* EMBER_FORCE=cpu: the driver was not loaded */
+  EM_DRIVER_TOO_OLD = 5      /* missing the entry points Ember needs */
 } em_driver_state;
 
 typedef struct em_driver_info {

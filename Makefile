@@ -1,0 +1,229 @@
+# Ember build. `make` builds the library, the tools and the tests into build/;
+# `make test` runs every test (plain, then under ASan+UBSan, then the fuzzers
+# briefly); `make demo` shows the devices, their dispatch plans and a self-test.
+# Missing Debian packages are installed first (build-tools/deps.sh).
+#
+# Knobs: EMBER_ARCHS (SMs to build cubins for), NVCC, NVCC_LEGACY (an older nvcc
+# adding cubins for SMs below 7.5), CLANG, PREFIX, BUILD, SAN=1 (sanitizers).
+
+.DEFAULT_GOAL := all
+SHELL := /bin/bash
+
+VERSION := 0.1.0
+SOVERSION := 0
+BUILD ?= build
+PREFIX ?= /usr/local
+
+CC ?= gcc
+ifeq ($(origin CC),default)
+CC := gcc
+endif
+CLANG ?= $(shell command -v clang 2>/dev/null)
+NVCC ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
+NVCC_LEGACY ?=
+PTXAS ?= $(shell command -v ptxas 2>/dev/null || { test -x /usr/local/cuda/bin/ptxas && echo /usr/local/cuda/bin/ptxas; })
+EMBER_ARCHS ?= 75 80 86 89 90 100 120
+LEGACY_ARCHS := 35 37 50 52 60 61 70
+
+WERROR ?= 1
+CSTD := -std=c11 -D_GNU_SOURCE
+# Messages go into fixed buffers and are cut short by design: no truncation warnings.
+WARN := -Wall -Wextra -Wno-format-truncation $(if $(filter 1,$(WERROR)),-Werror)
+INCLUDES := -Iinclude -Iruntime -Iarch_table -Iops
+OPT ?= -O2 -g
+comma := ,
+SANITIZERS := -fsanitize=address$(comma)undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+SAN_FLAGS := $(if $(filter 1,$(SAN)),$(SANITIZERS))
+CFLAGS_ALL := $(CSTD) $(OPT) $(WARN) -fPIC $(INCLUDES) $(SAN_FLAGS) $(CFLAGS)
+LIB_CFLAGS := $(CFLAGS_ALL) -fvisibility=hidden -DEMBER_BUILDING_LIBRARY
+LIBS := -lelf -lzstd -llz4 -ldl -lpthread -lm
+LDFLAGS_ALL := $(SAN_FLAGS) $(LDFLAGS)
+
+# ---------------------------------------------------------------- kernels ---
+MODULES := $(basename $(notdir $(wildcard kernels/*.cu)))
+KERNEL_HEADERS := $(wildcard kernels/*.h)
+-include ptx/STAMP.mk
+PTX_NEW := $(wildcard ptx/*.compute_*.ptx)
+PTX_LEGACY := $(wildcard ptx/*.sm_35.ptx)
+
+ifneq ($(NVCC),)
+NVCC_SUPPORTED := $(shell $(NVCC) --list-gpu-code 2>/dev/null | sed -n 's/^sm_\([0-9]*\)$$/\1/p')
+NVCC_VERSION := $(shell $(NVCC) --version 2>/dev/null | sed -n 's/.*release [0-9.]*, V\([0-9.]*\).*/\1/p')
+CUBIN_ARCHS := $(filter $(NVCC_SUPPORTED),$(EMBER_ARCHS))
+endif
+ifneq ($(NVCC_LEGACY),)
+LEGACY_SUPPORTED := $(shell $(NVCC_LEGACY) --list-gpu-code 2>/dev/null | sed -n 's/^sm_\([0-9]*\)$$/\1/p')
+LEGACY_VERSION := $(shell $(NVCC_LEGACY) --version 2>/dev/null | sed -n 's/.*release [0-9.]*, V\([0-9.]*\).*/\1/p')
+LEGACY_CUBIN_ARCHS := $(filter $(LEGACY_SUPPORTED),$(LEGACY_ARCHS))
+endif
+
+# Portable numerics: no FMA contraction in any build of the kernels.
+NVCC_KFLAGS := --fmad=false -O3 -Ikernels
+CLANG_KFLAGS := -x cuda --cuda-device-only -nocudainc -nocudalib -O3 -ffp-contract=off \
+  -Wno-unknown-cuda-version -Ikernels
+
+CUBINS := $(foreach m,$(MODULES),$(foreach a,$(CUBIN_ARCHS),$(BUILD)/kernels/$(m).sm_$(a).cubin))
+LEGACY_CUBINS := $(foreach m,$(MODULES),$(foreach a,$(LEGACY_CUBIN_ARCHS),$(BUILD)/kernels/legacy/$(m).sm_$(a).cubin))
+
+$(BUILD)/kernels/%.cubin: $(KERNEL_HEADERS)
+	@mkdir -p $(@D)
+	$(NVCC) -cubin -arch=$(lastword $(subst ., ,$*)) $(NVCC_KFLAGS) kernels/$(firstword $(subst ., ,$*)).cu -o $@
+
+$(BUILD)/kernels/legacy/%.cubin: $(KERNEL_HEADERS)
+	@mkdir -p $(@D)
+	$(NVCC_LEGACY) -cubin -arch=$(lastword $(subst ., ,$*)) $(NVCC_KFLAGS) kernels/$(firstword $(subst ., ,$*)).cu -o $@
+
+# Each cubin also depends on its module's source.
+define cubin_deps
+$(BUILD)/kernels/$(1).sm_$(2).cubin: kernels/$(1).cu
+endef
+$(foreach m,$(MODULES),$(foreach a,$(CUBIN_ARCHS),$(eval $(call cubin_deps,$(m),$(a)))))
+define legacy_cubin_deps
+$(BUILD)/kernels/legacy/$(1).sm_$(2).cubin: kernels/$(1).cu
+endef
+$(foreach m,$(MODULES),$(foreach a,$(LEGACY_CUBIN_ARCHS),$(eval $(call legacy_cubin_deps,$(m),$(a)))))
+
+# ------------------------------------------------------ committed PTX: ptx/ ---
+# `make ptx` regenerates ptx/ from kernels/; the build embeds what is committed.
+.PHONY: ptx check-ptx
+ptx:
+	@bash build-tools/make_ptx.sh ptx "$(NVCC)" "$(CLANG)" "$(EMBER_ARCHS)"
+
+check-ptx:
+	@bash build-tools/check_ptx.sh "$(NVCC)" "$(CLANG)" "$(EMBER_ARCHS)" "$(PTXAS)"
+
+# ------------------------------------------------------------- image table ---
+GEN := $(BUILD)/gen
+PACK := $(BUILD)/bin/pack_images
+PACK_ARGS = \
+  $(foreach m,$(MODULES),$(foreach a,$(CUBIN_ARCHS),--cubin $(m) - "nvcc $(NVCC_VERSION)" $(BUILD)/kernels/$(m).sm_$(a).cubin)) \
+  $(foreach m,$(MODULES),$(foreach a,$(LEGACY_CUBIN_ARCHS),--cubin $(m) - "nvcc $(LEGACY_VERSION)" $(BUILD)/kernels/legacy/$(m).sm_$(a).cubin)) \
+  $(foreach f,$(PTX_NEW),--ptx $(firstword $(subst ., ,$(notdir $(f)))) $(PTX_NVCC_TOOLKIT) "nvcc $(PTX_NVCC_VERSION)" $(f)) \
+  $(foreach f,$(PTX_LEGACY),--ptx-legacy $(firstword $(subst ., ,$(notdir $(f)))) "clang $(PTX_CLANG_VERSION)" $(f)) \
+  $(foreach m,$(MODULES),--source $(m) kernels/$(m).cu) \
+  $(foreach h,$(KERNEL_HEADERS),--header $(notdir $(h)) $(h))
+
+$(GEN)/images.bin: $(PACK) $(CUBINS) $(LEGACY_CUBINS) $(PTX_NEW) $(PTX_LEGACY) $(wildcard kernels/*) ptx/STAMP.mk
+	@mkdir -p $(@D)
+	$(PACK) $@ $(PACK_ARGS)
+
+# ---------------------------------------------------------- arch_table data ---
+$(GEN)/arch_table_data.c: arch_table/gen.sh $(wildcard arch_table/data/*.tsv)
+	@mkdir -p $(@D)
+	sh arch_table/gen.sh $@ arch_table/data
+
+# ----------------------------------------------------------------- library ---
+LIB_C_SRCS := $(wildcard runtime/*.c arch_table/*.c ops/*.c)
+LIB_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_C_SRCS)) $(BUILD)/obj/gen/arch_table_data.o \
+  $(BUILD)/obj/runtime/image_section.o
+DEPFILES := $(LIB_OBJS:.o=.d)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(LIB_CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/gen/arch_table_data.o: $(GEN)/arch_table_data.c
+	@mkdir -p $(@D)
+	$(CC) $(LIB_CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/runtime/image_section.o: runtime/image_section.S $(GEN)/images.bin
+	@mkdir -p $(@D)
+	$(CC) -c -DEMBER_IMAGE_BLOB='"$(abspath $(GEN)/images.bin)"' $< -o $@
+
+# The packer is a host tool built from the readers it shares with the runtime.
+PACK_SRCS := build-tools/pack_images.c runtime/cubin.c runtime/ptx_header.c runtime/policy.c runtime/error.c \
+  arch_table/arch_table.c
+$(PACK): $(PACK_SRCS) $(GEN)/arch_table_data.c $(wildcard runtime/*.h arch_table/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(CSTD) -O1 -g $(WARN) $(INCLUDES) $(PACK_SRCS) $(GEN)/arch_table_data.c -lelf -lpthread -o $@
+
+SONAME := libember.so.$(SOVERSION)
+LIB_SO := $(BUILD)/lib/libember.so.$(VERSION)
+LIB_A := $(BUILD)/lib/libember.a
+
+$(LIB_SO): $(LIB_OBJS)
+	@mkdir -p $(@D)
+	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--no-undefined $(LDFLAGS_ALL) $^ $(LIBS) -o $@
+	ln -sf libember.so.$(VERSION) $(BUILD)/lib/$(SONAME)
+	ln -sf $(SONAME) $(BUILD)/lib/libember.so
+
+$(LIB_A): $(LIB_OBJS)
+	@mkdir -p $(@D)
+	rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/lib/ember.pc: build-tools/ember.pc.in
+	@mkdir -p $(@D)
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' $< > $@
+
+# ------------------------------------------------------------------- tools ---
+TOOL_LIBS := -ljansson
+$(BUILD)/bin/ember: $(wildcard tools/ember/*.c tools/common/*.c) $(LIB_SO) $(wildcard include/ember/*.h tools/common/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) -Itools/common $(filter %.c,$^) -L$(BUILD)/lib -lember -Wl,-rpath,'$$ORIGIN/../lib' \
+	  $(LDFLAGS_ALL) $(TOOL_LIBS) -o $@
+
+# ------------------------------------------------------------------- tests ---
+UNIT_SRCS := $(wildcard tests/unit/test_*.c)
+UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRCS))
+FAKECUDA := $(BUILD)/tests/fakecuda/libcuda.so.1
+FAKE_SRCS := $(wildcard tests/fakecuda/*.c) runtime/cubin.c runtime/ptx_header.c runtime/fatbin.c runtime/error.c
+
+$(BUILD)/tests/unit/%: tests/unit/%.c $(LIB_A) $(wildcard tests/unit/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) -Itests $< $(LIB_A) $(LDFLAGS_ALL) -lcmocka $(LIBS) -o $@
+
+$(FAKECUDA): $(FAKE_SRCS) $(wildcard tests/fakecuda/*.h runtime/*.h)
+	@mkdir -p $(@D)
+	$(CC) -shared $(CFLAGS_ALL) -Wl,-soname,libcuda.so.1 $(FAKE_SRCS) $(LDFLAGS_ALL) -lelf -lzstd -llz4 -lpthread -o $@
+
+# ------------------------------------------------------------------ targets ---
+.PHONY: all lib tools tests deps test test-unit test-san fuzz-run demo install clean test-gpu
+
+all: deps lib tools tests
+lib: $(LIB_SO) $(LIB_A) $(BUILD)/lib/ember.pc
+tools: $(BUILD)/bin/ember
+tests: $(UNIT_BINS) $(FAKECUDA)
+
+deps:
+	@bash build-tools/deps.sh
+
+# Runs the built tests of $(BUILD) and prints one summary line.
+test-unit: lib tools tests
+	@bash build-tools/run_tests.sh $(BUILD)
+
+test-san:
+	@$(MAKE) --no-print-directory BUILD=build/san SAN=1 OPT="-O1 -g" test-unit
+
+test: deps
+	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory check-ptx
+	@$(MAKE) --no-print-directory test-unit
+	@$(MAKE) --no-print-directory test-san
+	@$(MAKE) --no-print-directory fuzz-run
+
+fuzz-run:
+	@bash build-tools/fuzz.sh "$(CLANG)" build/fuzz
+
+test-gpu: all
+	@bash tests/gpu/run.sh $(BUILD)
+
+demo: all
+	@bash build-tools/demo.sh $(BUILD)
+
+install: lib tools
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/ember $(DESTDIR)$(PREFIX)/bin \
+	  $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 0755 $(LIB_SO) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libember.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(PREFIX)/lib/libember.so
+	install -m 0644 $(LIB_A) $(DESTDIR)$(PREFIX)/lib/
+	install -m 0644 include/ember.h $(DESTDIR)$(PREFIX)/include/
+	install -m 0644 include/ember/*.h $(DESTDIR)$(PREFIX)/include/ember/
+	install -m 0755 $(BUILD)/bin/ember $(DESTDIR)$(PREFIX)/bin/
+	install -m 0644 $(BUILD)/lib/ember.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+
+clean:
+	rm -rf build
+
+-include $(DEPFILES)

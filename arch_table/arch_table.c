@@ -1,0 +1,203 @@
+/* Lookups over the row arrays generated from the TSV files in arch_table/data.
+ * The tables are small (tens of rows), so every lookup is a linear scan and
+ * none depends on the order of rows in a file, except the NVRTC table, which
+ * gen.sh keeps newest first. */
+#include "arch_table.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "arch_table_data.h"
+
+/* ---- compute capabilities ---- */
+
+size_t em_arch_count(void) { return em_at_arch_count; }
+
+const em_arch_row *em_arch_at(size_t i) {
+  return i < em_at_arch_count ? &em_at_arch_rows[i] : NULL;
+}
+
+const em_arch_row *em_arch_lookup(int cc) {
+  for (size_t i = 0; i < em_at_arch_count; i++)
+    if (em_at_arch_rows[i].cc == cc) return &em_at_arch_rows[i];
+  return NULL;
+}
+
+const char *em_arch_name(int cc) {
+  /* Thread-local so concurrent callers naming different unknown CCs do not
+   * overwrite each other's text. */
+  static _Thread_local char unknown[40];
+  const em_arch_row *row = em_arch_lookup(cc);
+  if (row) return row->arch;
+  if (cc < 0)
+    snprintf(unknown, sizeof unknown, "unknown (CC %d)", cc);
+  else
+    snprintf(unknown, sizeof unknown, "unknown (CC %d.%d)", cc / 10, cc % 10);
+  return unknown;
+}
+
+/* ---- toolkits ---- */
+
+size_t em_toolkit_count(void) { return em_at_toolkit_count; }
+
+const em_toolkit_row *em_toolkit_at(size_t i) {
+  return i < em_at_toolkit_count ? &em_at_toolkit_rows[i] : NULL;
+}
+
+const em_toolkit_row *em_toolkit_lookup(int cuda) {
+  for (size_t i = 0; i < em_at_toolkit_count; i++)
+    if (em_at_toolkit_rows[i].cuda == cuda) return &em_at_toolkit_rows[i];
+  return NULL;
+}
+
+/* True if the comma-separated list holds exactly the target sm+variant
+ * ("90a" matches sm 90 with 'a' only; "90" matches the plain target only). */
+static int targets_contain(const char *list, int sm, char variant) {
+  const char *p = list;
+  while (*p) {
+    int n = 0;
+    int digits = 0;
+    while (*p >= '0' && *p <= '9') {
+      if (n < 100000) n = n * 10 + (*p - '0');
+      p++;
+      digits++;
+    }
+    char v = 0;
+    if (*p == 'a' || *p == 'f') v = *p++;
+    if (digits > 0 && n == sm && v == variant) return 1;
+    /* Skip whatever is left of this entry; gen.sh guarantees the syntax, this
+     * only keeps a hand-made row from looping forever. */
+    while (*p && *p != ',') p++;
+    if (*p == ',') p++;
+  }
+  return 0;
+}
+
+int em_toolkit_supports_sm(int cuda, int sm, char variant) {
+  if (variant != 0 && variant != 'a' && variant != 'f') return 0;
+  if (sm <= 0) return 0;
+  const em_toolkit_row *row = em_toolkit_lookup(cuda);
+  if (!row) return 0;
+  return targets_contain(row->targets, sm, variant);
+}
+
+int em_toolkit_ptx_isa(int cuda) {
+  const em_toolkit_row *row = em_toolkit_lookup(cuda);
+  return row ? row->ptx_isa : 0;
+}
+
+const char *em_toolkit_min_linux_driver(int cuda) {
+  const em_toolkit_row *row = em_toolkit_lookup(cuda);
+  return row ? row->linux_driver : NULL;
+}
+
+/* ---- PTX ISA and drivers ---- */
+
+int em_ptx_isa_min_driver(int ptx_isa) {
+  for (size_t i = 0; i < em_at_ptx_isa_count; i++)
+    if (em_at_ptx_isa_rows[i].ptx_isa == ptx_isa) return em_at_ptx_isa_rows[i].min_cuda;
+  return 0;
+}
+
+int em_cubin_min_driver(int cuda) {
+  if (cuda <= 0) return 0;
+  /* Minor-version compatibility (CUDA 11+): any driver of the same major
+   * loads the cubin (reference 2.2). Before 11 the driver had to be at
+   * least the toolkit's own version. */
+  if (cuda >= 11000) return (cuda / 1000) * 1000;
+  return cuda;
+}
+
+static const char *mvc_floor(int cuda_major, const char *os) {
+  for (size_t i = 0; i < em_at_mvc_count; i++) {
+    const em_at_mvc_row *r = &em_at_mvc_rows[i];
+    if (r->cuda_major == cuda_major && strcmp(r->os, os) == 0) return r->min_driver;
+  }
+  return NULL;
+}
+
+const char *em_mvc_floor_linux(int cuda_major) { return mvc_floor(cuda_major, "linux"); }
+
+const char *em_mvc_floor_windows(int cuda_major) { return mvc_floor(cuda_major, "windows"); }
+
+size_t em_driver_branch_count(void) { return em_at_driver_branch_count; }
+
+const em_driver_branch_row *em_driver_branch_at(size_t i) {
+  return i < em_at_driver_branch_count ? &em_at_driver_branch_rows[i] : NULL;
+}
+
+/* Branch number of a driver version "535.104.05", "535" or "535.104.05\n"
+ * (as nvidia-smi and /proc/driver/nvidia/version print it); -1 when the text
+ * is not DIGITS(.DIGITS)* with optional trailing whitespace. */
+static int parse_branch(const char *s) {
+  if (!s) return -1;
+  int branch = 0;
+  int digits = 0;
+  const char *p = s;
+  while (*p >= '0' && *p <= '9') {
+    if (digits >= 6) return -1; /* no real branch has more than 3 digits */
+    branch = branch * 10 + (*p - '0');
+    p++;
+    digits++;
+  }
+  if (digits == 0) return -1;
+  while (*p == '.') {
+    p++;
+    if (!(*p >= '0' && *p <= '9')) return -1;
+    while (*p >= '0' && *p <= '9') p++;
+  }
+  while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+  return *p == '\0' ? branch : -1;
+}
+
+int em_driver_cuda_version(const char *driver_version, int *estimated) {
+  if (estimated) *estimated = 0;
+  int branch = parse_branch(driver_version);
+  if (branch < 0) return 0;
+  const em_driver_branch_row *best = NULL;
+  for (size_t i = 0; i < em_at_driver_branch_count; i++) {
+    const em_driver_branch_row *r = &em_at_driver_branch_rows[i];
+    if (r->branch == branch) return r->cuda;
+    if (r->branch < branch && (!best || r->branch > best->branch)) best = r;
+  }
+  if (!best) return 0;
+  /* An unlisted branch reports at least what the branch before it did. */
+  if (estimated) *estimated = 1;
+  return best->cuda;
+}
+
+/* ---- NVRTC, libraries, PyTorch ---- */
+
+size_t em_nvrtc_count(void) { return em_at_nvrtc_count; }
+
+const em_nvrtc_row *em_nvrtc_at(size_t i) {
+  return i < em_at_nvrtc_count ? &em_at_nvrtc_rows[i] : NULL;
+}
+
+size_t em_libreq_count(void) { return em_at_libreq_count; }
+
+const em_libreq_row *em_libreq_at(size_t i) {
+  return i < em_at_libreq_count ? &em_at_libreq_rows[i] : NULL;
+}
+
+size_t em_torch_count(void) { return em_at_torch_count; }
+
+const em_torch_row *em_torch_at(size_t i) {
+  return i < em_at_torch_count ? &em_at_torch_rows[i] : NULL;
+}
+
+/* "1.12" and "1.12.1" match a "1.12" row; "1.120" and "1.1" do not. */
+static int release_matches(const char *row_release, const char *release) {
+  size_t n = strlen(row_release);
+  if (strncmp(row_release, release, n) != 0) return 0;
+  return release[n] == '\0' || release[n] == '.';
+}
+
+const em_torch_row *em_torch_lookup(const char *release, const char *variant) {
+  if (!release || !variant) return NULL;
+  for (size_t i = 0; i < em_at_torch_count; i++) {
+    const em_torch_row *r = &em_at_torch_rows[i];
+    if (strcmp(r->variant, variant) == 0 && release_matches(r->release, release)) return r;
+  }
+  return NULL;
+}

@@ -1,0 +1,237 @@
+/* pack_images: writes the embedded image table (runtime/image_blob.h) from
+ * the cubins, PTX and sources the build produced.
+ *
+ *   pack_images OUT.bin ITEM...
+ *   ITEM: --cubin MODULE VARIANT(-|a|f) PRODUCER FILE
+ *         --ptx MODULE TOOLKIT PRODUCER FILE        (TOOLKIT as 13000)
+ *         --ptx-legacy MODULE PRODUCER FILE
+ *         --source MODULE FILE
+ *         --header NAME FILE
+ *
+ * What can be read from the bytes is read from the bytes (SM, ABI toolkit,
+ * PTX ISA and target, kernel names) rather than taken from the command line,
+ * so the table cannot disagree with the images it describes. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "cubin.h"
+#include "error.h"
+#include "image_blob.h"
+#include "policy.h"
+#include "ptx_header.h"
+
+#define MAX_IMAGES 256
+#define KERNELS_CAP 4096
+
+typedef struct item {
+  em_image_info info;
+  char module[128], producer[128], kernels[KERNELS_CAP];
+  void *bytes;
+  size_t size;
+} item;
+
+static item items[MAX_IMAGES];
+static size_t n_items;
+
+static void *read_file(const char *path, size_t *size) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    fprintf(stderr, "pack_images: cannot open %s: %s\n", path, strerror(errno));
+    return NULL;
+  }
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  void *buf = malloc(n > 0 ? (size_t)n + 1 : 1);
+  if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n) {
+    fprintf(stderr, "pack_images: cannot read %s\n", path);
+    fclose(f);
+    free(buf);
+    return NULL;
+  }
+  fclose(f);
+  ((char *)buf)[n] = '\0';
+  *size = (size_t)n;
+  return buf;
+}
+
+static item *new_item(const char *module, const char *producer, const char *path) {
+  if (n_items == MAX_IMAGES) {
+    fprintf(stderr, "pack_images: more than %d images\n", MAX_IMAGES);
+    return NULL;
+  }
+  item *it = &items[n_items];
+  memset(it, 0, sizeof *it);
+  snprintf(it->module, sizeof it->module, "%s", module);
+  snprintf(it->producer, sizeof it->producer, "%s", producer);
+  it->bytes = read_file(path, &it->size);
+  if (!it->bytes) return NULL;
+  n_items++;
+  return it;
+}
+
+static int add_cubin(const char *module, const char *variant, const char *producer, const char *path) {
+  item *it = new_item(module, producer, path);
+  if (!it) return 1;
+  em_cubin_info ci;
+  if (em_cubin_read(it->bytes, it->size, &ci, it->kernels, sizeof it->kernels)) {
+    fprintf(stderr, "pack_images: %s: %s\n", path, em_last_error());
+    return 1;
+  }
+  it->info.kind = EM_IMAGE_CUBIN;
+  it->info.arch = ci.sm;
+  it->info.variant = variant[0] == '-' ? ci.variant : variant[0];
+  if (ci.variant == 'a' && it->info.variant != 'a') {
+    fprintf(stderr, "pack_images: %s is an 'a' cubin but was declared '%s'\n", path, variant);
+    return 1;
+  }
+  it->info.toolkit = ci.toolkit;
+  return 0;
+}
+
+static int add_ptx(const char *module, int toolkit, unsigned flags, const char *producer, const char *path) {
+  item *it = new_item(module, producer, path);
+  if (!it) return 1;
+  em_ptx_info pi;
+  if (em_ptx_read_header(it->bytes, it->size, &pi, it->kernels, sizeof it->kernels)) {
+    fprintf(stderr, "pack_images: %s: %s\n", path, em_last_error());
+    return 1;
+  }
+  it->info.kind = EM_IMAGE_PTX;
+  it->info.arch = pi.target_sm;
+  it->info.variant = pi.target_variant;
+  it->info.ptx_isa = pi.isa;
+  it->info.toolkit = toolkit;
+  it->info.flags = flags;
+  /* The driver's JIT wants a NUL-terminated string: keep the terminator. */
+  it->size += 1;
+  return 0;
+}
+
+static int add_text(em_image_kind kind, const char *module, const char *path) {
+  item *it = new_item(module, "source", path);
+  if (!it) return 1;
+  it->info.kind = kind;
+  it->size += 1; /* NVRTC takes C strings */
+  return 0;
+}
+
+/* Sources list the kernels their compiled forms define. */
+static void fill_source_kernels(void) {
+  for (size_t i = 0; i < n_items; i++) {
+    if (items[i].info.kind != EM_IMAGE_SOURCE) continue;
+    for (size_t j = 0; j < n_items; j++)
+      if (items[j].info.kind == EM_IMAGE_PTX && !strcmp(items[j].module, items[i].module))
+        snprintf(items[i].kernels, sizeof items[i].kernels, "%s", items[j].kernels);
+  }
+}
+
+/* Appends a string to the table, returning its offset. */
+static uint32_t put_string(char *tab, size_t *len, size_t cap, const char *s) {
+  size_t n = strlen(s) + 1;
+  if (*len + n > cap) return 0;
+  memcpy(tab + *len, s, n);
+  uint32_t off = (uint32_t)*len;
+  *len += n;
+  return off;
+}
+
+static int write_blob(const char *out_path) {
+  size_t strcap = n_items * (KERNELS_CAP + 256) + 1;
+  char *strtab = calloc(1, strcap);
+  em_blob_entry *entries = calloc(n_items ? n_items : 1, sizeof *entries);
+  if (!strtab || !entries) return 1;
+  size_t strlen_ = 0;
+  put_string(strtab, &strlen_, strcap, ""); /* offset 0 is the empty string */
+
+  size_t header = sizeof(em_blob_header), table = n_items * sizeof(em_blob_entry);
+  for (size_t i = 0; i < n_items; i++) {
+    item *it = &items[i];
+    em_blob_entry *e = &entries[i];
+    e->kind = it->info.kind;
+    e->arch = (uint32_t)it->info.arch;
+    e->variant = (uint32_t)(unsigned char)it->info.variant;
+    e->ptx_isa = (uint32_t)it->info.ptx_isa;
+    e->toolkit = (uint32_t)it->info.toolkit;
+    e->min_driver = (uint32_t)em_image_min_driver(&it->info);
+    e->flags = it->info.flags;
+    e->module_name = put_string(strtab, &strlen_, strcap, it->module);
+    e->producer = put_string(strtab, &strlen_, strcap, it->producer);
+    e->kernels = put_string(strtab, &strlen_, strcap, it->kernels);
+    e->data_size = it->size;
+    e->hash = XXH3_64bits(it->bytes, it->size);
+  }
+  uint64_t off = header + table + strlen_;
+  for (size_t i = 0; i < n_items; i++) {
+    off = (off + 15) & ~(uint64_t)15;
+    entries[i].data_offset = off;
+    off += entries[i].data_size;
+  }
+  em_blob_header h = {.version = EM_BLOB_VERSION, .count = (uint32_t)n_items,
+                      .header_size = sizeof h, .entry_size = sizeof(em_blob_entry),
+                      .total_size = off, .strtab_offset = (uint32_t)(header + table),
+                      .strtab_size = (uint32_t)strlen_};
+  memcpy(h.magic, EM_BLOB_MAGIC, 8);
+
+  FILE *f = fopen(out_path, "wb");
+  if (!f) {
+    fprintf(stderr, "pack_images: cannot write %s: %s\n", out_path, strerror(errno));
+    return 1;
+  }
+  fwrite(&h, sizeof h, 1, f);
+  fwrite(entries, sizeof *entries, n_items, f);
+  fwrite(strtab, 1, strlen_, f);
+  static const char zeros[16];
+  uint64_t pos = header + table + strlen_;
+  for (size_t i = 0; i < n_items; i++) {
+    fwrite(zeros, 1, (size_t)(entries[i].data_offset - pos), f);
+    fwrite(items[i].bytes, 1, items[i].size, f);
+    pos = entries[i].data_offset + entries[i].data_size;
+  }
+  int bad = ferror(f);
+  bad |= fclose(f) != 0;
+  free(strtab);
+  free(entries);
+  if (bad) fprintf(stderr, "pack_images: error writing %s\n", out_path);
+  return bad;
+}
+
+static int usage(void) {
+  fprintf(stderr, "usage: pack_images OUT.bin [--cubin MODULE VARIANT PRODUCER FILE | --ptx MODULE TOOLKIT "
+                  "PRODUCER FILE | --ptx-legacy MODULE PRODUCER FILE | --source MODULE FILE | --header NAME FILE]...\n");
+  return 2;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) return usage();
+  for (int i = 2; i < argc;) {
+    const char *opt = argv[i];
+    int left = argc - i - 1, bad;
+    if (!strcmp(opt, "--cubin") && left >= 4) {
+      bad = add_cubin(argv[i + 1], argv[i + 2], argv[i + 3], argv[i + 4]);
+      i += 5;
+    } else if (!strcmp(opt, "--ptx") && left >= 4) {
+      bad = add_ptx(argv[i + 1], atoi(argv[i + 2]), 0, argv[i + 3], argv[i + 4]);
+      i += 5;
+    } else if (!strcmp(opt, "--ptx-legacy") && left >= 3) {
+      bad = add_ptx(argv[i + 1], 0, EM_IMAGE_LEGACY, argv[i + 2], argv[i + 3]);
+      i += 4;
+    } else if (!strcmp(opt, "--source") && left >= 2) {
+      bad = add_text(EM_IMAGE_SOURCE, argv[i + 1], argv[i + 2]);
+      i += 3;
+    } else if (!strcmp(opt, "--header") && left >= 2) {
+      bad = add_text(EM_IMAGE_HEADER, argv[i + 1], argv[i + 2]);
+      i += 3;
+    } else {
+      return usage();
+    }
+    if (bad) return 1;
+  }
+  fill_source_kernels();
+  return write_blob(argv[1]);
+}

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Runs every test binary of a build folder from the repository root, with the
+# paths the tests need, and prints one summary line:
+#   tests: N passed, N failed, N skipped
+# usage: run_tests.sh BUILD
+set -uo pipefail
+build=$1
+root=$(pwd)
+export EMBER_SRC_DIR=$root
+export EMBER_BUILD_DIR=$root/$build
+export FAKECUDA_LIB=$root/$build/tests/fakecuda/libcuda.so.1
+export EMBER_CLI=$root/$build/bin/ember
+# Tests never touch the user's real cache or driver unless they ask.
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+export EMBER_CACHE_DIR=$scratch/cache
+unset EMBER_FORCE EMBER_STRICT EMBER_LOG CUDA_VISIBLE_DEVICES
+
+passed=0 failed=0 skipped=0 bad_bins=()
+for t in "$build"/tests/unit/test_*; do
+  [ -x "$t" ] || continue
+  log=$scratch/$(basename "$t").log
+  "$t" >"$log" 2>&1
+  rc=$?
+  p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test(s)\./\1/p' "$log" | awk '{s+=$1} END {print s+0}')
+  f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test(s), listed below:/\1/p' "$log" | awk '{s+=$1} END {print s+0}')
+  s=$(grep -c '^\[  SKIPPED \]' "$log")
+  passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
+  if [ $rc -ne 0 ] || [ "$f" -ne 0 ]; then
+    bad_bins+=("$(basename "$t")")
+    [ "$f" -eq 0 ] && failed=$((failed + 1)) # crashed or exited non-zero outside cmocka's count
+    echo "---- $(basename "$t") (exit $rc) ----"
+    tail -n 40 "$log"
+  else
+    printf '%-28s %4d passed %3d skipped\n' "$(basename "$t")" "$p" "$s"
+  fi
+done
+echo "tests ($build): $passed passed, $failed failed, $skipped skipped"
+[ ${#bad_bins[@]} -eq 0 ] || { echo "failing: ${bad_bins[*]}"; exit 1; }

@@ -1,0 +1,6 @@
+# Written by build-tools/make_ptx.sh: what made the PTX in this folder.
+PTX_NVCC_VERSION := 13.0.88
+PTX_NVCC_TOOLKIT := 13000
+PTX_NVCC_ARCHS := 75 120
+PTX_CLANG_VERSION := 14.0.6
+PTX_SOURCES_SHA256 := dce79be2c7eb622e72ae5563b780d45b0b574696778e2b3e61b05aac5772cf15

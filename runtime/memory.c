@@ -1,0 +1,184 @@
+/* The caching allocator (memory.h). */
+#include "memory.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+
+size_t em_alloc_class(size_t bytes) {
+  if (bytes == 0) bytes = 1;
+  size_t r = (bytes + 511) & ~(size_t)511;
+  if (r <= 4096) return r;
+  /* Four steps per octave: p, 1.25p, 1.5p, 1.75p (p the power of two below r). */
+  size_t p = (size_t)1 << (63 - __builtin_clzll((unsigned long long)r));
+  for (int q = 0; q <= 4; q++) {
+    size_t step = p + (p / 4) * (size_t)q;
+    if (step >= r) return step;
+  }
+  return r;
+}
+
+static size_t hash_ptr(const void *p, size_t cap) {
+  uint64_t x = (uint64_t)(uintptr_t)p;
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  return (size_t)x & (cap - 1);
+}
+
+static int live_grow(em_allocator *a) {
+  size_t cap = a->live_cap ? a->live_cap * 2 : 256;
+  em_alloc_block *t = calloc(cap, sizeof *t);
+  if (!t) return -1;
+  for (size_t i = 0; i < a->live_cap; i++) {
+    if (!a->live[i].ptr) continue;
+    size_t h = hash_ptr(a->live[i].ptr, cap);
+    while (t[h].ptr) h = (h + 1) & (cap - 1);
+    t[h] = a->live[i];
+  }
+  free(a->live);
+  a->live = t;
+  a->live_cap = cap;
+  return 0;
+}
+
+static int live_insert(em_allocator *a, void *ptr, size_t size) {
+  if ((a->live_count + 1) * 2 > a->live_cap && live_grow(a)) return -1;
+  size_t h = hash_ptr(ptr, a->live_cap);
+  while (a->live[h].ptr) h = (h + 1) & (a->live_cap - 1);
+  a->live[h].ptr = ptr;
+  a->live[h].size = size;
+  a->live_count++;
+  return 0;
+}
+
+/* Removes ptr, returning its size, or 0 if it is not a live block. Uses
+ * backward-shift deletion so probe chains stay intact. */
+static size_t live_remove(em_allocator *a, void *ptr) {
+  if (!a->live_cap) return 0;
+  size_t mask = a->live_cap - 1, h = hash_ptr(ptr, a->live_cap);
+  while (a->live[h].ptr && a->live[h].ptr != ptr) h = (h + 1) & mask;
+  if (!a->live[h].ptr) return 0;
+  size_t size = a->live[h].size;
+  a->live[h].ptr = NULL;
+  a->live_count--;
+  for (size_t j = (h + 1) & mask; a->live[j].ptr; j = (j + 1) & mask) {
+    size_t home = hash_ptr(a->live[j].ptr, a->live_cap);
+    /* Move j back into the hole if its home is not in (h, j]. */
+    if ((j > h && (home <= h || home > j)) || (j < h && home <= h && home > j)) {
+      a->live[h] = a->live[j];
+      a->live[j].ptr = NULL;
+      h = j;
+    }
+  }
+  return size;
+}
+
+void em_allocator_init(em_allocator *a, em_alloc_backend backend) {
+  memset(a, 0, sizeof *a);
+  pthread_mutex_init(&a->lock, NULL);
+  a->backend = backend;
+  a->initialized = 1;
+}
+
+static void release_cached(em_allocator *a) {
+  for (size_t i = 0; i < a->cached_count; i++) {
+    a->backend.release(a->backend.ctx, a->cached[i].ptr);
+    a->stats.bytes_cached -= a->cached[i].size;
+  }
+  a->cached_count = 0;
+}
+
+void em_allocator_trim(em_allocator *a) {
+  pthread_mutex_lock(&a->lock);
+  release_cached(a);
+  pthread_mutex_unlock(&a->lock);
+}
+
+void em_allocator_destroy(em_allocator *a) {
+  if (!a->initialized) return;
+  release_cached(a);
+  free(a->cached);
+  free(a->live);
+  pthread_mutex_destroy(&a->lock);
+  memset(a, 0, sizeof *a);
+}
+
+/* Takes a cached block of exactly this class, if any. */
+static void *take_cached(em_allocator *a, size_t cls) {
+  for (size_t i = 0; i < a->cached_count; i++) {
+    if (a->cached[i].size != cls) continue;
+    void *p = a->cached[i].ptr;
+    a->cached[i] = a->cached[--a->cached_count];
+    a->stats.bytes_cached -= cls;
+    a->stats.cache_hits++;
+    return p;
+  }
+  return NULL;
+}
+
+em_status em_allocator_alloc(em_allocator *a, size_t bytes, void **ptr) {
+  size_t cls = em_alloc_class(bytes);
+  if (cls < bytes) return em_fail(EM_ERR_OUT_OF_MEMORY, "allocation of %zu bytes is too large", bytes);
+  pthread_mutex_lock(&a->lock);
+  void *p = a->backend.caching ? take_cached(a, cls) : NULL;
+  if (!p) {
+    int err = a->backend.alloc(a->backend.ctx, cls, &p);
+    if (err && a->cached_count) {
+      em_log(EM_LOG_MEMORY, "allocation of %zu bytes failed (%d): returning %llu cached bytes and retrying", cls,
+             err, (unsigned long long)a->stats.bytes_cached);
+      release_cached(a);
+      err = a->backend.alloc(a->backend.ctx, cls, &p);
+    }
+    if (err) {
+      pthread_mutex_unlock(&a->lock);
+      return em_fail(EM_ERR_OUT_OF_MEMORY,
+                     "cannot allocate %zu bytes (error %d); %llu bytes are in use on this device", bytes, err,
+                     (unsigned long long)a->stats.bytes_in_use);
+    }
+    a->stats.device_allocs++;
+  }
+  if (live_insert(a, p, cls)) {
+    a->backend.release(a->backend.ctx, p);
+    pthread_mutex_unlock(&a->lock);
+    return em_fail(EM_ERR_OUT_OF_MEMORY, "no host memory to track an allocation");
+  }
+  a->stats.bytes_in_use += cls;
+  if (a->stats.bytes_in_use > a->stats.peak_bytes_in_use) a->stats.peak_bytes_in_use = a->stats.bytes_in_use;
+  pthread_mutex_unlock(&a->lock);
+  *ptr = p;
+  return EM_OK;
+}
+
+em_status em_allocator_free(em_allocator *a, void *ptr) {
+  if (!ptr) return EM_OK;
+  pthread_mutex_lock(&a->lock);
+  size_t cls = live_remove(a, ptr);
+  if (!cls) {
+    pthread_mutex_unlock(&a->lock);
+    return em_fail(EM_ERR_INVALID_ARGUMENT, "em_free: %p was not allocated by em_malloc on this device (or was freed twice)", ptr);
+  }
+  a->stats.bytes_in_use -= cls;
+  int cached = 0;
+  if (a->backend.caching) {
+    if (a->cached_count == a->cached_cap) {
+      size_t cap = a->cached_cap ? a->cached_cap * 2 : 64;
+      em_alloc_block *t = realloc(a->cached, cap * sizeof *t);
+      if (t) {
+        a->cached = t;
+        a->cached_cap = cap;
+      }
+    }
+    if (a->cached_count < a->cached_cap) {
+      a->cached[a->cached_count].ptr = ptr;
+      a->cached[a->cached_count].size = cls;
+      a->cached_count++;
+      a->stats.bytes_cached += cls;
+      cached = 1;
+    }
+  }
+  if (!cached) a->backend.release(a->backend.ctx, ptr);
+  pthread_mutex_unlock(&a->lock);
+  return EM_OK;
+}

@@ -1,0 +1,133 @@
+/* Internal state of the dispatch layer: the driver and NVRTC libraries it
+ * loaded, each CUDA device with its context, plans and modules, the image
+ * table and the JIT cache. One process-wide instance, created on first use
+ * and torn down by em_shutdown. */
+#ifndef EMBER_RUNTIME_RUNTIME_H
+#define EMBER_RUNTIME_RUNTIME_H
+
+#include <pthread.h>
+#include <stddef.h>
+
+#include "cuda_abi.h"
+#include "ember/dispatch.h"
+#include "ember/runtime.h"
+#include "error.h"
+#include "image_blob.h"
+#include "jit_cache.h"
+#include "memory.h"
+#include "nvrtc.h"
+
+/* Entry points resolved from libcuda. Optional ones may be NULL. */
+typedef struct em_cuda_api {
+  void *handle;
+  PFN_cuInit cuInit;
+  PFN_cuDriverGetVersion cuDriverGetVersion;
+  PFN_cuGetErrorName cuGetErrorName;               /* optional (CUDA 6.0+) */
+  PFN_cuDeviceGetCount cuDeviceGetCount;
+  PFN_cuDeviceGet cuDeviceGet;
+  PFN_cuDeviceGetName cuDeviceGetName;
+  PFN_cuDeviceGetAttribute cuDeviceGetAttribute;
+  PFN_cuDeviceTotalMem cuDeviceTotalMem;
+  PFN_cuDeviceGetUuid cuDeviceGetUuid;             /* optional (CUDA 9.2+) */
+  PFN_cuDeviceGetPCIBusId cuDeviceGetPCIBusId;     /* optional */
+  PFN_cuDevicePrimaryCtxRetain cuDevicePrimaryCtxRetain;
+  PFN_cuDevicePrimaryCtxRelease cuDevicePrimaryCtxRelease;
+  PFN_cuCtxPushCurrent cuCtxPushCurrent;
+  PFN_cuCtxPopCurrent cuCtxPopCurrent;
+  PFN_cuCtxSynchronize cuCtxSynchronize;
+  PFN_cuModuleLoadData cuModuleLoadData;
+  PFN_cuModuleGetFunction cuModuleGetFunction;
+  PFN_cuModuleUnload cuModuleUnload;
+  PFN_cuLinkCreate cuLinkCreate;
+  PFN_cuLinkAddData cuLinkAddData;
+  PFN_cuLinkComplete cuLinkComplete;
+  PFN_cuLinkDestroy cuLinkDestroy;
+  PFN_cuMemAlloc cuMemAlloc;
+  PFN_cuMemFree cuMemFree;
+  PFN_cuMemcpyHtoD cuMemcpyHtoD;
+  PFN_cuMemcpyDtoH cuMemcpyDtoH;
+  PFN_cuMemcpyDtoD cuMemcpyDtoD;
+  PFN_cuMemcpyHtoDAsync cuMemcpyHtoDAsync;
+  PFN_cuMemcpyDtoHAsync cuMemcpyDtoHAsync;
+  PFN_cuMemcpyDtoDAsync cuMemcpyDtoDAsync;
+  PFN_cuStreamCreate cuStreamCreate;
+  PFN_cuStreamDestroy cuStreamDestroy;
+  PFN_cuStreamSynchronize cuStreamSynchronize;
+  PFN_cuLaunchKernel cuLaunchKernel;
+} em_cuda_api;
+
+struct em_kernel {
+  struct em_gpu *gpu;
+  CUfunction fn;
+  char name[96];
+};
+
+/* A kernel module on one device: its plan, and once loaded, the module. */
+typedef struct em_module_state {
+  const char *name;
+  int planned;
+  em_plan plan;
+  int load_attempted;
+  em_status load_status;  /* of the first load; later lookups repeat it */
+  char load_error[512];
+  em_load_record record;
+  CUmodule module;
+  struct em_kernel kernels[32];
+  int n_kernels;
+} em_module_state;
+
+typedef struct em_gpu {
+  int ordinal;
+  CUdevice dev;
+  CUcontext ctx;          /* primary context, retained on first use */
+  int cc;
+  em_device_info info;
+  em_module_state *modules;  /* one per module of the image table */
+  em_allocator alloc;
+} em_gpu;
+
+typedef struct em_runtime {
+  em_driver_info driver;
+  em_cuda_api cu;
+  em_nvrtc_set nvrtc;
+  int nvrtc_loaded;
+  em_gpu *gpus;
+  int n_gpus;
+  em_blob_view images;
+  const char **modules;   /* distinct module names of the image table */
+  size_t n_modules;
+  em_jit_cache *cache;
+  int cache_opened;
+  char cache_why[256];
+  int strict;             /* EMBER_STRICT=1 */
+  em_path force;          /* EMBER_FORCE */
+  int jit_disabled;       /* CUDA_DISABLE_PTX_JIT=1 */
+  em_allocator cpu_alloc;
+} em_runtime;
+
+/* The runtime, initialised on first call; NULL only if even the CPU side could
+ * not be set up (then em_last_error says why). Holds no lock on return. */
+em_runtime *em_rt(void);
+/* The process-wide lock for lazy work (module loads, NVRTC loading). */
+void em_rt_lock(void);
+void em_rt_unlock(void);
+
+em_status em_rt_gpu(em_device dev, em_gpu **out);
+
+/* Makes the device's primary context current on this thread (retaining it on
+ * first use); em_gpu_leave restores the previous one. */
+em_status em_gpu_enter(em_gpu *g);
+void em_gpu_leave(em_gpu *g);
+
+/* Name of a CUresult from Ember's own table (the stub driver returns NULL
+ * names), and the one-line fix for it. */
+const char *em_cuda_error_name(CUresult r);
+const char *em_cuda_error_fix(CUresult r);
+/* em_fail(EM_ERR_CUDA, "<call> failed: NAME (number): <fix>") with context. */
+em_status em_cuda_fail(CUresult r, const char *call, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Loads libcuda (EMBER_LIBCUDA or libcuda.so.1), initialises it and fills rt->driver. */
+void em_driver_load(em_runtime *rt);
+void em_driver_unload(em_runtime *rt);
+
+#endif

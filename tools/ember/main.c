@@ -1,0 +1,180 @@
+/* ember: the command line of the Ember library.
+ *
+ *   ember devices [--json]   the driver, each device and its dispatch plan per
+ *                            kernel module, with the reason for every choice
+ *   ember images [--json]    the kernel images embedded in the library
+ *   ember selftest [--json]  loads every module on every device along its
+ *                            plan and checks each kernel against its CPU twin
+ *
+ * Exit codes: 0 fine; 1 a check failed, or EMBER_STRICT=1 refused a fallback;
+ * 64 usage error. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ember.h"
+
+#define EXIT_USAGE 64
+
+static const char *variant_str(char v) { return v == 'a' ? "a" : v == 'f' ? "f" : ""; }
+
+static const char *kind_str(em_image_kind k) {
+  switch (k) {
+  case EM_IMAGE_CUBIN: return "cubin";
+  case EM_IMAGE_PTX: return "ptx";
+  case EM_IMAGE_SOURCE: return "source";
+  default: return "header";
+  }
+}
+
+static const char *driver_state_str(em_driver_state s) {
+  static const char *const names[] = {"ok", "not-found", "stub", "init-failed", "no-device", "too-old"};
+  return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "unknown";
+}
+
+static int fail(const char *what) {
+  fprintf(stderr, "ember: %s: %s\n", what, em_last_error());
+  return 1;
+}
+
+/* ------------------------------------------------------------- images --- */
+
+static json_t *image_json(size_t i, const em_image_info *img) {
+  char hash[17];
+  snprintf(hash, sizeof hash, "%016llx", (unsigned long long)img->hash);
+  return json_pack("{s:I, s:s, s:s, s:s, s:i, s:s, s:i, s:i, s:i, s:b, s:s, s:s, s:I, s:s}", "index", (json_int_t)i,
+                   "module", img->module, "kind", kind_str(img->kind), "arch_name",
+                   img->kind == EM_IMAGE_CUBIN ? "sm" : img->kind == EM_IMAGE_PTX ? "compute" : "", "arch", img->arch,
+                   "variant", variant_str(img->variant), "ptx_isa", img->ptx_isa, "toolkit", img->toolkit,
+                   "min_driver", img->min_driver, "legacy", (img->flags & EM_IMAGE_LEGACY) != 0, "producer",
+                   img->producer, "kernels", img->kernels, "size", (json_int_t)img->size, "hash", hash);
+}
+
+static int cmd_images(int json) {
+  size_t n;
+  if (em_image_count(&n)) return fail("reading the image table");
+  json_t *arr = json_array();
+  if (!json) printf("%-3s %-12s %-7s %-12s %-6s %-8s %-11s %-9s %s\n", "#", "module", "kind", "arch", "isa", "toolkit",
+                    "min driver", "bytes", "producer");
+  for (size_t i = 0; i < n; i++) {
+    em_image_info img;
+    if (em_image_get(i, &img)) return fail("reading the image table");
+    char arch[32] = "-", isa[16] = "-", tk[16] = "-", md[16] = "-";
+    if (img.kind == EM_IMAGE_CUBIN || img.kind == EM_IMAGE_PTX)
+      snprintf(arch, sizeof arch, "%s_%d%s", img.kind == EM_IMAGE_CUBIN ? "sm" : "compute", img.arch, variant_str(img.variant));
+    if (img.ptx_isa) snprintf(isa, sizeof isa, "%d.%d", img.ptx_isa / 10, img.ptx_isa % 10);
+    if (img.toolkit) snprintf(tk, sizeof tk, "%d.%d", img.toolkit / 1000, (img.toolkit % 1000) / 10);
+    if (img.min_driver) snprintf(md, sizeof md, "%d.%d", img.min_driver / 1000, (img.min_driver % 1000) / 10);
+    if (json) {
+      json_array_append_new(arr, image_json(i, &img));
+    } else {
+      printf("%-3zu %-12s %-7s %-12s %-6s %-8s %-11s %-9llu %s%s\n", i, img.module, kind_str(img.kind), arch, isa, tk,
+             md, (unsigned long long)img.size, img.producer, (img.flags & EM_IMAGE_LEGACY) ? " (legacy)" : "");
+    }
+  }
+  if (json) {
+    json_t *root = json_pack("{s:s, s:i, s:o}", "schema", "ember.images/1", "count", (int)n, "images", arr);
+    json_dumpf(root, stdout, JSON_INDENT(2));
+    putchar('\n');
+    json_decref(root);
+  } else {
+    json_decref(arr);
+  }
+  return 0;
+}
+
+/* ------------------------------------------------------------ devices --- */
+
+static json_t *plan_json(const char *module, const em_plan *p) {
+  json_t *cands = json_array();
+  for (int i = 0; i < p->n_candidates; i++) {
+    const em_plan_candidate *c = &p->candidates[i];
+    json_t *o = json_pack("{s:s, s:i, s:b, s:s}", "path", em_path_name(c->path), "image", c->image_index, "viable",
+                          c->viable, "reason", c->reason);
+    if (c->path == EM_PATH_NVRTC) json_object_set_new(o, "nvrtc_version", json_integer(c->nvrtc_version));
+    json_array_append_new(cands, o);
+  }
+  return json_pack("{s:s, s:s, s:i, s:i, s:b, s:s, s:o}", "module", module, "path", em_path_name(p->path), "step",
+                   p->step, "chosen", p->chosen, "strict_error", p->strict_error, "reason", p->reason, "candidates",
+                   cands);
+}
+
+static int cmd_devices(int json) {
+  em_driver_info drv;
+  int n = 0, strict_refusals = 0;
+  size_t n_modules = 0;
+  if (em_driver_get_info(&drv) || em_cuda_device_count(&n) || em_module_count(&n_modules)) return fail("starting the runtime");
+
+  json_t *devices = json_array();
+  if (!json) {
+    printf("Ember %s\n", em_version());
+    printf("driver: %s (%s)\n", driver_state_str(drv.state), drv.message);
+    em_device_info cpu;
+    em_device_get_info(em_cpu(), &cpu);
+    printf("cpu: %d cores, %.1f GiB: every module runs here\n", cpu.sm_count, (double)cpu.total_memory / (1 << 30));
+  }
+  for (int d = 0; d < n; d++) {
+    em_device_info info;
+    if (em_device_get_info(em_cuda(d), &info)) return fail("reading a device");
+    json_t *plans = json_array();
+    if (!json)
+      printf("\ncuda:%d %s  CC %d.%d  %d SMs  %.1f GiB  %s %s\n", d, info.name, info.cc_major, info.cc_minor,
+             info.sm_count, (double)info.total_memory / (1 << 30), info.pci_bus_id, info.uuid);
+    for (size_t m = 0; m < n_modules; m++) {
+      const char *module;
+      em_plan plan;
+      if (em_module_name(m, &module) || em_dispatch_plan(em_cuda(d), module, &plan)) return fail("planning");
+      strict_refusals += plan.strict_error;
+      if (json) json_array_append_new(plans, plan_json(module, &plan));
+      else printf("  %-12s -> %-10s %s%s\n", module, em_path_name(plan.path), plan.reason,
+                  plan.strict_error ? "  [refused: EMBER_STRICT=1]" : "");
+    }
+    if (json)
+      json_array_append_new(devices, json_pack("{s:i, s:s, s:i, s:i, s:i, s:I, s:s, s:s, s:o}", "ordinal", d, "name",
+                                               info.name, "cc_major", info.cc_major, "cc_minor", info.cc_minor,
+                                               "sm_count", info.sm_count, "total_memory", (json_int_t)info.total_memory,
+                                               "pci_bus_id", info.pci_bus_id, "uuid", info.uuid, "plans", plans));
+    else json_decref(plans);
+  }
+  if (json) {
+    json_t *root = json_pack("{s:s, s:s, s:{s:s, s:i, s:i, s:s, s:s}, s:o}", "schema", "ember.devices/1", "version",
+                             em_version(), "driver", "state", driver_state_str(drv.state), "version",
+                             drv.driver_version, "cuda_error", drv.cuda_error, "library", drv.library_path, "message",
+                             drv.message, "devices", devices);
+    json_dumpf(root, stdout, JSON_INDENT(2));
+    putchar('\n');
+    json_decref(root);
+  } else {
+    json_decref(devices);
+  }
+  if (strict_refusals) {
+    fprintf(stderr, "ember: EMBER_STRICT=1 refused %d CPU fallback%s (reasons above)\n", strict_refusals,
+            strict_refusals == 1 ? "" : "s");
+    return 1;
+  }
+  return 0;
+}
+
+int ember_selftest(int json); /* selftest.c */
+
+static int usage(void) {
+  fprintf(stderr, "usage: ember devices [--json] | ember images [--json] | ember selftest [--json]\n");
+  return EXIT_USAGE;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) return usage();
+  int json = 0;
+  for (int i = 2; i < argc; i++) {
+    if (!strcmp(argv[i], "--json")) json = 1;
+    else return usage();
+  }
+  int rc;
+  if (!strcmp(argv[1], "devices")) rc = cmd_devices(json);
+  else if (!strcmp(argv[1], "images")) rc = cmd_images(json);
+  else if (!strcmp(argv[1], "selftest")) rc = ember_selftest(json);
+  else return usage();
+  em_shutdown();
+  return rc;
+}
