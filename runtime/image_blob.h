@@ -59,4 +59,11 @@ typedef struct em_blob_view {
 em_status em_blob_parse(const void *blob, size_t size, const char *origin, em_blob_view *out);
 void em_blob_view_free(em_blob_view *v);
 
+
+
+/* Reads the image table out of a library or executable file with libelf,
+ * without loading it: the bytes of section EM_BLOB_SECTION, into a malloc'd
+ * buffer (caller frees). EM_ERR_NOT_FOUND when the file has no such section. */
+em_status em_blob_read_file(const char *path, void **blob, size_t *size);
+
 #endif

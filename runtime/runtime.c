@@ -138,6 +138,7 @@ API void em_shutdown(void) {
   free(rt->modules);
   free(rt);
   rt_instance = NULL;
+  em_libs_forget();
   em_rt_unlock();
 }
 

@@ -130,4 +130,7 @@ em_status em_cuda_fail(CUresult r, const char *call, const char *fmt, ...) __att
 void em_driver_load(em_runtime *rt);
 void em_driver_unload(em_runtime *rt);
 
+/* Forgets the CUDA library probe (libs.c), so the next query looks again. */
+void em_libs_forget(void);
+
 #endif

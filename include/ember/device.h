@@ -60,6 +60,19 @@ typedef struct em_device_info {
 
 EM_API em_status em_device_get_info(em_device dev, em_device_info *out);
 
+/* The CUDA libraries Ember can use, found the way the driver is: dlopen of
+ * their sonames, newest first (then $CUDA_HOME/lib64, /usr/local/cuda/lib64). */
+typedef struct em_cuda_library {
+  char name[16];          /* "nvrtc", "cublas", "cublasLt", "cudnn" */
+  int found;
+  char path[512];         /* what was loaded */
+  char version[32];       /* as the library reports it: "13.0", "13.1.0", "9.19.0" */
+  char note[256];         /* what was tried when not found */
+} em_cuda_library;
+
+EM_API em_status em_cuda_library_count(size_t *count);
+EM_API em_status em_cuda_library_get(size_t index, em_cuda_library *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -42,6 +42,15 @@ typedef struct em_image_info {
 EM_API em_status em_image_count(size_t *count);
 EM_API em_status em_image_get(size_t index, em_image_info *out);
 
+/* The image table of another Ember library or program file, read with libelf
+ * without loading it (tools use this: `ember images --file`, gpucheck). */
+typedef struct em_image_table em_image_table;
+EM_API em_status em_image_table_open(const char *path, em_image_table **out);
+EM_API size_t em_image_table_count(const em_image_table *t);
+/* The strings and data of *out stay valid until em_image_table_close. */
+EM_API em_status em_image_table_get(const em_image_table *t, size_t index, em_image_info *out);
+EM_API void em_image_table_close(em_image_table *t);
+
 /* One of the five paths of the selection policy. */
 typedef enum em_path {
   EM_PATH_NONE = 0,

@@ -2,7 +2,9 @@
  *
  *   ember devices [--json]   the driver, each device and its dispatch plan per
  *                            kernel module, with the reason for every choice
- *   ember images [--json]    the kernel images embedded in the library
+ *   ember images [--json] [--file LIB]
+ *                            the kernel images embedded in this library, or
+ *                            in LIB (read with libelf, not loaded)
  *   ember selftest [--json]  loads every module on every device along its
  *                            plan and checks each kernel against its CPU twin
  *
@@ -51,15 +53,27 @@ static json_t *image_json(size_t i, const em_image_info *img) {
                    img->producer, "kernels", img->kernels, "size", (json_int_t)img->size, "hash", hash);
 }
 
-static int cmd_images(int json) {
+/* The table of this library, or of another file (read without loading it). */
+static em_image_table *file_table;
+
+static em_status image_at(size_t i, em_image_info *img) {
+  return file_table ? em_image_table_get(file_table, i, img) : em_image_get(i, img);
+}
+
+static int cmd_images(int json, const char *file) {
   size_t n;
-  if (em_image_count(&n)) return fail("reading the image table");
+  if (file) {
+    if (em_image_table_open(file, &file_table)) return fail("reading the image table");
+    n = em_image_table_count(file_table);
+  } else if (em_image_count(&n)) {
+    return fail("reading the image table");
+  }
   json_t *arr = json_array();
   if (!json) printf("%-3s %-12s %-7s %-12s %-6s %-8s %-11s %-9s %s\n", "#", "module", "kind", "arch", "isa", "toolkit",
                     "min driver", "bytes", "producer");
   for (size_t i = 0; i < n; i++) {
     em_image_info img;
-    if (em_image_get(i, &img)) return fail("reading the image table");
+    if (image_at(i, &img)) return fail("reading the image table");
     char arch[32] = "-", isa[16] = "-", tk[16] = "-", md[16] = "-";
     if (img.kind == EM_IMAGE_CUBIN || img.kind == EM_IMAGE_PTX)
       snprintf(arch, sizeof arch, "%s_%d%s", img.kind == EM_IMAGE_CUBIN ? "sm" : "compute", img.arch, variant_str(img.variant));
@@ -81,6 +95,7 @@ static int cmd_images(int json) {
   } else {
     json_decref(arr);
   }
+  em_image_table_close(file_table);
   return 0;
 }
 
@@ -114,6 +129,20 @@ static int cmd_devices(int json) {
     em_device_get_info(em_cpu(), &cpu);
     printf("cpu: %d cores, %.1f GiB: every module runs here\n", cpu.sm_count, (double)cpu.total_memory / (1 << 30));
   }
+  json_t *libs = json_array();
+  size_t n_libs = 0;
+  em_cuda_library_count(&n_libs);
+  for (size_t i = 0; i < n_libs; i++) {
+    em_cuda_library L;
+    if (em_cuda_library_get(i, &L)) continue;
+    if (json)
+      json_array_append_new(libs, json_pack("{s:s, s:b, s:s, s:s, s:s}", "name", L.name, "found", L.found, "path", L.path,
+                                            "version", L.version, "note", L.note));
+    else if (L.found)
+      printf("%-8s %-8s %s%s%s\n", L.name, L.version, L.path, L.note[0] ? "  " : "", L.note);
+    else
+      printf("%-8s -        %s\n", L.name, L.note);
+  }
   for (int d = 0; d < n; d++) {
     em_device_info info;
     if (em_device_get_info(em_cuda(d), &info)) return fail("reading a device");
@@ -138,15 +167,16 @@ static int cmd_devices(int json) {
     else json_decref(plans);
   }
   if (json) {
-    json_t *root = json_pack("{s:s, s:s, s:{s:s, s:i, s:i, s:s, s:s}, s:o}", "schema", "ember.devices/1", "version",
-                             em_version(), "driver", "state", driver_state_str(drv.state), "version",
+    json_t *root = json_pack("{s:s, s:s, s:{s:s, s:i, s:i, s:s, s:s}, s:o, s:o}", "schema", "ember.devices/1",
+                             "version", em_version(), "driver", "state", driver_state_str(drv.state), "version",
                              drv.driver_version, "cuda_error", drv.cuda_error, "library", drv.library_path, "message",
-                             drv.message, "devices", devices);
+                             drv.message, "libraries", libs, "devices", devices);
     json_dumpf(root, stdout, JSON_INDENT(2));
     putchar('\n');
     json_decref(root);
   } else {
     json_decref(devices);
+    json_decref(libs);
   }
   if (strict_refusals) {
     fprintf(stderr, "ember: EMBER_STRICT=1 refused %d CPU fallback%s (reasons above)\n", strict_refusals,
@@ -159,20 +189,22 @@ static int cmd_devices(int json) {
 int ember_selftest(int json); /* selftest.c */
 
 static int usage(void) {
-  fprintf(stderr, "usage: ember devices [--json] | ember images [--json] | ember selftest [--json]\n");
+  fprintf(stderr, "usage: ember devices [--json] | ember images [--json] [--file LIB] | ember selftest [--json]\n");
   return EXIT_USAGE;
 }
 
 int main(int argc, char **argv) {
   if (argc < 2) return usage();
   int json = 0;
+  const char *file = NULL;
   for (int i = 2; i < argc; i++) {
     if (!strcmp(argv[i], "--json")) json = 1;
+    else if (!strcmp(argv[i], "--file") && i + 1 < argc && !strcmp(argv[1], "images")) file = argv[++i];
     else return usage();
   }
   int rc;
   if (!strcmp(argv[1], "devices")) rc = cmd_devices(json);
-  else if (!strcmp(argv[1], "images")) rc = cmd_images(json);
+  else if (!strcmp(argv[1], "images")) rc = cmd_images(json, file);
   else if (!strcmp(argv[1], "selftest")) rc = ember_selftest(json);
   else return usage();
   em_shutdown();

@@ -1,0 +1,117 @@
+/* Probing the CUDA math libraries (cuBLAS, cuBLASLt, cuDNN) and reporting
+ * NVRTC, for `ember devices` and gpucheck. Later ops load them the same way.
+ * Sonames: shared/reference/cuda-compat.md section 9 (libcublas.so.MAJOR,
+ * libcublasLt.so.MAJOR; libcudnn.so.8 / .9). The .11 cuBLAS soname is [U] in
+ * the reference: it is only tried, never assumed. */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime.h"
+
+#define API __attribute__((visibility("default")))
+
+typedef struct lib_spec {
+  const char *name;
+  const char *sonames[4];
+  const char *probe; /* a symbol that tells its version */
+} lib_spec;
+
+static const lib_spec specs[] = {
+  {"cublas", {"libcublas.so.13", "libcublas.so.12", "libcublas.so.11", NULL}, "cublasGetProperty"},
+  {"cublasLt", {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so.11", NULL}, "cublasLtGetProperty"},
+  {"cudnn", {"libcudnn.so.9", "libcudnn.so.8", NULL, NULL}, "cudnnGetVersion"},
+};
+#define N_SPECS (sizeof specs / sizeof specs[0])
+#define N_LIBS (N_SPECS + 1) /* + NVRTC */
+
+static em_cuda_library found[N_LIBS];
+static int probed;
+
+static void *open_lib(const char *soname, char *path, size_t cap) {
+  const char *dirs[] = {NULL, getenv("CUDA_HOME"), getenv("CUDA_PATH"), "/usr/local/cuda"};
+  for (size_t d = 0; d < sizeof dirs / sizeof dirs[0]; d++) {
+    if (d == 0) snprintf(path, cap, "%s", soname);
+    else if (dirs[d] && *dirs[d]) snprintf(path, cap, "%s/lib64/%s", dirs[d], soname);
+    else continue;
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (h) return h;
+  }
+  return NULL;
+}
+
+/* cublas(Lt)GetProperty(MAJOR=0, MINOR=1, PATCH=2, int*) and cudnnGetVersion()
+ * (major*10000 + minor*100 + patch for cuDNN 9; major*1000 + minor*100 + patch for 8). */
+static void version_of(const lib_spec *s, void *h, char *out, size_t cap) {
+  void *sym = dlsym(h, s->probe);
+  snprintf(out, cap, "unknown");
+  if (!sym) return;
+  if (!strcmp(s->name, "cudnn")) {
+    size_t v = ((size_t(*)(void))sym)();
+    if (v >= 90000) snprintf(out, cap, "%zu.%zu.%zu", v / 10000, (v % 10000) / 100, v % 100);
+    else snprintf(out, cap, "%zu.%zu.%zu", v / 1000, (v % 1000) / 100, v % 100);
+    return;
+  }
+  int (*prop)(int, int *) = (int (*)(int, int *))sym;
+  int major = 0, minor = 0, patch = 0;
+  if (!prop(0, &major) && !prop(1, &minor) && !prop(2, &patch)) snprintf(out, cap, "%d.%d.%d", major, minor, patch);
+}
+
+static void probe_all(em_runtime *rt) {
+  em_cuda_library *n = &found[0];
+  snprintf(n->name, sizeof n->name, "nvrtc");
+  if (!rt->nvrtc_loaded) {
+    em_nvrtc_load_all(&rt->nvrtc);
+    rt->nvrtc_loaded = 1;
+  }
+  if (rt->nvrtc.n) {
+    const em_nvrtc_lib *l = &rt->nvrtc.libs[0];
+    n->found = 1;
+    snprintf(n->path, sizeof n->path, "%s", l->path);
+    snprintf(n->version, sizeof n->version, "%d.%d", l->version / 1000, (l->version % 1000) / 10);
+    if (rt->nvrtc.n > 1) snprintf(n->note, sizeof n->note, "%zu NVRTC versions loadable", rt->nvrtc.n);
+  } else {
+    snprintf(n->note, sizeof n->note, "%s", rt->nvrtc.tried);
+  }
+  for (size_t i = 0; i < N_SPECS; i++) {
+    em_cuda_library *L = &found[i + 1];
+    snprintf(L->name, sizeof L->name, "%s", specs[i].name);
+    for (size_t k = 0; specs[i].sonames[k] && !L->found; k++) {
+      void *h = open_lib(specs[i].sonames[k], L->path, sizeof L->path);
+      if (!h) continue;
+      L->found = 1;
+      version_of(&specs[i], h, L->version, sizeof L->version);
+      dlclose(h);
+    }
+    if (!L->found) {
+      L->path[0] = '\0';
+      snprintf(L->note, sizeof L->note, "none of %s%s%s found", specs[i].sonames[0],
+               specs[i].sonames[1] ? ", " : "", specs[i].sonames[1] ? specs[i].sonames[1] : "");
+    }
+  }
+  probed = 1;
+}
+
+API em_status em_cuda_library_count(size_t *count) {
+  if (!count) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_cuda_library_count: count is NULL");
+  *count = N_LIBS;
+  return EM_OK;
+}
+
+API em_status em_cuda_library_get(size_t index, em_cuda_library *out) {
+  if (!out) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_cuda_library_get: out is NULL");
+  if (index >= N_LIBS) return em_fail(EM_ERR_NOT_FOUND, "library %zu does not exist (%zu)", index, (size_t)N_LIBS);
+  em_runtime *rt = em_rt();
+  if (!rt) return EM_ERR_INTERNAL;
+  em_rt_lock();
+  if (!probed) probe_all(rt);
+  *out = found[index];
+  em_rt_unlock();
+  return EM_OK;
+}
+
+void em_libs_forget(void) {
+  memset(found, 0, sizeof found);
+  probed = 0;
+}
