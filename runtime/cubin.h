@@ -17,7 +17,8 @@ typedef struct em_cubin_info {
                           V1: e_version/10, e.g. 123 -> 12030); 0 if unknown */
   int is_relocatable;  /* e_type == ET_REL (-rdc) */
   char tool_info[160]; /* first line of .note.nv.tkinfo tool strings, "" if absent */
-  int n_kernels;       /* number of kernels (STT_FUNC symbols with a .text.<name> section) */
+  int n_kernels;       /* number of kernels: STT_FUNC symbols in a .text.<name> section with
+                          st_other & 0x10 (STO_CUDA_ENTRY; -rdc device functions lack it) */
 } em_cubin_info;
 
 /* Parses a cubin held in memory. `kernels`, when not NULL, receives the kernel
