@@ -11,12 +11,30 @@
 
 #include "error.h"
 
-/* The string at `off` must end inside the string table. */
-static const char *blob_string(const uint8_t *b, const em_blob_header *h, uint32_t off) {
-  if (off >= h->strtab_size) return NULL;
+/* The string at `off` must start and end inside the string table; *why says
+ * which rule it broke when it does not. */
+static const char *blob_string(const uint8_t *b, const em_blob_header *h, uint32_t off, const char **why) {
+  if (off >= h->strtab_size) {
+    *why = "lies past the end of the string table";
+    return NULL;
+  }
   const char *s = (const char *)b + h->strtab_offset + off;
-  if (!memchr(s, '\0', h->strtab_size - off)) return NULL;
+  if (!memchr(s, '\0', h->strtab_size - off)) {
+    *why = "has no NUL before the end of the string table";
+    return NULL;
+  }
   return s;
+}
+
+/* Resolves one string field of entry i, naming the field on failure. */
+static em_status entry_string(const uint8_t *b, const em_blob_header *h, size_t i, size_t at, const char *origin,
+                              const char *field, uint32_t off, const char **out) {
+  const char *why = "";
+  *out = blob_string(b, h, off, &why);
+  if (!*out)
+    return em_fail(EM_ERR_CORRUPT, "%s: image %zu (offset %zu): %s string at offset %u %s (%u bytes)", origin, i,
+                   at, field, off, why, h->strtab_size);
+  return EM_OK;
 }
 
 static em_status check_header(const uint8_t *b, size_t size, const char *origin, em_blob_header *h) {
@@ -47,11 +65,10 @@ static em_status parse_entry(const uint8_t *b, const em_blob_header *h, size_t i
   size_t at = h->header_size + i * h->entry_size;
   memcpy(&e, b + at, sizeof e);
   memset(img, 0, sizeof *img);
-  img->module = blob_string(b, h, e.module_name);
-  img->producer = blob_string(b, h, e.producer);
-  img->kernels = blob_string(b, h, e.kernels);
-  if (!img->module || !img->producer || !img->kernels)
-    return em_fail(EM_ERR_CORRUPT, "%s: image %zu (offset %zu) has a string outside the string table", origin, i, at);
+  em_status st = entry_string(b, h, i, at, origin, "module_name", e.module_name, &img->module);
+  if (!st) st = entry_string(b, h, i, at, origin, "producer", e.producer, &img->producer);
+  if (!st) st = entry_string(b, h, i, at, origin, "kernels", e.kernels, &img->kernels);
+  if (st) return st;
   if (e.kind < EM_IMAGE_CUBIN || e.kind > EM_IMAGE_HEADER)
     return em_fail(EM_ERR_CORRUPT, "%s: image %zu has unknown kind %u", origin, i, e.kind);
   if (e.variant != 0 && e.variant != 'a' && e.variant != 'f')

@@ -16,7 +16,9 @@ size_t em_alloc_class(size_t bytes) {
     size_t step = p + (p / 4) * (size_t)q;
     if (step >= r) return step;
   }
-  return r;
+  /* The next step (2p) overflows size_t: no class holds the request. 0 is
+   * smaller than any request, which em_allocator_alloc refuses. */
+  return 0;
 }
 
 static size_t hash_ptr(const void *p, size_t cap) {

@@ -1,5 +1,6 @@
 /* A per-device caching allocator. Freed blocks are kept in size classes (four
- * per power of two, so at most 25% is wasted) and handed out again, since
+ * per power of two: at most 25% wasted above 4 KiB, 512-byte granules below)
+ * and handed out again, since
  * cuMemAlloc/cuMemFree synchronise the device and cost far more than a
  * launch. When the driver runs out of memory the cache is returned to it and
  * the allocation is tried once more. */

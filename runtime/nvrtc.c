@@ -14,11 +14,21 @@ static void note_tried(em_nvrtc_set *set, const char *what) {
   if (len + 2 < sizeof set->tried) snprintf(set->tried + len, sizeof set->tried - len, "%s%s", len ? "; " : "", what);
 }
 
-/* Opens one candidate; fills the entry and returns 1 if usable. */
-static int open_one(em_nvrtc_set *set, const char *path, em_nvrtc_lib *lib) {
+/* Opens one candidate; fills the entry and returns 1 if usable. A path the
+ * user named (explicit) that cannot be opened is noted in set->tried; the
+ * sonames and folders searched by default are not, as most are absent. */
+static int open_one(em_nvrtc_set *set, const char *path, int explicit, em_nvrtc_lib *lib) {
   memset(lib, 0, sizeof *lib);
   void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  if (!h) return 0;
+  if (!h) {
+    if (explicit) {
+      char msg[600];
+      const char *why = dlerror();
+      snprintf(msg, sizeof msg, "$EMBER_NVRTC entry %s cannot be opened: %s", path, why ? why : "unknown error");
+      note_tried(set, msg);
+    }
+    return 0;
+  }
   snprintf(lib->path, sizeof lib->path, "%s", path);
   lib->handle = h;
 #define LOAD(field, name) *(void **)&lib->field = dlsym(h, name);
@@ -65,10 +75,10 @@ static int have_version(const em_nvrtc_set *set, int version) {
   return 0;
 }
 
-static void try_path(em_nvrtc_set *set, const char *path) {
+static void try_path(em_nvrtc_set *set, const char *path, int explicit) {
   if (set->n == EM_NVRTC_MAX) return;
   em_nvrtc_lib lib;
-  if (!open_one(set, path, &lib)) return;
+  if (!open_one(set, path, explicit, &lib)) return;
   if (have_version(set, lib.version)) {
     dlclose(lib.handle);
     return;
@@ -84,7 +94,7 @@ void em_nvrtc_load_all(em_nvrtc_set *set) {
   if (env && *env) {
     char buf[2048];
     snprintf(buf, sizeof buf, "%s", env);
-    for (char *save = NULL, *p = strtok_r(buf, ":", &save); p; p = strtok_r(NULL, ":", &save)) try_path(set, p);
+    for (char *save = NULL, *p = strtok_r(buf, ":", &save); p; p = strtok_r(NULL, ":", &save)) try_path(set, p, 1);
   }
   const char *dirs[] = {NULL, getenv("CUDA_HOME"), getenv("CUDA_PATH"), "/usr/local/cuda"};
   for (size_t i = 0; i < em_nvrtc_count(); i++) {
@@ -95,7 +105,7 @@ void em_nvrtc_load_all(em_nvrtc_set *set) {
       else if (dirs[d] && *dirs[d]) snprintf(path, sizeof path, "%s/lib64/%s", dirs[d], soname);
       else continue;
       size_t before = set->n;
-      try_path(set, path);
+      try_path(set, path, 0);
       if (set->n > before) break;
     }
   }
