@@ -1,8 +1,7 @@
 /* A per-device caching allocator. Freed blocks are kept in size classes (four
  * per power of two: at most 25% wasted above 4 KiB, 512-byte granules below)
- * and handed out again, since
- * cuMemAlloc/cuMemFree synchronise the device and cost far more than a
- * launch. When the driver runs out of memory the cache is returned to it and
+ * and handed out again, since cuMemAlloc/cuMemFree synchronise the device and
+ * cost far more than a launch. When the driver runs out of memory the cache is returned to it and
  * the allocation is tried once more. */
 #ifndef EMBER_RUNTIME_MEMORY_H
 #define EMBER_RUNTIME_MEMORY_H
