@@ -25,6 +25,16 @@ PTXAS ?= $(shell command -v ptxas 2>/dev/null || { test -x /usr/local/cuda/bin/p
 EMBER_ARCHS ?= 75 80 86 89 90 100 120
 LEGACY_ARCHS := 35 37 50 52 60 61 70
 
+# Short build lines; V=1 shows the full commands.
+V ?= 0
+ifeq ($(V),1)
+Q :=
+say := @true
+else
+Q := @
+say := @printf '  %-8s %s\n'
+endif
+
 WERROR ?= 1
 CSTD := -std=c11 -D_GNU_SOURCE
 # Messages go into fixed buffers and are cut short by design: no truncation warnings.
@@ -67,11 +77,13 @@ LEGACY_CUBINS := $(foreach m,$(MODULES),$(foreach a,$(LEGACY_CUBIN_ARCHS),$(BUIL
 
 $(BUILD)/kernels/%.cubin: $(KERNEL_HEADERS)
 	@mkdir -p $(@D)
-	$(NVCC) -cubin -arch=$(lastword $(subst ., ,$*)) $(NVCC_KFLAGS) kernels/$(firstword $(subst ., ,$*)).cu -o $@
+	$(say) NVCC $@
+	$(Q)$(NVCC) -cubin -arch=$(lastword $(subst ., ,$*)) $(NVCC_KFLAGS) kernels/$(firstword $(subst ., ,$*)).cu -o $@
 
 $(BUILD)/kernels/legacy/%.cubin: $(KERNEL_HEADERS)
 	@mkdir -p $(@D)
-	$(NVCC_LEGACY) -cubin -arch=$(lastword $(subst ., ,$*)) $(NVCC_KFLAGS) kernels/$(firstword $(subst ., ,$*)).cu -o $@
+	$(say) NVCC $@
+	$(Q)$(NVCC_LEGACY) -cubin -arch=$(lastword $(subst ., ,$*)) $(NVCC_KFLAGS) kernels/$(firstword $(subst ., ,$*)).cu -o $@
 
 # Each cubin also depends on its module's source.
 define cubin_deps
@@ -105,12 +117,14 @@ PACK_ARGS = \
 
 $(GEN)/images.bin: $(PACK) $(CUBINS) $(LEGACY_CUBINS) $(PTX_NEW) $(PTX_LEGACY) $(wildcard kernels/*) ptx/STAMP.mk
 	@mkdir -p $(@D)
-	$(PACK) $@ $(PACK_ARGS)
+	$(say) PACK $@
+	$(Q)$(PACK) $@ $(PACK_ARGS)
 
 # ---------------------------------------------------------- arch_table data ---
 $(GEN)/arch_table_data.c: arch_table/gen.sh $(wildcard arch_table/data/*.tsv)
 	@mkdir -p $(@D)
-	sh arch_table/gen.sh $@ arch_table/data
+	$(say) GEN $@
+	$(Q)sh arch_table/gen.sh $@ arch_table/data
 
 # ----------------------------------------------------------------- library ---
 LIB_C_SRCS := $(wildcard runtime/*.c arch_table/*.c ops/*.c)
@@ -120,22 +134,26 @@ DEPFILES := $(LIB_OBJS:.o=.d)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
-	$(CC) $(LIB_CFLAGS) -MMD -MP -c $< -o $@
+	$(say) CC $<
+	$(Q)$(CC) $(LIB_CFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/obj/gen/arch_table_data.o: $(GEN)/arch_table_data.c
 	@mkdir -p $(@D)
-	$(CC) $(LIB_CFLAGS) -c $< -o $@
+	$(say) CC $<
+	$(Q)$(CC) $(LIB_CFLAGS) -c $< -o $@
 
 $(BUILD)/obj/runtime/image_section.o: runtime/image_section.S $(GEN)/images.bin
 	@mkdir -p $(@D)
-	$(CC) -c -DEMBER_IMAGE_BLOB='"$(abspath $(GEN)/images.bin)"' $< -o $@
+	$(say) AS $<
+	$(Q)$(CC) -c -DEMBER_IMAGE_BLOB='"$(abspath $(GEN)/images.bin)"' $< -o $@
 
 # The packer is a host tool built from the readers it shares with the runtime.
 PACK_SRCS := build-tools/pack_images.c runtime/cubin.c runtime/ptx_header.c runtime/policy.c runtime/error.c \
   arch_table/arch_table.c
 $(PACK): $(PACK_SRCS) $(GEN)/arch_table_data.c $(wildcard runtime/*.h arch_table/*.h)
 	@mkdir -p $(@D)
-	$(CC) $(CSTD) -O1 -g $(WARN) $(INCLUDES) $(PACK_SRCS) $(GEN)/arch_table_data.c -lelf -lpthread -o $@
+	$(say) LINK $@
+	$(Q)$(CC) $(CSTD) -O1 -g $(WARN) $(INCLUDES) $(PACK_SRCS) $(GEN)/arch_table_data.c -lelf -lpthread -o $@
 
 SONAME := libember.so.$(SOVERSION)
 LIB_SO := $(BUILD)/lib/libember.so.$(VERSION)
@@ -143,24 +161,27 @@ LIB_A := $(BUILD)/lib/libember.a
 
 $(LIB_SO): $(LIB_OBJS)
 	@mkdir -p $(@D)
-	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--no-undefined $(LDFLAGS_ALL) $^ $(LIBS) -o $@
-	ln -sf libember.so.$(VERSION) $(BUILD)/lib/$(SONAME)
-	ln -sf $(SONAME) $(BUILD)/lib/libember.so
+	$(say) LINK $@
+	$(Q)$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--no-undefined $(LDFLAGS_ALL) $^ $(LIBS) -o $@
+	$(Q)ln -sf libember.so.$(VERSION) $(BUILD)/lib/$(SONAME)
+	$(Q)ln -sf $(SONAME) $(BUILD)/lib/libember.so
 
 $(LIB_A): $(LIB_OBJS)
 	@mkdir -p $(@D)
-	rm -f $@
-	ar rcs $@ $^
+	$(say) AR $@
+	$(Q)rm -f $@
+	$(Q)ar rcs $@ $^
 
 $(BUILD)/lib/ember.pc: build-tools/ember.pc.in
 	@mkdir -p $(@D)
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' $< > $@
+	$(Q)sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' $< > $@
 
 # ------------------------------------------------------------------- tools ---
 TOOL_LIBS := -ljansson
 $(BUILD)/bin/ember: $(wildcard tools/ember/*.c tools/common/*.c) $(LIB_SO) $(wildcard include/ember/*.h tools/common/*.h)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_ALL) -Itools/common $(filter %.c,$^) -L$(BUILD)/lib -lember -Wl,-rpath,'$$ORIGIN/../lib' \
+	$(say) LINK $@
+	$(Q)$(CC) $(CFLAGS_ALL) -Itools/common $(filter %.c,$^) -L$(BUILD)/lib -lember -Wl,-rpath,'$$ORIGIN/../lib' \
 	  $(LDFLAGS_ALL) $(TOOL_LIBS) -o $@
 
 # ------------------------------------------------------------------- tests ---
@@ -171,11 +192,13 @@ FAKE_SRCS := $(wildcard tests/fakecuda/*.c) runtime/cubin.c runtime/ptx_header.c
 
 $(BUILD)/tests/unit/%: tests/unit/%.c $(LIB_A) $(wildcard tests/unit/*.h)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_ALL) -Itests $< $(LIB_A) $(LDFLAGS_ALL) -lcmocka $(LIBS) -o $@
+	$(say) LINK $@
+	$(Q)$(CC) $(CFLAGS_ALL) -Itests $< $(LIB_A) $(LDFLAGS_ALL) -lcmocka $(LIBS) -o $@
 
 $(FAKECUDA): $(FAKE_SRCS) $(wildcard tests/fakecuda/*.h runtime/*.h)
 	@mkdir -p $(@D)
-	$(CC) -shared $(CFLAGS_ALL) -Wl,-soname,libcuda.so.1 $(FAKE_SRCS) $(LDFLAGS_ALL) -lelf -lzstd -llz4 -lpthread -o $@
+	$(say) LINK $@
+	$(Q)$(CC) -shared $(CFLAGS_ALL) -Wl,-soname,libcuda.so.1 $(FAKE_SRCS) $(LDFLAGS_ALL) -lelf -lzstd -llz4 -lpthread -o $@
 
 # ------------------------------------------------------------------ targets ---
 .PHONY: all lib tools tests deps test test-unit test-san fuzz-run demo install clean test-gpu

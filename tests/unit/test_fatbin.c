@@ -15,29 +15,7 @@
 
 /* ---- fixtures ---- */
 
-typedef struct blob {
-  uint8_t *data;
-  size_t size;
-} blob;
-
-static blob load_fixture(const char *name) {
-  const char *dir = getenv("EMBER_SRC_DIR");
-  char path[1024];
-  snprintf(path, sizeof path, "%s/tests/fixtures/%s", dir && *dir ? dir : ".", name);
-  blob b = {NULL, 0};
-  FILE *f = fopen(path, "rb");
-  if (!f) fail_msg("cannot open fixture %s (run from the repo root or set EMBER_SRC_DIR)", path);
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  rewind(f);
-  assert_true(n > 0);
-  b.data = malloc((size_t)n);
-  assert_non_null(b.data);
-  assert_int_equal(fread(b.data, 1, (size_t)n, f), (size_t)n);
-  fclose(f);
-  b.size = (size_t)n;
-  return b;
-}
+#include "unit/test_files.h"
 
 static void put32(uint8_t *p, uint32_t v) {
   for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));

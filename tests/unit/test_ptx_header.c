@@ -14,29 +14,7 @@
 #include "error.h"
 #include "ptx_header.h"
 
-typedef struct blob {
-  char *data;
-  size_t size;
-} blob;
-
-static blob load_fixture(const char *name) {
-  const char *dir = getenv("EMBER_SRC_DIR");
-  char path[1024];
-  snprintf(path, sizeof path, "%s/tests/fixtures/%s", dir && *dir ? dir : ".", name);
-  blob b = {NULL, 0};
-  FILE *f = fopen(path, "rb");
-  if (!f) fail_msg("cannot open fixture %s (run from the repo root or set EMBER_SRC_DIR)", path);
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  rewind(f);
-  assert_true(n > 0);
-  b.data = malloc((size_t)n); /* no NUL terminator on purpose */
-  assert_non_null(b.data);
-  assert_int_equal(fread(b.data, 1, (size_t)n, f), (size_t)n);
-  fclose(f);
-  b.size = (size_t)n;
-  return b;
-}
+#include "unit/test_files.h"
 
 /* Parses a string literal without its NUL, from an exact-size copy. */
 static em_status parse(const char *text, em_ptx_info *info, char *kernels, size_t cap) {
@@ -53,7 +31,7 @@ static void check_fixture(const char *file, size_t size, int isa, int sm, char v
   assert_int_equal(b.size, size);
   em_ptx_info info;
   char k[128];
-  em_status s = em_ptx_read_header(b.data, b.size, &info, k, sizeof k);
+  em_status s = em_ptx_read_header(b.text, b.size, &info, k, sizeof k);
   if (s != EM_OK) fail_msg("%s: %s", file, em_last_error());
   assert_int_equal(info.isa, isa);
   assert_int_equal(info.target_sm, sm);
@@ -61,7 +39,7 @@ static void check_fixture(const char *file, size_t size, int isa, int sm, char v
   assert_int_equal(info.address_size, 64);
   assert_int_equal(info.n_entries, 2);
   assert_string_equal(k, "ember_saxpy,ember_fill");
-  free(b.data);
+  free(b.text);
 }
 
 static void test_nvcc_compute90(void **state) {
@@ -140,10 +118,10 @@ static void test_kernel_list_truncated(void **state) {
   em_ptx_info info;
   char k[8];
   memset(k, 'x', sizeof k);
-  assert_int_equal(em_ptx_read_header(b.data, b.size, &info, k, sizeof k), EM_OK);
+  assert_int_equal(em_ptx_read_header(b.text, b.size, &info, k, sizeof k), EM_OK);
   assert_string_equal(k, "ember_s");
   assert_int_equal(info.n_entries, 2);
-  free(b.data);
+  free(b.text);
 }
 
 static void test_malformed_version(void **state) {
@@ -190,16 +168,16 @@ static void test_missing_or_bad_target(void **state) {
 static void test_every_prefix(void **state) {
   (void)state;
   blob b = load_fixture("k_compute90.ptx");
-  const char *target = memmem(b.data, b.size, ".target sm_90\n", strlen(".target sm_90\n"));
-  const char *asize = memmem(b.data, b.size, ".address_size 64\n", strlen(".address_size 64\n"));
+  const char *target = memmem(b.text, b.size, ".target sm_90\n", strlen(".target sm_90\n"));
+  const char *asize = memmem(b.text, b.size, ".address_size 64\n", strlen(".address_size 64\n"));
   assert_non_null(target);
   assert_non_null(asize);
-  size_t first_ok = (size_t)(target - b.data) + strlen(".target sm_9");
-  size_t as_name_end = (size_t)(asize - b.data) + strlen(".address_size");
-  size_t as_value_end = (size_t)(asize - b.data) + strlen(".address_size 64");
+  size_t first_ok = (size_t)(target - b.text) + strlen(".target sm_9");
+  size_t as_name_end = (size_t)(asize - b.text) + strlen(".address_size");
+  size_t as_value_end = (size_t)(asize - b.text) + strlen(".address_size 64");
   for (size_t len = 0; len <= b.size; len++) {
     char *copy = malloc(len ? len : 1);
-    memcpy(copy, b.data, len);
+    memcpy(copy, b.text, len);
     em_ptx_info info;
     char k[64];
     em_status s = em_ptx_read_header(copy, len, &info, k, sizeof k);
@@ -211,7 +189,7 @@ static void test_every_prefix(void **state) {
     }
     free(copy);
   }
-  free(b.data);
+  free(b.text);
 }
 
 int main(void) {
