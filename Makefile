@@ -193,7 +193,7 @@ FAKE_SRCS := $(wildcard tests/fakecuda/*.c) runtime/cubin.c runtime/ptx_header.c
 $(BUILD)/tests/unit/%: tests/unit/%.c $(LIB_A) $(wildcard tests/unit/*.h)
 	@mkdir -p $(@D)
 	$(say) LINK $@
-	$(Q)$(CC) $(CFLAGS_ALL) -Itests $< $(LIB_A) $(LDFLAGS_ALL) -lcmocka $(LIBS) -o $@
+	$(Q)$(CC) $(CFLAGS_ALL) -Itests $< $(LIB_A) $(LDFLAGS_ALL) -lcmocka -ljansson $(LIBS) -o $@
 
 $(FAKECUDA): $(FAKE_SRCS) $(wildcard tests/fakecuda/*.h runtime/*.h)
 	@mkdir -p $(@D)

@@ -163,13 +163,24 @@ void em_driver_load(em_runtime *rt) {
     set_state(d, EM_DRIVER_INIT_FAILED, 0, "no host memory for %d devices", n);
     return;
   }
+  /* A device the driver cannot hand out is skipped (and logged) so the rest
+   * stay usable; Ember's ordinals then count only the usable ones. */
+  int usable = 0;
   for (int i = 0; i < n; i++) {
-    em_gpu *g = &rt->gpus[i];
-    g->ordinal = i;
-    if (rt->cu.cuDeviceGet(&g->dev, i) != CUDA_SUCCESS) continue;
+    em_gpu *g = &rt->gpus[usable];
+    CUresult e = rt->cu.cuDeviceGet(&g->dev, i);
+    if (e != CUDA_SUCCESS) {
+      em_log(EM_LOG_DRIVER, "cuDeviceGet(%d) failed: %s (%d): device skipped", i, em_cuda_error_name(e), e);
+      continue;
+    }
+    g->ordinal = usable++;
     describe_gpu(rt, g);
   }
-  rt->n_gpus = n;
+  rt->n_gpus = n = usable;
+  if (!usable) {
+    set_state(d, EM_DRIVER_NO_DEVICE, 0, "cuDeviceGet failed for every device the driver reported (EMBER_LOG=driver shows why)");
+    return;
+  }
   set_state(d, EM_DRIVER_OK, 0, "CUDA driver %d.%d (%s), %d device%s", d->driver_version / 1000,
             (d->driver_version % 1000) / 10, d->library_path, n, n == 1 ? "" : "s");
 }

@@ -35,7 +35,9 @@ static void *open_lib(const char *soname, char *path, size_t cap) {
     if (d == 0) snprintf(path, cap, "%s", soname);
     else if (dirs[d] && *dirs[d]) snprintf(path, cap, "%s/lib64/%s", dirs[d], soname);
     else continue;
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    /* RTLD_NODELETE: these C++ libraries lose their one-time allocations
+     * (libstdc++'s exception pool) on every unload; keep them mapped. */
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (h) return h;
   }
   return NULL;

@@ -36,12 +36,16 @@ static em_status jit_ptx(em_runtime *rt, em_gpu *g, const char *ptx, size_t size
   CUresult r = rt->cu.cuLinkCreate(2, opts, vals, &st);
   if (r) return em_cuda_fail(r, "cuLinkCreate", "JIT of %s", what);
   r = rt->cu.cuLinkAddData(st, CU_JIT_INPUT_PTX, (void *)ptx, size, what, 0, NULL, NULL);
+  const char *call = "cuLinkAddData"; /* the message names the call that failed */
   void *cubin = NULL;
   size_t n = 0;
-  if (!r) r = rt->cu.cuLinkComplete(st, &cubin, &n);
+  if (!r) {
+    call = "cuLinkComplete";
+    r = rt->cu.cuLinkComplete(st, &cubin, &n);
+  }
   if (r) {
-    em_status s = em_cuda_fail(r, "cuLinkAddData/cuLinkComplete", "JIT of %s for sm_%d%s%s", what, g->cc,
-                               errlog[0] ? "; JIT log: " : "", errlog);
+    em_status s = em_cuda_fail(r, call, "JIT of %s for sm_%d%s%s", what, g->cc, errlog[0] ? "; JIT log: " : "",
+                               errlog);
     rt->cu.cuLinkDestroy(st);
     return s;
   }

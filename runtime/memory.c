@@ -1,6 +1,7 @@
 /* The caching allocator (memory.h). */
 #include "memory.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -107,6 +108,21 @@ void em_allocator_destroy(em_allocator *a) {
   memset(a, 0, sizeof *a);
 }
 
+/* Calls the backend. A failing backend may say what failed in the thread's
+ * message (the CUDA one names cuMemAlloc, the error name and number): that
+ * text comes back in why[] ("" if it said nothing), and the caller's earlier
+ * message is left as it was. */
+static int backend_alloc(em_allocator *a, size_t bytes, void **p, char *why, size_t cap) {
+  char before[2048]; /* error.c keeps messages of up to 2047 bytes */
+  snprintf(before, sizeof before, "%s", em_last_error());
+  em_clear_error();
+  int err = a->backend.alloc(a->backend.ctx, bytes, p);
+  snprintf(why, cap, "%s", err ? em_last_error() : "");
+  if (before[0]) em_fail(EM_OK, "%s", before);
+  else em_clear_error();
+  return err;
+}
+
 /* Takes a cached block of exactly this class, if any. */
 static void *take_cached(em_allocator *a, size_t cls) {
   for (size_t i = 0; i < a->cached_count; i++) {
@@ -126,15 +142,19 @@ em_status em_allocator_alloc(em_allocator *a, size_t bytes, void **ptr) {
   pthread_mutex_lock(&a->lock);
   void *p = a->backend.caching ? take_cached(a, cls) : NULL;
   if (!p) {
-    int err = a->backend.alloc(a->backend.ctx, cls, &p);
+    char why[768];
+    int err = backend_alloc(a, cls, &p, why, sizeof why);
     if (err && a->cached_count) {
       em_log(EM_LOG_MEMORY, "allocation of %zu bytes failed (%d): returning %llu cached bytes and retrying", cls,
              err, (unsigned long long)a->stats.bytes_cached);
       release_cached(a);
-      err = a->backend.alloc(a->backend.ctx, cls, &p);
+      err = backend_alloc(a, cls, &p, why, sizeof why);
     }
     if (err) {
       pthread_mutex_unlock(&a->lock);
+      if (why[0])
+        return em_fail(EM_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes (%s); %llu bytes are in use on this device",
+                       bytes, why, (unsigned long long)a->stats.bytes_in_use);
       return em_fail(EM_ERR_OUT_OF_MEMORY,
                      "cannot allocate %zu bytes (error %d); %llu bytes are in use on this device", bytes, err,
                      (unsigned long long)a->stats.bytes_in_use);

@@ -70,6 +70,10 @@ typedef enum { H2D, D2H, D2D } copy_kind;
 
 static em_status copy(em_device dev, void *dst, const void *src, size_t bytes, em_stream *s, copy_kind kind) {
   static const char *const names[] = {"em_memcpy_h2d", "em_memcpy_d2h", "em_memcpy_d2d"};
+  /* The driver call each copy makes, synchronous and on a stream: the message names it. */
+  static const char *const calls[][2] = {{"cuMemcpyHtoD", "cuMemcpyHtoDAsync"},
+                                         {"cuMemcpyDtoH", "cuMemcpyDtoHAsync"},
+                                         {"cuMemcpyDtoD", "cuMemcpyDtoDAsync"}};
   if ((!dst || !src) && bytes) return em_fail(EM_ERR_INVALID_ARGUMENT, "%s: NULL pointer", names[kind]);
   if (!bytes) return EM_OK;
   if (dev.kind == EM_DEVICE_CPU) {
@@ -90,7 +94,8 @@ static em_status copy(em_device dev, void *dst, const void *src, size_t bytes, e
   default: r = h ? cu->cuMemcpyDtoDAsync(d, sp, bytes, h) : cu->cuMemcpyDtoD(d, sp, bytes); break;
   }
   em_gpu_leave(g);
-  return r ? em_cuda_fail(r, names[kind], "%zu bytes on CUDA device %d", bytes, g->ordinal) : EM_OK;
+  return r ? em_cuda_fail(r, calls[kind][h != NULL], "%s: %zu bytes on CUDA device %d", names[kind], bytes, g->ordinal)
+           : EM_OK;
 }
 
 API em_status em_memcpy_h2d(em_device dev, void *dst, const void *src, size_t bytes, em_stream *s) {

@@ -19,7 +19,10 @@ static void note_tried(em_nvrtc_set *set, const char *what) {
  * sonames and folders searched by default are not, as most are absent. */
 static int open_one(em_nvrtc_set *set, const char *path, int explicit, em_nvrtc_lib *lib) {
   memset(lib, 0, sizeof *lib);
-  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  /* RTLD_NODELETE: NVRTC pulls in C++ runtimes (libnvrtc-builtins, libstdc++)
+   * whose one-time allocations are lost on every unload; dlclose only drops
+   * the reference, so em_shutdown and re-initialisation cycles leak nothing. */
+  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (!h) {
     if (explicit) {
       char msg[600];

@@ -258,6 +258,25 @@ static int step_of(const em_plan_candidate *c, int cc) {
   }
 }
 
+/* Appends, after `used` bytes of out->reason, the first rejection of each
+ * GPU path, so the one-line reason of a CPU fallback says why. */
+static void summarize_rejections(em_plan *out, int used) {
+  static const em_path order[] = {EM_PATH_CUBIN, EM_PATH_PTX, EM_PATH_PTX_LEGACY, EM_PATH_NVRTC};
+  size_t len = used > 0 ? (size_t)used : 0, cap = sizeof out->reason;
+  int any = 0;
+  for (size_t k = 0; k < sizeof order / sizeof order[0] && len < cap; k++) {
+    for (int i = 0; i < out->n_candidates; i++) {
+      const em_plan_candidate *c = &out->candidates[i];
+      if (c->path != order[k] || c->viable) continue;
+      len += (size_t)snprintf(out->reason + len, cap - len, "%s%s", any ? "; " : "", c->reason);
+      any = 1;
+      break;
+    }
+  }
+  if (len < cap) snprintf(out->reason + len, cap - len, "%s): falling back to the CPU",
+                          any ? "" : "no GPU image or source of it is embedded");
+}
+
 void em_policy_plan(const em_policy_input *in, em_plan *out) {
   plan_builder b = {.in = in, .out = out};
   memset(out, 0, sizeof *out);
@@ -281,9 +300,9 @@ void em_policy_plan(const em_policy_input *in, em_plan *out) {
   const em_plan_candidate *c = &out->candidates[out->chosen];
   out->step = step_of(c, in->cc);
   if (c->path == EM_PATH_CPU && in->force != EM_PATH_CPU) {
-    snprintf(out->reason, sizeof out->reason,
-             "no GPU image of module '%s' can run on CC %s with driver %s: falling back to the CPU",
-             in->module ? in->module : "?", b.cc_s, b.drv_s);
+    int n = snprintf(out->reason, sizeof out->reason, "no GPU image of module '%s' runs on CC %s with driver %s (",
+                     in->module ? in->module : "?", b.cc_s, b.drv_s);
+    summarize_rejections(out, n);
     out->strict_error = in->strict;
   } else {
     snprintf(out->reason, sizeof out->reason, "step %d: %s%s", out->step, c->reason,

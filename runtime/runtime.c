@@ -67,6 +67,8 @@ static int gpu_alloc(void *ctx, size_t bytes, void **ptr) {
   CUresult r = rt->cu.cuMemAlloc(&p, bytes);
   em_gpu_leave(g);
   *ptr = (void *)(uintptr_t)p;
+  /* The allocator puts this message (call, error name and number) into its own. */
+  if (r) em_cuda_fail(r, "cuMemAlloc", "a block of %zu bytes", bytes);
   return r;
 }
 static void gpu_release(void *ctx, void *ptr) {

@@ -507,3 +507,22 @@ FC_SAME_TYPE(fakecuda_jit_count, fakecuda_count_fn);
 FC_SAME_TYPE(fakecuda_last_launch, fakecuda_text_fn);
 FC_SAME_TYPE(fakecuda_config_error, fakecuda_text_fn);
 FC_SAME_TYPE(fakecuda_call_count, fakecuda_call_count_fn);
+
+/* ---------------------------------------------------- what it lacks --- */
+
+/* The driver's private tables. NVRTC 13 opens libcuda.so.1 itself during
+ * compilation and asks for these; the real driver hands out function tables
+ * we do not model, so the fake says "not supported" and NVRTC carries on
+ * without them (it does not need the driver to make a cubin). */
+FC_EXPORT CUresult cuGetExportTable(const void **table, const void *id) {
+  (void)id;
+  if (table) *table = NULL;
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+/* Unloading the fake frees what it holds, so leak checkers see a clean exit. */
+__attribute__((destructor)) static void fakecuda_unload(void) {
+  pthread_mutex_lock(&fc_lock);
+  teardown();
+  pthread_mutex_unlock(&fc_lock);
+}

@@ -154,7 +154,11 @@ static int cmd_devices(int json) {
       const char *module;
       em_plan plan;
       if (em_module_name(m, &module) || em_dispatch_plan(em_cuda(d), module, &plan)) return fail("planning");
-      strict_refusals += plan.strict_error;
+      if (plan.strict_error) {
+        strict_refusals++;
+        fprintf(stderr, "ember: EMBER_STRICT=1 refuses the CPU fallback of module %s on cuda:%d (%s): %s\n", module, d,
+                info.name, plan.reason);
+      }
       if (json) json_array_append_new(plans, plan_json(module, &plan));
       else printf("  %-12s -> %-10s %s%s\n", module, em_path_name(plan.path), plan.reason,
                   plan.strict_error ? "  [refused: EMBER_STRICT=1]" : "");
@@ -179,7 +183,7 @@ static int cmd_devices(int json) {
     json_decref(libs);
   }
   if (strict_refusals) {
-    fprintf(stderr, "ember: EMBER_STRICT=1 refused %d CPU fallback%s (reasons above)\n", strict_refusals,
+    fprintf(stderr, "ember: EMBER_STRICT=1 refused %d CPU fallback%s\n", strict_refusals,
             strict_refusals == 1 ? "" : "s");
     return 1;
   }

@@ -1,0 +1,483 @@
+/* Tests of the `ember` command line ($EMBER_CLI) against the fake libcuda
+ * ($FAKECUDA_LIB): each test runs the binary with popen under an environment
+ * built on its command line (env -u ... VAR=value), and parses its JSON with
+ * jansson. Without $EMBER_CLI or $FAKECUDA_LIB every test is skipped.
+ *
+ * Expected values come from outside the CLI: the kernel modules are the files
+ * kernels/<module>.cu of the source tree ($EMBER_SRC_DIR); the build always embeds
+ * clang's legacy compute_35 PTX and the source of every module (DESIGN.md,
+ * "What the build embeds"); a K80 (CC 3.7) on an R470 driver (11040) has no
+ * cubin (nvcc 13 starts at sm_75) and cannot JIT ISA 9.0 PTX (needs CUDA 13,
+ * cuda-compat.md 1 note 3), so its plan is the legacy PTX; exit codes are
+ * tools/ember's contract: 0 fine, 1 a check failed or EMBER_STRICT=1 refused
+ * a fallback, 64 a usage error. */
+#include <errno.h>
+#include <glob.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+static const char *cli, *fake, *src_dir, *build_dir;
+static char tmp_root[PATH_MAX];
+static int serial;
+
+/* The variables Ember and the fake read: unset unless a test sets them. */
+static const char *const managed_vars[] = {
+    "EMBER_LIBCUDA",    "EMBER_STRICT",         "EMBER_FORCE",        "EMBER_CACHE_DIR",
+    "EMBER_LOG",        "CUDA_DISABLE_PTX_JIT", "CUDA_FORCE_PTX_JIT", "CUDA_VISIBLE_DEVICES",
+    "FAKECUDA_DEVICES", "FAKECUDA_DRIVER",      "FAKECUDA_FAIL",      "FAKECUDA_STUB",
+    "FAKECUDA_NO_JIT",  "FAKECUDA_MEM_MB"};
+
+static int group_setup(void **state) {
+  (void)state;
+  cli = getenv("EMBER_CLI");
+  fake = getenv("FAKECUDA_LIB");
+  src_dir = getenv("EMBER_SRC_DIR");
+  build_dir = getenv("EMBER_BUILD_DIR");
+  if (!cli || !*cli || !fake || !*fake || !src_dir || !*src_dir || !build_dir || !*build_dir) {
+    fprintf(stderr, "test_cli: EMBER_CLI, FAKECUDA_LIB, EMBER_SRC_DIR and EMBER_BUILD_DIR must be set (run through "
+                    "build-tools/run_tests.sh): skipping every test\n");
+    cli = NULL;
+    return 0;
+  }
+  const char *t = getenv("TMPDIR");
+  snprintf(tmp_root, sizeof tmp_root, "%s/ember-cli-XXXXXX", t && *t ? t : "/tmp");
+  if (!mkdtemp(tmp_root)) {
+    fprintf(stderr, "test_cli: mkdtemp %s: %s\n", tmp_root, strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
+static int group_teardown(void **state) {
+  (void)state;
+  if (tmp_root[0]) {
+    char cmd[PATH_MAX + 16];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_root);
+    if (system(cmd) != 0) fprintf(stderr, "test_cli: could not remove %s\n", tmp_root);
+  }
+  return 0;
+}
+
+/* What a test allocated: freed by the teardown, also when an assertion
+ * jumps out of the test (no leak reports under the sanitizers). */
+static char *owned_text[64];
+static json_t *owned_json[32];
+static size_t n_text, n_json;
+
+static char *own_text(char *p) {
+  assert_non_null(p);
+  assert_true(n_text < sizeof owned_text / sizeof owned_text[0]);
+  return owned_text[n_text++] = p;
+}
+
+static json_t *own_json(json_t *j) {
+  assert_true(n_json < sizeof owned_json / sizeof owned_json[0]);
+  return owned_json[n_json++] = j;
+}
+
+static int free_owned(void **state) {
+  (void)state;
+  while (n_text) free(owned_text[--n_text]);
+  while (n_json) json_decref(owned_json[--n_json]);
+  return 0;
+}
+
+#define NEED_CLI()       \
+  do {                   \
+    if (!cli) skip();    \
+  } while (0)
+
+/* Appends s to the command in single quotes (a quote inside becomes '\''). */
+static void append_quoted(char *cmd, size_t cap, const char *s) {
+  size_t n = strlen(cmd);
+  if (n + 1 < cap) cmd[n++] = '\'';
+  for (; *s && n + 5 < cap; s++) {
+    if (*s == '\'') {
+      memcpy(cmd + n, "'\\''", 4);
+      n += 4;
+    } else {
+      cmd[n++] = *s;
+    }
+  }
+  if (n + 2 < cap) {
+    cmd[n++] = '\'';
+    cmd[n++] = ' ';
+  }
+  cmd[n] = '\0';
+}
+
+typedef struct run_result {
+  int status;   /* exit status, or -1 if it did not exit normally */
+  char *out;    /* stdout, malloc'd */
+  char *err;    /* stderr, malloc'd */
+} run_result;
+
+static char *slurp(FILE *f) {
+  size_t cap = 4096, n = 0;
+  char *buf = malloc(cap);
+  assert_non_null(buf);
+  for (;;) {
+    if (n + 1 >= cap) {
+      cap *= 2;
+      buf = realloc(buf, cap);
+      assert_non_null(buf);
+    }
+    size_t got = fread(buf + n, 1, cap - n - 1, f);
+    if (!got) break;
+    n += got;
+  }
+  buf[n] = '\0';
+  return buf;
+}
+
+/* Runs `ember ARGS...` with EMBER_LIBCUDA = the fake, a fresh EMBER_CACHE_DIR,
+ * every other managed variable unset, then the settings ("NAME=value"). */
+static run_result run_cli(const char *const *settings, const char *const *args) {
+  char cmd[8192] = "env ";
+  for (size_t i = 0; i < sizeof managed_vars / sizeof managed_vars[0]; i++) {
+    strcat(cmd, "-u ");
+    strcat(cmd, managed_vars[i]);
+    strcat(cmd, " ");
+  }
+  char setting[PATH_MAX + 64];
+  snprintf(setting, sizeof setting, "EMBER_LIBCUDA=%s", fake);
+  append_quoted(cmd, sizeof cmd, setting);
+  snprintf(setting, sizeof setting, "EMBER_CACHE_DIR=%s/cache%d", tmp_root, ++serial);
+  append_quoted(cmd, sizeof cmd, setting);
+  for (; *settings; settings++) append_quoted(cmd, sizeof cmd, *settings);
+  append_quoted(cmd, sizeof cmd, cli);
+  for (; *args; args++) append_quoted(cmd, sizeof cmd, *args);
+  char errfile[PATH_MAX + 32];
+  snprintf(errfile, sizeof errfile, "%s/stderr%d", tmp_root, serial);
+  size_t n = strlen(cmd);
+  snprintf(cmd + n, sizeof cmd - n, "2>'%s'", errfile);
+  assert_true(strlen(cmd) + 1 < sizeof cmd);
+
+  run_result r = {-1, NULL, NULL};
+  FILE *p = popen(cmd, "r");
+  assert_non_null(p);
+  r.out = own_text(slurp(p));
+  int ws = pclose(p);
+  r.status = ws != -1 && WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
+  FILE *e = fopen(errfile, "r");
+  assert_non_null(e);
+  r.err = own_text(slurp(e));
+  fclose(e);
+  return r;
+}
+#define SETTINGS(...) ((const char *const[]){__VA_ARGS__, NULL})
+#define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
+#define NO_SETTINGS ((const char *const[]){NULL})
+
+static json_t *parse(const run_result *r) {
+  json_error_t e;
+  json_t *j = json_loads(r->out, 0, &e);
+  if (!j) fail_msg("not JSON (%s, line %d): %.400s\nstderr: %.400s", e.text, e.line, r->out, r->err);
+  return own_json(j);
+}
+
+static void expect_status(const run_result *r, int want) {
+  if (r->status != want)
+    fail_msg("exit status %d, expected %d\nstdout: %.600s\nstderr: %.600s", r->status, want, r->out, r->err);
+}
+
+static const char *str_at(json_t *o, const char *key) {
+  json_t *v = json_object_get(o, key);
+  if (!json_is_string(v)) fail_msg("\"%s\" is not a string", key);
+  return json_string_value(v);
+}
+
+static json_int_t int_at(json_t *o, const char *key) {
+  json_t *v = json_object_get(o, key);
+  if (!json_is_integer(v)) fail_msg("\"%s\" is not an integer", key);
+  return json_integer_value(v);
+}
+
+static json_t *array_at(json_t *o, const char *key) {
+  json_t *v = json_object_get(o, key);
+  if (!json_is_array(v)) fail_msg("\"%s\" is not an array", key);
+  return v;
+}
+
+/* The kernel modules: kernels/<module>.cu in the source tree. */
+typedef struct modules {
+  char name[16][64];
+  size_t n;
+} modules;
+
+static void source_modules(modules *m) {
+  char pattern[PATH_MAX];
+  snprintf(pattern, sizeof pattern, "%s/kernels/*.cu", src_dir);
+  glob_t g;
+  assert_int_equal(glob(pattern, 0, NULL, &g), 0);
+  memset(m, 0, sizeof *m);
+  for (size_t i = 0; i < g.gl_pathc && m->n < 16; i++) {
+    const char *base = strrchr(g.gl_pathv[i], '/') + 1;
+    snprintf(m->name[m->n++], 64, "%.*s", (int)(strlen(base) - 3), base);
+  }
+  globfree(&g);
+  assert_true(m->n > 0);
+}
+
+static int has_module(const modules *m, const char *name) {
+  for (size_t i = 0; i < m->n; i++)
+    if (!strcmp(m->name[i], name)) return 1;
+  return 0;
+}
+
+static int is_path_name(const char *p) {
+  static const char *const names[] = {"cubin", "ptx", "ptx-legacy", "nvrtc", "cpu", "none"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (!strcmp(p, names[i])) return 1;
+  return 0;
+}
+
+/* ------------------------------------------------------------- devices --- */
+
+#define FLEET "FAKECUDA_DEVICES=3.7=Tesla K80,9.0=NVIDIA H100 80GB HBM3"
+
+static void test_devices_json_mixed_fleet(void **state) {
+  (void)state;
+  NEED_CLI();
+  modules mods;
+  source_modules(&mods);
+  run_result r = run_cli(SETTINGS(FLEET, "FAKECUDA_DRIVER=11040"), ARGS("devices", "--json"));
+  expect_status(&r, 0);
+  json_t *root = parse(&r);
+  assert_string_equal(str_at(root, "schema"), "ember.devices/1");
+  json_t *drv = json_object_get(root, "driver");
+  assert_true(json_is_object(drv));
+  assert_string_equal(str_at(drv, "state"), "ok");
+  assert_int_equal(int_at(drv, "version"), 11040);
+  assert_true(json_is_array(json_object_get(root, "libraries")));
+  json_t *devs = array_at(root, "devices");
+  assert_int_equal(json_array_size(devs), 2);
+  static const struct { const char *name; int major, minor; } want[] = {{"Tesla K80", 3, 7},
+                                                                        {"NVIDIA H100 80GB HBM3", 9, 0}};
+  for (size_t d = 0; d < 2; d++) {
+    json_t *dev = json_array_get(devs, d);
+    assert_int_equal(int_at(dev, "ordinal"), (json_int_t)d);
+    assert_string_equal(str_at(dev, "name"), want[d].name);
+    assert_int_equal(int_at(dev, "cc_major"), want[d].major);
+    assert_int_equal(int_at(dev, "cc_minor"), want[d].minor);
+    json_t *plans = array_at(dev, "plans");
+    /* One plan per module, each module once. */
+    assert_int_equal(json_array_size(plans), mods.n);
+    for (size_t m = 0; m < json_array_size(plans); m++) {
+      json_t *p = json_array_get(plans, m);
+      const char *module = str_at(p, "module");
+      if (!has_module(&mods, module)) fail_msg("plan for unknown module '%s'", module);
+      for (size_t k = 0; k < m; k++) assert_string_not_equal(str_at(json_array_get(plans, k), "module"), module);
+      const char *path = str_at(p, "path");
+      assert_true(is_path_name(path));
+      assert_true(strlen(str_at(p, "reason")) > 0);
+      assert_true(json_array_size(array_at(p, "candidates")) > 0);
+      if (d == 0 && strcmp(path, "ptx-legacy"))
+        fail_msg("K80 on R470, module %s: path %s (%s), expected ptx-legacy", module, path, str_at(p, "reason"));
+    }
+  }
+}
+
+static void test_devices_text(void **state) {
+  (void)state;
+  NEED_CLI();
+  run_result r = run_cli(SETTINGS(FLEET, "FAKECUDA_DRIVER=11040"), ARGS("devices"));
+  expect_status(&r, 0);
+  assert_non_null(strstr(r.out, "Tesla K80"));
+  assert_non_null(strstr(r.out, "NVIDIA H100 80GB HBM3"));
+  assert_non_null(strstr(r.out, "ptx-legacy"));
+}
+
+static void test_devices_without_driver(void **state) {
+  (void)state;
+  NEED_CLI();
+  char missing[PATH_MAX + 32];
+  snprintf(missing, sizeof missing, "EMBER_LIBCUDA=%s/none/libcuda.so.1", tmp_root);
+  run_result r = run_cli(SETTINGS(missing), ARGS("devices", "--json"));
+  expect_status(&r, 0); /* no GPU is not an error: the CPU runs everything */
+  json_t *root = parse(&r);
+  assert_string_equal(str_at(json_object_get(root, "driver"), "state"), "not-found");
+  assert_int_equal(json_array_size(array_at(root, "devices")), 0);
+}
+
+static void test_devices_strict_refusal(void **state) {
+  (void)state;
+  NEED_CLI();
+  /* What the plans say, without strict: their reasons. */
+  run_result plain = run_cli(SETTINGS("FAKECUDA_DEVICES=3.7=Tesla K80", "CUDA_DISABLE_PTX_JIT=1"),
+                             ARGS("devices", "--json"));
+  expect_status(&plain, 0);
+  json_t *root = parse(&plain);
+  json_t *plans = array_at(json_array_get(array_at(root, "devices"), 0), "plans");
+  assert_true(json_array_size(plans) > 0);
+  for (int json = 0; json < 2; json++) {
+    run_result r = run_cli(SETTINGS("FAKECUDA_DEVICES=3.7=Tesla K80", "CUDA_DISABLE_PTX_JIT=1", "EMBER_STRICT=1"),
+                           json ? ARGS("devices", "--json") : ARGS("devices"));
+    expect_status(&r, 1);
+    assert_non_null(strstr(r.err, "EMBER_STRICT"));
+    /* Each refused plan's reason is on stderr, where a script sees it. */
+    for (size_t m = 0; m < json_array_size(plans); m++) {
+      json_t *p = json_array_get(plans, m);
+      assert_string_equal(str_at(p, "path"), "cpu");
+      if (!strstr(r.err, str_at(p, "reason")))
+        fail_msg("stderr does not give the reason \"%s\": %s", str_at(p, "reason"), r.err);
+    }
+  }
+}
+
+/* -------------------------------------------------------------- images --- */
+
+static void test_images_json(void **state) {
+  (void)state;
+  NEED_CLI();
+  modules mods;
+  source_modules(&mods);
+  run_result r = run_cli(NO_SETTINGS, ARGS("images", "--json"));
+  expect_status(&r, 0);
+  json_t *root = parse(&r);
+  assert_string_equal(str_at(root, "schema"), "ember.images/1");
+  json_t *imgs = array_at(root, "images");
+  assert_int_equal(int_at(root, "count"), (json_int_t)json_array_size(imgs));
+  for (size_t m = 0; m < mods.n; m++) {
+    int legacy = 0, source = 0;
+    for (size_t i = 0; i < json_array_size(imgs); i++) {
+      json_t *img = json_array_get(imgs, i);
+      if (strcmp(str_at(img, "module"), mods.name[m])) continue;
+      const char *kind = str_at(img, "kind");
+      if (!strcmp(kind, "ptx") && json_is_true(json_object_get(img, "legacy")) && int_at(img, "arch") == 35) {
+        legacy = 1;
+        assert_true(strlen(str_at(img, "kernels")) > 0);
+      }
+      if (!strcmp(kind, "source")) source = 1;
+    }
+    if (!legacy) fail_msg("module %s: no legacy compute_35 PTX listed", mods.name[m]);
+    if (!source) fail_msg("module %s: no source listed", mods.name[m]);
+  }
+  for (size_t i = 0; i < json_array_size(imgs); i++) {
+    json_t *img = json_array_get(imgs, i);
+    assert_int_equal(int_at(img, "index"), (json_int_t)i);
+    assert_true(int_at(img, "size") > 0);
+    assert_int_equal(strlen(str_at(img, "hash")), 16);
+  }
+}
+
+static void test_images_of_file_equal_own_table(void **state) {
+  (void)state;
+  NEED_CLI();
+  char lib[PATH_MAX];
+  snprintf(lib, sizeof lib, "%s/lib/libember.so", build_dir);
+  run_result own = run_cli(NO_SETTINGS, ARGS("images", "--json"));
+  run_result file = run_cli(NO_SETTINGS, ARGS("images", "--file", lib, "--json"));
+  run_result file2 = run_cli(NO_SETTINGS, ARGS("images", "--json", "--file", lib));
+  expect_status(&own, 0);
+  expect_status(&file, 0);
+  expect_status(&file2, 0);
+  json_t *a = parse(&own), *b = parse(&file), *c = parse(&file2);
+  assert_true(json_array_size(array_at(a, "images")) > 0);
+  if (!json_equal(a, b)) fail_msg("the table read from %s differs from the loaded library's", lib);
+  assert_true(json_equal(b, c));
+}
+
+static void test_images_of_non_ember_file(void **state) {
+  (void)state;
+  NEED_CLI();
+  run_result r = run_cli(NO_SETTINGS, ARGS("images", "--file", "/bin/ls"));
+  assert_true(r.status != 0 && r.status != -1);
+  assert_non_null(strstr(r.err, "/bin/ls"));
+  assert_non_null(strstr(r.err, "not an Ember library"));
+  char missing[PATH_MAX + 16];
+  snprintf(missing, sizeof missing, "%s/none.so", tmp_root);
+  r = run_cli(NO_SETTINGS, ARGS("images", "--file", missing, "--json"));
+  assert_true(r.status != 0 && r.status != -1);
+  assert_non_null(strstr(r.err, missing));
+}
+
+/* ------------------------------------------------------------ selftest --- */
+
+static void test_selftest_through_fake(void **state) {
+  (void)state;
+  NEED_CLI();
+  modules mods;
+  source_modules(&mods);
+  run_result r = run_cli(SETTINGS("FAKECUDA_DEVICES=3.7=Tesla K80,8.6,9.0", "FAKECUDA_DRIVER=13000",
+                                  "EMBER_SELFTEST_SEED=7"),
+                         ARGS("selftest", "--json"));
+  expect_status(&r, 0);
+  json_t *root = parse(&r);
+  assert_string_equal(str_at(root, "schema"), "ember.selftest/1");
+  assert_int_equal(int_at(root, "failures"), 0);
+  assert_int_equal(int_at(root, "seed"), 7);
+  assert_true(json_is_false(json_object_get(root, "kernels_run"))); /* the fake runs no kernels */
+  json_t *devs = array_at(root, "devices");
+  assert_int_equal(json_array_size(devs), 3);
+  for (size_t d = 0; d < 3; d++) {
+    json_t *results = array_at(json_array_get(devs, d), "results");
+    int seen[16] = {0};
+    for (size_t i = 0; i < json_array_size(results); i++) {
+      json_t *res = json_array_get(results, i);
+      assert_true(json_is_true(json_object_get(res, "ok")));
+      const char *path = str_at(res, "path");
+      /* Loaded on the GPU (through the fake), not sent to the CPU. */
+      if (!strcmp(path, "cpu") || !strcmp(path, "none"))
+        fail_msg("device %zu %s: path %s (%s)", d, str_at(res, "kernel"), path, str_at(res, "error"));
+      const char *module = str_at(res, "module");
+      for (size_t m = 0; m < mods.n; m++) seen[m] |= !strcmp(mods.name[m], module);
+    }
+    for (size_t m = 0; m < mods.n; m++)
+      if (!seen[m]) fail_msg("device %zu: module %s was not loaded", d, mods.name[m]);
+  }
+  /* The K80 takes the legacy PTX through the driver's JIT. */
+  json_t *k80 = array_at(json_array_get(devs, 0), "results");
+  for (size_t i = 0; i < json_array_size(k80); i++)
+    assert_string_equal(str_at(json_array_get(k80, i), "path"), "ptx-legacy");
+
+  r = run_cli(SETTINGS("FAKECUDA_DEVICES=8.6"), ARGS("selftest"));
+  expect_status(&r, 0);
+  assert_non_null(strstr(r.out, "0 failures"));
+}
+
+/* --------------------------------------------------------------- usage --- */
+
+static void test_usage_errors(void **state) {
+  (void)state;
+  NEED_CLI();
+  const char *const *const bad[] = {
+      (const char *const[]){NULL},
+      (const char *const[]){"bogus", NULL},
+      (const char *const[]){"devices", "--bogus", NULL},
+      (const char *const[]){"devices", "--file", "x", NULL},
+      (const char *const[]){"images", "--file", NULL},
+      (const char *const[]){"selftest", "extra", NULL},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    run_result r = run_cli(NO_SETTINGS, bad[i]);
+    if (r.status != 64) fail_msg("case %zu: exit status %d, expected 64 (stderr: %s)", i, r.status, r.err);
+    assert_non_null(strstr(r.err, "usage"));
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_teardown(test_devices_json_mixed_fleet, free_owned),
+      cmocka_unit_test_teardown(test_devices_text, free_owned),
+      cmocka_unit_test_teardown(test_devices_without_driver, free_owned),
+      cmocka_unit_test_teardown(test_devices_strict_refusal, free_owned),
+      cmocka_unit_test_teardown(test_images_json, free_owned),
+      cmocka_unit_test_teardown(test_images_of_file_equal_own_table, free_owned),
+      cmocka_unit_test_teardown(test_images_of_non_ember_file, free_owned),
+      cmocka_unit_test_teardown(test_selftest_through_fake, free_owned),
+      cmocka_unit_test_teardown(test_usage_errors, free_owned),
+  };
+  return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
