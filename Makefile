@@ -201,7 +201,7 @@ $(FAKECUDA): $(FAKE_SRCS) $(wildcard tests/fakecuda/*.h runtime/*.h)
 	$(Q)$(CC) -shared $(CFLAGS_ALL) -Wl,-soname,libcuda.so.1 $(FAKE_SRCS) $(LDFLAGS_ALL) -lelf -lzstd -llz4 -lpthread -o $@
 
 # ------------------------------------------------------------------ targets ---
-.PHONY: all lib tools tests deps test test-unit test-san fuzz-run demo install clean test-gpu
+.PHONY: all lib tools tests deps test test-unit test-san test-nocuda test-install fuzz-run demo install clean test-gpu
 
 all: deps lib tools tests
 lib: $(LIB_SO) $(LIB_A) $(BUILD)/lib/ember.pc
@@ -218,11 +218,20 @@ test-unit: lib tools tests
 test-san:
 	@$(MAKE) --no-print-directory BUILD=build/san SAN=1 OPT="-O1 -g" test-unit
 
+# The same tests on a build that had no CUDA compiler: only ptx/ is embedded.
+test-nocuda:
+	@$(MAKE) --no-print-directory BUILD=build/nocuda NVCC= NVCC_LEGACY= PTXAS= test-unit
+
+test-install: lib tools
+	@bash build-tools/test_install.sh $(BUILD)
+
 test: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory check-ptx
 	@$(MAKE) --no-print-directory test-unit
 	@$(MAKE) --no-print-directory test-san
+	@$(MAKE) --no-print-directory test-nocuda
+	@$(MAKE) --no-print-directory test-install
 	@$(MAKE) --no-print-directory fuzz-run
 
 fuzz-run:
@@ -244,7 +253,8 @@ install: lib tools
 	install -m 0644 include/ember.h $(DESTDIR)$(PREFIX)/include/
 	install -m 0644 include/ember/*.h $(DESTDIR)$(PREFIX)/include/ember/
 	install -m 0755 $(BUILD)/bin/ember $(DESTDIR)$(PREFIX)/bin/
-	install -m 0644 $(BUILD)/lib/ember.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' build-tools/ember.pc.in \
+	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/ember.pc
 
 clean:
 	rm -rf build

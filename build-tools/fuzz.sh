@@ -4,7 +4,7 @@
 # leak or UB report fails the run and leaves the input under OUT/crashes.
 # usage: fuzz.sh CLANG OUT [RUNS]
 set -euo pipefail
-clang=$1 out=$2 runs=${3:-${EMBER_FUZZ_RUNS:-20000}}
+clang=$1 out=$2 runs=${3:-${EMBER_FUZZ_RUNS:-1000000}}
 if [ -z "$clang" ]; then echo "fuzz: clang not found: skipped" >&2; exit 0; fi
 mkdir -p "$out/crashes"
 flags=(-std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all

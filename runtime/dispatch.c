@@ -86,6 +86,13 @@ static const em_plan *plan_for(em_runtime *rt, em_gpu *g, em_module_state *ms) {
     .force = rt->force, .strict = rt->strict, .jit_disabled = rt->jit_disabled,
   };
   em_policy_plan(&in, &ms->plan);
+  if (rt->force_invalid[0]) {
+    ms->plan.path = EM_PATH_NONE;
+    ms->plan.chosen = -1;
+    ms->plan.step = 0;
+    snprintf(ms->plan.reason, sizeof ms->plan.reason,
+             "EMBER_FORCE=%s is not a path: use cubin, ptx, ptx-legacy, nvrtc or cpu (or unset it)", rt->force_invalid);
+  }
   ms->planned = 1;
   log_plan(g, ms->name, &ms->plan);
   return &ms->plan;

@@ -21,12 +21,16 @@ static em_runtime *rt_instance;
 void em_rt_lock(void) { pthread_mutex_lock(&rt_lock); }
 void em_rt_unlock(void) { pthread_mutex_unlock(&rt_lock); }
 
-static em_path parse_force(const char *v) {
+/* EMBER_FORCE: one of the path names. A value that is none of them is kept
+ * (rt->force_invalid) so every plan can refuse with that reason: silently
+ * ignoring a typo would run something the user did not ask for. */
+static em_path parse_force(const char *v, char *invalid, size_t cap) {
   static const em_path paths[] = {EM_PATH_CUBIN, EM_PATH_PTX, EM_PATH_PTX_LEGACY, EM_PATH_NVRTC, EM_PATH_CPU};
+  invalid[0] = '\0';
   if (!v || !*v) return EM_PATH_NONE;
   for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
     if (!strcmp(v, em_path_name(paths[i]))) return paths[i];
-  em_log(EM_LOG_DISPATCH, "EMBER_FORCE=%s is not one of cubin, ptx, ptx-legacy, nvrtc, cpu: ignored", v);
+  snprintf(invalid, cap, "%s", v);
   return EM_PATH_NONE;
 }
 
@@ -92,7 +96,7 @@ static em_runtime *rt_create(void) {
     return NULL;
   }
   rt->strict = env_flag("EMBER_STRICT");
-  rt->force = parse_force(getenv("EMBER_FORCE"));
+  rt->force = parse_force(getenv("EMBER_FORCE"), rt->force_invalid, sizeof rt->force_invalid);
   rt->jit_disabled = env_flag("CUDA_DISABLE_PTX_JIT");
   em_allocator_init(&rt->cpu_alloc, (em_alloc_backend){cpu_alloc, cpu_release, NULL, 0});
   rt_instance = rt;

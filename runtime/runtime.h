@@ -101,6 +101,7 @@ typedef struct em_runtime {
   char cache_why[256];
   int strict;             /* EMBER_STRICT=1 */
   em_path force;          /* EMBER_FORCE */
+  char force_invalid[64]; /* EMBER_FORCE's value when it names no path, else "" */
   int jit_disabled;       /* CUDA_DISABLE_PTX_JIT=1 */
   em_allocator cpu_alloc;
 } em_runtime;

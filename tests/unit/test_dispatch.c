@@ -763,6 +763,26 @@ static void test_force_cpu(void **state) {
   assert_int_equal(fk.calls("cuModuleLoadData"), 0);
 }
 
+/* A misspelt EMBER_FORCE must not be ignored: every plan refuses, naming it. */
+static void test_force_misspelt_is_refused(void **state) {
+  (void)state;
+  NEED_FAKE();
+  configure("FAKECUDA_DEVICES=9.0", "FAKECUDA_DRIVER=13000", "EMBER_FORCE=cubn");
+  table t;
+  read_table(&t);
+  for (size_t m = 0; m < t.n_modules; m++) {
+    em_plan p;
+    assert_ok(em_dispatch_plan(em_cuda(0), t.modules[m], &p));
+    assert_int_equal(p.path, EM_PATH_NONE);
+    assert_int_equal(p.chosen, -1);
+    assert_non_null(strstr(p.reason, "EMBER_FORCE=cubn"));
+  }
+  em_kernel *k;
+  assert_status(em_kernel_get(em_cuda(0), "em_axpy_f32", &k), EM_ERR_NO_KERNEL_IMAGE);
+  assert_non_null(strstr(em_last_error(), "EMBER_FORCE=cubn"));
+  assert_int_equal(fk.calls("cuModuleLoadData"), 0);
+}
+
 static void test_force_cubin_on_k80(void **state) {
   (void)state;
   NEED_FAKE();
@@ -1484,6 +1504,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_two_gpus_have_independent_plans, test_teardown),
       cmocka_unit_test_teardown(test_unknown_names, test_teardown),
       cmocka_unit_test_teardown(test_force_cpu, test_teardown),
+      cmocka_unit_test_teardown(test_force_misspelt_is_refused, test_teardown),
       cmocka_unit_test_teardown(test_force_cubin_on_k80, test_teardown),
       cmocka_unit_test_teardown(test_jit_disabled_k80_runs_on_cpu, test_teardown),
       cmocka_unit_test_teardown(test_jit_disabled_k80_strict, test_teardown),
