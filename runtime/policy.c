@@ -258,23 +258,38 @@ static int step_of(const em_plan_candidate *c, int cc) {
   }
 }
 
-/* Appends, after `used` bytes of out->reason, the first rejection of each
- * GPU path, so the one-line reason of a CPU fallback says why. */
-static void summarize_rejections(em_plan *out, int used) {
+/* Would the candidate's code fit the device, leaving the driver or the JIT as
+ * the reason it was rejected? (An sm_120 cubin on a K80 is no news.) */
+static int arch_fits(const em_plan_candidate *c, int cc) {
+  int step;
+  if (c->path == EM_PATH_CUBIN) return cubin_fits(c->arch, c->variant, cc, &step);
+  if (c->path == EM_PATH_PTX || c->path == EM_PATH_PTX_LEGACY) return ptx_fits(c->arch, c->variant, cc);
+  return 1;
+}
+
+/* Appends, after `used` bytes of out->reason, why each GPU path came to
+ * nothing, so the one-line reason of a CPU fallback says why: the first
+ * rejection whose code fitted the device, else "no <path> for CC X.Y". */
+static void summarize_rejections(em_plan *out, int cc, int used) {
   static const em_path order[] = {EM_PATH_CUBIN, EM_PATH_PTX, EM_PATH_PTX_LEGACY, EM_PATH_NVRTC};
   size_t len = used > 0 ? (size_t)used : 0, cap = sizeof out->reason;
-  int any = 0;
   for (size_t k = 0; k < sizeof order / sizeof order[0] && len < cap; k++) {
-    for (int i = 0; i < out->n_candidates; i++) {
+    const em_plan_candidate *why = NULL;
+    int seen = 0;
+    for (int i = 0; i < out->n_candidates && !why; i++) {
       const em_plan_candidate *c = &out->candidates[i];
-      if (c->path != order[k] || c->viable) continue;
-      len += (size_t)snprintf(out->reason + len, cap - len, "%s%s", any ? "; " : "", c->reason);
-      any = 1;
-      break;
+      if (c->path != order[k]) continue;
+      seen = 1;
+      if (!c->viable && arch_fits(c, cc)) why = c;
     }
+    const char *sep = k ? "; " : "";
+    if (why) len += (size_t)snprintf(out->reason + len, cap - len, "%s%s", sep, why->reason);
+    else if (seen) len += (size_t)snprintf(out->reason + len, cap - len, "%sno %s for CC %d.%d", sep,
+                                           em_path_name(order[k]), cc / 10, cc % 10);
+    else len += (size_t)snprintf(out->reason + len, cap - len, "%sno %s embedded or loadable", sep,
+                                 em_path_name(order[k]));
   }
-  if (len < cap) snprintf(out->reason + len, cap - len, "%s): falling back to the CPU",
-                          any ? "" : "no GPU image or source of it is embedded");
+  if (len < cap) snprintf(out->reason + len, cap - len, "): falling back to the CPU");
 }
 
 void em_policy_plan(const em_policy_input *in, em_plan *out) {
@@ -302,7 +317,7 @@ void em_policy_plan(const em_policy_input *in, em_plan *out) {
   if (c->path == EM_PATH_CPU && in->force != EM_PATH_CPU) {
     int n = snprintf(out->reason, sizeof out->reason, "no GPU image of module '%s' runs on CC %s with driver %s (",
                      in->module ? in->module : "?", b.cc_s, b.drv_s);
-    summarize_rejections(out, n);
+    summarize_rejections(out, in->cc, n);
     out->strict_error = in->strict;
   } else {
     snprintf(out->reason, sizeof out->reason, "step %d: %s%s", out->step, c->reason,
