@@ -184,16 +184,40 @@ $(BUILD)/bin/ember: $(wildcard tools/ember/*.c tools/common/*.c) $(LIB_SO) $(wil
 	$(Q)$(CC) $(CFLAGS_ALL) -Itools/common $(filter %.c,$^) -L$(BUILD)/lib -lember -Wl,-rpath,'$$ORIGIN/../lib' \
 	  $(LDFLAGS_ALL) $(TOOL_LIBS) -o $@
 
+# gpucheck is linked statically with libember.a: it reads arch_table and the
+# image readers directly (it diagnoses the layer it would otherwise depend on),
+# and one self-contained binary is what an operator wants to copy to a host.
+GC_SRCS := $(filter-out tools/gpucheck/main.c,$(wildcard tools/gpucheck/*.c))
+GC_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(GC_SRCS))
+GC_LIB := $(BUILD)/lib/libgpucheck.a
+GC_CFLAGS := $(CFLAGS_ALL) -Itools/gpucheck
+
+$(BUILD)/obj/tools/gpucheck/%.o: tools/gpucheck/%.c $(wildcard tools/gpucheck/*.h)
+	@mkdir -p $(@D)
+	$(say) CC $<
+	$(Q)$(CC) $(GC_CFLAGS) -c $< -o $@
+
+$(GC_LIB): $(GC_OBJS)
+	@mkdir -p $(@D)
+	$(say) AR $@
+	$(Q)rm -f $@
+	$(Q)ar rcs $@ $^
+
+$(BUILD)/bin/gpucheck: tools/gpucheck/main.c $(GC_LIB) $(LIB_A) $(wildcard tools/gpucheck/*.h)
+	@mkdir -p $(@D)
+	$(say) LINK $@
+	$(Q)$(CC) $(GC_CFLAGS) $< $(GC_LIB) $(LIB_A) $(LDFLAGS_ALL) -ljansson $(LIBS) -o $@
+
 # ------------------------------------------------------------------- tests ---
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRCS))
 FAKECUDA := $(BUILD)/tests/fakecuda/libcuda.so.1
 FAKE_SRCS := $(wildcard tests/fakecuda/*.c) runtime/cubin.c runtime/ptx_header.c runtime/fatbin.c runtime/error.c
 
-$(BUILD)/tests/unit/%: tests/unit/%.c $(LIB_A) $(wildcard tests/unit/*.h)
+$(BUILD)/tests/unit/%: tests/unit/%.c $(GC_LIB) $(LIB_A) $(wildcard tests/unit/*.h)
 	@mkdir -p $(@D)
 	$(say) LINK $@
-	$(Q)$(CC) $(CFLAGS_ALL) -Itests $< $(LIB_A) $(LDFLAGS_ALL) -lcmocka -ljansson $(LIBS) -o $@
+	$(Q)$(CC) $(GC_CFLAGS) -Itests $< $(GC_LIB) $(LIB_A) $(LDFLAGS_ALL) -lcmocka -ljansson $(LIBS) -o $@
 
 $(FAKECUDA): $(FAKE_SRCS) $(wildcard tests/fakecuda/*.h runtime/*.h)
 	@mkdir -p $(@D)
@@ -205,7 +229,7 @@ $(FAKECUDA): $(FAKE_SRCS) $(wildcard tests/fakecuda/*.h runtime/*.h)
 
 all: deps lib tools tests
 lib: $(LIB_SO) $(LIB_A) $(BUILD)/lib/ember.pc
-tools: $(BUILD)/bin/ember
+tools: $(BUILD)/bin/ember $(BUILD)/bin/gpucheck
 tests: $(UNIT_BINS) $(FAKECUDA)
 
 deps:
@@ -252,7 +276,7 @@ install: lib tools
 	install -m 0644 $(LIB_A) $(DESTDIR)$(PREFIX)/lib/
 	install -m 0644 include/ember.h $(DESTDIR)$(PREFIX)/include/
 	install -m 0644 include/ember/*.h $(DESTDIR)$(PREFIX)/include/ember/
-	install -m 0755 $(BUILD)/bin/ember $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 $(BUILD)/bin/ember $(BUILD)/bin/gpucheck $(DESTDIR)$(PREFIX)/bin/
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' build-tools/ember.pc.in \
 	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/ember.pc
 

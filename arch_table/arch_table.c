@@ -1,11 +1,12 @@
 /* Lookups over the row arrays generated from the TSV files in arch_table/data.
- * The tables are small (tens of rows), so every lookup is a linear scan and
+ * The tables are small (a few hundred rows at most), so every lookup is a linear scan and
  * none depends on the order of rows in a file, except the NVRTC table, which
  * gen.sh keeps newest first. */
 #include "arch_table.h"
 
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "arch_table_data.h"
 
@@ -199,5 +200,44 @@ const em_torch_row *em_torch_lookup(const char *release, const char *variant) {
     const em_torch_row *r = &em_at_torch_rows[i];
     if (strcmp(r->variant, variant) == 0 && release_matches(r->release, release)) return r;
   }
+  return NULL;
+}
+
+/* ---- CUDA error codes ---- */
+
+size_t em_cuda_error_count(void) { return em_at_cuda_error_count; }
+
+const em_cuda_error_row *em_cuda_error_at(size_t i) {
+  return i < em_at_cuda_error_count ? &em_at_cuda_error_rows[i] : NULL;
+}
+
+const em_cuda_error_row *em_cuda_error_lookup(const char *api, int number) {
+  if (!api) return NULL;
+  for (size_t i = 0; i < em_at_cuda_error_count; i++) {
+    const em_cuda_error_row *r = &em_at_cuda_error_rows[i];
+    if (r->number == number && strcmp(r->api, api) == 0) return r;
+  }
+  return NULL;
+}
+
+const em_cuda_error_row *em_cuda_error_by_name(const char *name) {
+  if (!name) return NULL;
+  /* gen.sh refuses two names that differ only in case, so the first match is the only one. */
+  for (size_t i = 0; i < em_at_cuda_error_count; i++)
+    if (strcasecmp(em_at_cuda_error_rows[i].name, name) == 0) return &em_at_cuda_error_rows[i];
+  return NULL;
+}
+
+/* ------------------------------------------------------- arch support --- */
+
+size_t em_arch_support_count(void) { return em_at_arch_support_count; }
+
+const em_arch_support_row *em_arch_support_at(size_t i) {
+  return i < em_at_arch_support_count ? &em_at_arch_support_rows[i] : NULL;
+}
+
+const em_arch_support_row *em_arch_support_lookup(const char *arch) {
+  for (size_t i = 0; arch && i < em_at_arch_support_count; i++)
+    if (!strcmp(em_at_arch_support_rows[i].arch, arch)) return &em_at_arch_support_rows[i];
   return NULL;
 }

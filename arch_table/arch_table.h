@@ -129,4 +129,42 @@ const em_torch_row *em_torch_at(size_t i);
 /* Row for "2.9" + "cu130" (a patch release "1.12.1" matches "1.12"), NULL if unknown. */
 const em_torch_row *em_torch_lookup(const char *release, const char *variant);
 
+/* CUDA error codes: every CUresult (api "driver") and cudaError_t ("runtime")
+ * of the CUDA 13.0 headers, and the NVML return codes users meet ("nvml"),
+ * with the header's description and, for the codes that matter, Ember's
+ * usual causes and what to check (cuda_errors.tsv). Used by the runtime's
+ * error messages and by `gpucheck explain`. */
+typedef struct em_cuda_error_row {
+  const char *api;         /* "driver", "runtime" or "nvml" */
+  int number;              /* 209 */
+  const char *name;        /* "CUDA_ERROR_NO_BINARY_FOR_GPU" */
+  const char *description; /* the header's doc comment, first sentence */
+  const char *message;     /* cudaGetErrorString text (runtime), nvmlErrorString as quoted (nvml); "" unknown */
+  const char *causes;      /* usual causes; "" when Ember has written none */
+  const char *check;       /* what to check and the fix; "" when Ember has written none */
+  const char *pains;       /* "P1,P2": user pains of gpucheck-anchors.md section 2; "" none */
+  char conf;
+  const char *source;
+} em_cuda_error_row;
+size_t em_cuda_error_count(void);
+const em_cuda_error_row *em_cuda_error_at(size_t i);
+/* The row of a number in one API ("driver", "runtime", "nvml"); NULL if that
+ * API has no such code (the driver API has no 35, for instance). */
+const em_cuda_error_row *em_cuda_error_lookup(const char *api, int number);
+/* The row of a name of any API, compared case-insensitively
+ * ("cudaerrornokernelimagefordevice" finds cudaErrorNoKernelImageForDevice); NULL if unknown. */
+const em_cuda_error_row *em_cuda_error_by_name(const char *name);
+
+/* The last driver branch that supports an architecture ("Kepler" -> 470). */
+typedef struct em_arch_support_row {
+  const char *arch;
+  int last_branch;
+  char conf;
+  const char *source;
+} em_arch_support_row;
+size_t em_arch_support_count(void);
+const em_arch_support_row *em_arch_support_at(size_t i);
+/* NULL when the architecture is still supported by current branches. */
+const em_arch_support_row *em_arch_support_lookup(const char *arch);
+
 #endif

@@ -39,7 +39,11 @@ extern const em_nvrtc_row em_at_nvrtc_rows[];
 extern const size_t em_at_nvrtc_count;
 extern const em_libreq_row em_at_libreq_rows[];
 extern const size_t em_at_libreq_count;
+extern const em_arch_support_row em_at_arch_support_rows[];
+extern const size_t em_at_arch_support_count;
 extern const em_torch_row em_at_torch_rows[];
 extern const size_t em_at_torch_count;
+extern const em_cuda_error_row em_at_cuda_error_rows[];
+extern const size_t em_at_cuda_error_count;
 
 #endif

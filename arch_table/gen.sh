@@ -18,7 +18,7 @@ out=$1
 dir=$2
 
 # sources.tsv comes first: the other tables are checked against its keys.
-tables="sources cc toolkit ptx_isa mvc driver_branch nvrtc libreq torch"
+tables="sources cc toolkit ptx_isa mvc driver_branch nvrtc libreq torch cuda_errors arch_support"
 
 if [ ! -d "$dir" ]; then
   echo "gen.sh: $dir: not a directory (expected arch_table/data)" >&2
@@ -87,7 +87,15 @@ function spec_init() {
   keycols["torch"] = "1 2"
   ctype["torch"] = "em_torch_row"; cname["torch"] = "em_at_torch"
 
-  order = "cc toolkit ptx_isa mvc driver_branch nvrtc libreq torch"
+  spec["cuda_errors"] = "api:api number:int name:ident description:str message:str0 causes:str0 check:str0 pains:pains conf:conf source:source"
+  keycols["cuda_errors"] = "1 2"
+  ctype["cuda_errors"] = "em_cuda_error_row"; cname["cuda_errors"] = "em_at_cuda_error"
+
+  spec["arch_support"] = "arch:str last_branch:int conf:conf source:source"
+  keycols["arch_support"] = "1"
+  ctype["arch_support"] = "em_arch_support_row"; cname["arch_support"] = "em_at_arch_support"
+
+  order = "cc toolkit ptx_isa mvc driver_branch nvrtc libreq torch cuda_errors arch_support"
 
   nfeat = split("fp16 tensor bf16 tf32 fp8 dp4a", featname, " ")
   split("EM_FEAT_FP16_ARITH EM_FEAT_TENSOR_CORES EM_FEAT_BF16 EM_FEAT_TF32 EM_FEAT_FP8 EM_FEAT_INT8_DP4A", featmacro, " ")
@@ -177,6 +185,19 @@ function conv(v, ty, name,   n, parts, i, flags, found, j) {
     }
     return flags
   }
+  if (ty == "api") {
+    if (v != "driver" && v != "runtime" && v != "nvml") { err(name ": \"" v "\" must be driver (CUresult), runtime (cudaError_t) or nvml (nvmlReturn_t)"); return "" }
+    return cstr(v)
+  }
+  if (ty == "ident") {
+    if (v !~ /^[A-Za-z_][A-Za-z0-9_]*$/) { err(name ": \"" v "\" is not a C identifier"); return "" }
+    return cstr(v)
+  }
+  if (ty == "pains") {
+    if (v == "-") return cstr("")
+    if (v !~ /^P([1-9]|10)(,P([1-9]|10))*$/) { err(name ": \"" v "\" must be - or pains P1 to P10 of gpucheck-anchors.md section 2, separated by commas (P1,P7)"); return "" }
+    return cstr(v)
+  }
   if (ty == "conf") {
     if (v !~ /^[CSU]$/) { err(name ": \"" v "\" must be C (confirmed), S (secondary) or U (unconfirmed)"); return "" }
     return "\047" v "\047"
@@ -191,6 +212,28 @@ function conv(v, ty, name,   n, parts, i, flags, found, j) {
   }
   err("internal: unknown column type " ty)
   return ""
+}
+
+# cuda_errors.tsv: the name fits its API, names are unique whatever their case
+# (gpucheck explain matches them so), causes and check come together, and
+# "=driver" in a runtime row takes the text of the driver row of the same
+# number, which must come earlier in the file. Returns 0 after an error.
+function cuda_error_checks(   lname, c) {
+  if ($1 == "driver" && $3 !~ /^CUDA_(SUCCESS$|ERROR_)/) { err("name: a driver (CUresult) name is CUDA_SUCCESS or starts with CUDA_ERROR_"); return 0 }
+  if ($1 == "runtime" && $3 !~ /^cuda(Success$|Error[A-Z])/) { err("name: a runtime (cudaError_t) name is cudaSuccess or starts with cudaError"); return 0 }
+  if ($1 == "nvml" && $3 !~ /^NVML_(SUCCESS$|ERROR_)/) { err("name: an nvml (nvmlReturn_t) name is NVML_SUCCESS or starts with NVML_ERROR_"); return 0 }
+  lname = tolower($3)
+  if (lname in errname) { err("name: " $3 " repeats line " errname[lname] " (names are matched case-insensitively)"); return 0 }
+  if (($6 == "-") != ($7 == "-")) { err("causes and check: write both or neither (- for none)"); return 0 }
+  for (c = 6; c <= 7; c++) {
+    if ($c != "=driver") continue
+    if ($1 != "runtime") { err(colname[c] ": =driver is only for runtime rows"); return 0 }
+    if (!(($2, c) in drvtext)) { err(colname[c] ": =driver, but no driver row with number " $2 " and this text comes earlier in the file"); return 0 }
+    val[c] = drvtext[$2, c]
+  }
+  errname[lname] = FNR
+  if ($1 == "driver" && $6 != "-") { drvtext[$2, 6] = val[6]; drvtext[$2, 7] = val[7] }
+  return 1
 }
 
 BEGIN { FS = "\t"; nerr = 0; spec_init() }
@@ -250,6 +293,11 @@ FNR == 1 {
     if (val[3] < val[2]) { err("cuda_high is older than cuda_low"); next }
     if (rows[t] > 0 && val[2] >= last_nvrtc_low) { err("rows must be newest first (cuda_low below the previous row)"); next }
     last_nvrtc_low = val[2]
+  }
+  if (t == "cuda_errors") {
+    if (!cuda_error_checks()) next
+    row = val[1]
+    for (i = 2; i <= ncol; i++) row = row ", " val[i]
   }
 
   rows[t]++

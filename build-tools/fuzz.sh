@@ -14,7 +14,7 @@ for src in tests/fuzz/fuzz_*.c; do
   name=$(basename "$src" .c)
   # A target lists the library sources it needs on a line "// fuzz-sources: a.c b.c".
   deps=$(sed -n 's|^// fuzz-sources: ||p' "$src")
-  "$clang" "${flags[@]}" "$src" $deps -lelf -lzstd -llz4 -lpthread -lm -o "$out/$name"
+  "$clang" "${flags[@]}" "$src" $deps -lelf -lzstd -llz4 -ljansson -lpthread -lm -o "$out/$name"
   corpus=tests/fuzz/corpus/${name#fuzz_}
   work=$(mktemp -d)
   [ -d "$corpus" ] && cp -r "$corpus"/. "$work"/ 2>/dev/null || true

@@ -553,6 +553,149 @@ static void test_gen_escapes_strings(void **state) {
   free(c);
 }
 
+/* ---- CUDA error codes (cuda_errors.tsv) ---- */
+
+/* Values read by hand in the CUDA 13.0 cuda.h / driver_types.h, the runtime
+ * messages of reference section 6 and the NVML numbers of gpucheck-anchors 3.1. */
+static void test_cuda_error_lookups(void **state) {
+  (void)state;
+  const em_cuda_error_row *r = em_cuda_error_lookup("driver", 209);
+  assert_non_null(r);
+  assert_string_equal(r->name, "CUDA_ERROR_NO_BINARY_FOR_GPU");
+  r = em_cuda_error_lookup("runtime", 209);
+  assert_non_null(r);
+  assert_string_equal(r->name, "cudaErrorNoKernelImageForDevice");
+  assert_string_equal(r->message, "no kernel image is available for execution on the device");
+  assert_null(em_cuda_error_lookup("driver", 35)); /* cuda.h: 34 STUB_LIBRARY, then 36 */
+  r = em_cuda_error_lookup("runtime", 35);
+  assert_non_null(r);
+  assert_string_equal(r->name, "cudaErrorInsufficientDriver");
+  assert_string_equal(r->message, "CUDA driver version is insufficient for CUDA runtime version");
+  assert_string_equal(em_cuda_error_lookup("runtime", 222)->message,
+                      "the provided PTX was compiled with an unsupported toolchain.");
+  assert_string_equal(em_cuda_error_lookup("runtime", 804)->message,
+                      "forward compatibility was attempted on non supported HW");
+  assert_string_equal(em_cuda_error_lookup("driver", 803)->name, "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH");
+  assert_string_equal(em_cuda_error_lookup("driver", 0)->name, "CUDA_SUCCESS");
+  assert_string_equal(em_cuda_error_lookup("runtime", 0)->name, "cudaSuccess");
+  assert_string_equal(em_cuda_error_lookup("runtime", 10000)->name, "cudaErrorApiFailureBase");
+  assert_string_equal(em_cuda_error_lookup("nvml", 9)->name, "NVML_ERROR_DRIVER_NOT_LOADED");
+  assert_string_equal(em_cuda_error_lookup("nvml", 12)->name, "NVML_ERROR_LIBRARY_NOT_FOUND");
+  assert_string_equal(em_cuda_error_lookup("nvml", 18)->name, "NVML_ERROR_LIB_RM_VERSION_MISMATCH");
+  assert_string_equal(em_cuda_error_lookup("nvml", 999)->name, "NVML_ERROR_UNKNOWN");
+  /* NVML numbers come from secondary copies of nvml.h: carried as S. */
+  assert_int_equal(em_cuda_error_lookup("nvml", 18)->conf, 'S');
+  assert_null(em_cuda_error_lookup("nvml", 4)); /* not carried */
+  assert_null(em_cuda_error_lookup("runtime", 42));
+  assert_null(em_cuda_error_lookup("cuda", 209));
+  assert_null(em_cuda_error_lookup(NULL, 209));
+
+  r = em_cuda_error_by_name("cudaerrornokernelimagefordevice");
+  assert_non_null(r);
+  assert_string_equal(r->api, "runtime");
+  assert_int_equal(r->number, 209);
+  r = em_cuda_error_by_name("cuda_error_compat_not_supported_on_device");
+  assert_non_null(r);
+  assert_int_equal(r->number, 804);
+  assert_null(em_cuda_error_by_name("CUDA_ERROR_NO_BINARY"));  /* whole names only */
+  assert_null(em_cuda_error_by_name(""));
+  assert_null(em_cuda_error_by_name(NULL));
+
+  /* "=driver" rows carry the driver row's advice. */
+  assert_string_equal(em_cuda_error_lookup("runtime", 804)->causes, em_cuda_error_lookup("driver", 804)->causes);
+  assert_string_equal(em_cuda_error_lookup("runtime", 804)->check, em_cuda_error_lookup("driver", 804)->check);
+  assert_string_equal(em_cuda_error_lookup("driver", 804)->pains, "P5,P10");
+  /* Codes without advice have empty strings, not "-" or NULL. */
+  assert_string_equal(em_cuda_error_lookup("driver", 702)->causes, "");
+  assert_string_equal(em_cuda_error_lookup("driver", 702)->message, "");
+}
+
+static void test_cuda_error_rows_well_formed(void **state) {
+  (void)state;
+  size_t n = em_cuda_error_count();
+  assert_true(n > 200);
+  assert_null(em_cuda_error_at(n));
+  for (size_t i = 0; i < n; i++) {
+    const em_cuda_error_row *r = em_cuda_error_at(i);
+    assert_true(conf_ok(r->conf) && r->source[0]);
+    assert_true(r->description[0] && r->name[0]);
+    assert_true(!strcmp(r->api, "driver") || !strcmp(r->api, "runtime") || !strcmp(r->api, "nvml"));
+    assert_true(!r->causes[0] == !r->check[0]);
+    assert_ptr_equal(em_cuda_error_lookup(r->api, r->number), r);
+    assert_ptr_equal(em_cuda_error_by_name(r->name), r);
+  }
+}
+
+/* The header's (NAME, number) pairs of one enum, by a plain line scan. */
+static int header_enum(const char *path, const char *start, const char *end, const char *prefix, char names[][64],
+                       int *numbers, int cap) {
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  char line[512];
+  int inside = 0, n = 0;
+  while (fgets(line, sizeof line, f)) {
+    if (!inside) {
+      inside = strstr(line, start) != NULL;
+      continue;
+    }
+    if (strstr(line, end)) break;
+    char name[64];
+    int value;
+    /* driver_types.h writes its last value as "    , cudaErrorApiFailureBase = 10000". */
+    if (sscanf(line + strspn(line, " \t,"), "%63[A-Za-z0-9_] = %d", name, &value) == 2 && !strncmp(name, prefix, strlen(prefix)) && n < cap) {
+      snprintf(names[n], 64, "%s", name);
+      numbers[n++] = value;
+    }
+  }
+  fclose(f);
+  return n;
+}
+
+static void expect_enum_in_table(const char *api, const char *path, const char *start, const char *end,
+                                 const char *prefix) {
+  static char names[512][64];
+  static int numbers[512];
+  int n = header_enum(path, start, end, prefix, names, numbers, 512);
+  if (n < 0) skip(); /* no CUDA toolkit headers on this machine */
+  assert_true(n > 50);
+  size_t rows = 0;
+  for (size_t i = 0; i < em_cuda_error_count(); i++) rows += !strcmp(em_cuda_error_at(i)->api, api);
+  if (rows != (size_t)n) fail_msg("%s: the header has %d values, the table %zu rows", path, n, rows);
+  for (int i = 0; i < n; i++) {
+    const em_cuda_error_row *r = em_cuda_error_lookup(api, numbers[i]);
+    if (!r || strcmp(r->name, names[i])) fail_msg("%s = %d: table has %s", names[i], numbers[i], r ? r->name : "nothing");
+  }
+}
+
+/* Every CUresult and cudaError_t of the installed headers is in the table
+ * (and nothing else is): a new toolkit's codes show up here. */
+static void test_cuda_error_header_complete(void **state) {
+  (void)state;
+  expect_enum_in_table("driver", "/usr/local/cuda/include/cuda.h", "typedef enum cudaError_enum", "} CUresult;", "CUDA_");
+  expect_enum_in_table("runtime", "/usr/local/cuda/include/driver_types.h", "enum __device_builtin__ cudaError", "};",
+                       "cuda");
+}
+
+static void test_gen_rejects_cuda_errors(void **state) {
+  gen_env *e = *state;
+  const char *t = "cuda_errors";
+  expect_rejected(e, t, "cuda\t5000\tCUDA_ERROR_X\td\t-\t-\t-\t-\tC\tCUDA13-HDR\n", "an unknown api");
+  expect_rejected(e, t, "driver\t5000\tcudaErrorX\td\t-\t-\t-\t-\tC\tCUDA13-HDR\n", "a runtime name on a driver row");
+  expect_rejected(e, t, "runtime\t5000\tCUDA_ERROR_X\td\t-\t-\t-\t-\tC\tCUDA13-HDR\n", "a driver name on a runtime row");
+  expect_rejected(e, t, "nvml\t5000\tNVML_X\td\t-\t-\t-\t-\tC\tCUDA13-HDR\n", "a bad nvml name");
+  expect_rejected(e, t, "driver\t5000\tCUDA_ERROR_X-Y\td\t-\t-\t-\t-\tC\tCUDA13-HDR\n", "a name that is no identifier");
+  expect_rejected(e, t, "runtime\t5000\tcudaErrorNOKERNELIMAGEFORDEVICE\td\t-\t-\t-\t-\tC\tCUDA13-HDR\n",
+                  "a name repeated in another case");
+  expect_rejected(e, t, "driver\t209\tCUDA_ERROR_X\td\t-\t-\t-\t-\tC\tCUDA13-HDR\n", "a repeated api and number");
+  expect_rejected(e, t, "driver\t5000\tCUDA_ERROR_X\td\t-\tcause\t-\t-\tC\tCUDA13-HDR\n", "causes without check");
+  expect_rejected(e, t, "driver\t5000\tCUDA_ERROR_X\td\t-\t=driver\t=driver\t-\tC\tCUDA13-HDR\n", "=driver on a driver row");
+  expect_rejected(e, t, "runtime\t5000\tcudaErrorX\td\t-\t=driver\t=driver\t-\tC\tCUDA13-HDR\n",
+                  "=driver without a driver row");
+  expect_rejected(e, t, "runtime\t5000\tcudaErrorX\td\t-\t-\t-\tP11\tC\tCUDA13-HDR\n", "a pain beyond P10");
+  expect_rejected(e, t, "runtime\t5000\tcudaErrorX\t-\t-\t-\t-\t-\tC\tCUDA13-HDR\n", "no description");
+}
+
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_cc_kepler_k80),
@@ -579,6 +722,10 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_gen_accepts_real_data, gen_setup, gen_teardown),
       cmocka_unit_test_setup_teardown(test_gen_rejects_malformed, gen_setup, gen_teardown),
       cmocka_unit_test_setup_teardown(test_gen_escapes_strings, gen_setup, gen_teardown),
+      cmocka_unit_test(test_cuda_error_lookups),
+      cmocka_unit_test(test_cuda_error_rows_well_formed),
+      cmocka_unit_test(test_cuda_error_header_complete),
+      cmocka_unit_test_setup_teardown(test_gen_rejects_cuda_errors, gen_setup, gen_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
