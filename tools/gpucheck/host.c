@@ -676,6 +676,10 @@ static void section_gpus(gc_report *r, host *h) {
   if (!h->n_gpus && h->have_drv && h->drv.state == EM_DRIVER_OK) {
     gc_check *c = gc_check_add(s, GC_FAIL, "gpus.none", "No GPU visible to CUDA");
     gc_check_fix(c, "Check nvidia-smi and CUDA_VISIBLE_DEVICES.");
+  } else if (!h->n_gpus) {
+    /* The Driver section already failed and says why; say so here too, so
+     * an empty GPU list is never mistaken for a check that was skipped. */
+    gc_check_add(s, GC_INFO, "gpus.none", "No GPU listed: the driver is not usable (see Driver)");
   }
 }
 
