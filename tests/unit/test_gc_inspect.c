@@ -687,10 +687,13 @@ static void hand_walk(const char *path, tally *t) {
   close(fd);
 }
 
-/* The toolkit's libcublasLt (a real file, not a symlink), or "" if absent. */
-static int cublaslt_path(char *out, size_t cap) {
+/* A library of the CUDA toolkit on this machine (a real file, not a symlink):
+ * `stem` is e.g. "libcublasLt.so" or "libcudnn_ops.so". 0 if absent. */
+static int toolkit_lib(const char *stem, char *out, size_t cap) {
   glob_t g;
-  const char *pats[] = {"/usr/local/cuda/lib64/libcublasLt.so.*", "/usr/local/cuda/targets/*/lib/libcublasLt.so.*"};
+  char pats[2][256];
+  snprintf(pats[0], sizeof pats[0], "/usr/local/cuda/lib64/%s.*", stem);
+  snprintf(pats[1], sizeof pats[1], "/usr/local/cuda/targets/*/lib/%s.*", stem);
   for (size_t i = 0; i < 2; i++) {
     if (glob(pats[i], 0, NULL, &g) != 0) continue;
     for (size_t k = 0; k < g.gl_pathc; k++) {
@@ -705,6 +708,8 @@ static int cublaslt_path(char *out, size_t cap) {
   }
   return 0;
 }
+
+static int cublaslt_path(char *out, size_t cap) { return toolkit_lib("libcublasLt.so", out, cap); }
 
 static int fatbin_kind(gc_image_kind k) { return k == GC_IMG_CUBIN ? 2 : k == GC_IMG_PTX ? 1 : k == GC_IMG_LTOIR ? 8 : -1; }
 
@@ -729,16 +734,12 @@ static void compare_tallies(const tally *want, const tally *got, const char *wha
   }
 }
 
-static void test_cublaslt_matches_hand_walk(void **state) {
-  (void)state;
-  char lt[PATH_MAX];
-  if (!cublaslt_path(lt, sizeof lt)) {
-    fprintf(stderr, "skipped: no libcublasLt.so under /usr/local/cuda\n");
-    skip();
-  }
+/* gc_images_read on a library gives the multiset of (kind, arch, variant) and
+ * the PTX ISAs that the plain walk in hand_walk finds. */
+static void matches_hand_walk(const char *lib) {
   tally hand, got;
-  hand_walk(lt, &hand);
-  printf("libcublasLt (%s), by hand: %ld containers, %ld entries\n", lt, hand.containers, hand.entries);
+  hand_walk(lib, &hand);
+  printf("%s, by hand: %ld containers, %ld entries\n", lib, hand.containers, hand.entries);
   for (int i = 0; i < hand.n; i++)
     printf("  %-5s %d%c: %ld\n", hand.rows[i].kind == 1 ? "PTX" : hand.rows[i].kind == 2 ? "cubin" : "other",
            hand.rows[i].arch, hand.rows[i].variant ? hand.rows[i].variant : ' ', hand.rows[i].count);
@@ -746,14 +747,42 @@ static void test_cublaslt_matches_hand_walk(void **state) {
 
   gc_image_set s;
   char err[1024];
-  if (gc_images_read_ex(lt, GC_READ_HEADERS, &s, err, sizeof err) != 0) fail_msg("%s", err);
+  if (gc_images_read_ex(lib, GC_READ_HEADERS, &s, err, sizeof err) != 0) fail_msg("%s", err);
   assert_string_equal(s.format, "elf");
   assert_int_equal(s.containers, hand.containers);
   memset(&got, 0, sizeof got);
   for (size_t i = 0; i < s.n; i++)
     tally_add(&got, fatbin_kind(s.images[i].kind), s.images[i].arch, s.images[i].variant, s.images[i].ptx_isa);
-  compare_tallies(&hand, &got, "gc_images_read");
+  compare_tallies(&hand, &got, lib);
   gc_images_free(&s);
+}
+
+static void test_cublaslt_matches_hand_walk(void **state) {
+  (void)state;
+  char lt[PATH_MAX];
+  if (!cublaslt_path(lt, sizeof lt)) {
+    fprintf(stderr, "skipped: no libcublasLt.so under /usr/local/cuda\n");
+    skip();
+  }
+  matches_hand_walk(lt);
+}
+
+/* cuDNN, the other library nobody here wrote: its 90a-only and 100f/120f
+ * cubins and its compute_121 PTX (reference 9.1) exercise the a/f marks. */
+static void test_cudnn_matches_hand_walk(void **state) {
+  (void)state;
+  const char *stems[] = {"libcudnn_ops.so", "libcudnn_cnn.so"};
+  int seen = 0;
+  for (size_t i = 0; i < sizeof stems / sizeof stems[0]; i++) {
+    char lib[PATH_MAX];
+    if (!toolkit_lib(stems[i], lib, sizeof lib)) continue;
+    matches_hand_walk(lib);
+    seen++;
+  }
+  if (!seen) {
+    fprintf(stderr, "skipped: no cuDNN library under /usr/local/cuda\n");
+    skip();
+  }
 }
 
 /* The acceptance check through the command: same SM set and counts in its JSON. */
@@ -1234,6 +1263,7 @@ int main(void) {
       cmocka_unit_test(test_fixture_headers_mode),
       cmocka_unit_test(test_fixture_verdicts),
       cmocka_unit_test(test_cublaslt_matches_hand_walk),
+      cmocka_unit_test(test_cudnn_matches_hand_walk),
       cmocka_unit_test(test_ember_library),
       cmocka_unit_test(test_elf_with_several_containers),
       cmocka_unit_test(test_malformed_files),
