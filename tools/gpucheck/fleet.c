@@ -348,17 +348,6 @@ static void host_verdict(const fleet_host *h, fleet_gpu *g) {
   snprintf(g->fix, sizeof g->fix, "%s", fix ? fix : "run `gpucheck` on the host for details");
 }
 
-static const char *run_key(gc_run r) {
-  switch (r) {
-  case GC_RUN_NATIVE: return "native";
-  case GC_RUN_PTX_JIT: return "ptx-jit";
-  case GC_RUN_PTX_TOO_NEW: return "ptx-too-new";
-  case GC_RUN_NO_IMAGE: return "no-image";
-  case GC_RUN_CUBIN_TOO_NEW: return "cubin-too-new";
-  }
-  return "unknown";
-}
-
 /* Whether the binary's code runs on one GPU of a host, and what to change if not. */
 static void binary_verdict(const fleet_host *h, fleet_gpu *g, const gc_image_set *set, const char *binary) {
   char v1[16], v2[16];
@@ -380,7 +369,7 @@ static void binary_verdict(const fleet_host *h, fleet_gpu *g, const gc_image_set
   memset(&v, 0, sizeof v);
   v.image = -1;
   gc_images_verdict(set, g->cc, h->driver_cuda, &v);
-  g->run = run_key(v.run);
+  g->run = gc_run_key(v.run);
   g->good = v.run == GC_RUN_NATIVE || v.run == GC_RUN_PTX_JIT;
   snprintf(g->why, sizeof g->why, "%.40s: %.350s", gc_run_name(v.run), v.why);
   const gc_image *img = v.image >= 0 && (size_t)v.image < set->n ? &set->images[v.image] : NULL;

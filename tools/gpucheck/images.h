@@ -72,4 +72,10 @@ typedef struct gc_run_verdict {
 void gc_images_verdict(const gc_image_set *s, int cc, int driver, gc_run_verdict *out);
 const char *gc_run_name(gc_run r); /* "runs natively", "runs through PTX JIT", ... */
 
+/* images_json.c: the shapes of SCHEMA.md, shared by inspect, whatif, fleet. */
+#include <jansson.h>
+const char *gc_run_key(gc_run r);               /* "native", "ptx-jit", "ptx-too-new", ... */
+const char *gc_image_kind_name(gc_image_kind k); /* "cubin", "ptx", "ltoir", "other" */
+json_t *gc_image_json(const gc_image *m);        /* new reference */
+
 #endif

@@ -163,28 +163,8 @@ static void local_targets(inspect_args *a, char *none, size_t none_cap) {
 
 /* ------------------------------------------------------------ naming --- */
 
-static const char *kind_name(gc_image_kind k) {
-  switch (k) {
-  case GC_IMG_CUBIN: return "cubin";
-  case GC_IMG_PTX: return "ptx";
-  case GC_IMG_LTOIR: return "ltoir";
-  default: return "other";
-  }
-}
-
 static const char *comp_name(int c) { return c == 1 ? "lz4" : c == 2 ? "zstd" : ""; }
 static const char *vstr(char v) { return v == 'a' ? "a" : v == 'f' ? "f" : ""; }
-
-static const char *run_id(gc_run r) {
-  switch (r) {
-  case GC_RUN_NATIVE: return "native";
-  case GC_RUN_PTX_JIT: return "ptx-jit";
-  case GC_RUN_PTX_TOO_NEW: return "ptx-too-new";
-  case GC_RUN_NO_IMAGE: return "no-image";
-  case GC_RUN_CUBIN_TOO_NEW: return "cubin-too-new";
-  }
-  return "?";
-}
 
 /* "sm_90a" / "compute_90" / "lto_90" */
 static void arch_str(const gc_image *m, char *buf, size_t cap) {
@@ -200,35 +180,6 @@ static void bytes_str(uint64_t n, char *buf, size_t cap) {
 }
 
 /* ------------------------------------------------------------ listing --- */
-
-static json_t *image_json(const gc_image *m) {
-  char b[16];
-  json_t *o = json_pack("{s:s, s:i, s:s, s:s, s:I, s:I, s:I, s:I}", "kind", kind_name(m->kind), "arch", m->arch,
-                        "variant", vstr(m->variant), "compressed", comp_name(m->compression), "size",
-                        (json_int_t)m->size, "uncompressed", (json_int_t)m->uncompressed, "container",
-                        (json_int_t)m->container, "offset", (json_int_t)m->offset);
-  if (m->kind == GC_IMG_PTX && m->ptx_isa > 0) {
-    snprintf(b, sizeof b, "%d.%d", m->ptx_isa / 10, m->ptx_isa % 10);
-    json_object_set_new(o, "ptx_isa", json_string(b));
-  }
-  if (m->toolkit > 0) json_object_set_new(o, "toolkit", json_string(gc_cuda_str(m->toolkit, b)));
-  if (m->abi_version > 0) json_object_set_new(o, "abi_version", json_integer(m->abi_version));
-  if (m->kernels[0] || m->n_kernels > 0) {
-    /* A list cut at the buffer's end may end in a partial name: keep whole names only. */
-    json_t *k = json_array();
-    char copy[sizeof m->kernels];
-    memcpy(copy, m->kernels, sizeof copy);
-    int cut = strlen(copy) + 1 >= sizeof copy;
-    char *names[sizeof copy / 2];
-    size_t listed = 0;
-    for (char *save = NULL, *p = strtok_r(copy, ",", &save); p; p = strtok_r(NULL, ",", &save)) names[listed++] = p;
-    if (cut && listed > 0) listed--;
-    for (size_t i = 0; i < listed; i++) json_array_append_new(k, json_string(names[i]));
-    json_object_set_new(o, "kernels", k);
-    json_object_set_new(o, "n_kernels", json_integer(m->n_kernels));
-  }
-  return o;
-}
 
 static void image_check(gc_section *sec, const gc_image_set *s, size_t i, int show_kernels) {
   const gc_image *m = &s->images[i];
@@ -247,7 +198,7 @@ static void image_check(gc_section *sec, const gc_image_set *s, size_t i, int sh
     snprintf(extra + e, sizeof extra - e, ", %d kernel%s", m->n_kernels, m->n_kernels == 1 ? "" : "s");
   const char *kn = m->kind == GC_IMG_OTHER && !strcmp(s->format, "ember") ? "NVRTC source/header"
                    : m->kind == GC_IMG_PTX                                  ? "PTX"
-                                                                            : kind_name(m->kind);
+                                                                            : gc_image_kind_name(m->kind);
   snprintf(id, sizeof id, "image.%zu", i);
   gc_check *c;
   if (m->compression)
@@ -299,12 +250,12 @@ static void summary_checks(gc_section *sec, const gc_image_set *s, json_t *group
     bytes_str(g[k].stored, sz, sizeof sz);
     bytes_str(g[k].plain, un, sizeof un);
     if (g[k].kind == GC_IMG_PTX) snprintf(isa, sizeof isa, ", PTX ISA %d.%d", g[k].isa / 10, g[k].isa % 10);
-    snprintf(id, sizeof id, "images.%s.%s%s%s", kind_name(g[k].kind), arch, g[k].comp ? "." : "", comp_name(g[k].comp));
+    snprintf(id, sizeof id, "images.%s.%s%s%s", gc_image_kind_name(g[k].kind), arch, g[k].comp ? "." : "", comp_name(g[k].comp));
     if (g[k].kind == GC_IMG_PTX) snprintf(id + strlen(id), sizeof id - strlen(id), ".isa%d", g[k].isa);
-    gc_check_add(sec, GC_INFO, id, "%s %s%s: %zu entr%s, %s%s%s%s%s", g[k].kind == GC_IMG_PTX ? "PTX" : kind_name(g[k].kind), arch, isa, g[k].count,
+    gc_check_add(sec, GC_INFO, id, "%s %s%s: %zu entr%s, %s%s%s%s%s", g[k].kind == GC_IMG_PTX ? "PTX" : gc_image_kind_name(g[k].kind), arch, isa, g[k].count,
                  g[k].count == 1 ? "y" : "ies", g[k].comp ? comp_name(g[k].comp) : "", g[k].comp ? " " : "", sz,
                  g[k].comp ? " -> " : "", g[k].comp ? un : "");
-    json_t *o = json_pack("{s:s, s:i, s:s, s:s, s:I, s:I, s:I}", "kind", kind_name(g[k].kind), "arch", g[k].arch,
+    json_t *o = json_pack("{s:s, s:i, s:s, s:s, s:I, s:I, s:I}", "kind", gc_image_kind_name(g[k].kind), "arch", g[k].arch,
                           "variant", vstr(g[k].variant), "compressed", comp_name(g[k].comp), "count",
                           (json_int_t)g[k].count, "size", (json_int_t)g[k].stored, "uncompressed", (json_int_t)g[k].plain);
     if (g[k].kind == GC_IMG_PTX) {
@@ -454,8 +405,8 @@ static void target_check(gc_section *sec, const gc_image_set *s, const target *t
   char cc[16];
   snprintf(cc, sizeof cc, "%d.%d", t->cc / 10, t->cc % 10);
   gc_check_set(c, "cc", json_string(cc));
-  gc_check_set(c, "run", json_string(run_id(v.run)));
-  json_t *o = json_pack("{s:s, s:s, s:s, s:s}", "gpu", t->name, "cc", cc, "run", run_id(v.run), "why", v.why);
+  gc_check_set(c, "run", json_string(gc_run_key(v.run)));
+  json_t *o = json_pack("{s:s, s:s, s:s, s:s}", "gpu", t->name, "cc", cc, "run", gc_run_key(v.run), "why", v.why);
   json_object_set_new(o, "driver_cuda", a->driver > 0 ? json_integer(a->driver) : json_null());
   if (a->driver_estimated) json_object_set_new(o, "driver_estimated", json_true());
   json_object_set_new(o, "image", v.image >= 0 ? json_integer(v.image) : json_null());
@@ -487,7 +438,7 @@ static int inspect_file(gc_report *r, const char *path, const inspect_args *a, c
   if (s.note[0]) gc_check_detail(c, "%s", s.note);
 
   json_t *images = json_array();
-  for (size_t i = 0; i < s.n; i++) json_array_append_new(images, image_json(&s.images[i]));
+  for (size_t i = 0; i < s.n; i++) json_array_append_new(images, gc_image_json(&s.images[i]));
   json_t *file = json_pack("{s:s, s:s, s:o, s:I}", "path", path, "format", s.format, "images", images, "containers",
                            (json_int_t)s.containers);
   if (s.note[0]) json_object_set_new(file, "note", json_string(s.note));

@@ -1160,27 +1160,6 @@ static void check_image(gc_report *r, const wi_in *in, size_t qi) {
 
 /* ---------------------------------------------------------------- binaries --- */
 
-static const char *run_key(gc_run r) {
-  static const char *const k[] = {"native", "ptx-jit", "ptx-too-new", "no-image", "cubin-too-new"};
-  return (unsigned)r < 5 ? k[r] : "unknown";
-}
-
-static json_t *image_json(const gc_image *im) {
-  static const char *const kinds[] = {"?", "cubin", "ptx", "ltoir", "other"};
-  static const char *const comp[] = {"", "lz4", "zstd"};
-  char var[2] = {im->variant, 0}, isa[16] = "";
-  if (im->ptx_isa) snprintf(isa, sizeof isa, "%d.%d", im->ptx_isa / 10, im->ptx_isa % 10);
-  json_t *k = json_array();
-  char names[sizeof im->kernels];
-  snprintf(names, sizeof names, "%s", im->kernels);
-  for (char *save = NULL, *p = strtok_r(names, ",", &save); p; p = strtok_r(NULL, ",", &save))
-    json_array_append_new(k, json_string(p));
-  return json_pack("{s:s, s:i, s:s, s:s, s:s, s:I, s:I, s:o}", "kind", kinds[(unsigned)im->kind < 5 ? im->kind : 0],
-                   "arch", im->arch, "variant", var, "ptx_isa", isa,
-                   "compressed", comp[(unsigned)im->compression < 3 ? im->compression : 0], "size",
-                   (json_int_t)im->size, "uncompressed", (json_int_t)im->uncompressed, "kernels", k);
-}
-
 static int check_binary(gc_report *r, const wi_in *in, size_t bi, json_t *files) {
   gc_image_set set;
   char err[512];
@@ -1200,7 +1179,7 @@ static int check_binary(gc_report *r, const wi_in *in, size_t bi, json_t *files)
   gc_check *c = gc_check_add(s, GC_INFO, id, "%s: %zu image(s): %zu cubin, %zu PTX%s%s", set.format, set.n, cubins, ptx,
                              set.note[0] ? "; " : "", set.note);
   json_t *images = json_array(), *targets = json_array();
-  for (size_t i = 0; i < set.n; i++) json_array_append_new(images, image_json(&set.images[i]));
+  for (size_t i = 0; i < set.n; i++) json_array_append_new(images, gc_image_json(&set.images[i]));
   int dcuda = in->drv.given ? in->drv.cuda : newest_driver_cuda();
   if (!in->drv.given)
     gc_check_detail(c, "No --driver: verdicts assume a current driver (CUDA %s, the newest arch_table knows).", cv(dcuda));
@@ -1240,9 +1219,9 @@ static int check_binary(gc_report *r, const wi_in *in, size_t bi, json_t *files)
                       "toolkit.", im && im->toolkit ? ": " : "", im && im->toolkit ? min_driver_text(em_cubin_min_driver(im->toolkit)) : "");
       break;
     }
-    gc_check_set(k, "run", json_string(run_key(v.run)));
+    gc_check_set(k, "run", json_string(gc_run_key(v.run)));
     json_array_append_new(targets, json_pack("{s:s, s:s, s:i, s:s, s:s}", "gpu", in->gpus[g].name, "cc",
-                                             cc_str(in->gpus[g].cc), "driver_cuda", dcuda, "run", run_key(v.run), "why",
+                                             cc_str(in->gpus[g].cc), "driver_cuda", dcuda, "run", gc_run_key(v.run), "why",
                                              v.why));
   }
   json_array_append_new(files, json_pack("{s:s, s:s, s:o, s:o}", "path", set.path[0] ? set.path : in->bins[bi],
