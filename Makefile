@@ -39,7 +39,7 @@ WERROR ?= 1
 CSTD := -std=c11 -D_GNU_SOURCE
 # Messages go into fixed buffers and are cut short by design: no truncation warnings.
 WARN := -Wall -Wextra -Wno-format-truncation $(if $(filter 1,$(WERROR)),-Werror)
-INCLUDES := -Iinclude -Iruntime -Iarch_table -Iops
+INCLUDES := -Iinclude -Iruntime -Iarch_table -Iops -Iengine
 OPT ?= -O2 -g
 comma := ,
 SANITIZERS := -fsanitize=address$(comma)undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
@@ -127,7 +127,7 @@ $(GEN)/arch_table_data.c: arch_table/gen.sh $(wildcard arch_table/data/*.tsv)
 	$(Q)sh arch_table/gen.sh $@ arch_table/data
 
 # ----------------------------------------------------------------- library ---
-LIB_C_SRCS := $(wildcard runtime/*.c arch_table/*.c ops/*.c)
+LIB_C_SRCS := $(wildcard runtime/*.c arch_table/*.c ops/*.c engine/*.c)
 LIB_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_C_SRCS)) $(BUILD)/obj/gen/arch_table_data.o \
   $(BUILD)/obj/runtime/image_section.o
 DEPFILES := $(LIB_OBJS:.o=.d)

@@ -8,6 +8,7 @@
 #include "ember/dispatch.h"
 #include "ember/runtime.h"
 #include "ember/primitives.h"
+#include "ember/tensor.h"
 
 #define EMBER_VERSION_MAJOR 0
 #define EMBER_VERSION_MINOR 1

@@ -1,0 +1,414 @@
+/* Tensors (include/ember/tensor.h): strided views over reference-counted
+ * storage. Shapes and strides are in elements; the storage knows its device. */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ember.h"
+#include "error.h"
+
+#define API __attribute__((visibility("default")))
+
+typedef struct em_storage {
+  atomic_int refs;
+  em_device dev;
+  void *ptr;      /* em_malloc'd on dev (64-byte aligned host memory on the CPU) */
+  size_t bytes;
+} em_storage;
+
+struct em_tensor {
+  atomic_int refs;
+  em_storage *st;
+  em_dtype dtype;
+  int ndim;
+  int64_t shape[EM_MAX_DIMS];
+  int64_t strides[EM_MAX_DIMS];
+  int64_t offset; /* elements from the start of the storage */
+};
+
+static const struct { size_t size; const char *name; } dtypes[] = {
+  [EM_F32] = {4, "f32"}, [EM_F64] = {8, "f64"}, [EM_F16] = {2, "f16"}, [EM_BF16] = {2, "bf16"},
+  [EM_I32] = {4, "i32"}, [EM_I64] = {8, "i64"}, [EM_U8] = {1, "u8"}, [EM_BOOL] = {1, "bool"},
+};
+
+API size_t em_dtype_size(em_dtype t) { return (unsigned)t <= EM_BOOL ? dtypes[t].size : 0; }
+API const char *em_dtype_name(em_dtype t) { return (unsigned)t <= EM_BOOL ? dtypes[t].name : "unknown-dtype"; }
+
+/* ------------------------------------------------------------ storage --- */
+
+static void storage_release(em_storage *s) {
+  if (!s || atomic_fetch_sub(&s->refs, 1) != 1) return;
+  if (s->ptr) em_free(s->dev, s->ptr);
+  free(s);
+}
+
+static em_status storage_new(em_device dev, size_t bytes, em_storage **out) {
+  em_storage *s = calloc(1, sizeof *s);
+  if (!s) return em_fail(EM_ERR_OUT_OF_MEMORY, "no host memory for a tensor");
+  atomic_init(&s->refs, 1);
+  s->dev = dev;
+  s->bytes = bytes;
+  em_status st = em_malloc(dev, bytes ? bytes : 1, &s->ptr);
+  if (st) {
+    free(s);
+    return em_fail_context(st, "allocating %zu bytes for a tensor", bytes);
+  }
+  *out = s;
+  return EM_OK;
+}
+
+/* ------------------------------------------------------------- shapes --- */
+
+/* numel of a shape, or -1 on a negative dimension or overflow. */
+static int64_t shape_numel(int ndim, const int64_t *shape) {
+  int64_t n = 1;
+  for (int i = 0; i < ndim; i++) {
+    if (shape[i] < 0) return -1;
+    if (shape[i] && n > INT64_MAX / shape[i]) return -1;
+    n *= shape[i];
+  }
+  return n;
+}
+
+static const char *shape_str(int ndim, const int64_t *shape, char *buf, size_t cap) {
+  size_t n = (size_t)snprintf(buf, cap, "[");
+  for (int i = 0; i < ndim && n < cap; i++) n += (size_t)snprintf(buf + n, cap - n, "%s%lld", i ? "," : "", (long long)shape[i]);
+  if (n < cap) snprintf(buf + n, cap - n, "]");
+  return buf;
+}
+
+API const char *em_tensor_describe(const em_tensor *t, char *buf, size_t cap) {
+  char s[200];
+  snprintf(buf, cap, "%s%s", em_dtype_name(t->dtype), shape_str(t->ndim, t->shape, s, sizeof s));
+  return buf;
+}
+
+static void contiguous_strides(int ndim, const int64_t *shape, int64_t *strides) {
+  int64_t s = 1;
+  for (int i = ndim - 1; i >= 0; i--) {
+    strides[i] = s;
+    s *= shape[i] ? shape[i] : 1;
+  }
+}
+
+static em_status check_shape(const char *what, em_dtype dtype, int ndim, const int64_t *shape, int64_t *numel) {
+  *numel = 0;
+  if (em_dtype_size(dtype) == 0) return em_fail(EM_ERR_INVALID_ARGUMENT, "%s: unknown dtype %d", what, (int)dtype);
+  if (ndim < 0 || ndim > EM_MAX_DIMS)
+    return em_fail(EM_ERR_INVALID_ARGUMENT, "%s: %d dimensions; Ember tensors have 0 to %d", what, ndim, EM_MAX_DIMS);
+  if (ndim && !shape) return em_fail(EM_ERR_INVALID_ARGUMENT, "%s: shape is NULL for %d dimensions", what, ndim);
+  *numel = shape_numel(ndim, shape);
+  char s[200];
+  if (*numel < 0)
+    return em_fail(EM_ERR_INVALID_ARGUMENT, "%s: shape %s has a negative dimension or too many elements", what,
+                   shape_str(ndim, shape, s, sizeof s));
+  if ((uint64_t)*numel > SIZE_MAX / em_dtype_size(dtype))
+    return em_fail(EM_ERR_INVALID_ARGUMENT, "%s: shape %s of %s is too large", what, shape_str(ndim, shape, s, sizeof s),
+                   em_dtype_name(dtype));
+  return EM_OK;
+}
+
+static em_tensor *tensor_alloc(void) {
+  em_tensor *t = calloc(1, sizeof *t);
+  if (t) atomic_init(&t->refs, 1);
+  return t;
+}
+
+/* A view sharing t's storage; caller fills shape/strides/offset. */
+static em_status view_of(em_tensor *t, em_tensor **out) {
+  em_tensor *v = tensor_alloc();
+  if (!v) return em_fail(EM_ERR_OUT_OF_MEMORY, "no host memory for a tensor view");
+  atomic_fetch_add(&t->st->refs, 1);
+  v->st = t->st;
+  v->dtype = t->dtype;
+  v->offset = t->offset;
+  *out = v;
+  return EM_OK;
+}
+
+static em_status new_contiguous(em_device dev, em_dtype dtype, int ndim, const int64_t *shape, const char *what,
+                                em_tensor **out) {
+  int64_t numel = 0;
+  em_status st = check_shape(what, dtype, ndim, shape, &numel);
+  if (st) return st;
+  em_tensor *t = tensor_alloc();
+  if (!t) return em_fail(EM_ERR_OUT_OF_MEMORY, "no host memory for a tensor");
+  st = storage_new(dev, (size_t)numel * em_dtype_size(dtype), &t->st);
+  if (st) {
+    free(t);
+    return st;
+  }
+  t->dtype = dtype;
+  t->ndim = ndim;
+  if (ndim) memcpy(t->shape, shape, sizeof(int64_t) * (size_t)ndim);
+  contiguous_strides(ndim, t->shape, t->strides);
+  *out = t;
+  return EM_OK;
+}
+
+API em_status em_tensor_from_host(em_device dev, em_dtype dtype, int ndim, const int64_t *shape, const void *data,
+                                  size_t bytes, em_tensor **out) {
+  if (!out) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_tensor_from_host: out is NULL");
+  em_tensor *t;
+  em_status st = new_contiguous(dev, dtype, ndim, shape, "em_tensor_from_host", &t);
+  if (st) return st;
+  if (bytes != t->st->bytes) {
+    char d[256];
+    em_tensor_describe(t, d, sizeof d);
+    em_tensor_release(t);
+    return em_fail(EM_ERR_INVALID_ARGUMENT, "em_tensor_from_host: %s needs %zu bytes, %zu given", d,
+                   (size_t)shape_numel(ndim, shape) * em_dtype_size(dtype), bytes);
+  }
+  if (bytes && !data) {
+    em_tensor_release(t);
+    return em_fail(EM_ERR_INVALID_ARGUMENT, "em_tensor_from_host: data is NULL");
+  }
+  st = em_memcpy_h2d(dev, t->st->ptr, data, bytes, NULL);
+  if (st) {
+    em_tensor_release(t);
+    return st;
+  }
+  *out = t;
+  return EM_OK;
+}
+
+API em_status em_tensor_zeros(em_device dev, em_dtype dtype, int ndim, const int64_t *shape, em_tensor **out) {
+  if (!out) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_tensor_zeros: out is NULL");
+  em_tensor *t;
+  em_status st = new_contiguous(dev, dtype, ndim, shape, "em_tensor_zeros", &t);
+  if (st) return st;
+  if (dev.kind == EM_DEVICE_CPU) {
+    memset(t->st->ptr, 0, t->st->bytes);
+  } else if (t->st->bytes) {
+    /* Zero bits are 0 in every dtype; copy them up (the runtime has no memset yet). */
+    void *z = calloc(1, t->st->bytes);
+    st = z ? em_memcpy_h2d(dev, t->st->ptr, z, t->st->bytes, NULL)
+           : em_fail(EM_ERR_OUT_OF_MEMORY, "no host memory to zero %zu bytes", t->st->bytes);
+    free(z);
+    if (st) {
+      em_tensor_release(t);
+      return st;
+    }
+  }
+  *out = t;
+  return EM_OK;
+}
+
+API em_tensor *em_tensor_retain(em_tensor *t) {
+  if (t) atomic_fetch_add(&t->refs, 1);
+  return t;
+}
+
+API void em_tensor_release(em_tensor *t) {
+  if (!t || atomic_fetch_sub(&t->refs, 1) != 1) return;
+  storage_release(t->st);
+  free(t);
+}
+
+API int em_tensor_ndim(const em_tensor *t) { return t->ndim; }
+API const int64_t *em_tensor_shape(const em_tensor *t) { return t->shape; }
+API const int64_t *em_tensor_strides(const em_tensor *t) { return t->strides; }
+API int64_t em_tensor_numel(const em_tensor *t) { return shape_numel(t->ndim, t->shape); }
+API em_dtype em_tensor_dtype(const em_tensor *t) { return t->dtype; }
+API em_device em_tensor_device(const em_tensor *t) { return t->st->dev; }
+API void *em_tensor_data(const em_tensor *t) {
+  return (char *)t->st->ptr + (size_t)t->offset * em_dtype_size(t->dtype);
+}
+
+API int em_tensor_is_contiguous(const em_tensor *t) {
+  int64_t want = 1;
+  for (int i = t->ndim - 1; i >= 0; i--) {
+    if (t->shape[i] != 1 && t->strides[i] != want) return 0;
+    want *= t->shape[i];
+  }
+  return 1;
+}
+
+/* --------------------------------------------------------------- copy --- */
+
+/* Range [lo, hi) of storage elements a view touches (strides may be 0). */
+static void view_span(const em_tensor *t, int64_t *lo, int64_t *hi) {
+  int64_t a = t->offset, b = t->offset;
+  for (int i = 0; i < t->ndim; i++) {
+    if (t->shape[i] == 0) {
+      *lo = *hi = t->offset;
+      return;
+    }
+    int64_t ext = (t->shape[i] - 1) * t->strides[i];
+    if (ext < 0) a += ext;
+    else b += ext;
+  }
+  *lo = a;
+  *hi = b + 1;
+}
+
+/* Gathers a strided view of `src` (the view's storage starting at element
+ * `base`) into contiguous dst, row-major over the shape. */
+static void gather(const em_tensor *t, const char *src, int64_t base, char *dst) {
+  size_t es = em_dtype_size(t->dtype);
+  int64_t n = em_tensor_numel(t), idx[EM_MAX_DIMS] = {0};
+  for (int64_t k = 0; k < n; k++) {
+    int64_t off = t->offset - base;
+    for (int i = 0; i < t->ndim; i++) off += idx[i] * t->strides[i];
+    memcpy(dst + (size_t)k * es, src + (size_t)off * es, es);
+    for (int i = t->ndim - 1; i >= 0; i--) {
+      if (++idx[i] < t->shape[i]) break;
+      idx[i] = 0;
+    }
+  }
+}
+
+API em_status em_tensor_to_host(const em_tensor *t, void *data, size_t bytes) {
+  if (!t || (!data && bytes)) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_tensor_to_host: NULL argument");
+  size_t es = em_dtype_size(t->dtype), need = (size_t)em_tensor_numel(t) * es;
+  if (bytes != need) {
+    char d[256];
+    return em_fail(EM_ERR_INVALID_ARGUMENT, "em_tensor_to_host: %s holds %zu bytes, the buffer has %zu",
+                   em_tensor_describe(t, d, sizeof d), need, bytes);
+  }
+  if (!need) return EM_OK;
+  em_device dev = t->st->dev;
+  if (em_tensor_is_contiguous(t)) return em_memcpy_d2h(dev, data, em_tensor_data(t), need, NULL);
+  int64_t lo, hi;
+  view_span(t, &lo, &hi);
+  if (dev.kind == EM_DEVICE_CPU) {
+    gather(t, t->st->ptr, 0, data);
+    return EM_OK;
+  }
+  /* A strided view on a GPU: bring the span it touches over, gather here. */
+  size_t span = (size_t)(hi - lo) * es;
+  char *tmp = malloc(span);
+  if (!tmp) return em_fail(EM_ERR_OUT_OF_MEMORY, "no host memory for %zu bytes", span);
+  em_status st = em_memcpy_d2h(dev, tmp, (char *)t->st->ptr + (size_t)lo * es, span, NULL);
+  if (!st) gather(t, tmp, lo, data);
+  free(tmp);
+  return st;
+}
+
+API em_status em_tensor_contiguous(em_tensor *t, em_tensor **out) {
+  if (!t || !out) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_tensor_contiguous: NULL argument");
+  if (em_tensor_is_contiguous(t)) {
+    *out = em_tensor_retain(t);
+    return EM_OK;
+  }
+  return em_tensor_to_device(t, t->st->dev, out);
+}
+
+API em_status em_tensor_to_device(const em_tensor *t, em_device dev, em_tensor **out) {
+  if (!t || !out) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_tensor_to_device: NULL argument");
+  size_t bytes = (size_t)em_tensor_numel(t) * em_dtype_size(t->dtype);
+  void *host = malloc(bytes ? bytes : 1);
+  if (!host) return em_fail(EM_ERR_OUT_OF_MEMORY, "no host memory for %zu bytes", bytes);
+  em_status st = em_tensor_to_host(t, host, bytes);
+  if (!st) st = em_tensor_from_host(dev, t->dtype, t->ndim, t->shape, host, bytes, out);
+  free(host);
+  return st;
+}
+
+/* -------------------------------------------------------------- views --- */
+
+API em_status em_tensor_reshape(em_tensor *t, int ndim, const int64_t *shape, em_tensor **out) {
+  if (!t || !out || (ndim && !shape)) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_tensor_reshape: NULL argument");
+  char d[256], s[200];
+  if (ndim < 0 || ndim > EM_MAX_DIMS)
+    return em_fail(EM_ERR_INVALID_ARGUMENT, "reshape of %s: %d dimensions (0 to %d allowed)", em_tensor_describe(t, d, sizeof d),
+                   ndim, EM_MAX_DIMS);
+  int64_t want[EM_MAX_DIMS], known = 1, numel = em_tensor_numel(t);
+  int infer = -1;
+  for (int i = 0; i < ndim; i++) {
+    want[i] = shape[i];
+    if (shape[i] == -1 && infer < 0) infer = i;
+    else if (shape[i] < 0)
+      return em_fail(EM_ERR_INVALID_ARGUMENT, "reshape of %s to %s: only one -1 and no other negative size", em_tensor_describe(t, d, sizeof d),
+                     shape_str(ndim, shape, s, sizeof s));
+    else known *= shape[i];
+  }
+  if (infer >= 0) {
+    if (known == 0 || numel % known)
+      return em_fail(EM_ERR_INVALID_ARGUMENT, "reshape of %s to %s: %lld elements do not divide into that shape",
+                     em_tensor_describe(t, d, sizeof d), shape_str(ndim, shape, s, sizeof s), (long long)numel);
+    want[infer] = numel / known;
+  }
+  if (shape_numel(ndim, want) != numel)
+    return em_fail(EM_ERR_INVALID_ARGUMENT, "reshape of %s to %s: %lld elements cannot take that shape", em_tensor_describe(t, d, sizeof d),
+                   shape_str(ndim, want, s, sizeof s), (long long)numel);
+  if (!em_tensor_is_contiguous(t))
+    return em_fail(EM_ERR_INVALID_ARGUMENT, "reshape of %s: the view is not contiguous; call em_tensor_contiguous first",
+                   em_tensor_describe(t, d, sizeof d));
+  em_status st = view_of(t, out);
+  if (st) return st;
+  (*out)->ndim = ndim;
+  memcpy((*out)->shape, want, sizeof(int64_t) * (size_t)ndim);
+  contiguous_strides(ndim, (*out)->shape, (*out)->strides);
+  return EM_OK;
+}
+
+API em_status em_tensor_permute(em_tensor *t, const int *perm, em_tensor **out) {
+  if (!t || !out || (t->ndim && !perm)) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_tensor_permute: NULL argument");
+  int seen[EM_MAX_DIMS] = {0};
+  char d[256];
+  for (int i = 0; i < t->ndim; i++) {
+    if (perm[i] < 0 || perm[i] >= t->ndim || seen[perm[i]]++)
+      return em_fail(EM_ERR_INVALID_ARGUMENT, "permute of %s: perm[%d] = %d; perm must list each of the %d axes once",
+                     em_tensor_describe(t, d, sizeof d), i, perm[i], t->ndim);
+  }
+  em_status st = view_of(t, out);
+  if (st) return st;
+  (*out)->ndim = t->ndim;
+  for (int i = 0; i < t->ndim; i++) {
+    (*out)->shape[i] = t->shape[perm[i]];
+    (*out)->strides[i] = t->strides[perm[i]];
+  }
+  return EM_OK;
+}
+
+API em_status em_tensor_slice(em_tensor *t, int axis, int64_t start, int64_t stop, int64_t step, em_tensor **out) {
+  if (!t || !out) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_tensor_slice: NULL argument");
+  char d[256];
+  if (axis < 0) axis += t->ndim;
+  if (axis < 0 || axis >= t->ndim)
+    return em_fail(EM_ERR_INVALID_ARGUMENT, "slice of %s: axis out of range", em_tensor_describe(t, d, sizeof d));
+  if (step < 1) return em_fail(EM_ERR_INVALID_ARGUMENT, "slice of %s: step %lld must be >= 1", em_tensor_describe(t, d, sizeof d), (long long)step);
+  int64_t n = t->shape[axis];
+  if (start < 0) start += n;
+  if (stop < 0) stop += n;
+  if (start < 0) start = 0;
+  if (stop > n) stop = n;
+  int64_t len = stop > start ? (stop - start + step - 1) / step : 0;
+  em_status st = view_of(t, out);
+  if (st) return st;
+  em_tensor *v = *out;
+  v->ndim = t->ndim;
+  memcpy(v->shape, t->shape, sizeof v->shape);
+  memcpy(v->strides, t->strides, sizeof v->strides);
+  if (len) v->offset += start * t->strides[axis];
+  v->shape[axis] = len;
+  v->strides[axis] = t->strides[axis] * step;
+  return EM_OK;
+}
+
+API em_status em_tensor_expand(em_tensor *t, int ndim, const int64_t *shape, em_tensor **out) {
+  if (!t || !out || (ndim && !shape)) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_tensor_expand: NULL argument");
+  char d[256], s[200];
+  if (ndim < t->ndim || ndim > EM_MAX_DIMS)
+    return em_fail(EM_ERR_INVALID_ARGUMENT, "expand of %s to %s: the target needs at least as many dimensions (at most %d)",
+                   em_tensor_describe(t, d, sizeof d), shape_str(ndim, shape, s, sizeof s), EM_MAX_DIMS);
+  int64_t sh[EM_MAX_DIMS], str[EM_MAX_DIMS];
+  for (int i = 0; i < ndim; i++) {
+    int j = i - (ndim - t->ndim); /* numpy aligns trailing axes */
+    int64_t have = j >= 0 ? t->shape[j] : 1;
+    if (have != shape[i] && have != 1)
+      return em_fail(EM_ERR_INVALID_ARGUMENT, "expand of %s to %s: axis %d has size %lld, not 1 or %lld",
+                     em_tensor_describe(t, d, sizeof d), shape_str(ndim, shape, s, sizeof s), j, (long long)have,
+                     (long long)shape[i]);
+    sh[i] = shape[i];
+    str[i] = (j >= 0 && have == shape[i]) ? t->strides[j] : 0;
+  }
+  em_status st = view_of(t, out);
+  if (st) return st;
+  (*out)->ndim = ndim;
+  memcpy((*out)->shape, sh, sizeof(int64_t) * (size_t)ndim);
+  memcpy((*out)->strides, str, sizeof(int64_t) * (size_t)ndim);
+  return EM_OK;
+}
