@@ -1,4 +1,4 @@
-// fuzz-sources: tools/gpucheck/report.c tools/gpucheck/gpus.c arch_table/arch_table.c build/gen/arch_table_data.c -ljansson
+// fuzz-sources: tools/gpucheck/report.c tools/gpucheck/gpus.c tools/gpucheck/images_json.c arch_table/arch_table.c build/gen/arch_table_data.c -ljansson
 /* libFuzzer target for `gpucheck fleet`'s report reader: jansson parsing and
  * the validation of a host report (schema, command, facts, sections), then
  * everything fleet derives from an accepted report: the host's verdict per
