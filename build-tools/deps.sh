@@ -12,6 +12,9 @@ PACKAGES=(
   libjansson-dev               # JSON output and input of the tools
   libcmocka-dev                # the test framework
   clang libclang-rt-14-dev     # legacy sm_35 PTX, libFuzzer targets
+  libprotobuf-c-dev protobuf-c-compiler  # ONNX reader: protobuf-c and protoc-c
+  libonnx-dev                  # onnx.proto, compiled by protoc-c at build time
+  libonnx-testdata             # ONNX backend node tests (conformance, reader survey)
 )
 
 missing=()
