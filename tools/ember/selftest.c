@@ -1,7 +1,9 @@
 /* ember selftest: for every device, runs each primitive on fresh random
  * inputs and compares the bits with the CPU twin; reports, per kernel module,
  * the path its plan took and how long the load took (cold or from the JIT
- * cache). A driver that runs no kernels (Ember's test double) gets the loads
+ * cache). The portable math maps (kernels/math.cu) get inputs that reach
+ * every branch: random bit patterns, every scale, and all 65536 half and
+ * bfloat16 values. A driver that runs no kernels (Ember's test double) gets the loads
  * checked and the comparisons reported as not run. */
 #include <jansson.h>
 #include <stdint.h>
@@ -118,6 +120,141 @@ static void case_transpose(em_device dev, int run, case_result *r) {
   free(in), free(want), free(got);
 }
 
+/* ------------------------------------------------ portable math (math.cu) --- */
+
+static uint32_t rand_bits(void) {
+  rng_state ^= rng_state << 13;
+  rng_state ^= rng_state >> 7;
+  rng_state ^= rng_state << 17;
+  return (uint32_t)(rng_state >> 32);
+}
+
+/* Inputs that reach every branch of kernels/em_math.h: any bit pattern (NaN,
+ * inf, subnormals, huge arguments), values of every scale near 0, and the
+ * range where activations live. */
+/* 2^k for |k| <= 126, without libm (the tool does not link it). */
+static float pow2f(int k) {
+  uint32_t u = (uint32_t)(k + 127) << 23;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+static void fill_math_inputs(float *x, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    uint32_t u = rand_bits();
+    switch (i % 3) {
+    case 0: memcpy(&x[i], &u, 4); break;
+    case 1: x[i] = rand_float() * pow2f((int)(u % 41) - 20); break;
+    default: x[i] = rand_float() * 100.0f; break;
+    }
+  }
+}
+
+static size_t count_mismatches_bytes(const void *a, const void *b, size_t n, size_t size) {
+  size_t bad = 0;
+  for (size_t i = 0; i < n; i++) bad += memcmp((const char *)a + i * size, (const char *)b + i * size, size) != 0;
+  return bad;
+}
+
+static int upload_bytes(em_device dev, void **dst, const void *src, size_t bytes) {
+  if (em_malloc(dev, bytes, dst)) return 1;
+  return src ? em_memcpy_h2d(dev, *dst, src, bytes, NULL) != EM_OK : 0;
+}
+
+static void case_map(em_device dev, int run, case_result *r, em_math_fn fn) {
+  size_t n = (1u << 18) + 13;
+  float *x = malloc(n * 4), *want = malloc(n * 4), *got = malloc(n * 4);
+  bufs b = {dev, {0}};
+  fill_math_inputs(x, n);
+  em_map_f32(em_cpu(), fn, x, want, n, NULL);
+  if (upload(dev, &b.p[0], x, n) || upload(dev, &b.p[1], NULL, n) || em_map_f32(dev, fn, b.p[0], b.p[1], n, NULL) ||
+      em_memcpy_d2h(dev, got, b.p[1], n * 4, NULL))
+    record_error(r);
+  else if (run)
+    r->ok = (r->mismatches = count_mismatches(want, got, n)) == 0;
+  bufs_free(&b);
+  free(x), free(want), free(got);
+}
+
+#define MAP_CASE(name, fn) \
+  static void case_map_##name(em_device dev, int run, case_result *r) { case_map(dev, run, r, fn); }
+MAP_CASE(exp, EM_MATH_EXP)
+MAP_CASE(log, EM_MATH_LOG)
+MAP_CASE(log1p, EM_MATH_LOG1P)
+MAP_CASE(expm1, EM_MATH_EXPM1)
+MAP_CASE(tanh, EM_MATH_TANH)
+MAP_CASE(sigmoid, EM_MATH_SIGMOID)
+MAP_CASE(softplus, EM_MATH_SOFTPLUS)
+MAP_CASE(erf, EM_MATH_ERF)
+MAP_CASE(sqrt, EM_MATH_SQRT)
+MAP_CASE(rsqrt, EM_MATH_RSQRT)
+MAP_CASE(sin, EM_MATH_SIN)
+MAP_CASE(cos, EM_MATH_COS)
+MAP_CASE(tan, EM_MATH_TAN)
+MAP_CASE(atan, EM_MATH_ATAN)
+MAP_CASE(asinh, EM_MATH_ASINH)
+
+static void case_pow(em_device dev, int run, case_result *r) {
+  size_t n = (1u << 18) + 7;
+  float *x = malloc(n * 4), *p = malloc(n * 4), *want = malloc(n * 4), *got = malloc(n * 4);
+  bufs b = {dev, {0}};
+  fill_math_inputs(x, n);
+  fill_math_inputs(p, n);
+  for (size_t i = 0; i < n; i += 4) x[i] = x[i] < 0.0f ? -x[i] : x[i]; /* more finite results */
+  em_pow_f32(em_cpu(), x, p, want, n, NULL);
+  if (upload(dev, &b.p[0], x, n) || upload(dev, &b.p[1], p, n) || upload(dev, &b.p[2], NULL, n) ||
+      em_pow_f32(dev, b.p[0], b.p[1], b.p[2], n, NULL) || em_memcpy_d2h(dev, got, b.p[2], n * 4, NULL))
+    record_error(r);
+  else if (run)
+    r->ok = (r->mismatches = count_mismatches(want, got, n)) == 0;
+  bufs_free(&b);
+  free(x), free(p), free(want), free(got);
+}
+
+/* float -> 16-bit: random floats, plus every value near the half and
+ * bfloat16 rounding boundaries that random bits rarely hit. */
+typedef em_status (*to16_fn)(em_device, const float *, uint16_t *, size_t, em_stream *);
+static void case_to16(em_device dev, int run, case_result *r, to16_fn f) {
+  size_t n = (1u << 18) + 5;
+  float *x = malloc(n * 4);
+  uint16_t *want = malloc(n * 2), *got = malloc(n * 2);
+  bufs b = {dev, {0}};
+  fill_math_inputs(x, n);
+  for (size_t i = 0; i < n; i += 2) x[i] = rand_float() * 70000.0f * pow2f(-(int)(rand_bits() % 40));
+  f(em_cpu(), x, want, n, NULL);
+  if (upload(dev, &b.p[0], x, n) || upload_bytes(dev, &b.p[1], NULL, n * 2) || f(dev, b.p[0], b.p[1], n, NULL) ||
+      em_memcpy_d2h(dev, got, b.p[1], n * 2, NULL))
+    record_error(r);
+  else if (run)
+    r->ok = (r->mismatches = count_mismatches_bytes(want, got, n, 2)) == 0;
+  bufs_free(&b);
+  free(x), free(want), free(got);
+}
+
+/* 16-bit -> float: all 65536 values, then random ones. */
+typedef em_status (*from16_fn)(em_device, const uint16_t *, float *, size_t, em_stream *);
+static void case_from16(em_device dev, int run, case_result *r, from16_fn f) {
+  size_t n = 65536 * 3;
+  uint16_t *x = malloc(n * 2);
+  float *want = malloc(n * 4), *got = malloc(n * 4);
+  bufs b = {dev, {0}};
+  for (size_t i = 0; i < n; i++) x[i] = (uint16_t)(i < 65536 ? i : rand_bits());
+  f(em_cpu(), x, want, n, NULL);
+  if (upload_bytes(dev, &b.p[0], x, n * 2) || upload(dev, &b.p[1], NULL, n) || f(dev, b.p[0], b.p[1], n, NULL) ||
+      em_memcpy_d2h(dev, got, b.p[1], n * 4, NULL))
+    record_error(r);
+  else if (run)
+    r->ok = (r->mismatches = count_mismatches_bytes(want, got, n, 4)) == 0;
+  bufs_free(&b);
+  free(x), free(want), free(got);
+}
+
+static void case_f32_to_f16(em_device dev, int run, case_result *r) { case_to16(dev, run, r, em_f32_to_f16); }
+static void case_f32_to_bf16(em_device dev, int run, case_result *r) { case_to16(dev, run, r, em_f32_to_bf16); }
+static void case_f16_to_f32(em_device dev, int run, case_result *r) { case_from16(dev, run, r, em_f16_to_f32); }
+static void case_bf16_to_f32(em_device dev, int run, case_result *r) { case_from16(dev, run, r, em_bf16_to_f32); }
+
 static const struct {
   const char *kernel, *module;
   void (*run)(em_device, int, case_result *);
@@ -126,6 +263,26 @@ static const struct {
   {"em_axpy_f32", "elementwise", case_axpy},
   {"em_sum_f32", "reduce", case_sum},
   {"em_transpose_f32", "transpose", case_transpose},
+  {"em_map_exp_f32", "math", case_map_exp},
+  {"em_map_log_f32", "math", case_map_log},
+  {"em_map_log1p_f32", "math", case_map_log1p},
+  {"em_map_expm1_f32", "math", case_map_expm1},
+  {"em_map_tanh_f32", "math", case_map_tanh},
+  {"em_map_sigmoid_f32", "math", case_map_sigmoid},
+  {"em_map_softplus_f32", "math", case_map_softplus},
+  {"em_map_erf_f32", "math", case_map_erf},
+  {"em_map_sqrt_f32", "math", case_map_sqrt},
+  {"em_map_rsqrt_f32", "math", case_map_rsqrt},
+  {"em_map_sin_f32", "math", case_map_sin},
+  {"em_map_cos_f32", "math", case_map_cos},
+  {"em_map_tan_f32", "math", case_map_tan},
+  {"em_map_atan_f32", "math", case_map_atan},
+  {"em_map_asinh_f32", "math", case_map_asinh},
+  {"em_map_pow_f32", "math", case_pow},
+  {"em_map_f32_to_f16", "math", case_f32_to_f16},
+  {"em_map_f16_to_f32", "math", case_f16_to_f32},
+  {"em_map_f32_to_bf16", "math", case_f32_to_bf16},
+  {"em_map_bf16_to_f32", "math", case_bf16_to_f32},
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
 
@@ -164,7 +321,7 @@ int ember_selftest(int json) {
                                               r.ok, "from_cache", rec.from_cache, "mismatches", (json_int_t)r.mismatches,
                                               "load_ms", rec.load_ms, "error", r.error, "detail", rec.detail));
       } else {
-        printf("  %-18s %-11s %-10s load %8.2f ms%s  %s", r.kernel, r.module, em_path_name(rec.path), rec.load_ms,
+        printf("  %-20s %-11s %-10s load %8.2f ms%s  %s", r.kernel, r.module, em_path_name(rec.path), rec.load_ms,
                rec.from_cache ? " (cache)" : "        ", verdict);
         if (r.mismatches) printf(" (%zu values differ from the CPU twin)", r.mismatches);
         if (r.error[0]) printf(": %s", r.error);
