@@ -10,12 +10,13 @@
 #include <string.h>
 
 #include "ember.h"
+#include "device_fallback.h"
 #include "error.h"
 #include "../kernels/em_math.h"
 
 #define API __attribute__((visibility("default")))
 
-#define BLOCK 256
+#define BLOCK EM_OPS_BLOCK
 
 /* ------------------------------------------------------------ CPU twins --- */
 
@@ -113,28 +114,19 @@ typedef struct map_job {
   size_t in_size, out_size, n;
 } map_job;
 
-static unsigned grid_1d(size_t n) {
-  size_t g = (n + BLOCK - 1) / BLOCK;
-  if (g < 1) g = 1;
-  if (g > 65535) g = 65535; /* the kernels stride */
-  return (unsigned)g;
+/* The twin on host copies of the device buffers, for a CPU plan. */
+struct host_run { const map_job *j; em_host_copy *c; };
+static void host_run(void *p) {
+  struct host_run *r = p;
+  r->j->cpu(r->c[0].host, r->j->x2 ? r->c[2].host : NULL, r->c[1].host, r->j->n);
 }
 
-/* The twin on host copies of the device buffers, for a CPU plan. */
 static em_status run_on_host_copies(em_device dev, const map_job *j, em_stream *s) {
   size_t in_bytes = j->n * j->in_size, out_bytes = j->n * j->out_size;
-  void *x = malloc(in_bytes), *x2 = j->x2 ? malloc(in_bytes) : NULL, *y = malloc(out_bytes);
-  em_status st = em_stream_sync(dev, s);
-  if (!st && (!x || !y || (j->x2 && !x2)))
-    st = em_fail(EM_ERR_OUT_OF_MEMORY, "%s: no host memory for copies of %zu elements", j->what, j->n);
-  if (!st) st = em_memcpy_d2h(dev, x, j->x, in_bytes, NULL);
-  if (!st && j->x2) st = em_memcpy_d2h(dev, x2, j->x2, in_bytes, NULL);
-  if (!st) {
-    j->cpu(x, x2, y, j->n);
-    st = em_memcpy_h2d(dev, j->y, y, out_bytes, NULL);
-  }
-  free(x), free(x2), free(y);
-  return st;
+  em_host_copy c[3] = {{NULL, j->x, in_bytes, 1, 0}, {NULL, j->y, out_bytes, 0, 1}, {NULL, j->x2, in_bytes, 1, 0}};
+  struct host_run r = {j, c};
+  em_status st = em_ops_on_host_copies(dev, c, j->x2 ? 3 : 2, s, host_run, &r);
+  return st ? em_fail_context(st, "%s", j->what) : EM_OK;
 }
 
 static int ranges_overlap(const void *a, size_t a_bytes, const void *b, size_t b_bytes) {
@@ -163,7 +155,7 @@ static em_status run_map(em_device dev, const map_job *j, em_stream *s) {
   void *y = j->y;
   void *unary[] = {&x, &y, &nn};
   void *binary[] = {&x, &x2, &y, &nn};
-  return em_kernel_launch(k, (em_dim3){grid_1d(j->n), 1, 1}, (em_dim3){BLOCK, 1, 1}, 0, s, j->x2 ? binary : unary);
+  return em_kernel_launch(k, (em_dim3){em_ops_grid_1d(j->n), 1, 1}, (em_dim3){BLOCK, 1, 1}, 0, s, j->x2 ? binary : unary);
 }
 
 /* ---------------------------------------------------------- public API --- */

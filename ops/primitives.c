@@ -8,11 +8,12 @@
 #include <string.h>
 
 #include "ember.h"
+#include "device_fallback.h"
 #include "error.h"
 
 #define API __attribute__((visibility("default")))
 
-#define BLOCK 256
+#define BLOCK EM_OPS_BLOCK
 #define REDUCE_THREADS 256 /* kernels/reduce.cu EM_REDUCE_THREADS */
 #define TILE 32            /* kernels/transpose.cu EM_TILE */
 
@@ -70,30 +71,6 @@ static void transpose_cpu(const float *in, float *out, size_t rows, size_t cols)
 
 /* ------------------------------------------------------------- helpers --- */
 
-static unsigned grid_1d(size_t n) {
-  size_t g = (n + BLOCK - 1) / BLOCK;
-  if (g < 1) g = 1;
-  if (g > 65535) g = 65535; /* the kernels stride; 65535 is every CC's x limit before 3.0 too */
-  return (unsigned)g;
-}
-
-/* Runs `twin` on host copies of device buffers when the plan says CPU. */
-typedef struct host_copy { void *host; const void *dev; size_t bytes; int write_back; } host_copy;
-
-static em_status with_host_copies(em_device dev, host_copy *c, int n, em_stream *s, void (*run)(void *), void *arg) {
-  em_status st = em_stream_sync(dev, s);
-  for (int i = 0; i < n && !st; i++) {
-    c[i].host = malloc(c[i].bytes ? c[i].bytes : 1);
-    if (!c[i].host) st = em_fail(EM_ERR_OUT_OF_MEMORY, "no host memory for a %zu-byte copy", c[i].bytes);
-    else st = em_memcpy_d2h(dev, c[i].host, c[i].dev, c[i].bytes, NULL);
-  }
-  if (!st) run(arg);
-  for (int i = 0; i < n && !st; i++)
-    if (c[i].write_back) st = em_memcpy_h2d(dev, (void *)c[i].dev, c[i].host, c[i].bytes, NULL);
-  for (int i = 0; i < n; i++) free(c[i].host);
-  return st;
-}
-
 /* em_kernel_get, telling "use the CPU twin" apart from real failures. */
 static em_status kernel(em_device dev, const char *name, em_kernel **k, int *use_cpu) {
   em_status s = em_kernel_get(dev, name, k);
@@ -103,7 +80,7 @@ static em_status kernel(em_device dev, const char *name, em_kernel **k, int *use
 
 /* ---------------------------------------------------------- primitives --- */
 
-struct fill_args { host_copy *c; float v; size_t n; };
+struct fill_args { em_host_copy *c; float v; size_t n; };
 static void fill_run(void *p) { struct fill_args *a = p; fill_cpu(a->c[0].host, a->v, a->n); }
 
 API em_status em_fill_f32(em_device dev, float *y, float value, size_t n, em_stream *s) {
@@ -114,16 +91,16 @@ API em_status em_fill_f32(em_device dev, float *y, float value, size_t n, em_str
   em_status st = kernel(dev, "em_fill_f32", &k, &cpu);
   if (st || !n) return st;
   if (cpu) {
-    host_copy c[1] = {{NULL, y, n * sizeof *y, 1}};
+    em_host_copy c[1] = {{NULL, y, n * sizeof *y, 0, 1}}; /* fill overwrites all of y */
     struct fill_args a = {c, value, n};
-    return with_host_copies(dev, c, 1, s, fill_run, &a);
+    return em_ops_on_host_copies(dev, c, 1, s, fill_run, &a);
   }
   long long nn = (long long)n;
   void *args[] = {&y, &value, &nn};
-  return em_kernel_launch(k, (em_dim3){grid_1d(n), 1, 1}, (em_dim3){BLOCK, 1, 1}, 0, s, args);
+  return em_kernel_launch(k, (em_dim3){em_ops_grid_1d(n), 1, 1}, (em_dim3){BLOCK, 1, 1}, 0, s, args);
 }
 
-struct axpy_args { host_copy *c; float a; size_t n; };
+struct axpy_args { em_host_copy *c; float a; size_t n; };
 static void axpy_run(void *p) { struct axpy_args *a = p; axpy_cpu(a->a, a->c[0].host, a->c[1].host, a->n); }
 
 API em_status em_axpy_f32(em_device dev, float a, const float *x, float *y, size_t n, em_stream *s) {
@@ -134,16 +111,16 @@ API em_status em_axpy_f32(em_device dev, float a, const float *x, float *y, size
   em_status st = kernel(dev, "em_axpy_f32", &k, &cpu);
   if (st || !n) return st;
   if (cpu) {
-    host_copy c[2] = {{NULL, x, n * sizeof *x, 0}, {NULL, y, n * sizeof *y, 1}};
+    em_host_copy c[2] = {{NULL, x, n * sizeof *x, 1, 0}, {NULL, y, n * sizeof *y, 1, 1}}; /* axpy reads y */
     struct axpy_args ar = {c, a, n};
-    return with_host_copies(dev, c, 2, s, axpy_run, &ar);
+    return em_ops_on_host_copies(dev, c, 2, s, axpy_run, &ar);
   }
   long long nn = (long long)n;
   void *args[] = {&a, &x, &y, &nn};
-  return em_kernel_launch(k, (em_dim3){grid_1d(n), 1, 1}, (em_dim3){BLOCK, 1, 1}, 0, s, args);
+  return em_kernel_launch(k, (em_dim3){em_ops_grid_1d(n), 1, 1}, (em_dim3){BLOCK, 1, 1}, 0, s, args);
 }
 
-struct sum_args { host_copy *c; size_t n; };
+struct sum_args { em_host_copy *c; size_t n; };
 static void sum_run(void *p) {
   struct sum_args *a = p;
   *(float *)a->c[1].host = sum_cpu(a->c[0].host, a->n);
@@ -158,9 +135,9 @@ API em_status em_sum_f32(em_device dev, const float *x, size_t n, float *out, em
   if (!st && !cpu) st = kernel(dev, "em_sum_f32_stage2", &k2, &cpu);
   if (st) return st;
   if (cpu) {
-    host_copy c[2] = {{NULL, x, n * sizeof *x, 0}, {NULL, out, sizeof *out, 1}};
+    em_host_copy c[2] = {{NULL, x, n * sizeof *x, 1, 0}, {NULL, out, sizeof *out, 0, 1}};
     struct sum_args a = {c, n};
-    return with_host_copies(dev, c, 2, s, sum_run, &a);
+    return em_ops_on_host_copies(dev, c, 2, s, sum_run, &a);
   }
   size_t g = reduce_blocks(n);
   float *partials;
@@ -177,7 +154,7 @@ API em_status em_sum_f32(em_device dev, const float *x, size_t n, float *out, em
   return st ? st : sync;
 }
 
-struct transpose_args { host_copy *c; size_t rows, cols; };
+struct transpose_args { em_host_copy *c; size_t rows, cols; };
 static void transpose_run(void *p) {
   struct transpose_args *a = p;
   transpose_cpu(a->c[0].host, a->c[1].host, a->rows, a->cols);
@@ -194,9 +171,9 @@ API em_status em_transpose_f32(em_device dev, const float *in, float *out, size_
   em_status st = kernel(dev, "em_transpose_f32", &k, &cpu);
   if (st || !n) return st;
   if (cpu) {
-    host_copy c[2] = {{NULL, in, n * sizeof *in, 0}, {NULL, out, n * sizeof *out, 1}};
+    em_host_copy c[2] = {{NULL, in, n * sizeof *in, 1, 0}, {NULL, out, n * sizeof *out, 0, 1}};
     struct transpose_args a = {c, rows, cols};
-    return with_host_copies(dev, c, 2, s, transpose_run, &a);
+    return em_ops_on_host_copies(dev, c, 2, s, transpose_run, &a);
   }
   if ((cols + TILE - 1) / TILE > 0x7fffffff || (rows + TILE - 1) / TILE > 65535)
     return em_fail(EM_ERR_UNSUPPORTED, "em_transpose_f32: %zu x %zu exceeds the grid limits", rows, cols);
