@@ -44,10 +44,12 @@ OPT ?= -O2 -g
 comma := ,
 SANITIZERS := -fsanitize=address$(comma)undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 SAN_FLAGS := $(if $(filter 1,$(SAN)),$(SANITIZERS))
-CFLAGS_ALL := $(CSTD) $(OPT) $(WARN) -fPIC $(INCLUDES) $(SAN_FLAGS) $(CFLAGS)
+# OpenMP parallelises the CPU ops' loops (split by output element, so results
+# never depend on the thread count); OpenBLAS does the GEMMs.
+CFLAGS_ALL := $(CSTD) $(OPT) $(WARN) -fPIC -fopenmp $(INCLUDES) $(SAN_FLAGS) $(CFLAGS)
 LIB_CFLAGS := $(CFLAGS_ALL) -fvisibility=hidden -DEMBER_BUILDING_LIBRARY
-LIBS := -lelf -lzstd -llz4 -ldl -lpthread -lm
-LDFLAGS_ALL := $(SAN_FLAGS) $(LDFLAGS)
+LIBS := -lopenblas -lelf -lzstd -llz4 -ldl -lpthread -lm
+LDFLAGS_ALL := -fopenmp $(SAN_FLAGS) $(LDFLAGS)
 
 # ---------------------------------------------------------------- kernels ---
 MODULES := $(basename $(notdir $(wildcard kernels/*.cu)))
@@ -125,6 +127,19 @@ $(GEN)/arch_table_data.c: arch_table/gen.sh $(wildcard arch_table/data/*.tsv)
 	@mkdir -p $(@D)
 	$(say) GEN $@
 	$(Q)sh arch_table/gen.sh $@ arch_table/data
+
+# ------------------------------------------------------------ op families ---
+# The op registry lists every ops/*.c file that defines a table em_ops_<f>[]
+# (strong references, so a static link pulls every family in).
+OP_FAMILY_FILES := $(shell grep -l '^const em_op_def em_ops_' ops/*.c 2>/dev/null)
+# Always re-run (cheap): the script rewrites the header only when the list changed.
+$(GEN)/op_families.h: FORCE
+	@mkdir -p $(@D)
+	$(Q)sh build-tools/op_families.sh $@ $(OP_FAMILY_FILES)
+.PHONY: FORCE
+FORCE:
+$(BUILD)/obj/engine/op_registry.o: $(GEN)/op_families.h
+$(BUILD)/obj/engine/op_registry.o: LIB_CFLAGS += -I$(GEN)
 
 # ----------------------------------------------------------------- library ---
 LIB_C_SRCS := $(wildcard runtime/*.c arch_table/*.c ops/*.c engine/*.c)
@@ -214,10 +229,27 @@ UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRCS))
 FAKECUDA := $(BUILD)/tests/fakecuda/libcuda.so.1
 FAKE_SRCS := $(wildcard tests/fakecuda/*.c) runtime/cubin.c runtime/ptx_header.c runtime/fatbin.c runtime/error.c
 
-$(BUILD)/tests/unit/%: tests/unit/%.c $(GC_LIB) $(LIB_A) $(wildcard tests/unit/*.h)
+# Shared test code (tests/support/: the op test kit) is one static library
+# every unit test links.
+TESTSUP_SRCS := $(wildcard tests/support/*.c)
+TESTSUP_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(TESTSUP_SRCS))
+TESTSUP_LIB := $(BUILD)/lib/libtestsupport.a
+
+$(BUILD)/obj/tests/support/%.o: tests/support/%.c $(wildcard tests/support/*.h)
+	@mkdir -p $(@D)
+	$(say) CC $<
+	$(Q)$(CC) $(CFLAGS_ALL) -Itests/support -c $< -o $@
+
+$(TESTSUP_LIB): $(TESTSUP_OBJS)
+	@mkdir -p $(@D)
+	$(Q)rm -f $@
+	$(Q)ar rcs $@ $^
+
+$(BUILD)/tests/unit/%: tests/unit/%.c $(GC_LIB) $(LIB_A) $(TESTSUP_LIB) $(wildcard tests/unit/*.h tests/support/*.h)
 	@mkdir -p $(@D)
 	$(say) LINK $@
-	$(Q)$(CC) $(GC_CFLAGS) -Itests $< $(GC_LIB) $(LIB_A) $(LDFLAGS_ALL) -lcmocka -ljansson $(LIBS) -o $@
+	$(Q)$(CC) $(GC_CFLAGS) -Itests -Itests/support $< $(TESTSUP_LIB) $(GC_LIB) $(LIB_A) $(LDFLAGS_ALL) -lcmocka \
+	  -ljansson $(LIBS) -o $@
 
 $(FAKECUDA): $(FAKE_SRCS) $(wildcard tests/fakecuda/*.h runtime/*.h)
 	@mkdir -p $(@D)

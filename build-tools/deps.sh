@@ -15,6 +15,8 @@ PACKAGES=(
   libprotobuf-c-dev protobuf-c-compiler  # ONNX reader: protobuf-c and protoc-c
   libonnx-dev                  # onnx.proto, compiled by protoc-c at build time
   libonnx-testdata             # ONNX backend node tests (conformance, reader survey)
+  libopenblas-dev              # GEMM for matmul and convolution on the CPU
+  valgrind                     # the memory check of the unit tests
 )
 
 missing=()

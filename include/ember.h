@@ -9,6 +9,8 @@
 #include "ember/runtime.h"
 #include "ember/primitives.h"
 #include "ember/tensor.h"
+#include "ember/graph.h"
+#include "ember/exec.h"
 
 #define EMBER_VERSION_MAJOR 0
 #define EMBER_VERSION_MINOR 1

@@ -1,0 +1,430 @@
+/* Executors (include/ember/exec.h). A plan is the topological schedule of
+ * the op nodes the outputs need, with, per value, the step after which no
+ * one reads it. A run infers concrete shapes step by step (the dynamic axis
+ * is known once the inputs are fed), allocates each output, writes into an
+ * input's buffer instead when the op allows it and that input dies at this
+ * step, and frees every intermediate after its last reader, so buffers are
+ * recycled and the peak stays low.
+ *
+ * Devices: an op runs through its `gpu` member on a CUDA device when it has
+ * one; otherwise on host copies through `cpu`. Nothing else in the engine
+ * knows about devices. */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cblas.h>
+
+#include "error.h"
+#include "graph_internal.h"
+
+#define API __attribute__((visibility("default")))
+
+/* --------------------------------------------------------------- threads --- */
+
+static atomic_int g_threads; /* 0: the default */
+
+static int default_threads(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? (int)(n < 256 ? n : 256) : 1;
+}
+
+int em_cpu_threads(void) {
+  int n = atomic_load(&g_threads);
+  return n > 0 ? n : default_threads();
+}
+
+API em_status em_set_num_threads(int n) {
+  if (n > 4096) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_set_num_threads: %d threads is not sensible", n);
+  atomic_store(&g_threads, n > 0 ? n : 0);
+  openblas_set_num_threads(em_cpu_threads());
+  return EM_OK;
+}
+
+API int em_get_num_threads(void) { return em_cpu_threads(); }
+
+/* ------------------------------------------------------------------ plan --- */
+
+typedef struct step {
+  int node;
+  int inplace_from;           /* the input whose buffer output 0 may take, or -1 */
+} step;
+
+struct em_exec {
+  em_graph *g;
+  uint64_t graph_version;
+  em_device dev;
+  int training;
+  uint64_t runs;
+  int n_outputs;
+  em_var *outputs;
+  int n_steps;
+  step *steps;
+  int *leaf_nodes;            /* inputs, parameters, states, constants the plan reads */
+  int n_leaves;
+  int *last_use;              /* per value: the last step that reads it; -1 if none */
+  unsigned char *is_output;   /* per value */
+  size_t n_values;
+  em_exec_stats stats;
+};
+
+static int node_is_leaf(const em_node *n) { return n->kind != EM_NODE_OP; }
+
+static em_status plan(em_exec *e) {
+  em_graph *g = e->g;
+  int *order, n_order;
+  em_status s = em_graph_schedule(g, e->outputs, e->n_outputs, &order, &n_order);
+  if (s) return s;
+  e->n_values = g->n_values;
+  e->steps = malloc(sizeof(step) * (size_t)(n_order ? n_order : 1));
+  e->leaf_nodes = malloc(sizeof(int) * (size_t)(n_order ? n_order : 1));
+  e->last_use = malloc(sizeof(int) * (e->n_values ? e->n_values : 1));
+  e->is_output = calloc(e->n_values ? e->n_values : 1, 1);
+  if (!e->steps || !e->leaf_nodes || !e->last_use || !e->is_output) {
+    free(order);
+    return em_fail(EM_ERR_OUT_OF_MEMORY, "no memory for a plan of %d nodes", n_order);
+  }
+  for (size_t v = 0; v < e->n_values; v++) e->last_use[v] = -1;
+  for (int i = 0; i < e->n_outputs; i++) e->is_output[e->outputs[i]] = 1;
+  for (int k = 0; k < n_order; k++) {
+    const em_node *n = &g->nodes[order[k]];
+    if (node_is_leaf(n)) {
+      e->leaf_nodes[e->n_leaves++] = order[k];
+      continue;
+    }
+    if (!n->op->cpu) {
+      free(order);
+      return em_fail(EM_ERR_UNSUPPORTED, "op '%s' (node %d) has no CPU implementation", n->op->name, order[k]);
+    }
+    int st = e->n_steps++;
+    e->steps[st].node = order[k];
+    e->steps[st].inplace_from = -1;
+    for (int i = 0; i < n->n_in; i++) e->last_use[n->inputs[i]] = st;
+  }
+  free(order);
+  /* In place: output 0 takes input 0's buffer when the op allows it, input 0
+   * is an intermediate (never a leaf or an output: those belong to the
+   * caller or the graph) read for the last time here, and read only once by
+   * this node (x + x must not overwrite x while reading it). */
+  for (int st = 0; st < e->n_steps; st++) {
+    const em_node *n = &g->nodes[e->steps[st].node];
+    if (!n->op->inplace || n->n_in < 1) continue;
+    em_var x = n->inputs[0];
+    if (node_is_leaf(&g->nodes[g->values[x].node]) || e->is_output[x] || e->last_use[x] != st) continue;
+    int reads = 0;
+    for (int i = 0; i < n->n_in; i++) reads += n->inputs[i] == x;
+    if (reads == 1) e->steps[st].inplace_from = 0;
+  }
+  e->stats.steps = e->n_steps;
+  return EM_OK;
+}
+
+API em_status em_exec_create(em_graph *g, const em_var *outputs, int n, em_device dev, em_exec **out) {
+  if (!g || !outputs || n <= 0 || !out) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_exec_create: NULL argument or no outputs");
+  *out = NULL;
+  for (int i = 0; i < n; i++) {
+    em_status s = em_graph_check_var(g, outputs[i], "em_exec_create");
+    if (s) return s;
+  }
+  if (dev.kind == EM_DEVICE_CUDA) {
+    em_device_info info;
+    em_status s = em_device_get_info(dev, &info);
+    if (s) return em_fail_context(s, "em_exec_create on cuda:%d", dev.ordinal);
+  }
+  em_exec *e = calloc(1, sizeof *e);
+  if (!e) return em_fail(EM_ERR_OUT_OF_MEMORY, "no memory for an executor");
+  e->g = g;
+  e->graph_version = g->version;
+  e->dev = dev;
+  e->n_outputs = n;
+  e->outputs = malloc(sizeof(em_var) * (size_t)n);
+  if (!e->outputs) {
+    free(e);
+    return em_fail(EM_ERR_OUT_OF_MEMORY, "no memory for an executor");
+  }
+  memcpy(e->outputs, outputs, sizeof(em_var) * (size_t)n);
+  em_status s = plan(e);
+  if (s) {
+    em_exec_free(e);
+    return s;
+  }
+  *out = e;
+  return EM_OK;
+}
+
+API void em_exec_free(em_exec *e) {
+  if (!e) return;
+  free(e->outputs);
+  free(e->steps);
+  free(e->leaf_nodes);
+  free(e->last_use);
+  free(e->is_output);
+  free(e);
+}
+
+API em_status em_exec_set_training(em_exec *e, int training) {
+  if (!e) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_exec_set_training: NULL executor");
+  e->training = training != 0;
+  return EM_OK;
+}
+
+API em_status em_exec_stats_get(const em_exec *e, em_exec_stats *out) {
+  if (!e || !out) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_exec_stats_get: NULL argument");
+  *out = e->stats;
+  return EM_OK;
+}
+
+/* ------------------------------------------------------------------- run --- */
+
+/* The values of one run: a tensor per value, and the byte accounting. */
+typedef struct run_state {
+  em_tensor **val;
+  uint64_t live, peak, total;
+} run_state;
+
+static uint64_t tensor_bytes(const em_tensor *t) {
+  return (uint64_t)em_tensor_numel(t) * em_dtype_size(em_tensor_dtype(t));
+}
+
+static em_status bind_feed(em_exec *e, run_state *r, const em_feed *f) {
+  em_graph *g = e->g;
+  em_status s = em_graph_check_var(g, f->var, "em_exec_run (feed)");
+  if (s) return s;
+  const em_node *n = &g->nodes[g->values[f->var].node];
+  const em_shape *want = &g->values[f->var].shape;
+  const char *name = n->name ? n->name : "";
+  if (n->kind != EM_NODE_INPUT)
+    return em_fail(EM_ERR_INVALID_ARGUMENT, "em_exec_run: value %d ('%s') is a %s, not an input; only inputs are fed",
+                   (int)f->var, name, em_node_kind_name(n->kind));
+  if (!f->value) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_exec_run: input '%s' is fed NULL", name);
+  int ok = em_tensor_dtype(f->value) == want->dtype && em_tensor_ndim(f->value) == want->ndim;
+  for (int i = 0; ok && i < want->ndim; i++)
+    ok = want->dims[i] < 0 || want->dims[i] == em_tensor_shape(f->value)[i];
+  if (!ok) {
+    char have[128], need[128];
+    return em_fail(EM_ERR_INVALID_ARGUMENT, "em_exec_run: input '%s' is declared %s but fed %s", name,
+                   em_shape_str(want, need, sizeof need), em_tensor_describe(f->value, have, sizeof have));
+  }
+  em_tensor *t = (em_tensor *)f->value;
+  int same_dev = em_tensor_device(t).kind == e->dev.kind && em_tensor_device(t).ordinal == e->dev.ordinal;
+  if (same_dev && em_tensor_is_contiguous(t)) t = em_tensor_retain(t);
+  else if ((s = em_tensor_to_device(f->value, e->dev, &t))) return em_fail_context(s, "feeding input '%s'", name);
+  em_tensor_release(r->val[f->var]);
+  r->val[f->var] = t;
+  return EM_OK;
+}
+
+/* Parameters, states and constants: their stored tensors (CPU). On a GPU a
+ * copy is made per run for now; states then do not see in-place updates
+ * (the GPU side of the engine is a later step). */
+static em_status bind_leaves(em_exec *e, run_state *r) {
+  em_graph *g = e->g;
+  for (int i = 0; i < e->n_leaves; i++) {
+    const em_node *n = &g->nodes[e->leaf_nodes[i]];
+    em_var v = (em_var)n->first_value;
+    if (n->kind == EM_NODE_INPUT) {
+      if (!r->val[v])
+        return em_fail(EM_ERR_INVALID_ARGUMENT, "em_exec_run: input '%s' (value %d) is needed but not fed",
+                       n->name ? n->name : "", (int)v);
+      continue;
+    }
+    if (e->dev.kind == EM_DEVICE_CPU) r->val[v] = em_tensor_retain(n->tensor);
+    else {
+      em_status s = em_tensor_to_device(n->tensor, e->dev, &r->val[v]);
+      if (s) return em_fail_context(s, "copying %s '%s' to the device", em_node_kind_name(n->kind), n->name ? n->name : "");
+    }
+  }
+  return EM_OK;
+}
+
+/* Runs the op's cpu member on host copies of device tensors. */
+static em_status run_on_host(const em_op_args *a, em_device dev, em_tensor **in, em_tensor **out) {
+  em_tensor *hin[16] = {0}, *hout[8] = {0};
+  em_status s = EM_OK;
+  for (int i = 0; i < a->n_in && !s; i++) s = em_tensor_to_device(in[i], em_cpu(), &hin[i]);
+  for (int i = 0; i < a->n_out && !s; i++) s = em_tensor_empty(em_cpu(), &a->out[i], &hout[i]);
+  if (!s) s = a->def->cpu(a, hin, hout);
+  for (int i = 0; i < a->n_out && !s; i++) s = em_tensor_to_device(hout[i], dev, &out[i]);
+  for (int i = 0; i < a->n_in; i++) em_tensor_release(hin[i]);
+  for (int i = 0; i < a->n_out; i++) em_tensor_release(hout[i]);
+  return s;
+}
+
+static void release_value(run_state *r, em_var v, int counted) {
+  if (!r->val[v]) return;
+  if (counted) r->live -= tensor_bytes(r->val[v]);
+  em_tensor_release(r->val[v]);
+  r->val[v] = NULL;
+}
+
+static em_status run_step(em_exec *e, run_state *r, int st) {
+  em_graph *g = e->g;
+  const em_node *n = &g->nodes[e->steps[st].node];
+  em_shape in_shapes[16], out_shapes[8];
+  em_tensor *in[16], *out[8] = {0};
+  for (int i = 0; i < n->n_in; i++) {
+    in[i] = r->val[n->inputs[i]];
+    em_shape_of(in[i], &in_shapes[i]);
+  }
+  em_op_args a = {.def = n->op, .attrs = n->attrs, .n_attrs = n->n_attrs, .n_in = n->n_in, .in = in_shapes,
+                  .n_out = n->n_out, .out = out_shapes, .training = e->training, .step = e->runs,
+                  .node = e->steps[st].node};
+  memset(out_shapes, 0, sizeof out_shapes);
+  em_status s = n->op->infer(&a);
+  if (s) return s;
+  int from = e->steps[st].inplace_from;
+  int inplace = from >= 0 && e->dev.kind == EM_DEVICE_CPU && in_shapes[from].dtype == out_shapes[0].dtype &&
+                em_shape_numel(&in_shapes[from]) == em_shape_numel(&out_shapes[0]);
+  if (inplace) s = em_tensor_reshape(in[from], out_shapes[0].ndim, out_shapes[0].dims, &out[0]);
+  for (int i = inplace ? 1 : 0; i < n->n_out && !s; i++)
+    if (e->dev.kind == EM_DEVICE_CPU || n->op->gpu) s = em_tensor_empty(e->dev, &out_shapes[i], &out[i]);
+  if (!s) {
+    if (e->dev.kind == EM_DEVICE_CPU) s = n->op->cpu(&a, in, out);
+    else if (n->op->gpu) s = n->op->gpu(&a, in, out);
+    else s = run_on_host(&a, e->dev, in, out);
+  }
+  if (s) {
+    for (int i = 0; i < n->n_out; i++) em_tensor_release(out[i]);
+    return s;
+  }
+  e->stats.inplace_steps += inplace;
+  for (int i = 0; i < n->n_out; i++) {
+    em_var v = (em_var)(n->first_value + i);
+    uint64_t b = tensor_bytes(out[i]);
+    em_tensor_release(r->val[v]);
+    r->val[v] = out[i];
+    r->total += b;
+    if (!(inplace && i == 0)) r->live += b;
+  }
+  if (r->live > r->peak) r->peak = r->live;
+  /* Free what dies here; an in-place input's bytes now belong to output 0. */
+  for (int i = 0; i < n->n_in; i++) {
+    em_var x = n->inputs[i];
+    if (e->last_use[x] != st || e->is_output[x] || !r->val[x]) continue;
+    int leaf = node_is_leaf(&g->nodes[g->values[x].node]);
+    if (inplace && i == from) {
+      em_tensor_release(r->val[x]);
+      r->val[x] = NULL;
+    } else if (!leaf) {
+      release_value(r, x, 1);
+    }
+  }
+  return EM_OK;
+}
+
+static em_status run_plan(em_exec *e, const em_feed *feeds, int n_feeds, run_state *r) {
+  if (e->graph_version != e->g->version)
+    return em_fail(EM_ERR_INVALID_ARGUMENT,
+                   "em_exec_run: the graph was edited (em_graph_replace) after this executor was planned; create a "
+                   "new executor");
+  if (n_feeds < 0 || (n_feeds && !feeds)) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_exec_run: bad feeds");
+  r->val = calloc(e->n_values ? e->n_values : 1, sizeof *r->val);
+  if (!r->val) return em_fail(EM_ERR_OUT_OF_MEMORY, "no memory for a run over %zu values", e->n_values);
+  em_status s = EM_OK;
+  for (int i = 0; i < n_feeds && !s; i++) s = bind_feed(e, r, &feeds[i]);
+  if (!s) s = bind_leaves(e, r);
+  for (int st = 0; st < e->n_steps && !s; st++) {
+    s = run_step(e, r, st);
+    if (s) {
+      const em_node *n = &e->g->nodes[e->steps[st].node];
+      s = em_fail_context(s, "running node %d (op '%s')", e->steps[st].node, n->op->name);
+    }
+  }
+  e->stats.peak_bytes = r->peak;
+  e->stats.total_bytes = r->total;
+  if (!s) e->runs++;
+  e->stats.runs = e->runs;
+  return s;
+}
+
+static void run_free(em_exec *e, run_state *r) {
+  if (!r->val) return;
+  for (size_t v = 0; v < e->n_values; v++) em_tensor_release(r->val[v]);
+  free(r->val);
+}
+
+API em_status em_exec_run(em_exec *e, const em_feed *feeds, int n_feeds, em_tensor **outputs) {
+  if (!e || !outputs) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_exec_run: NULL argument");
+  run_state r = {0};
+  e->stats.inplace_steps = 0;
+  em_status s = run_plan(e, feeds, n_feeds, &r);
+  for (int i = 0; i < e->n_outputs; i++) outputs[i] = s ? NULL : em_tensor_retain(r.val[e->outputs[i]]);
+  run_free(e, &r);
+  return s;
+}
+
+/* dst += src elementwise for the float and integer math dtypes (host). */
+static em_status accumulate_host(void *dst, const void *src, em_dtype t, int64_t n) {
+  switch (t) {
+  case EM_F32: for (int64_t i = 0; i < n; i++) ((float *)dst)[i] += ((const float *)src)[i]; break;
+  case EM_F64: for (int64_t i = 0; i < n; i++) ((double *)dst)[i] += ((const double *)src)[i]; break;
+  case EM_I32: for (int64_t i = 0; i < n; i++) ((int32_t *)dst)[i] += ((const int32_t *)src)[i]; break;
+  case EM_I64: for (int64_t i = 0; i < n; i++) ((int64_t *)dst)[i] += ((const int64_t *)src)[i]; break;
+  default: return em_fail(EM_ERR_UNSUPPORTED, "accumulating %s values is not supported", em_dtype_name(t));
+  }
+  return EM_OK;
+}
+
+/* Stores or adds v into the caller's tensor dst (any device, contiguous). */
+static em_status deliver(em_tensor *v, em_tensor *dst, em_run_mode mode, int index) {
+  char a[128], b[128];
+  if (!dst) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_exec_run_into: output %d is NULL", index);
+  int same = em_tensor_dtype(v) == em_tensor_dtype(dst) && em_tensor_ndim(v) == em_tensor_ndim(dst) &&
+             !memcmp(em_tensor_shape(v), em_tensor_shape(dst), sizeof(int64_t) * (size_t)em_tensor_ndim(v));
+  if (!same)
+    return em_fail(EM_ERR_INVALID_ARGUMENT, "em_exec_run_into: output %d is %s but the tensor given is %s", index,
+                   em_tensor_describe(v, a, sizeof a), em_tensor_describe(dst, b, sizeof b));
+  if (!em_tensor_is_contiguous(dst))
+    return em_fail(EM_ERR_INVALID_ARGUMENT, "em_exec_run_into: output %d's tensor is not contiguous", index);
+  size_t bytes = (size_t)tensor_bytes(v);
+  em_tensor *hv = NULL, *hd = NULL;
+  em_status s = em_tensor_to_device(v, em_cpu(), &hv);
+  if (!s && mode == EM_RUN_ACCUMULATE) {
+    s = em_tensor_to_device(dst, em_cpu(), &hd);
+    if (!s) s = accumulate_host(em_tensor_data(hd), em_tensor_data(hv), em_tensor_dtype(v), em_tensor_numel(v));
+  }
+  em_tensor *src = hd ? hd : hv;
+  if (!s) {
+    if (em_tensor_device(dst).kind == EM_DEVICE_CPU) memcpy(em_tensor_data(dst), em_tensor_data(src), bytes);
+    else s = em_memcpy_h2d(em_tensor_device(dst), em_tensor_data(dst), em_tensor_data(src), bytes, NULL);
+  }
+  em_tensor_release(hv);
+  em_tensor_release(hd);
+  return s;
+}
+
+API em_status em_exec_run_into(em_exec *e, const em_feed *feeds, int n_feeds, em_tensor *const *outputs,
+                               em_run_mode mode) {
+  if (!e || !outputs) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_exec_run_into: NULL argument");
+  if (mode != EM_RUN_STORE && mode != EM_RUN_ACCUMULATE)
+    return em_fail(EM_ERR_INVALID_ARGUMENT, "em_exec_run_into: unknown mode %d", (int)mode);
+  run_state r = {0};
+  e->stats.inplace_steps = 0;
+  em_status s = run_plan(e, feeds, n_feeds, &r);
+  for (int i = 0; i < e->n_outputs && !s; i++) s = deliver(r.val[e->outputs[i]], outputs[i], mode, i);
+  run_free(e, &r);
+  return s;
+}
+
+API size_t em_exec_describe(const em_exec *e, char *buf, size_t cap) {
+  if (!e) return 0;
+  size_t len = 0;
+  char one[160];
+#define PUT(...) len += (size_t)snprintf(buf && len < cap ? buf + len : NULL, buf && len < cap ? cap - len : 0, __VA_ARGS__)
+  PUT("plan: %d steps, %d leaves, %d outputs, device %s\n", e->n_steps, e->n_leaves, e->n_outputs,
+      e->dev.kind == EM_DEVICE_CPU ? "cpu" : "cuda");
+  for (int st = 0; st < e->n_steps; st++) {
+    const em_node *n = &e->g->nodes[e->steps[st].node];
+    PUT("%4d  node %d %s(", st, e->steps[st].node, n->op->name);
+    for (int i = 0; i < n->n_in; i++) PUT("%s%d", i ? ", " : "", (int)n->inputs[i]);
+    PUT(") -> ");
+    for (int i = 0; i < n->n_out; i++)
+      PUT("%s%d:%s", i ? ", " : "", n->first_value + i, em_shape_str(&e->g->values[n->first_value + i].shape, one, sizeof one));
+    if (e->steps[st].inplace_from >= 0) PUT("  [in place of %d]", (int)n->inputs[e->steps[st].inplace_from]);
+    PUT("\n");
+  }
+#undef PUT
+  return len;
+}

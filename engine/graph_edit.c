@@ -1,0 +1,146 @@
+/* Graph editing: replacing a value everywhere it is used (binding
+ * placeholders, swapping a subgraph), and cloning a graph with its
+ * parameters shared or copied. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "graph_internal.h"
+
+#define API __attribute__((visibility("default")))
+
+/* -------------------------------------------------------------- replace --- */
+
+typedef struct use {
+  int node, input;
+} use;
+
+static int shapes_compatible(const em_shape *a, const em_shape *b) {
+  if (a->dtype != b->dtype || a->ndim != b->ndim) return 0;
+  for (int i = 0; i < a->ndim; i++)
+    if (a->dims[i] != b->dims[i] && a->dims[i] != -1 && b->dims[i] != -1) return 0;
+  return 1;
+}
+
+/* Infers every op node again in schedule order. On failure restores the
+ * saved shapes. A cycle leaves shapes as they were (the executor refuses
+ * the cyclic part later, naming it). */
+static em_status reinfer_all(em_graph *g, em_shape *saved) {
+  for (size_t v = 0; v < g->n_values; v++) saved[v] = g->values[v].shape;
+  em_var *all = malloc(sizeof(em_var) * (g->n_values ? g->n_values : 1));
+  if (!all) return em_fail(EM_ERR_OUT_OF_MEMORY, "no memory to re-check the graph");
+  for (size_t v = 0; v < g->n_values; v++) all[v] = (em_var)v;
+  int *order, n_order;
+  em_status s = em_graph_schedule(g, all, (int)g->n_values, &order, &n_order);
+  free(all);
+  if (s) return EM_OK; /* a cycle or an unbound placeholder: the executor reports it */
+  for (int k = 0; k < n_order && !s; k++) {
+    em_node *n = &g->nodes[order[k]];
+    if (n->kind != EM_NODE_OP) continue;
+    em_shape out[8];
+    s = em_node_infer(g, order[k], NULL, out);
+    if (s) s = em_fail_context(s, "after the replacement, node %d", order[k]);
+    for (int i = 0; i < n->n_out && !s; i++) g->values[n->first_value + i].shape = out[i];
+  }
+  free(order);
+  if (s)
+    for (size_t v = 0; v < g->n_values; v++) g->values[v].shape = saved[v];
+  return s;
+}
+
+API em_status em_graph_replace(em_graph *g, em_var old, em_var replacement) {
+  em_status s = em_graph_check_var(g, old, "em_graph_replace (old)");
+  if (!s) s = em_graph_check_var(g, replacement, "em_graph_replace (replacement)");
+  if (s) return s;
+  if (old == replacement) return EM_OK;
+  char a[128], b[128];
+  if (!shapes_compatible(&g->values[old].shape, &g->values[replacement].shape))
+    return em_fail(EM_ERR_INVALID_ARGUMENT, "em_graph_replace: value %d is %s but its replacement %d is %s", (int)old,
+                   em_shape_str(&g->values[old].shape, a, sizeof a), (int)replacement,
+                   em_shape_str(&g->values[replacement].shape, b, sizeof b));
+  size_t n_uses = 0;
+  for (size_t i = 0; i < g->n_nodes; i++)
+    for (int k = 0; k < g->nodes[i].n_in; k++) n_uses += g->nodes[i].inputs[k] == old;
+  use *uses = malloc(sizeof(use) * (n_uses ? n_uses : 1));
+  em_shape *saved = malloc(sizeof(em_shape) * (g->n_values ? g->n_values : 1));
+  if (!uses || !saved) {
+    free(uses), free(saved);
+    return em_fail(EM_ERR_OUT_OF_MEMORY, "no memory for em_graph_replace");
+  }
+  size_t u = 0;
+  for (size_t i = 0; i < g->n_nodes; i++)
+    for (int k = 0; k < g->nodes[i].n_in; k++)
+      if (g->nodes[i].inputs[k] == old) {
+        uses[u++] = (use){(int)i, k};
+        g->nodes[i].inputs[k] = replacement;
+      }
+  s = reinfer_all(g, saved);
+  if (s) /* undo the rewiring: the graph is exactly as before */
+    for (size_t i = 0; i < n_uses; i++) g->nodes[uses[i].node].inputs[uses[i].input] = old;
+  else
+    g->version++;
+  free(uses);
+  free(saved);
+  return s;
+}
+
+/* ---------------------------------------------------------------- clone --- */
+
+static em_status clone_node(const em_node *src, em_node *dst, em_clone_mode mode) {
+  memset(dst, 0, sizeof *dst);
+  dst->kind = src->kind;
+  dst->op = src->op;
+  dst->first_value = src->first_value;
+  dst->n_out = src->n_out;
+  dst->n_in = src->n_in;
+  if (src->name && !(dst->name = strdup(src->name))) return em_fail(EM_ERR_OUT_OF_MEMORY, "no memory to clone");
+  if (src->n_in) {
+    dst->inputs = malloc(sizeof(em_var) * (size_t)src->n_in);
+    if (!dst->inputs) return em_fail(EM_ERR_OUT_OF_MEMORY, "no memory to clone");
+    memcpy(dst->inputs, src->inputs, sizeof(em_var) * (size_t)src->n_in);
+  }
+  em_status s = em_attrs_copy(src->attrs, src->n_attrs, &dst->attrs);
+  if (s) return s;
+  dst->n_attrs = src->n_attrs;
+  if (!src->tensor) return EM_OK;
+  int copy = mode == EM_CLONE_COPY && (src->kind == EM_NODE_PARAM || src->kind == EM_NODE_STATE);
+  if (!copy) {
+    dst->tensor = em_tensor_retain(src->tensor);
+    return EM_OK;
+  }
+  return em_tensor_to_device(src->tensor, em_cpu(), &dst->tensor);
+}
+
+API em_status em_graph_clone(const em_graph *g, em_clone_mode mode, em_graph **out) {
+  if (!g || !out) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_graph_clone: NULL argument");
+  if (mode != EM_CLONE_SHARE && mode != EM_CLONE_COPY)
+    return em_fail(EM_ERR_INVALID_ARGUMENT, "em_graph_clone: unknown mode %d", (int)mode);
+  em_graph *c;
+  em_status s = em_graph_create(&c);
+  if (s) return s;
+  c->nodes = calloc(g->n_nodes ? g->n_nodes : 1, sizeof *c->nodes);
+  c->values = calloc(g->n_values ? g->n_values : 1, sizeof *c->values);
+  if (!c->nodes || !c->values) {
+    em_graph_free(c);
+    return em_fail(EM_ERR_OUT_OF_MEMORY, "no memory to clone a graph of %zu nodes", g->n_nodes);
+  }
+  c->cap_nodes = g->n_nodes ? g->n_nodes : 1;
+  c->cap_values = g->n_values ? g->n_values : 1;
+  for (size_t i = 0; i < g->n_nodes && !s; i++) {
+    s = clone_node(&g->nodes[i], &c->nodes[i], mode);
+    c->n_nodes = i + 1; /* freed by em_graph_free even when half made */
+  }
+  for (size_t v = 0; v < g->n_values && !s; v++) {
+    c->values[v] = g->values[v];
+    c->values[v].name = NULL;
+    c->n_values = v + 1;
+    if (g->values[v].name && !(c->values[v].name = strdup(g->values[v].name)))
+      s = em_fail(EM_ERR_OUT_OF_MEMORY, "no memory to clone");
+  }
+  if (s) {
+    em_graph_free(c);
+    return s;
+  }
+  *out = c;
+  return EM_OK;
+}

@@ -1,0 +1,145 @@
+/* The operation interface: what an op provides so the engine can check it,
+ * run it and differentiate it. Each op family lives in ops/<family>.c with a
+ * table of em_op_def (em_ops_<family>[], em_ops_<family>_count); the registry
+ * (engine/op_registry.c) lists the families. A device implementation plugs
+ * in per op (the `gpu` member) without engine changes: where it is NULL the
+ * executor runs `cpu` on host copies.
+ *
+ * Conventions every op follows:
+ * - Float ops compute in f32 and f64 (f64 is what gradient checks use);
+ *   integer and bool dtypes where the op makes sense (shape ops take every
+ *   dtype). Anything else is refused by `infer` with em_op_fail.
+ * - Shapes may hold -1 (the dynamic batch axis) while a graph is built;
+ *   `infer` propagates it and runs again with concrete shapes per run.
+ * - Ops whose output shape depends on another value's runtime shape take that
+ *   value as an input (sum_to(dy, like), reshape_like) rather than baking in
+ *   dims, so gradients work on any batch size.
+ * - `cpu` is deterministic: same inputs, same bits, whatever the thread count
+ *   (parallel loops split output elements, never a reduction's order). */
+#ifndef EMBER_ENGINE_OP_H
+#define EMBER_ENGINE_OP_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "ember.h"
+#include "ember/graph.h"
+
+/* dtype and shape of a value; -1 marks the dynamic axis while building. */
+typedef struct em_shape {
+  em_dtype dtype;
+  int ndim;
+  int64_t dims[EM_MAX_DIMS];
+} em_shape;
+
+struct em_op_def;
+
+/* One application of an op: its attributes, the shapes involved and the
+ * run context. */
+typedef struct em_op_args {
+  const struct em_op_def *def;
+  const em_attr *attrs;
+  int n_attrs;
+  int n_in;
+  const em_shape *in;
+  int n_out;
+  em_shape *out;              /* written by infer */
+  /* Run context (zero while a graph is built): */
+  int training;               /* dropout drops, batch norm uses and updates batch statistics */
+  uint64_t step;              /* how many runs this executor has made before; seeds per-run randomness */
+  int node;                   /* the node's index in its graph: distinct randomness per node */
+} em_op_args;
+
+typedef em_status (*em_op_kernel)(const em_op_args *a, em_tensor *const *in, em_tensor *const *out);
+
+typedef struct em_op_def {
+  const char *name;           /* lower_snake_case; a leading '_' marks an internal op (gradients) */
+  const char *doc;            /* one line */
+  int min_inputs, max_inputs, n_outputs;
+  unsigned no_grad;           /* bit i: input i never receives a gradient (indices, shapes, labels) */
+  unsigned state_inputs;      /* bit i: input i is a state parameter the op updates in place when
+                               * training (batch norm running statistics); the executor passes the
+                               * parameter's own storage */
+  int inplace;                /* output 0 may share input 0's buffer (same dtype and numel) */
+  /* Checks dtypes, shapes and attributes, fills a->out. Runs when the graph
+   * is built (dims may be -1) and again per run with concrete shapes. Every
+   * failure goes through em_op_fail. */
+  em_status (*infer)(em_op_args *a);
+  /* Computes on the CPU: inputs contiguous, outputs allocated contiguous
+   * with the inferred shapes (contents undefined: write every element). */
+  em_op_kernel cpu;
+  /* The same on a CUDA device (inputs and outputs in device memory). NULL:
+   * the executor copies to the host, runs cpu, copies back. */
+  em_op_kernel gpu;
+  /* Adds to g the nodes of the vector-Jacobian product: given the node's
+   * inputs x, outputs y and the gradients dy of the outputs (dy[i] == -1:
+   * no gradient reaches output i), writes din[i] for each input (-1: none
+   * flows; din arrives filled with -1). NULL: not differentiable. din[i]
+   * must have exactly x[i]'s dtype and shape. */
+  em_status (*backward)(em_graph *g, const em_op_args *a, const em_var *x, const em_var *y, const em_var *dy,
+                        em_var *din);
+} em_op_def;
+
+/* ------------------------------------------------------------ registry --- */
+
+const em_op_def *em_op_find(const char *name);
+size_t em_op_count(void);
+const em_op_def *em_op_at(size_t i);
+
+/* ---------------------------------------------------------- attributes --- */
+
+/* Attributes, with defaults for absent ones. */
+int64_t em_attr_int(const em_op_args *a, const char *name, int64_t dflt);
+double em_attr_float(const em_op_args *a, const char *name, double dflt);
+/* NULL and *n = 0 when absent. */
+const int64_t *em_attr_ints(const em_op_args *a, const char *name, int *n);
+const double *em_attr_floats(const em_op_args *a, const char *name, int *n);
+const char *em_attr_str(const em_op_args *a, const char *name, const char *dflt);
+/* 1 when an attribute of that name is present (of any type). */
+int em_attr_has(const em_op_args *a, const char *name);
+
+/* Attribute values for em_apply calls in backward functions. */
+em_attr em_attr_i(const char *name, int64_t v);
+em_attr em_attr_f(const char *name, double v);
+em_attr em_attr_is(const char *name, const int64_t *v, int n);
+em_attr em_attr_fs(const char *name, const double *v, int n);
+em_attr em_attr_s(const char *name, const char *v);
+
+/* ------------------------------------------------------ shapes, errors --- */
+
+/* em_fail(EM_ERR_INVALID_ARGUMENT) with "op 'NAME' on f32[2,3], f32[3]: " in front. */
+em_status em_op_fail(const em_op_args *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* "f32[2,3]"; "f32[?,3]" for a dynamic axis. */
+const char *em_shape_str(const em_shape *s, char *buf, size_t cap);
+/* numpy broadcasting of two shapes into out (dtype copied from x). A -1
+ * against 1 or -1 stays -1; against n it becomes n. */
+em_status em_broadcast_shapes(const em_op_args *a, const em_shape *x, const em_shape *y, em_shape *out);
+int64_t em_shape_numel(const em_shape *s); /* -1 when any dim is -1 */
+int em_shape_equal(const em_shape *x, const em_shape *y); /* dtype, ndim and dims */
+int em_dtype_is_float(em_dtype t);          /* f32 f64 f16 bf16 */
+/* A negative axis counts from the end; fails (naming the op) when out of range. */
+em_status em_norm_axis(const em_op_args *a, int64_t axis, int ndim, int *out);
+
+/* The shape of a contiguous tensor. */
+void em_shape_of(const em_tensor *t, em_shape *out);
+
+/* ------------------------------------------------ helpers for backward --- */
+
+em_status em_apply1(em_graph *g, const char *op, em_var x, em_var *out);
+em_status em_apply2(em_graph *g, const char *op, em_var x, em_var y, em_var *out);
+/* A scalar constant of dtype (f32/f64/...) holding v. */
+em_status em_scalar(em_graph *g, em_dtype dtype, double v, em_var *out);
+/* dy reduced (summed) to the shape of `like` when like was broadcast; dy
+ * itself when the shapes already match (no node added). */
+em_status em_sum_to(em_graph *g, em_var dy, em_var like, em_var *out);
+
+/* A contiguous, uninitialised tensor of a concrete shape on dev. */
+em_status em_tensor_empty(em_device dev, const em_shape *s, em_tensor **out);
+
+/* --------------------------------------------------- parallel CPU loops --- */
+
+/* Threads the CPU ops may use (em_set_num_threads; default: the machine's
+ * online CPUs). Loops split by output element only, so results never depend
+ * on it. */
+int em_cpu_threads(void);
+
+#endif

@@ -1,0 +1,69 @@
+/* Executors: run a graph's outputs on one device. The plan (a topological
+ * schedule of the nodes the outputs need) is made once; each run feeds the
+ * inputs, computes, and frees every intermediate buffer as soon as its last
+ * consumer has run, so buffers are reused through the device's caching
+ * allocator. The same inputs and seeds give the same bits, run after run,
+ * whatever the thread count. */
+#ifndef EMBER_EXEC_H
+#define EMBER_EXEC_H
+
+#include <stdint.h>
+#include "ember/graph.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct em_exec em_exec;
+
+/* Plans the computation of outputs[0..n) on dev. Fails, naming them, when the
+ * graph has a cycle or an output depends on nothing computable. */
+EM_API em_status em_exec_create(em_graph *g, const em_var *outputs, int n, em_device dev, em_exec **out);
+EM_API void em_exec_free(em_exec *e);
+
+typedef struct em_feed {
+  em_var var;                 /* an input of the graph */
+  const em_tensor *value;     /* its value for this run (copied to the device if needed) */
+} em_feed;
+
+/* Runs once. Every input the outputs need must be fed, with its declared
+ * dtype and a shape that matches except on -1 axes. outputs[i] receives a new
+ * reference (release it). */
+EM_API em_status em_exec_run(em_exec *e, const em_feed *feeds, int n_feeds, em_tensor **outputs);
+
+typedef enum em_run_mode {
+  EM_RUN_STORE = 0,           /* outputs[i] must be tensors of the output's dtype and shape: overwritten */
+  EM_RUN_ACCUMULATE = 1       /* ...: the new values are added (gradient accumulation across runs) */
+} em_run_mode;
+
+/* Runs once, writing into caller-owned tensors (any device) instead of
+ * returning new ones. */
+EM_API em_status em_exec_run_into(em_exec *e, const em_feed *feeds, int n_feeds, em_tensor *const *outputs,
+                                  em_run_mode mode);
+
+/* Training mode (default off): dropout drops and batch normalization
+ * normalises by batch statistics and updates its running statistics. */
+EM_API em_status em_exec_set_training(em_exec *e, int training);
+
+/* A text listing of the plan: one line per step (op, inputs, output shapes,
+ * buffer reuse), for debugging. Returns bytes needed (excluding NUL). */
+EM_API size_t em_exec_describe(const em_exec *e, char *buf, size_t cap);
+
+typedef struct em_exec_stats {
+  int steps;                  /* operations in the plan */
+  int inplace_steps;          /* of which wrote into an input's buffer in the last run */
+  uint64_t runs;              /* runs so far */
+  uint64_t peak_bytes;        /* largest total of live intermediate buffers in the last run */
+  uint64_t total_bytes;       /* what the last run would have held without freeing early */
+} em_exec_stats;
+EM_API em_status em_exec_stats_get(const em_exec *e, em_exec_stats *out);
+
+/* Threads the CPU ops (and OpenBLAS) use; n <= 0 restores the default (the
+ * machine's online CPUs). Results do not depend on it, bit for bit. */
+EM_API em_status em_set_num_threads(int n);
+EM_API int em_get_num_threads(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,311 @@
+/* The op test kit (op_testkit.h): every op test runs its op through the
+ * public API (graph, executor, em_gradients), so the tests exercise the
+ * engine as a user would, and the numeric gradient is computed here by
+ * central differences, independently of any op's backward. */
+#include "op_testkit.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ember/primitives.h"
+
+/* ----------------------------------------------------------------- data --- */
+
+static uint64_t splitmix(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+double ot_uniform(uint64_t *state, double lo, double hi) {
+  return lo + (hi - lo) * ((double)(splitmix(state) >> 11) * (1.0 / 9007199254740992.0));
+}
+
+static int64_t numel_of(int ndim, const int64_t *shape) {
+  int64_t n = 1;
+  for (int i = 0; i < ndim; i++) n *= shape[i];
+  return n;
+}
+
+/* Converts doubles to dtype bytes (f16/bf16 through f32, rounded). */
+static void store(em_dtype t, const double *v, int64_t n, void *p) {
+  for (int64_t i = 0; i < n; i++) {
+    float f = (float)v[i];
+    switch (t) {
+    case EM_F32: ((float *)p)[i] = f; break;
+    case EM_F64: ((double *)p)[i] = v[i]; break;
+    case EM_F16: em_f32_to_f16(em_cpu(), &f, (uint16_t *)p + i, 1, NULL); break;
+    case EM_BF16: em_f32_to_bf16(em_cpu(), &f, (uint16_t *)p + i, 1, NULL); break;
+    case EM_I32: ((int32_t *)p)[i] = (int32_t)v[i]; break;
+    case EM_I64: ((int64_t *)p)[i] = (int64_t)v[i]; break;
+    case EM_U8: ((uint8_t *)p)[i] = (uint8_t)v[i]; break;
+    case EM_BOOL: ((uint8_t *)p)[i] = v[i] != 0; break;
+    }
+  }
+}
+
+em_tensor *ot_tensor(em_dtype dtype, int ndim, const int64_t *shape, const double *values) {
+  em_tensor *t = NULL;
+  if (em_tensor_zeros(em_cpu(), dtype, ndim, shape, &t)) fail_msg("ot_tensor: %s", em_last_error());
+  if (values) store(dtype, values, numel_of(ndim, shape), em_tensor_data(t));
+  return t;
+}
+
+em_tensor *ot_rand(em_dtype dtype, int ndim, const int64_t *shape, uint64_t seed, double lo, double hi) {
+  int64_t n = numel_of(ndim, shape);
+  double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
+  if (!v) fail_msg("ot_rand: no memory");
+  for (int64_t i = 0; i < n; i++) v[i] = ot_uniform(&seed, lo, hi);
+  em_tensor *t = ot_tensor(dtype, ndim, shape, v);
+  free(v);
+  return t;
+}
+
+double *ot_values(const em_tensor *t, int64_t *n_out) {
+  em_tensor *c = NULL;
+  if (em_tensor_to_device(t, em_cpu(), &c)) fail_msg("ot_values: %s", em_last_error());
+  int64_t n = em_tensor_numel(c);
+  double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
+  if (!v) fail_msg("ot_values: no memory");
+  const void *p = em_tensor_data(c);
+  for (int64_t i = 0; i < n; i++) {
+    float f;
+    switch (em_tensor_dtype(c)) {
+    case EM_F32: v[i] = ((const float *)p)[i]; break;
+    case EM_F64: v[i] = ((const double *)p)[i]; break;
+    case EM_F16: em_f16_to_f32(em_cpu(), (const uint16_t *)p + i, &f, 1, NULL); v[i] = f; break;
+    case EM_BF16: em_bf16_to_f32(em_cpu(), (const uint16_t *)p + i, &f, 1, NULL); v[i] = f; break;
+    case EM_I32: v[i] = ((const int32_t *)p)[i]; break;
+    case EM_I64: v[i] = (double)((const int64_t *)p)[i]; break;
+    case EM_U8: case EM_BOOL: v[i] = ((const uint8_t *)p)[i]; break;
+    }
+  }
+  em_tensor_release(c);
+  if (n_out) *n_out = n;
+  return v;
+}
+
+void ot_expect_close(const double *got, const double *want, int64_t n, double atol, double rtol, const char *what) {
+  for (int64_t i = 0; i < n; i++) {
+    double g = got[i], w = want[i];
+    if (isnan(w) && isnan(g)) continue;
+    if (isinf(w) && g == w) continue;
+    if (!(fabs(g - w) <= atol + rtol * fabs(w)))
+      fail_msg("%s: element %lld is %.17g, expected %.17g (|diff| %.3g > %.3g)", what, (long long)i, g, w,
+               fabs(g - w), atol + rtol * fabs(w));
+  }
+}
+
+void ot_expect_shape(const em_tensor *t, em_dtype dtype, int ndim, const int64_t *shape, const char *what) {
+  char b[128];
+  int ok = em_tensor_dtype(t) == dtype && em_tensor_ndim(t) == ndim;
+  for (int i = 0; ok && i < ndim; i++) ok = em_tensor_shape(t)[i] == shape[i];
+  if (!ok) {
+    char w[256];
+    size_t len = (size_t)snprintf(w, sizeof w, "%s[", em_dtype_name(dtype));
+    for (int i = 0; i < ndim; i++) len += (size_t)snprintf(w + len, sizeof w - len, "%s%lld", i ? "," : "", (long long)shape[i]);
+    snprintf(w + len, sizeof w - len, "]");
+    fail_msg("%s: result is %s, expected %s", what, em_tensor_describe(t, b, sizeof b), w);
+  }
+}
+
+/* ---------------------------------------------------------------- runs --- */
+
+/* A graph holding the op applied to em_input values shaped like `in`. */
+typedef struct op_graph {
+  em_graph *g;
+  em_var x[16];
+  em_var y[8];
+} op_graph;
+
+static em_status build(const char *op, em_tensor *const *in, int n_in, const em_attr *attrs, int n_attrs, int n_out,
+                       op_graph *og) {
+  memset(og, 0, sizeof *og);
+  if (n_in > 16 || n_out > 8) return EM_ERR_INVALID_ARGUMENT;
+  em_status s = em_graph_create(&og->g);
+  for (int i = 0; i < n_in && !s; i++) {
+    char name[16];
+    snprintf(name, sizeof name, "x%d", i);
+    s = em_input(og->g, name, em_tensor_dtype(in[i]), em_tensor_ndim(in[i]), em_tensor_shape(in[i]), &og->x[i]);
+  }
+  if (!s) s = em_apply(og->g, op, og->x, n_in, attrs, n_attrs, og->y, n_out);
+  return s;
+}
+
+static em_status run_outputs(op_graph *og, em_tensor *const *in, int n_in, const em_var *outs, int n_outs,
+                             int training, uint64_t steps_before, em_tensor **results) {
+  em_exec *e = NULL;
+  em_feed feeds[16];
+  for (int i = 0; i < n_in; i++) feeds[i] = (em_feed){og->x[i], in[i]};
+  em_status s = em_exec_create(og->g, outs, n_outs, em_cpu(), &e);
+  if (!s) s = em_exec_set_training(e, training);
+  /* Step-dependent ops (dropout) see the same step in every evaluation. */
+  for (uint64_t k = 0; k < steps_before && !s; k++) {
+    em_tensor *tmp[8] = {0};
+    s = em_exec_run(e, feeds, n_in, tmp);
+    for (int i = 0; i < n_outs; i++) em_tensor_release(tmp[i]);
+  }
+  if (!s) s = em_exec_run(e, feeds, n_in, results);
+  em_exec_free(e);
+  return s;
+}
+
+static em_status run_mode(const char *op, em_tensor *const *in, int n_in, const em_attr *attrs, int n_attrs,
+                          em_tensor **out, int n_out, int training) {
+  op_graph og;
+  em_status s = build(op, in, n_in, attrs, n_attrs, n_out, &og);
+  if (!s) s = run_outputs(&og, in, n_in, og.y, n_out, training, 0, out);
+  em_graph_free(og.g);
+  return s;
+}
+
+em_status ot_run(const char *op, em_tensor *const *in, int n_in, const em_attr *attrs, int n_attrs, em_tensor **out,
+                 int n_out) {
+  return run_mode(op, in, n_in, attrs, n_attrs, out, n_out, 0);
+}
+
+em_status ot_run_training(const char *op, em_tensor *const *in, int n_in, const em_attr *attrs, int n_attrs,
+                          em_tensor **out, int n_out) {
+  return run_mode(op, in, n_in, attrs, n_attrs, out, n_out, 1);
+}
+
+/* ------------------------------------------------------------ gradients --- */
+
+/* The loss L = sum_k sum(y_k * w_k) over float outputs; returns its value. */
+typedef struct loss_graph {
+  op_graph og;
+  em_var loss;
+  em_tensor *w[8];
+} loss_graph;
+
+static void loss_free(loss_graph *lg) {
+  for (int k = 0; k < 8; k++) em_tensor_release(lg->w[k]);
+  em_graph_free(lg->og.g);
+}
+
+static void build_loss(const char *op, em_tensor *const *in, int n_in, const em_attr *attrs, int n_attrs, int n_out,
+                       loss_graph *lg) {
+  memset(lg, 0, sizeof *lg);
+  if (build(op, in, n_in, attrs, n_attrs, n_out, &lg->og))
+    fail_msg("gradcheck %s: building the op failed: %s", op, em_last_error());
+  em_var terms[8];
+  int n_terms = 0;
+  for (int k = 0; k < n_out; k++) {
+    em_dtype dt;
+    int nd;
+    int64_t shape[EM_MAX_DIMS];
+    em_var_info(lg->og.g, lg->og.y[k], &dt, &nd, shape);
+    if (dt != EM_F64 && dt != EM_F32) continue;
+    lg->w[k] = ot_rand(dt, nd, shape, 0x5eed0000u + (uint64_t)k, 0.5, 1.5);
+    em_var yw[2] = {lg->og.y[k], -1};
+    if (em_constant(lg->og.g, lg->w[k], &yw[1]) || em_apply(lg->og.g, "_weighted_sum", yw, 2, NULL, 0, &terms[n_terms], 1))
+      fail_msg("gradcheck %s: building the loss failed: %s", op, em_last_error());
+    n_terms++;
+  }
+  if (!n_terms) fail_msg("gradcheck %s: the op has no float output", op);
+  if (em_apply(lg->og.g, "add_n", terms, n_terms, NULL, 0, &lg->loss, 1))
+    fail_msg("gradcheck %s: summing the loss failed: %s", op, em_last_error());
+}
+
+static double eval_loss(loss_graph *lg, em_tensor *const *in, int n_in, int training, const char *op) {
+  em_tensor *out = NULL;
+  if (run_outputs(&lg->og, in, n_in, &lg->loss, 1, training, 1, &out))
+    fail_msg("gradcheck %s: evaluating the loss failed: %s", op, em_last_error());
+  double *v = ot_values(out, NULL);
+  double r = v[0];
+  free(v);
+  em_tensor_release(out);
+  return r;
+}
+
+static int is_float_tensor(const em_tensor *t) {
+  return em_tensor_dtype(t) == EM_F64 || em_tensor_dtype(t) == EM_F32;
+}
+
+static void gradcheck_mode(const char *op, em_tensor *const *in, int n_in, const em_attr *attrs, int n_attrs,
+                           int n_out, unsigned skip_mask, double tol, int training) {
+  loss_graph lg;
+  build_loss(op, in, n_in, attrs, n_attrs, n_out, &lg);
+  /* Which inputs: float and not skipped. An input the op gives no gradient
+   * (its no_grad mask) gets zeros from em_gradients, which the comparison
+   * rejects: tests name such float inputs in skip_mask. */
+  em_var xs[16], grads[16];
+  int which[16], n = 0;
+  for (int i = 0; i < n_in; i++)
+    if (is_float_tensor(in[i]) && !(skip_mask & (1u << i))) {
+      which[n] = i;
+      xs[n++] = lg.og.x[i];
+    }
+  if (!n) fail_msg("gradcheck %s: no input to check", op);
+  if (em_gradients(lg.og.g, lg.loss, xs, n, grads))
+    fail_msg("gradcheck %s: em_gradients failed: %s", op, em_last_error());
+  em_tensor *analytic[16] = {0};
+  if (run_outputs(&lg.og, in, n_in, grads, n, training, 1, analytic))
+    fail_msg("gradcheck %s: running the gradients failed: %s", op, em_last_error());
+
+  /* Perturbed copies of the inputs, in f64. */
+  em_tensor *work[16];
+  for (int i = 0; i < n_in; i++)
+    if (em_tensor_to_device(in[i], em_cpu(), &work[i])) fail_msg("gradcheck: copy failed: %s", em_last_error());
+  for (int k = 0; k < n; k++) {
+    int i = which[k];
+    if (em_tensor_dtype(work[i]) != EM_F64) fail_msg("gradcheck %s: input %d must be f64", op, i);
+    int64_t m;
+    double *ga = ot_values(analytic[k], &m);
+    double *x = em_tensor_data(work[i]);
+    int64_t count = m < 200 ? m : 200;
+    for (int64_t c = 0; c < count; c++) {
+      int64_t j = m <= 200 ? c : c * (m - 1) / (count - 1);
+      double x0 = x[j], h = 1e-6 * (fabs(x0) > 1 ? fabs(x0) : 1);
+      x[j] = x0 + h;
+      double lp = eval_loss(&lg, work, n_in, training, op);
+      x[j] = x0 - h;
+      double lm = eval_loss(&lg, work, n_in, training, op);
+      x[j] = x0;
+      double num = (lp - lm) / (2 * h);
+      double scale = fabs(num) > 1 ? fabs(num) : 1;
+      if (!(fabs(ga[j] - num) <= tol * scale))
+        fail_msg("gradcheck %s: d loss / d input %d, element %lld: analytic %.12g, numeric %.12g (tol %.1e)", op, i,
+                 (long long)j, ga[j], num, tol);
+    }
+    free(ga);
+  }
+  for (int i = 0; i < n_in; i++) em_tensor_release(work[i]);
+  for (int k = 0; k < n; k++) em_tensor_release(analytic[k]);
+  loss_free(&lg);
+}
+
+void ot_gradcheck(const char *op, em_tensor *const *in, int n_in, const em_attr *attrs, int n_attrs, int n_out,
+                  unsigned skip_mask, double tol) {
+  gradcheck_mode(op, in, n_in, attrs, n_attrs, n_out, skip_mask, tol, 0);
+}
+
+void ot_gradcheck_training(const char *op, em_tensor *const *in, int n_in, const em_attr *attrs, int n_attrs,
+                           int n_out, unsigned skip_mask, double tol) {
+  gradcheck_mode(op, in, n_in, attrs, n_attrs, n_out, skip_mask, tol, 1);
+}
+
+/* --------------------------------------------------------------- errors --- */
+
+void ot_expect_apply_fails(const char *op, int n_in, const em_dtype *dtypes, const int *ndims,
+                           const int64_t *const *shapes, const em_attr *attrs, int n_attrs, int n_out,
+                           const char *needle1, const char *needle2) {
+  em_graph *g;
+  if (em_graph_create(&g)) fail_msg("no graph");
+  em_var x[16], y[8];
+  for (int i = 0; i < n_in; i++)
+    if (em_input(g, NULL, dtypes[i], ndims[i], shapes[i], &x[i])) fail_msg("em_input: %s", em_last_error());
+  em_status s = em_apply(g, op, x, n_in, attrs, n_attrs, y, n_out);
+  const char *msg = em_last_error();
+  char copy[1024];
+  snprintf(copy, sizeof copy, "%s", msg ? msg : "");
+  em_graph_free(g);
+  if (s != EM_ERR_INVALID_ARGUMENT)
+    fail_msg("%s: expected EM_ERR_INVALID_ARGUMENT, got %s (%s)", op, em_status_name(s), copy);
+  if (!strstr(copy, op)) fail_msg("%s: the message does not name the op: %s", op, copy);
+  if (needle1 && !strstr(copy, needle1)) fail_msg("%s: the message lacks \"%s\": %s", op, needle1, copy);
+  if (needle2 && !strstr(copy, needle2)) fail_msg("%s: the message lacks \"%s\": %s", op, needle2, copy);
+}
