@@ -39,6 +39,16 @@ const em_op_def *em_op_find(const char *name) {
   return NULL;
 }
 
+EM_API size_t em_op_info_count(void) { return em_op_count(); }
+
+EM_API em_status em_op_info_get(size_t i, em_op_info *out) {
+  const em_op_def *d = em_op_at(i);
+  if (!d || !out) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_op_info_get: no op %zu (there are %zu)", i, em_op_count());
+  *out = (em_op_info){.name = d->name, .doc = d->doc, .min_inputs = d->min_inputs, .max_inputs = d->max_inputs,
+                      .n_outputs = d->n_outputs, .differentiable = d->backward != NULL, .internal = d->name[0] == '_'};
+  return EM_OK;
+}
+
 static const em_attr *find_attr(const em_op_args *a, const char *name, em_attr_type type) {
   for (int i = 0; i < a->n_attrs; i++)
     if (a->attrs[i].name && !strcmp(a->attrs[i].name, name) && a->attrs[i].type == type) return &a->attrs[i];

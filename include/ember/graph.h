@@ -78,6 +78,17 @@ typedef struct em_attr {
   const char *s;
 } em_attr;
 
+/* The operations this build has (`ember ops` prints them). */
+typedef struct em_op_info {
+  const char *name;           /* what em_apply takes */
+  const char *doc;            /* one line, with the attributes */
+  int min_inputs, max_inputs, n_outputs;
+  int differentiable;         /* has a gradient */
+  int internal;               /* a gradient helper (name starts with '_'), not meant to be applied directly */
+} em_op_info;
+EM_API size_t em_op_info_count(void);
+EM_API em_status em_op_info_get(size_t i, em_op_info *out);
+
 /* Applies the operation `op` (see `ember ops` for the list) to inputs.
  * Shapes and dtypes are checked now: a mismatch fails with a message naming
  * the op and the shapes. Writes n_outputs handles. */

@@ -449,6 +449,34 @@ static void test_selftest_through_fake(void **state) {
 
 /* --------------------------------------------------------------- usage --- */
 
+/* `ember ops --json` lists the core ops the engine relies on, with the
+ * arity and gradient flags of their definitions, and hides internal ones. */
+static void test_ops_json(void **state) {
+  (void)state;
+  run_result r = run_cli(NO_SETTINGS, ARGS("ops", "--json"));
+  expect_status(&r, 0);
+  json_t *root = parse(&r);
+  assert_string_equal(str_at(root, "schema"), "ember.ops/1");
+  json_t *ops = array_at(root, "ops"), *op;
+  size_t i;
+  int saw_add_n = 0, saw_zeros_like = 0;
+  json_array_foreach(ops, i, op) {
+    const char *name = str_at(op, "name");
+    assert_true(name[0] != '_');
+    if (!strcmp(name, "add_n")) {
+      saw_add_n = 1;
+      assert_int_equal(int_at(op, "min_inputs"), 1);
+      assert_int_equal(int_at(op, "max_inputs"), 16);
+      assert_true(json_is_true(json_object_get(op, "differentiable")));
+    }
+    if (!strcmp(name, "zeros_like")) {
+      saw_zeros_like = 1;
+      assert_true(json_is_false(json_object_get(op, "differentiable")));
+    }
+  }
+  assert_true(saw_add_n && saw_zeros_like);
+}
+
 static void test_usage_errors(void **state) {
   (void)state;
   NEED_CLI();
@@ -477,6 +505,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_images_of_file_equal_own_table, free_owned),
       cmocka_unit_test_teardown(test_images_of_non_ember_file, free_owned),
       cmocka_unit_test_teardown(test_selftest_through_fake, free_owned),
+      cmocka_unit_test_teardown(test_ops_json, free_owned),
       cmocka_unit_test_teardown(test_usage_errors, free_owned),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);

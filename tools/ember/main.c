@@ -7,6 +7,8 @@
  *                            in LIB (read with libelf, not loaded)
  *   ember selftest [--json]  loads every module on every device along its
  *                            plan and checks each kernel against its CPU twin
+ *   ember ops [--json]       the graph operations of this build, with their
+ *                            arity, gradient and attributes
  *
  * Exit codes: 0 fine; 1 a check failed, or EMBER_STRICT=1 refused a fallback;
  * 64 usage error. */
@@ -192,8 +194,38 @@ static int cmd_devices(int json) {
 
 int ember_selftest(int json); /* selftest.c */
 
+/* `ember ops`: the operations of this build, for people writing graphs. */
+static int cmd_ops(int json) {
+  size_t n = em_op_info_count();
+  json_t *arr = json ? json_array() : NULL;
+  for (size_t i = 0; i < n; i++) {
+    em_op_info o;
+    if (em_op_info_get(i, &o) || o.internal) continue;
+    if (json) {
+      json_array_append_new(arr, json_pack("{s:s, s:s, s:i, s:i, s:i, s:b}", "name", o.name, "doc", o.doc ? o.doc : "",
+                                           "min_inputs", o.min_inputs, "max_inputs", o.max_inputs, "outputs",
+                                           o.n_outputs, "differentiable", o.differentiable));
+      continue;
+    }
+    char arity[32];
+    if (o.min_inputs == o.max_inputs) snprintf(arity, sizeof arity, "%d", o.min_inputs);
+    else snprintf(arity, sizeof arity, "%d-%d", o.min_inputs, o.max_inputs);
+    printf("%-32s in %-5s out %d %s  %s\n", o.name, arity, o.n_outputs, o.differentiable ? "grad" : "    ",
+           o.doc ? o.doc : "");
+  }
+  if (json) {
+    json_t *root = json_pack("{s:s, s:o}", "schema", "ember.ops/1", "ops", arr);
+    char *text = json_dumps(root, JSON_INDENT(2));
+    puts(text ? text : "{}");
+    free(text);
+    json_decref(root);
+  }
+  return 0;
+}
+
 static int usage(void) {
-  fprintf(stderr, "usage: ember devices [--json] | ember images [--json] [--file LIB] | ember selftest [--json]\n");
+  fprintf(stderr, "usage: ember devices [--json] | ember images [--json] [--file LIB] | ember selftest [--json] | "
+                  "ember ops [--json]\n");
   return EXIT_USAGE;
 }
 
@@ -210,6 +242,7 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "devices")) rc = cmd_devices(json);
   else if (!strcmp(argv[1], "images")) rc = cmd_images(json, file);
   else if (!strcmp(argv[1], "selftest")) rc = ember_selftest(json);
+  else if (!strcmp(argv[1], "ops")) rc = cmd_ops(json);
   else return usage();
   em_shutdown();
   return rc;
