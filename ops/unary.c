@@ -1,0 +1,752 @@
+/* Unary op family: elementwise functions of one input; the output has the
+ * input's shape (and dtype, except isnan/isinf: bool). Float ops take f32 and
+ * f64; "ints" below means i32 and i64 are accepted too. Every op takes
+ * exactly the attributes listed (an unknown or repeated attribute is an
+ * error); float attributes may be given as ints.
+ *
+ *   neg abs sign relu           f32 f64, ints. Integer neg/abs wrap (two's complement: -INT_MIN
+ *                               is INT_MIN), so no input traps. sign(0) = 0, NaN stays NaN;
+ *                               relu(x) = x < 0 ? 0 : x (NaN propagates). Gradients: abs: dy*sign(x)
+ *                               (0 at 0); relu: dy where x > 0 (0 at 0, as PyTorch).
+ *   exp log sqrt rsqrt reciprocal sigmoid tanh softplus softsign sin cos tan atan asinh
+ *   erf asin acos sinh cosh acosh atanh log1p
+ *                               f32 f64. softplus(x) = log(1 + e^x); softsign(x) = x / (1 + |x|).
+ *   leaky_relu  alpha (0.01)    x < 0 ? alpha*x : x. Gradient alpha*dy where x <= 0.
+ *   elu         alpha (1.0)     x > 0 ? x : alpha*(e^x - 1). Gradient dy*(y + alpha) where x <= 0.
+ *   selu        alpha (1.67326319217681884765625), gamma (1.05070102214813232421875) (ONNX's):
+ *                               gamma * (x > 0 ? x : alpha*(e^x - 1)).
+ *   hard_sigmoid alpha (0.2), beta (0.5)
+ *                               max(0, min(1, alpha*x + beta)). Gradient alpha*dy strictly inside
+ *                               0 < alpha*x + beta < 1, else 0.
+ *   hard_swish                  x * max(0, min(1, x/6 + 1/2)) (ONNX HardSwish). Gradient as PyTorch:
+ *                               0 for x < -3, dy*(x/3 + 1/2) for -3 <= x <= 3, dy above.
+ *   thresholded_relu alpha (1.0) x > alpha ? x : 0 (NaN propagates). Gradient dy where x > alpha.
+ *   gelu        approximate ("none" | "tanh", default "none")
+ *                               none: x * Phi(x) = x/2 * erfc(-x/sqrt 2);
+ *                               tanh: x/2 * (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+ *   floor ceil round            f32 f64. round: half to even (ONNX Round). Zero gradient.
+ *   clip        min (-inf), max (+inf)
+ *                               f32 f64, ints. min(max(x, min), max); NaN propagates; min <= max
+ *                               required (neither NaN). On ints the bounds must be integers (or
+ *                               infinite). Gradient dy where min <= x <= max (boundaries included,
+ *                               as PyTorch's clamp), 0 outside.
+ *   pow_scalar  exponent (required, finite)
+ *                               x^exponent with C's pow special cases (f32 uses the exponent rounded to
+ *                               f32). Gradient dy*e*x^(e-1); 0 when e == 0 (as PyTorch).
+ *   isnan                       f32 f64 -> bool. No gradient flows.
+ *   isinf       detect_negative (1), detect_positive (1) (0 or 1) -> bool.
+ *
+ * Internal: _unary_grad (x, y, dy) attrs fn (the forward op's name) plus the
+ * forward's own attributes: dx = dy * f'(x) in one pass (y = f(x) is used
+ * where it is cheaper: exp, sigmoid, tanh, sqrt, rsqrt, reciprocal, elu,
+ * selu, tan). No backward of its own. sign/floor/ceil/round get zeros_like;
+ * integer inputs receive no gradient.
+ *
+ * Numerics: f32 goes through kernels/em_math.h (em_expf, em_logf, ...), the
+ * same source the GPU kernels compile, so CPU and GPU agree bit for bit.
+ * em_math.h has no asin, acos, sinh, cosh, acosh, atanh or erfc: those (and
+ * exact gelu, which needs erfc to stay accurate for negative x where
+ * 1 + erf cancels) compute f32 in double with libm and round once, about
+ * 0.5 ulp but not guaranteed to match another device's double libm bit for
+ * bit. f64 uses libm throughout.
+ *
+ * Speed: one flat loop per op and dtype, split among threads by output
+ * element (`parallel for simd`), so results never depend on the thread count.
+ * GCC will not if-convert floating-point selects under its default
+ * -ftrapping-math, which leaves every loop with a branch (em_expf's range
+ * checks, relu's select) scalar; this file is compiled with
+ * -fno-trapping-math (pragma below). That only lets the compiler ignore FP
+ * exception flags, which Ember never reads; the values are the same IEEE
+ * operations (no reassociation, no contraction), and the tests check the
+ * vector loops against scalar em_math.h bit for bit. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math")
+#endif
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "op.h"
+#include "../kernels/em_math.h"
+
+/* ================================================================ table === */
+
+#define DT_F ((1u << EM_F32) | (1u << EM_F64))
+#define DT_FI (DT_F | (1u << EM_I32) | (1u << EM_I64))
+
+/* Attributes an op accepts. */
+enum {
+  AT_ALPHA = 1 << 0,
+  AT_BETA = 1 << 1,
+  AT_GAMMA = 1 << 2,
+  AT_MIN = 1 << 3,
+  AT_MAX = 1 << 4,
+  AT_EXPONENT = 1 << 5,
+  AT_APPROX = 1 << 6,
+  AT_DETECT = 1 << 7,
+};
+
+/* How the gradient is formed. */
+enum { G_FUSED, G_ZERO, G_NONE };
+
+#define SELU_ALPHA 1.67326319217681884765625
+#define SELU_GAMMA 1.05070102214813232421875
+
+/* X(ID, name, dtypes, attrs, grad, alpha, beta, gamma, doc): alpha, beta and
+ * gamma are the defaults of the attributes of those names. */
+#define UNARY_OPS(X)                                                                                               \
+  X(NEG, "neg", DT_FI, 0, G_FUSED, 0, 0, 0, "y = -x; f32 f64 i32 i64 (ints wrap)")                                 \
+  X(ABS, "abs", DT_FI, 0, G_FUSED, 0, 0, 0, "y = |x|; f32 f64 i32 i64 (ints wrap); gradient 0 at 0")               \
+  X(SIGN, "sign", DT_FI, 0, G_ZERO, 0, 0, 0, "y = -1, 0 or 1 (NaN stays NaN); f32 f64 i32 i64; zero gradient")    \
+  X(EXP, "exp", DT_F, 0, G_FUSED, 0, 0, 0, "y = e^x; f32 f64")                                                     \
+  X(LOG, "log", DT_F, 0, G_FUSED, 0, 0, 0, "natural logarithm; f32 f64")                                           \
+  X(SQRT, "sqrt", DT_F, 0, G_FUSED, 0, 0, 0, "square root; f32 f64")                                               \
+  X(RSQRT, "rsqrt", DT_F, 0, G_FUSED, 0, 0, 0, "y = 1/sqrt(x); f32 f64")                                           \
+  X(RECIPROCAL, "reciprocal", DT_F, 0, G_FUSED, 0, 0, 0, "y = 1/x; f32 f64")                                       \
+  X(SIGMOID, "sigmoid", DT_F, 0, G_FUSED, 0, 0, 0, "y = 1/(1+e^-x); f32 f64")                                      \
+  X(TANH, "tanh", DT_F, 0, G_FUSED, 0, 0, 0, "hyperbolic tangent; f32 f64")                                        \
+  X(RELU, "relu", DT_FI, 0, G_FUSED, 0, 0, 0, "y = max(x, 0) (NaN propagates); f32 f64 i32 i64")                    \
+  X(LEAKY_RELU, "leaky_relu", DT_F, AT_ALPHA, G_FUSED, 0.01, 0, 0,                                                 \
+    "y = x < 0 ? alpha*x : x; attr alpha (float, 0.01); f32 f64")                                                  \
+  X(ELU, "elu", DT_F, AT_ALPHA, G_FUSED, 1.0, 0, 0, "y = x > 0 ? x : alpha*(e^x-1); attr alpha (float, 1.0); f32 f64") \
+  X(SELU, "selu", DT_F, AT_ALPHA | AT_GAMMA, G_FUSED, SELU_ALPHA, 0, SELU_GAMMA,                                  \
+    "y = gamma*(x > 0 ? x : alpha*(e^x-1)); attrs alpha, gamma (floats, ONNX defaults); f32 f64")                 \
+  X(SOFTPLUS, "softplus", DT_F, 0, G_FUSED, 0, 0, 0, "y = log(1+e^x); f32 f64")                                    \
+  X(SOFTSIGN, "softsign", DT_F, 0, G_FUSED, 0, 0, 0, "y = x/(1+|x|); f32 f64")                                     \
+  X(HARD_SIGMOID, "hard_sigmoid", DT_F, AT_ALPHA | AT_BETA, G_FUSED, 0.2, 0.5, 0,                                  \
+    "y = max(0, min(1, alpha*x+beta)); attrs alpha (0.2), beta (0.5); f32 f64")                                    \
+  X(GELU, "gelu", DT_F, AT_APPROX, G_FUSED, 0, 0, 0,                                                               \
+    "y = x*Phi(x); attr approximate (string: \"none\" exact erf form, default, or \"tanh\"); f32 f64")              \
+  X(SIN, "sin", DT_F, 0, G_FUSED, 0, 0, 0, "sine; f32 f64")                                                        \
+  X(COS, "cos", DT_F, 0, G_FUSED, 0, 0, 0, "cosine; f32 f64")                                                      \
+  X(TAN, "tan", DT_F, 0, G_FUSED, 0, 0, 0, "tangent; f32 f64")                                                     \
+  X(ATAN, "atan", DT_F, 0, G_FUSED, 0, 0, 0, "arc tangent; f32 f64")                                               \
+  X(ASINH, "asinh", DT_F, 0, G_FUSED, 0, 0, 0, "inverse hyperbolic sine; f32 f64")                                 \
+  X(FLOOR, "floor", DT_F, 0, G_ZERO, 0, 0, 0, "largest integer <= x; f32 f64; zero gradient")                      \
+  X(CEIL, "ceil", DT_F, 0, G_ZERO, 0, 0, 0, "smallest integer >= x; f32 f64; zero gradient")                       \
+  X(ROUND, "round", DT_F, 0, G_ZERO, 0, 0, 0, "nearest integer, halves to even (ONNX Round); f32 f64; zero gradient") \
+  X(CLIP, "clip", DT_FI, AT_MIN | AT_MAX, G_FUSED, 0, 0, 0,                                                        \
+    "y = min(max(x, min), max); attrs min (-inf), max (+inf) (floats; integers for i32/i64); gradient where "      \
+    "min <= x <= max; f32 f64 i32 i64")                                                                            \
+  X(POW_SCALAR, "pow_scalar", DT_F, AT_EXPONENT, G_FUSED, 0, 0, 0,                                                 \
+    "y = x^exponent; attr exponent (float, required, finite); f32 f64")                                            \
+  X(ERF, "erf", DT_F, 0, G_FUSED, 0, 0, 0, "error function; f32 f64")                                              \
+  X(ASIN, "asin", DT_F, 0, G_FUSED, 0, 0, 0, "arc sine; f32 f64")                                                  \
+  X(ACOS, "acos", DT_F, 0, G_FUSED, 0, 0, 0, "arc cosine; f32 f64")                                                \
+  X(SINH, "sinh", DT_F, 0, G_FUSED, 0, 0, 0, "hyperbolic sine; f32 f64")                                           \
+  X(COSH, "cosh", DT_F, 0, G_FUSED, 0, 0, 0, "hyperbolic cosine; f32 f64")                                         \
+  X(ACOSH, "acosh", DT_F, 0, G_FUSED, 0, 0, 0, "inverse hyperbolic cosine; f32 f64")                               \
+  X(ATANH, "atanh", DT_F, 0, G_FUSED, 0, 0, 0, "inverse hyperbolic tangent; f32 f64")                              \
+  X(LOG1P, "log1p", DT_F, 0, G_FUSED, 0, 0, 0, "y = log(1+x); f32 f64")                                            \
+  X(THRESHOLDED_RELU, "thresholded_relu", DT_F, AT_ALPHA, G_FUSED, 1.0, 0, 0,                                      \
+    "y = x > alpha ? x : 0; attr alpha (float, 1.0); f32 f64")                                                     \
+  X(HARD_SWISH, "hard_swish", DT_F, 0, G_FUSED, 0, 0, 0, "y = x*max(0, min(1, x/6+1/2)); f32 f64")                  \
+  X(ISNAN, "isnan", DT_F, 0, G_NONE, 0, 0, 0, "bool: x is NaN; f32 f64; no gradient")                              \
+  X(ISINF, "isinf", DT_F, AT_DETECT, G_NONE, 0, 0, 0,                                                              \
+    "bool: x is +inf (if detect_positive) or -inf (if detect_negative); attrs detect_negative, detect_positive "   \
+    "(0 or 1, default 1); f32 f64; no gradient")
+
+#define AS_ENUM(id, ...) U_##id,
+enum { UNARY_OPS(AS_ENUM) U_COUNT };
+
+typedef struct ufn {
+  const char *name;
+  unsigned dtypes;
+  unsigned attrs;
+  int grad;
+  double alpha, beta, gamma;
+} ufn;
+
+#define AS_FN(id, nm, dt, at, gr, al, be, ga, dc) {nm, dt, at, gr, al, be, ga},
+static const ufn fns[U_COUNT] = {UNARY_OPS(AS_FN)};
+
+/* The op of that name, or -1. */
+static int fn_find(const char *name) {
+  if (!name) return -1;
+  for (int i = 0; i < U_COUNT; i++)
+    if (!strcmp(fns[i].name, name)) return i;
+  return -1;
+}
+
+/* ========================================================== attributes === */
+
+typedef struct uparams {
+  double alpha, beta, gamma;
+  double lo, hi;              /* clip */
+  double exponent;            /* pow_scalar */
+  int approx_tanh;            /* gelu */
+  int detect_neg, detect_pos; /* isinf */
+} uparams;
+
+static const struct {
+  unsigned bit;
+  const char *name;
+} attr_names[] = {
+  {AT_ALPHA, "alpha"}, {AT_BETA, "beta"}, {AT_GAMMA, "gamma"}, {AT_MIN, "min"}, {AT_MAX, "max"},
+  {AT_EXPONENT, "exponent"}, {AT_APPROX, "approximate"}, {AT_DETECT, "detect_negative"},
+  {AT_DETECT, "detect_positive"},
+};
+#define N_ATTR_NAMES (sizeof attr_names / sizeof attr_names[0])
+
+static const char *attr_type_name(em_attr_type t) {
+  switch (t) {
+  case EM_ATTR_INT: return "an int";
+  case EM_ATTR_FLOAT: return "a float";
+  case EM_ATTR_INTS: return "a list of ints";
+  case EM_ATTR_FLOATS: return "a list of floats";
+  case EM_ATTR_STRING: return "a string";
+  }
+  return "of unknown type";
+}
+
+static const em_attr *attr_find(const em_op_args *a, const char *name) {
+  for (int i = 0; i < a->n_attrs; i++)
+    if (a->attrs[i].name && !strcmp(a->attrs[i].name, name)) return &a->attrs[i];
+  return NULL;
+}
+
+/* Every attribute has a name the op takes (`with_fn`: also "fn", for
+ * _unary_grad), given once. */
+static em_status check_attr_names(const em_op_args *a, const ufn *f, int with_fn) {
+  for (int i = 0; i < a->n_attrs; i++) {
+    const char *nm = a->attrs[i].name;
+    if (!nm) return em_op_fail(a, "attribute %d has no name", i);
+    int known = with_fn && !strcmp(nm, "fn");
+    for (size_t k = 0; k < N_ATTR_NAMES && !known; k++)
+      known = (f->attrs & attr_names[k].bit) && !strcmp(nm, attr_names[k].name);
+    if (!known) {
+      char list[160] = "";
+      size_t n = 0;
+      for (size_t k = 0; k < N_ATTR_NAMES; k++)
+        if (f->attrs & attr_names[k].bit)
+          n += (size_t)snprintf(list + n, n < sizeof list ? sizeof list - n : 0, "%s%s", n ? ", " : "",
+                                attr_names[k].name);
+      return em_op_fail(a, "unknown attribute '%s' (%s takes %s)", nm, f->name, n ? list : "no attributes");
+    }
+    for (int j = 0; j < i; j++)
+      if (a->attrs[j].name && !strcmp(a->attrs[j].name, nm)) return em_op_fail(a, "attribute '%s' given twice", nm);
+  }
+  return EM_OK;
+}
+
+/* A float attribute (an int is accepted), dflt when absent; finite unless
+ * allow_inf (NaN never). */
+static em_status attr_float(const em_op_args *a, const char *name, double dflt, int allow_inf, double *out) {
+  const em_attr *t = attr_find(a, name);
+  *out = dflt;
+  if (!t) return EM_OK;
+  if (t->type == EM_ATTR_FLOAT) *out = t->f;
+  else if (t->type == EM_ATTR_INT) *out = (double)t->i;
+  else return em_op_fail(a, "attribute '%s' must be a float, got %s", name, attr_type_name(t->type));
+  if (isnan(*out) || (!allow_inf && isinf(*out)))
+    return em_op_fail(a, "attribute '%s' = %g must be %s", name, *out, allow_inf ? "a number (not NaN)" : "finite");
+  return EM_OK;
+}
+
+static em_status attr_flag(const em_op_args *a, const char *name, int *out) {
+  const em_attr *t = attr_find(a, name);
+  *out = 1;
+  if (!t) return EM_OK;
+  if (t->type != EM_ATTR_INT) return em_op_fail(a, "attribute '%s' must be an int (0 or 1), got %s", name, attr_type_name(t->type));
+  if (t->i != 0 && t->i != 1) return em_op_fail(a, "attribute '%s' = %lld must be 0 or 1", name, (long long)t->i);
+  *out = (int)t->i;
+  return EM_OK;
+}
+
+/* clip's bounds: NaN-free, min <= max, integral (or infinite) on ints. */
+static em_status clip_bounds(const em_op_args *a, em_dtype dt, uparams *p) {
+  em_status s = attr_float(a, "min", -INFINITY, 1, &p->lo);
+  if (!s) s = attr_float(a, "max", INFINITY, 1, &p->hi);
+  if (s) return s;
+  if (p->lo > p->hi) return em_op_fail(a, "attribute min = %g is greater than max = %g", p->lo, p->hi);
+  if (dt == EM_I32 || dt == EM_I64) {
+    if (isfinite(p->lo) && p->lo != floor(p->lo))
+      return em_op_fail(a, "attribute min = %g must be an integer for %s input", p->lo, em_dtype_name(dt));
+    if (isfinite(p->hi) && p->hi != floor(p->hi))
+      return em_op_fail(a, "attribute max = %g must be an integer for %s input", p->hi, em_dtype_name(dt));
+  }
+  return EM_OK;
+}
+
+/* Reads and checks op f's attributes from a (dt: the input dtype). */
+static em_status read_params(const em_op_args *a, const ufn *f, em_dtype dt, int with_fn, uparams *p) {
+  memset(p, 0, sizeof *p);
+  em_status s = check_attr_names(a, f, with_fn);
+  if (!s && (f->attrs & AT_ALPHA)) s = attr_float(a, "alpha", f->alpha, 0, &p->alpha);
+  if (!s && (f->attrs & AT_BETA)) s = attr_float(a, "beta", f->beta, 0, &p->beta);
+  if (!s && (f->attrs & AT_GAMMA)) s = attr_float(a, "gamma", f->gamma, 0, &p->gamma);
+  if (!s && (f->attrs & (AT_MIN | AT_MAX))) s = clip_bounds(a, dt, p);
+  if (!s && (f->attrs & AT_EXPONENT)) {
+    if (!attr_find(a, "exponent")) return em_op_fail(a, "attribute 'exponent' (float) is required");
+    s = attr_float(a, "exponent", 0, 0, &p->exponent);
+  }
+  if (!s && (f->attrs & AT_APPROX)) {
+    const em_attr *t = attr_find(a, "approximate");
+    if (t && t->type != EM_ATTR_STRING)
+      return em_op_fail(a, "attribute 'approximate' must be a string (\"none\" or \"tanh\"), got %s", attr_type_name(t->type));
+    const char *v = t && t->s ? t->s : "none";
+    if (strcmp(v, "none") && strcmp(v, "tanh"))
+      return em_op_fail(a, "attribute approximate = \"%s\" is not one of \"none\", \"tanh\"", v);
+    p->approx_tanh = !strcmp(v, "tanh");
+  }
+  if (!s && (f->attrs & AT_DETECT)) s = attr_flag(a, "detect_negative", &p->detect_neg);
+  if (!s && (f->attrs & AT_DETECT)) s = attr_flag(a, "detect_positive", &p->detect_pos);
+  return s;
+}
+
+static em_status check_dtype(const em_op_args *a, const ufn *f, em_dtype dt) {
+  if ((unsigned)dt < 32 && (f->dtypes & (1u << dt))) return EM_OK;
+  return em_op_fail(a, "dtype %s is not supported (expected %s)", em_dtype_name(dt),
+                    f->dtypes == DT_FI ? "f32, f64, i32 or i64" : "f32 or f64");
+}
+
+/* ================================================================ infer === */
+
+static int fn_of_def(const em_op_args *a) { return fn_find(a->def->name); }
+
+static em_status unary_infer(em_op_args *a) {
+  int id = fn_of_def(a);
+  if (id < 0) return em_op_fail(a, "not a unary op");
+  const ufn *f = &fns[id];
+  if (a->n_in != 1 || a->n_out != 1) return em_op_fail(a, "takes one input and gives one output");
+  em_status s = check_dtype(a, f, a->in[0].dtype);
+  uparams p;
+  if (!s) s = read_params(a, f, a->in[0].dtype, 0, &p);
+  if (s) return s;
+  a->out[0] = a->in[0];
+  if (id == U_ISNAN || id == U_ISINF) a->out[0].dtype = EM_BOOL;
+  return EM_OK;
+}
+
+/* The forward op named by _unary_grad's "fn", or -1 after em_op_fail. */
+static int grad_fn(const em_op_args *a) {
+  const em_attr *t = attr_find(a, "fn");
+  if (!t || t->type != EM_ATTR_STRING || !t->s) {
+    em_op_fail(a, "attribute 'fn' (string: the forward op's name) is required");
+    return -1;
+  }
+  int id = fn_find(t->s);
+  if (id < 0 || fns[id].grad != G_FUSED) {
+    em_op_fail(a, "attribute fn = '%s' is not a unary op with a fused gradient", t->s);
+    return -1;
+  }
+  return id;
+}
+
+static em_status grad_infer(em_op_args *a) {
+  if (a->n_in != 3 || a->n_out != 1) return em_op_fail(a, "takes (x, y, dy) and gives dx");
+  int id = grad_fn(a);
+  if (id < 0) return EM_ERR_INVALID_ARGUMENT;
+  em_status s = check_dtype(a, &fns[id], a->in[0].dtype);
+  if (s) return s;
+  if (!em_dtype_is_float(a->in[0].dtype)) return em_op_fail(a, "x must be f32 or f64");
+  if (!em_shape_equal(&a->in[1], &a->in[0]) || !em_shape_equal(&a->in[2], &a->in[0]))
+    return em_op_fail(a, "x, y and dy must have one dtype and shape");
+  uparams p;
+  s = read_params(a, &fns[id], a->in[0].dtype, 1, &p);
+  if (s) return s;
+  a->out[0] = a->in[0];
+  return EM_OK;
+}
+
+/* ========================================================== CPU kernels === */
+
+/* One flat loop over i in [0, n), split among threads above 32768 elements
+ * and vectorised. Every element is independent: the bits do not depend on
+ * the thread count or the vector width. */
+#define MAP(...)                                                                            \
+  do {                                                                                      \
+    _Pragma("omp parallel for simd schedule(static) num_threads(nt) if (n > 32768)")        \
+    for (int64_t i = 0; i < n; i++) { __VA_ARGS__; }                                        \
+  } while (0)
+
+/* Nearest integer, halves to even, for any float: below 2^23 adding and
+ * subtracting 2^23 leaves no fraction bits (round to nearest even is the
+ * FPU's mode); at or above it (and inf, NaN) x already is one. The sign is
+ * put back so that -0.3 gives -0. Written out so no libm decides, and it
+ * vectorises. */
+static inline float rne_f32(float x) {
+  float ax = fabsf(x);
+  float r = copysignf((ax + 8388608.0f) - 8388608.0f, x);
+  return ax < 8388608.0f ? r : x;
+}
+static inline double rne_f64(double x) {
+  double ax = fabs(x);
+  double r = copysign((ax + 4503599627370496.0) - 4503599627370496.0, x);
+  return ax < 4503599627370496.0 ? r : x;
+}
+/* floor and ceil from the nearest integer; the sign of zero follows x
+ * (floor(-0) = -0, ceil(-0.5) = -0), as C's. */
+static inline float floor_f32(float x) {
+  float r = rne_f32(x);
+  return copysignf(r > x ? r - 1.0f : r, x);
+}
+static inline float ceil_f32(float x) {
+  float r = rne_f32(x);
+  return copysignf(r < x ? r + 1.0f : r, x);
+}
+static inline double floor_f64(double x) {
+  double r = rne_f64(x);
+  return copysign(r > x ? r - 1.0 : r, x);
+}
+static inline double ceil_f64(double x) {
+  double r = rne_f64(x);
+  return copysign(r < x ? r + 1.0 : r, x);
+}
+
+static inline double sigmoid_f64(double x) {
+  if (x >= 0) return 1.0 / (1.0 + exp(-x));
+  double e = exp(x);
+  return e / (1.0 + e);
+}
+static inline double softplus_f64(double x) { return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x)); }
+
+/* gelu, tanh form: x/2 (1 + tanh u) = x sigmoid(2u), 2u = x (C1 + C2 x^2).
+ * The sigmoid form does not cancel for negative x as 1 + tanh u does. */
+#define GELU_C1 1.5957691216057308 /* 2 sqrt(2/pi) */
+#define GELU_C2 (GELU_C1 * 0.044715)
+#define SQRT1_2 0.70710678118654752440
+#define INV_SQRT_2PI 0.39894228040143267794 /* 1/sqrt(2 pi) */
+#define TWO_INV_SQRTPI 1.12837916709551257390 /* 2/sqrt(pi) */
+
+/* Exact gelu: x Phi(x) with Phi(x) = erfc(-x/sqrt 2)/2 (accurate for x < 0 too). */
+static inline double gelu_erf_f64(double x) { return 0.5 * x * erfc(-x * SQRT1_2); }
+static inline double gelu_erf_grad_f64(double x) {
+  return 0.5 * erfc(-x * SQRT1_2) + x * INV_SQRT_2PI * exp(-0.5 * x * x);
+}
+
+static void fwd_f32(int id, const uparams *p, const float *x, float *y, int64_t n) {
+  const int nt = em_cpu_threads();
+  const float al = (float)p->alpha, be = (float)p->beta, ga = (float)p->gamma;
+  const float lo = (float)p->lo, hi = (float)p->hi, ex = (float)p->exponent;
+  const float ga_al = (float)(p->gamma * p->alpha);
+  const float c1 = (float)GELU_C1, c2 = (float)GELU_C2;
+  switch (id) {
+  case U_NEG: MAP(y[i] = -x[i]); break;
+  case U_ABS: MAP(y[i] = fabsf(x[i])); break;
+  case U_SIGN: MAP(float v = x[i]; y[i] = v > 0 ? 1.0f : (v < 0 ? -1.0f : v)); break;
+  case U_EXP: MAP(y[i] = em_expf(x[i])); break;
+  case U_LOG: MAP(y[i] = em_logf(x[i])); break;
+  case U_SQRT: MAP(y[i] = em_sqrtf(x[i])); break;
+  case U_RSQRT: MAP(y[i] = em_rsqrtf(x[i])); break;
+  case U_RECIPROCAL: MAP(y[i] = 1.0f / x[i]); break;
+  case U_SIGMOID: MAP(y[i] = em_sigmoidf(x[i])); break;
+  case U_TANH: MAP(y[i] = em_tanhf(x[i])); break;
+  case U_RELU: MAP(float v = x[i]; y[i] = v < 0 ? 0.0f : v); break;
+  case U_LEAKY_RELU: MAP(float v = x[i]; y[i] = v < 0 ? al * v : v); break;
+  case U_ELU: MAP(float v = x[i]; y[i] = v > 0 ? v : al * em_expm1f(v)); break;
+  case U_SELU: MAP(float v = x[i]; y[i] = v > 0 ? ga * v : ga_al * em_expm1f(v)); break;
+  case U_SOFTPLUS: MAP(y[i] = em_softplusf(x[i])); break;
+  case U_SOFTSIGN:
+    MAP(float v = x[i]; float av = fabsf(v); y[i] = av == INFINITY ? copysignf(1.0f, v) : v / (1.0f + av));
+    break;
+  case U_HARD_SIGMOID: MAP(float t = al * x[i] + be; y[i] = t < 0 ? 0.0f : (t > 1 ? 1.0f : t)); break;
+  case U_HARD_SWISH: /* (x + 3)/6 rather than x/6 + 1/2: exact x + 3 near -3, no cancellation */
+    MAP(float v = x[i]; float t = (v + 3.0f) / 6.0f; y[i] = v * (t < 0 ? 0.0f : (t > 1 ? 1.0f : t)));
+    break;
+  case U_GELU:
+    if (p->approx_tanh) MAP(float v = x[i]; y[i] = v * em_sigmoidf(v * (c1 + c2 * (v * v))));
+    else MAP(y[i] = (float)gelu_erf_f64(x[i])); /* double: em_math.h has no erfc */
+    break;
+  case U_SIN: MAP(y[i] = em_sinf(x[i])); break;
+  case U_COS: MAP(y[i] = em_cosf(x[i])); break;
+  case U_TAN: MAP(y[i] = em_tanf(x[i])); break;
+  case U_ATAN: MAP(y[i] = em_atanf(x[i])); break;
+  case U_ASINH: MAP(y[i] = em_asinhf(x[i])); break;
+  case U_FLOOR: MAP(y[i] = floor_f32(x[i])); break;
+  case U_CEIL: MAP(y[i] = ceil_f32(x[i])); break;
+  case U_ROUND: MAP(y[i] = rne_f32(x[i])); break;
+  case U_CLIP: MAP(float v = x[i]; y[i] = v < lo ? lo : (v > hi ? hi : v)); break;
+  case U_POW_SCALAR: MAP(y[i] = em_powf(x[i], ex)); break;
+  case U_ERF: MAP(y[i] = em_erff(x[i])); break;
+  /* Not in em_math.h: double libm, rounded once. */
+  case U_ASIN: MAP(y[i] = (float)asin(x[i])); break;
+  case U_ACOS: MAP(y[i] = (float)acos(x[i])); break;
+  case U_SINH: MAP(y[i] = (float)sinh(x[i])); break;
+  case U_COSH: MAP(y[i] = (float)cosh(x[i])); break;
+  case U_ACOSH: MAP(y[i] = (float)acosh(x[i])); break;
+  case U_ATANH: MAP(y[i] = (float)atanh(x[i])); break;
+  case U_LOG1P: MAP(y[i] = em_log1pf(x[i])); break;
+  case U_THRESHOLDED_RELU: MAP(float v = x[i]; y[i] = v <= al ? 0.0f : v); break;
+  default: break; /* isnan, isinf: fwd_bool */
+  }
+}
+
+static void fwd_f64(int id, const uparams *p, const double *x, double *y, int64_t n) {
+  const int nt = em_cpu_threads();
+  const double al = p->alpha, be = p->beta, ga = p->gamma, lo = p->lo, hi = p->hi, ex = p->exponent;
+  const double ga_al = p->gamma * p->alpha;
+  switch (id) {
+  case U_NEG: MAP(y[i] = -x[i]); break;
+  case U_ABS: MAP(y[i] = fabs(x[i])); break;
+  case U_SIGN: MAP(double v = x[i]; y[i] = v > 0 ? 1.0 : (v < 0 ? -1.0 : v)); break;
+  case U_EXP: MAP(y[i] = exp(x[i])); break;
+  case U_LOG: MAP(y[i] = log(x[i])); break;
+  case U_SQRT: MAP(y[i] = sqrt(x[i])); break;
+  case U_RSQRT: MAP(y[i] = 1.0 / sqrt(x[i])); break;
+  case U_RECIPROCAL: MAP(y[i] = 1.0 / x[i]); break;
+  case U_SIGMOID: MAP(y[i] = sigmoid_f64(x[i])); break;
+  case U_TANH: MAP(y[i] = tanh(x[i])); break;
+  case U_RELU: MAP(double v = x[i]; y[i] = v < 0 ? 0.0 : v); break;
+  case U_LEAKY_RELU: MAP(double v = x[i]; y[i] = v < 0 ? al * v : v); break;
+  case U_ELU: MAP(double v = x[i]; y[i] = v > 0 ? v : al * expm1(v)); break;
+  case U_SELU: MAP(double v = x[i]; y[i] = v > 0 ? ga * v : ga_al * expm1(v)); break;
+  case U_SOFTPLUS: MAP(y[i] = softplus_f64(x[i])); break;
+  case U_SOFTSIGN:
+    MAP(double v = x[i]; double av = fabs(v); y[i] = av == INFINITY ? copysign(1.0, v) : v / (1.0 + av));
+    break;
+  case U_HARD_SIGMOID: MAP(double t = al * x[i] + be; y[i] = t < 0 ? 0.0 : (t > 1 ? 1.0 : t)); break;
+  case U_HARD_SWISH:
+    MAP(double v = x[i]; double t = (v + 3.0) / 6.0; y[i] = v * (t < 0 ? 0.0 : (t > 1 ? 1.0 : t)));
+    break;
+  case U_GELU:
+    if (p->approx_tanh) MAP(double v = x[i]; y[i] = v * sigmoid_f64(v * (GELU_C1 + GELU_C2 * (v * v))));
+    else MAP(y[i] = gelu_erf_f64(x[i]));
+    break;
+  case U_SIN: MAP(y[i] = sin(x[i])); break;
+  case U_COS: MAP(y[i] = cos(x[i])); break;
+  case U_TAN: MAP(y[i] = tan(x[i])); break;
+  case U_ATAN: MAP(y[i] = atan(x[i])); break;
+  case U_ASINH: MAP(y[i] = asinh(x[i])); break;
+  case U_FLOOR: MAP(y[i] = floor_f64(x[i])); break;
+  case U_CEIL: MAP(y[i] = ceil_f64(x[i])); break;
+  case U_ROUND: MAP(y[i] = rne_f64(x[i])); break;
+  case U_CLIP: MAP(double v = x[i]; y[i] = v < lo ? lo : (v > hi ? hi : v)); break;
+  case U_POW_SCALAR: MAP(y[i] = pow(x[i], ex)); break;
+  case U_ERF: MAP(y[i] = erf(x[i])); break;
+  case U_ASIN: MAP(y[i] = asin(x[i])); break;
+  case U_ACOS: MAP(y[i] = acos(x[i])); break;
+  case U_SINH: MAP(y[i] = sinh(x[i])); break;
+  case U_COSH: MAP(y[i] = cosh(x[i])); break;
+  case U_ACOSH: MAP(y[i] = acosh(x[i])); break;
+  case U_ATANH: MAP(y[i] = atanh(x[i])); break;
+  case U_LOG1P: MAP(y[i] = log1p(x[i])); break;
+  case U_THRESHOLDED_RELU: MAP(double v = x[i]; y[i] = v <= al ? 0.0 : v); break;
+  default: break;
+  }
+}
+
+/* Integer ops. Negation goes through the unsigned type so that -INT_MIN
+ * wraps (to INT_MIN) instead of being undefined behaviour. */
+#define INT_FWD(T, U, TMIN, TMAX)                                                                          \
+  static void fwd_##T(int id, const uparams *p, const T *x, T *y, int64_t n) {                              \
+    const int nt = em_cpu_threads();                                                                        \
+    const T lo = p->lo <= (double)TMIN ? TMIN : (p->lo >= (double)TMAX ? TMAX : (T)p->lo);                 \
+    const T hi = p->hi <= (double)TMIN ? TMIN : (p->hi >= (double)TMAX ? TMAX : (T)p->hi);                 \
+    switch (id) {                                                                                           \
+    case U_NEG: MAP(y[i] = (T)(0u - (U)x[i])); break;                                                       \
+    case U_ABS: MAP(T v = x[i]; y[i] = v < 0 ? (T)(0u - (U)v) : v); break;                                  \
+    case U_SIGN: MAP(T v = x[i]; y[i] = (T)((v > 0) - (v < 0))); break;                                     \
+    case U_RELU: MAP(T v = x[i]; y[i] = v < 0 ? 0 : v); break;                                              \
+    case U_CLIP: MAP(T v = x[i]; y[i] = v < lo ? lo : (v > hi ? hi : v)); break;                            \
+    default: break;                                                                                         \
+    }                                                                                                       \
+  }
+INT_FWD(int32_t, uint32_t, INT32_MIN, INT32_MAX)
+INT_FWD(int64_t, uint64_t, INT64_MIN, INT64_MAX)
+
+/* isnan / isinf into bool (one byte, 0 or 1). */
+#define BOOL_FWD(T, ABS)                                                                        \
+  static void fwd_bool_##T(int id, const uparams *p, const T *x, uint8_t *y, int64_t n) {       \
+    const int nt = em_cpu_threads();                                                            \
+    const int neg = p->detect_neg, pos = p->detect_pos;                                         \
+    if (id == U_ISNAN) MAP(T v = x[i]; y[i] = (uint8_t)(v != v));                               \
+    else MAP(T v = x[i]; y[i] = (uint8_t)(ABS(v) == (T)INFINITY && (v > 0 ? pos : neg)));       \
+  }
+BOOL_FWD(float, fabsf)
+BOOL_FWD(double, fabs)
+
+static em_status unary_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  int id = fn_of_def(a);
+  if (id < 0) return em_op_fail(a, "not a unary op");
+  em_dtype dt = em_tensor_dtype(in[0]);
+  uparams p;
+  em_status s = read_params(a, &fns[id], dt, 0, &p);
+  if (s) return s;
+  int64_t n = em_tensor_numel(in[0]);
+  const void *x = em_tensor_data(in[0]);
+  void *y = em_tensor_data(out[0]);
+  if (id == U_ISNAN || id == U_ISINF) {
+    if (dt == EM_F32) fwd_bool_float(id, &p, x, y, n);
+    else fwd_bool_double(id, &p, x, y, n);
+    return EM_OK;
+  }
+  switch (dt) {
+  case EM_F32: fwd_f32(id, &p, x, y, n); break;
+  case EM_F64: fwd_f64(id, &p, x, y, n); break;
+  case EM_I32: fwd_int32_t(id, &p, x, y, n); break;
+  case EM_I64: fwd_int64_t(id, &p, x, y, n); break;
+  default: return em_op_fail(a, "dtype %s reached the CPU kernel", em_dtype_name(dt));
+  }
+  return EM_OK;
+}
+
+/* ======================================================= gradient kernels === */
+
+/* dx = dy * f'(x), with y = f(x) where it is the cheaper way. Loops over
+ * (x, y, g = dy) into dx. */
+static void grad_f32(int id, const uparams *p, const float *x, const float *y, const float *dy, float *dx, int64_t n) {
+  const int nt = em_cpu_threads();
+  const float al = (float)p->alpha, be = (float)p->beta, ga = (float)p->gamma;
+  const float lo = (float)p->lo, hi = (float)p->hi, ex = (float)p->exponent;
+  const float ga_al = (float)(p->gamma * p->alpha), exm1 = ex - 1.0f;
+  const float c1 = (float)GELU_C1, c2 = (float)GELU_C2, c3 = (float)(3.0 * GELU_C2);
+  switch (id) {
+  case U_NEG: MAP(dx[i] = -dy[i]); break;
+  case U_ABS: MAP(float v = x[i]; float g = dy[i]; dx[i] = v > 0 ? g : (v < 0 ? -g : 0.0f)); break;
+  case U_EXP: MAP(dx[i] = dy[i] * y[i]); break;
+  case U_LOG: MAP(dx[i] = dy[i] / x[i]); break;
+  case U_SQRT: MAP(dx[i] = (0.5f * dy[i]) / y[i]); break;
+  case U_RSQRT: MAP(float w = y[i]; dx[i] = (-0.5f * dy[i]) * (w * w * w)); break;
+  case U_RECIPROCAL: MAP(float w = y[i]; dx[i] = -dy[i] * (w * w)); break;
+  case U_SIGMOID: MAP(float w = y[i]; dx[i] = dy[i] * ((1.0f - w) * w)); break;
+  case U_TANH: MAP(float w = y[i]; dx[i] = dy[i] * (1.0f - w * w)); break;
+  case U_RELU: MAP(float g = dy[i]; dx[i] = x[i] > 0 ? g : 0.0f); break;
+  case U_LEAKY_RELU: MAP(float g = dy[i]; float ag = al * g; dx[i] = x[i] > 0 ? g : ag); break;
+  case U_ELU: MAP(float g = dy[i]; float t = g * (y[i] + al); dx[i] = x[i] > 0 ? g : t); break;
+  case U_SELU: MAP(float g = dy[i]; float t = g * (y[i] + ga_al); dx[i] = x[i] > 0 ? ga * g : t); break;
+  case U_SOFTPLUS: MAP(dx[i] = dy[i] * em_sigmoidf(x[i])); break;
+  case U_SOFTSIGN: MAP(float d = 1.0f + fabsf(x[i]); dx[i] = dy[i] / (d * d)); break;
+  case U_HARD_SIGMOID: MAP(float t = al * x[i] + be; float ag = al * dy[i]; dx[i] = t > 0 && t < 1 ? ag : 0.0f); break;
+  case U_HARD_SWISH:
+    MAP(float v = x[i]; float g = dy[i]; float m = g * (v / 3.0f + 0.5f);
+        dx[i] = v < -3.0f ? 0.0f : (v <= 3.0f ? m : g));
+    break;
+  case U_GELU:
+    if (p->approx_tanh)
+      MAP(float v = x[i]; float v2 = v * v; float s = em_sigmoidf(v * (c1 + c2 * v2));
+          dx[i] = dy[i] * (s + v * (s * (1.0f - s)) * (c1 + c3 * v2)));
+    else MAP(dx[i] = (float)(dy[i] * gelu_erf_grad_f64(x[i])));
+    break;
+  case U_SIN: MAP(dx[i] = dy[i] * em_cosf(x[i])); break;
+  case U_COS: MAP(dx[i] = -dy[i] * em_sinf(x[i])); break;
+  case U_TAN: MAP(float w = y[i]; dx[i] = dy[i] * (1.0f + w * w)); break;
+  case U_ATAN: MAP(float v = x[i]; dx[i] = dy[i] / (1.0f + v * v)); break;
+  case U_ASINH: MAP(float v = x[i]; dx[i] = dy[i] / em_sqrtf(v * v + 1.0f)); break;
+  case U_CLIP: MAP(float v = x[i]; float g = dy[i]; dx[i] = v >= lo && v <= hi ? g : 0.0f); break;
+  case U_POW_SCALAR:
+    if (ex == 0.0f) MAP(dx[i] = 0.0f);
+    else MAP(dx[i] = dy[i] * (ex * em_powf(x[i], exm1)));
+    break;
+  case U_ERF: MAP(float v = x[i]; dx[i] = dy[i] * ((float)TWO_INV_SQRTPI * em_expf(-(v * v)))); break;
+  /* Not in em_math.h (and 1 - x^2 cancels near |x| = 1): double, rounded once. */
+  case U_ASIN: MAP(double v = x[i]; dx[i] = (float)(dy[i] / sqrt((1.0 - v) * (1.0 + v)))); break;
+  case U_ACOS: MAP(double v = x[i]; dx[i] = (float)(-dy[i] / sqrt((1.0 - v) * (1.0 + v)))); break;
+  case U_SINH: MAP(dx[i] = (float)(dy[i] * cosh(x[i]))); break;
+  case U_COSH: MAP(dx[i] = (float)(dy[i] * sinh(x[i]))); break;
+  case U_ACOSH: MAP(double v = x[i]; dx[i] = (float)(dy[i] / sqrt((v - 1.0) * (v + 1.0)))); break;
+  case U_ATANH: MAP(double v = x[i]; dx[i] = (float)(dy[i] / ((1.0 - v) * (1.0 + v)))); break;
+  case U_LOG1P: MAP(dx[i] = dy[i] / (1.0f + x[i])); break;
+  case U_THRESHOLDED_RELU: MAP(float g = dy[i]; dx[i] = x[i] > al ? g : 0.0f); break;
+  default: break;
+  }
+}
+
+static void grad_f64(int id, const uparams *p, const double *x, const double *y, const double *dy, double *dx,
+                     int64_t n) {
+  const int nt = em_cpu_threads();
+  const double al = p->alpha, be = p->beta, ga = p->gamma, lo = p->lo, hi = p->hi, ex = p->exponent;
+  const double ga_al = p->gamma * p->alpha;
+  switch (id) {
+  case U_NEG: MAP(dx[i] = -dy[i]); break;
+  case U_ABS: MAP(double v = x[i]; double g = dy[i]; dx[i] = v > 0 ? g : (v < 0 ? -g : 0.0)); break;
+  case U_EXP: MAP(dx[i] = dy[i] * y[i]); break;
+  case U_LOG: MAP(dx[i] = dy[i] / x[i]); break;
+  case U_SQRT: MAP(dx[i] = (0.5 * dy[i]) / y[i]); break;
+  case U_RSQRT: MAP(double w = y[i]; dx[i] = (-0.5 * dy[i]) * (w * w * w)); break;
+  case U_RECIPROCAL: MAP(double w = y[i]; dx[i] = -dy[i] * (w * w)); break;
+  case U_SIGMOID: MAP(double w = y[i]; dx[i] = dy[i] * ((1.0 - w) * w)); break;
+  case U_TANH: MAP(double w = y[i]; dx[i] = dy[i] * (1.0 - w * w)); break;
+  case U_RELU: MAP(double g = dy[i]; dx[i] = x[i] > 0 ? g : 0.0); break;
+  case U_LEAKY_RELU: MAP(double g = dy[i]; double ag = al * g; dx[i] = x[i] > 0 ? g : ag); break;
+  case U_ELU: MAP(double g = dy[i]; double t = g * (y[i] + al); dx[i] = x[i] > 0 ? g : t); break;
+  case U_SELU: MAP(double g = dy[i]; double t = g * (y[i] + ga_al); dx[i] = x[i] > 0 ? ga * g : t); break;
+  case U_SOFTPLUS: MAP(dx[i] = dy[i] * sigmoid_f64(x[i])); break;
+  case U_SOFTSIGN: MAP(double d = 1.0 + fabs(x[i]); dx[i] = dy[i] / (d * d)); break;
+  case U_HARD_SIGMOID: MAP(double t = al * x[i] + be; double ag = al * dy[i]; dx[i] = t > 0 && t < 1 ? ag : 0.0); break;
+  case U_HARD_SWISH:
+    MAP(double v = x[i]; double g = dy[i]; double m = g * (v / 3.0 + 0.5); dx[i] = v < -3.0 ? 0.0 : (v <= 3.0 ? m : g));
+    break;
+  case U_GELU:
+    if (p->approx_tanh)
+      MAP(double v = x[i]; double v2 = v * v; double s = sigmoid_f64(v * (GELU_C1 + GELU_C2 * v2));
+          dx[i] = dy[i] * (s + v * (s * (1.0 - s)) * (GELU_C1 + 3.0 * GELU_C2 * v2)));
+    else MAP(dx[i] = dy[i] * gelu_erf_grad_f64(x[i]));
+    break;
+  case U_SIN: MAP(dx[i] = dy[i] * cos(x[i])); break;
+  case U_COS: MAP(dx[i] = -dy[i] * sin(x[i])); break;
+  case U_TAN: MAP(double w = y[i]; dx[i] = dy[i] * (1.0 + w * w)); break;
+  case U_ATAN: MAP(double v = x[i]; dx[i] = dy[i] / (1.0 + v * v)); break;
+  case U_ASINH: MAP(double v = x[i]; dx[i] = dy[i] / sqrt(v * v + 1.0)); break;
+  case U_CLIP: MAP(double v = x[i]; double g = dy[i]; dx[i] = v >= lo && v <= hi ? g : 0.0); break;
+  case U_POW_SCALAR:
+    if (ex == 0.0) MAP(dx[i] = 0.0);
+    else MAP(dx[i] = dy[i] * (ex * pow(x[i], ex - 1.0)));
+    break;
+  case U_ERF: MAP(double v = x[i]; dx[i] = dy[i] * (TWO_INV_SQRTPI * exp(-(v * v)))); break;
+  case U_ASIN: MAP(double v = x[i]; dx[i] = dy[i] / sqrt((1.0 - v) * (1.0 + v))); break;
+  case U_ACOS: MAP(double v = x[i]; dx[i] = -dy[i] / sqrt((1.0 - v) * (1.0 + v))); break;
+  case U_SINH: MAP(dx[i] = dy[i] * cosh(x[i])); break;
+  case U_COSH: MAP(dx[i] = dy[i] * sinh(x[i])); break;
+  case U_ACOSH: MAP(double v = x[i]; dx[i] = dy[i] / sqrt((v - 1.0) * (v + 1.0))); break;
+  case U_ATANH: MAP(double v = x[i]; dx[i] = dy[i] / ((1.0 - v) * (1.0 + v))); break;
+  case U_LOG1P: MAP(dx[i] = dy[i] / (1.0 + x[i])); break;
+  case U_THRESHOLDED_RELU: MAP(double g = dy[i]; dx[i] = x[i] > al ? g : 0.0); break;
+  default: break;
+  }
+}
+
+static em_status grad_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  int id = grad_fn(a);
+  if (id < 0) return EM_ERR_INVALID_ARGUMENT;
+  em_dtype dt = em_tensor_dtype(in[0]);
+  uparams p;
+  em_status s = read_params(a, &fns[id], dt, 1, &p);
+  if (s) return s;
+  int64_t n = em_tensor_numel(in[0]);
+  const void *x = em_tensor_data(in[0]), *y = em_tensor_data(in[1]), *dy = em_tensor_data(in[2]);
+  void *dx = em_tensor_data(out[0]);
+  if (dt == EM_F32) grad_f32(id, &p, x, y, dy, dx, n);
+  else if (dt == EM_F64) grad_f64(id, &p, x, y, dy, dx, n);
+  else return em_op_fail(a, "dtype %s reached the CPU kernel", em_dtype_name(dt));
+  return EM_OK;
+}
+
+/* ============================================================ backward === */
+
+#define MAX_FWD_ATTRS 8
+
+static em_status unary_backward(em_graph *g, const em_op_args *a, const em_var *x, const em_var *y, const em_var *dy,
+                                em_var *din) {
+  int id = fn_of_def(a);
+  if (id < 0 || dy[0] < 0) return EM_OK;
+  /* Integers carry no gradient; isnan/isinf have none. */
+  if (!em_dtype_is_float(a->in[0].dtype) || fns[id].grad == G_NONE) return EM_OK;
+  if (fns[id].grad == G_ZERO) return em_apply1(g, "zeros_like", x[0], &din[0]);
+  /* fn plus the forward's attributes as given (infer accepted them: at most
+   * one of each name the op takes). */
+  if (a->n_attrs > MAX_FWD_ATTRS) return em_op_fail(a, "too many attributes (%d)", a->n_attrs);
+  em_attr at[MAX_FWD_ATTRS + 1];
+  at[0] = (em_attr){.name = "fn", .type = EM_ATTR_STRING, .s = fns[id].name};
+  for (int i = 0; i < a->n_attrs; i++) at[i + 1] = a->attrs[i];
+  em_var in[3] = {x[0], y[0], dy[0]};
+  return em_apply(g, "_unary_grad", in, 3, at, a->n_attrs + 1, &din[0], 1);
+}
+
+/* =============================================================== table === */
+
+#define AS_DEF(id, nm, dt, at, gr, al, be, ga, dc)                                                          \
+  {.name = nm, .doc = dc, .min_inputs = 1, .max_inputs = 1, .n_outputs = 1, .no_grad = (gr) == G_NONE,    \
+   .inplace = U_##id != U_ISNAN && U_##id != U_ISINF, .infer = unary_infer, .cpu = unary_cpu,              \
+   .backward = unary_backward},
+
+const em_op_def em_ops_unary[] = {
+  UNARY_OPS(AS_DEF)
+  {.name = "_unary_grad",
+   .doc = "dx = dy * f'(x) for the unary op f named by attribute fn (string), inputs (x, y = f(x), dy), "
+          "plus f's attributes; f32 f64",
+   .min_inputs = 3, .max_inputs = 3, .n_outputs = 1, .inplace = 1, .infer = grad_infer, .cpu = grad_cpu},
+};
+const size_t em_ops_unary_count = sizeof em_ops_unary / sizeof em_ops_unary[0];
