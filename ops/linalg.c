@@ -1,0 +1,647 @@
+/* Linear algebra: matrix products through OpenBLAS.
+ *
+ * matmul(a, b)
+ *   numpy matmul: a 1-D a is a row vector [1,K] and a 1-D b a column vector
+ *   [K,1], the added axis removed from the result; the axes before the last
+ *   two are batch axes and broadcast ([2,1,3,4] @ [5,4,6] -> [2,5,3,6]).
+ *   f32, f64 (cblas_sgemm / cblas_dgemm), i32, i64 (a plain loop, wrapping).
+ *   Attributes:
+ *     transpose_a INT 0  a's last two axes are used transposed (rank >= 2 only)
+ *     transpose_b INT 0  b's last two axes are used transposed (rank >= 2 only)
+ * gemm(a, b[, c])
+ *   ONNX Gemm: y = alpha * op(a) @ op(b) + beta * c, a and b 2-D, c
+ *   broadcast (unidirectionally) to [M,N]. f32, f64. As in BLAS, beta = 0
+ *   ignores c's values. Attributes: alpha FLOAT 1, beta FLOAT 1,
+ *   transA INT 0, transB INT 0 (ONNX's names).
+ * _matmul_grad(dy, a, b)          (internal: the gradients of matmul and gemm)
+ *   which INT (0: d/da, 1: d/db), transpose_a, transpose_b, alpha FLOAT 1.
+ *   Computes the product and sums it over broadcast batch axes in one pass
+ *   (gemm accumulating with beta = 1 in batch order), so 1-D operands and
+ *   broadcast batches need no reshape or sum_to nodes.
+ * _gemm_c_grad(dy, c)             (internal: gemm's gradient into c)
+ *   beta FLOAT 1: beta * dy summed to c's shape.
+ *
+ * Determinism: OpenBLAS's own threading is NOT thread-count independent
+ * (its blocking and edge kernels change with the partition), so OpenBLAS is
+ * kept single-threaded and Ember splits each product into tiles whose sizes
+ * depend on the shapes alone, computed in parallel, one BLAS call per tile;
+ * products that share a target (broadcast batches in a gradient) add up in
+ * batch order. Results are the same bits whatever em_set_num_threads says
+ * (tests/unit/test_ops_linalg.c checks it). */
+#include <cblas.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "op.h"
+
+/* ---------------------------------------------------------- geometry --- */
+
+/* How matmul sees its operands: M x K times K x N per batch matrix, the
+ * batch axes broadcast. Strides are in elements and 0 along broadcast axes. */
+typedef struct mm_geom {
+  int ta, tb;                 /* operands used transposed */
+  int a_vec, b_vec;           /* 1-D operand promoted (its added axis dropped from y) */
+  int64_t m, n, k;
+  int nb;                     /* batch rank of the result */
+  int64_t batch[EM_MAX_DIMS];
+  int64_t a_stride[EM_MAX_DIMS], b_stride[EM_MAX_DIMS];
+  int64_t n_batch;            /* product of batch (or -1 when dynamic) */
+  int64_t a_batch, b_batch;   /* matrices stored in a and b */
+} mm_geom;
+
+static int is_dyn(int64_t d) { return d < 0; }
+
+static int all_known(const em_shape *s) {
+  for (int i = 0; i < s->ndim; i++)
+    if (is_dyn(s->dims[i])) return 0;
+  return 1;
+}
+
+/* Rows and columns of an operand as stored ([1,K] for a 1-D a, [K,1] for a 1-D b). */
+static void stored_matrix(const em_shape *s, int is_b, int64_t *rows, int64_t *cols) {
+  if (s->ndim == 1) {
+    *rows = is_b ? s->dims[0] : 1;
+    *cols = is_b ? 1 : s->dims[0];
+  } else {
+    *rows = s->dims[s->ndim - 2];
+    *cols = s->dims[s->ndim - 1];
+  }
+}
+
+/* Element strides of one operand's batch axes aligned to the result's batch
+ * axes (0 where the operand is missing the axis or broadcasts it). */
+static void batch_strides(const em_shape *s, const mm_geom *g, int64_t *stride, int64_t *stored) {
+  int own = s->ndim > 2 ? s->ndim - 2 : 0;
+  int64_t step = 1;
+  for (int i = own; i < s->ndim; i++) step *= s->dims[i];
+  *stored = 1;
+  for (int j = g->nb - 1; j >= 0; j--) {
+    int i = j - (g->nb - own);
+    int64_t d = i >= 0 ? s->dims[i] : 1;
+    stride[j] = (i >= 0 && d != 1) ? step : 0;
+    step *= d;
+    *stored *= d;
+  }
+}
+
+/* Checks a, b and the transposes and fills g and the result's shape. Works
+ * with dynamic (-1) dimensions too; strides are only meaningful when the
+ * shapes are concrete. */
+static em_status mm_geometry(const em_op_args *op, const em_shape *a, const em_shape *b, int64_t ta, int64_t tb,
+                             mm_geom *g, em_shape *out) {
+  memset(g, 0, sizeof *g);
+  if (a->ndim < 1 || b->ndim < 1)
+    return em_op_fail(op, "operands must have rank >= 1 (got ranks %d and %d)", a->ndim, b->ndim);
+  if (ta != 0 && ta != 1) return em_op_fail(op, "attribute transpose_a must be 0 or 1, got %lld", (long long)ta);
+  if (tb != 0 && tb != 1) return em_op_fail(op, "attribute transpose_b must be 0 or 1, got %lld", (long long)tb);
+  if (ta && a->ndim == 1) return em_op_fail(op, "transpose_a needs a rank >= 2 first operand (it is 1-D)");
+  if (tb && b->ndim == 1) return em_op_fail(op, "transpose_b needs a rank >= 2 second operand (it is 1-D)");
+  g->ta = (int)ta;
+  g->tb = (int)tb;
+  g->a_vec = a->ndim == 1;
+  g->b_vec = b->ndim == 1;
+  int64_t ar, ac, br, bc;
+  stored_matrix(a, 0, &ar, &ac);
+  stored_matrix(b, 1, &br, &bc);
+  g->m = ta ? ac : ar;
+  int64_t ka = ta ? ar : ac;
+  int64_t kb = tb ? bc : br;
+  g->n = tb ? br : bc;
+  if (!is_dyn(ka) && !is_dyn(kb) && ka != kb)
+    return em_op_fail(op, "inner dimensions differ: the first operand gives K = %lld, the second K = %lld%s",
+                      (long long)ka, (long long)kb, (ta || tb) ? " (after the transposes)" : "");
+  g->k = is_dyn(ka) ? kb : ka;
+
+  int na = a->ndim > 2 ? a->ndim - 2 : 0, nbb = b->ndim > 2 ? b->ndim - 2 : 0;
+  g->nb = na > nbb ? na : nbb;
+  g->n_batch = 1;
+  for (int j = 0; j < g->nb; j++) {
+    int ia = j - (g->nb - na), ib = j - (g->nb - nbb);
+    int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
+    int64_t d;
+    if (da == db || db == 1) d = da;
+    else if (da == 1) d = db;
+    else if (is_dyn(da) || is_dyn(db)) d = -1;
+    else
+      return em_op_fail(op, "batch axes do not broadcast: batch axis %d is %lld in the first operand, %lld in the second",
+                        j, (long long)da, (long long)db);
+    g->batch[j] = d;
+    g->n_batch = (is_dyn(d) || g->n_batch < 0) ? -1 : g->n_batch * d;
+  }
+
+  out->dtype = a->dtype;
+  out->ndim = 0;
+  for (int j = 0; j < g->nb; j++) out->dims[out->ndim++] = g->batch[j];
+  if (!g->a_vec) out->dims[out->ndim++] = g->m;
+  if (!g->b_vec) out->dims[out->ndim++] = g->n;
+
+  if (all_known(a) && all_known(b)) {
+    batch_strides(a, g, g->a_stride, &g->a_batch);
+    batch_strides(b, g, g->b_stride, &g->b_batch);
+  }
+  return EM_OK;
+}
+
+/* Element offsets of batch matrix idx (row-major over the result's batch axes) in a and b. */
+static void batch_offsets(const mm_geom *g, int64_t idx, int64_t *oa, int64_t *ob) {
+  *oa = *ob = 0;
+  for (int j = g->nb - 1; j >= 0; j--) {
+    int64_t i = idx % g->batch[j];
+    idx /= g->batch[j];
+    *oa += i * g->a_stride[j];
+    *ob += i * g->b_stride[j];
+  }
+}
+
+/* One contiguous run of batch matrices can be a single gemm: a stacked
+ * [n_batch * M, K] block against one shared b (a dense layer on a batch). */
+static int fold_batches(const mm_geom *g) {
+  return !g->ta && g->b_batch == 1 && g->a_batch == g->n_batch && g->n_batch > 1;
+}
+
+/* ------------------------------------------------------------ kernels --- */
+
+/* C[m,n] = alpha * op(X)[m,k] @ op(Y)[k,n] + beta * C, row-major with
+ * leading dimensions (in elements). */
+typedef struct gemm_call {
+  int tx, ty;
+  int64_t m, n, k;
+  double alpha, beta;
+  const void *x;
+  int64_t ldx;
+  const void *y;
+  int64_t ldy;
+  void *c;
+  int64_t ldc;
+} gemm_call;
+
+/* Ember parallelises products itself (fixed tiles, below) and keeps
+ * OpenBLAS single-threaded: OpenBLAS's own threading changes the blocking
+ * and which kernel (edge or full tile) computes an element, so its results
+ * depend on the thread count (measured on 0.3.21: dgemm 300x500x400 differs
+ * in ~1% of elements between 1, 2 and 4 threads, sgemm between 1 and 2). */
+static void blas_single_thread(void) {
+  if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
+}
+
+static int fits_blas(int64_t v) { return v >= 0 && v <= INT_MAX; }
+
+/* k == 0: C = beta * C (BLAS may return early and leave C as it was). */
+static void scale_block(em_dtype dt, void *c, int64_t m, int64_t n, int64_t ldc, double beta) {
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) {
+      if (dt == EM_F32) {
+        float *p = (float *)c + i * ldc + j;
+        *p = beta == 0 ? 0.0f : (float)(beta * *p);
+      } else {
+        double *p = (double *)c + i * ldc + j;
+        *p = beta == 0 ? 0.0 : beta * *p;
+      }
+    }
+}
+
+static void float_gemm(em_dtype dt, const gemm_call *c) {
+  enum CBLAS_TRANSPOSE tx = c->tx ? CblasTrans : CblasNoTrans, ty = c->ty ? CblasTrans : CblasNoTrans;
+  if (dt == EM_F32)
+    cblas_sgemm(CblasRowMajor, tx, ty, (blasint)c->m, (blasint)c->n, (blasint)c->k, (float)c->alpha, c->x,
+                (blasint)c->ldx, c->y, (blasint)c->ldy, (float)c->beta, c->c, (blasint)c->ldc);
+  else
+    cblas_dgemm(CblasRowMajor, tx, ty, (blasint)c->m, (blasint)c->n, (blasint)c->k, c->alpha, c->x,
+                (blasint)c->ldx, c->y, (blasint)c->ldy, c->beta, c->c, (blasint)c->ldc);
+}
+
+/* Integer products: C = op(X) @ op(Y) (+ C when beta != 0), wrapping on
+ * overflow (unsigned arithmetic); alpha is 1 for integer matmul. */
+static int64_t int_at(em_dtype dt, const void *p, int64_t i) {
+  return dt == EM_I32 ? ((const int32_t *)p)[i] : ((const int64_t *)p)[i];
+}
+
+static void int_gemm(em_dtype dt, const gemm_call *c) {
+  for (int64_t i = 0; i < c->m; i++)
+    for (int64_t j = 0; j < c->n; j++) {
+      uint64_t s = c->beta != 0 ? (uint64_t)int_at(dt, c->c, i * c->ldc + j) : 0;
+      for (int64_t p = 0; p < c->k; p++) {
+        int64_t xv = int_at(dt, c->x, c->tx ? p * c->ldx + i : i * c->ldx + p);
+        int64_t yv = int_at(dt, c->y, c->ty ? j * c->ldy + p : p * c->ldy + j);
+        s += (uint64_t)xv * (uint64_t)yv;
+      }
+      if (dt == EM_I32) ((int32_t *)c->c)[i * c->ldc + j] = (int32_t)(uint32_t)s;
+      else ((int64_t *)c->c)[i * c->ldc + j] = (int64_t)s;
+    }
+}
+
+/* One product on the calling thread. */
+static void gemm_one(em_dtype dt, const gemm_call *c) {
+  if (c->m == 0 || c->n == 0) return;
+  if (dt == EM_I32 || dt == EM_I64) int_gemm(dt, c);
+  else if (c->k == 0) scale_block(dt, c->c, c->m, c->n, c->ldc, c->beta);
+  else float_gemm(dt, c);
+}
+
+/* The [r0, r0+h) x [c0, c0+w) block of a product's C. */
+static gemm_call sub_block(const gemm_call *c, size_t es, int64_t r0, int64_t h, int64_t c0, int64_t w) {
+  gemm_call s = *c;
+  s.m = h;
+  s.n = w;
+  s.x = (const char *)c->x + (size_t)(c->tx ? r0 : r0 * c->ldx) * es;
+  s.y = (const char *)c->y + (size_t)(c->ty ? c0 * c->ldy : c0) * es;
+  s.c = (char *)c->c + (size_t)(r0 * c->ldc + c0) * es;
+  return s;
+}
+
+/* Products below this many multiply-adds are not split into tiles, and a
+ * whole plan below PAR_WORK runs on one thread. */
+#define TILE_WORK 2097152.0
+#define PAR_WORK 262144.0
+#define TILE_ROWS 128
+#define TILE_COLS 256
+
+/* Tile extent along one axis: about `unit`, balanced, a multiple of 16.
+ * A function of the shape alone, never of the thread count. */
+static int64_t tile_extent(int64_t len, int64_t unit) {
+  if (len <= unit) return len > 0 ? len : 1;
+  int64_t tiles = (len + unit - 1) / unit, e = (len + tiles - 1) / tiles;
+  return (e + 15) / 16 * 16;
+}
+
+/* A batch of products into target matrices: product i adds
+ * alpha op(X + ox) op(Y + oy) into C + oc. Products sharing a target run
+ * one after another in batch order (the first with beta_first, the rest
+ * accumulating), so sums never depend on scheduling. */
+typedef struct gemm_item {
+  int64_t ox, oy, oc, idx;
+} gemm_item;
+
+typedef struct gemm_plan {
+  em_dtype dt;
+  gemm_call proto;            /* transposes, sizes, alpha, leading dims; pointers are the bases */
+  double beta_first;
+  gemm_item *items;           /* sorted by (oc, idx) */
+  int64_t count;
+} gemm_plan;
+
+static int item_cmp(const void *pa, const void *pb) {
+  const gemm_item *a = pa, *b = pb;
+  if (a->oc != b->oc) return a->oc < b->oc ? -1 : 1;
+  return (a->idx > b->idx) - (a->idx < b->idx);
+}
+
+/* Work items: (group of products sharing a target) x (tile of the target).
+ * Each tile is computed by one single-threaded BLAS call per product, so
+ * every element's arithmetic is fixed by the shapes alone; the tiles run in
+ * parallel. */
+static em_status gemm_plan_run(const em_op_args *a, gemm_plan *p) {
+  const gemm_call *c = &p->proto;
+  if (p->count == 0 || c->m == 0 || c->n == 0) return EM_OK;
+  for (int64_t i = 1; i < p->count; i++)
+    if (item_cmp(&p->items[i - 1], &p->items[i]) > 0) {
+      qsort(p->items, (size_t)p->count, sizeof *p->items, item_cmp);
+      break;
+    }
+  int64_t *start = malloc(sizeof *start * (size_t)(p->count + 1)), n_groups = 0;
+  if (!start) return em_op_fail(a, "no memory to plan %lld products", (long long)p->count);
+  for (int64_t i = 0; i < p->count; i++)
+    if (i == 0 || p->items[i].oc != p->items[i - 1].oc) start[n_groups++] = i;
+  start[n_groups] = p->count;
+
+  double work = (double)c->m * (double)c->n * (double)(c->k > 0 ? c->k : 1); /* double: no overflow */
+  int split = work >= TILE_WORK;
+  int64_t th = split ? tile_extent(c->m, TILE_ROWS) : c->m, tw = split ? tile_extent(c->n, TILE_COLS) : c->n;
+  int64_t rt = (c->m + th - 1) / th, ct = (c->n + tw - 1) / tw, n_work = n_groups * rt * ct;
+  int par = n_work > 1 && work * (double)p->count >= PAR_WORK;
+  size_t es = em_dtype_size(p->dt);
+  blas_single_thread();
+#pragma omp parallel for schedule(dynamic, 1) num_threads(em_cpu_threads()) if (par)
+  for (int64_t w = 0; w < n_work; w++) {
+    int64_t g = w / (rt * ct), ti = (w % (rt * ct)) / ct, tj = w % ct;
+    int64_t r0 = ti * th, c0 = tj * tw;
+    int64_t h = c->m - r0 < th ? c->m - r0 : th, wd = c->n - c0 < tw ? c->n - c0 : tw;
+    for (int64_t i = start[g]; i < start[g + 1]; i++) {
+      gemm_call one = *c;
+      one.x = (const char *)c->x + (size_t)p->items[i].ox * es;
+      one.y = (const char *)c->y + (size_t)p->items[i].oy * es;
+      one.c = (char *)c->c + (size_t)p->items[i].oc * es;
+      one.beta = i == start[g] ? p->beta_first : 1.0;
+      gemm_call sub = sub_block(&one, es, r0, h, c0, wd);
+      gemm_one(p->dt, &sub);
+    }
+  }
+  free(start);
+  return EM_OK;
+}
+
+/* A plan over count products (items allocated, offsets zero). */
+static em_status gemm_plan_init(const em_op_args *a, gemm_plan *p, em_dtype dt, const gemm_call *proto,
+                                double beta_first, int64_t count) {
+  p->dt = dt;
+  p->proto = *proto;
+  p->beta_first = beta_first;
+  p->count = count;
+  p->items = calloc((size_t)(count > 0 ? count : 1), sizeof *p->items);
+  if (!p->items) return em_op_fail(a, "no memory to plan %lld products", (long long)count);
+  return EM_OK;
+}
+
+static em_status check_blas_sizes(const em_op_args *a, const mm_geom *g) {
+  if (!fits_blas(g->m) || !fits_blas(g->n) || !fits_blas(g->k) || !fits_blas(g->m * (g->n_batch > 0 ? g->n_batch : 1)))
+    return em_op_fail(a, "matrix dimensions beyond %d are not supported by the BLAS interface", INT_MAX);
+  return EM_OK;
+}
+
+static em_status check_dtype(const em_op_args *a, em_dtype want, int allow_int) {
+  em_dtype t = a->in[0].dtype;
+  if (t != EM_F32 && t != EM_F64 && !(allow_int && (t == EM_I32 || t == EM_I64)))
+    return em_op_fail(a, "dtype %s is not supported (expected f32 or f64%s)", em_dtype_name(t),
+                      allow_int ? ", i32, i64" : "");
+  for (int i = 1; i < a->n_in; i++)
+    if (a->in[i].dtype != want)
+      return em_op_fail(a, "input %d has dtype %s, expected %s like input 0", i, em_dtype_name(a->in[i].dtype),
+                        em_dtype_name(want));
+  return EM_OK;
+}
+
+/* ------------------------------------------------------------- matmul --- */
+
+static em_status matmul_infer(em_op_args *a) {
+  em_status s = check_dtype(a, a->in[0].dtype, 1);
+  if (s) return s;
+  mm_geom g;
+  return mm_geometry(a, &a->in[0], &a->in[1], em_attr_int(a, "transpose_a", 0),
+                     em_attr_int(a, "transpose_b", 0), &g, &a->out[0]);
+}
+
+/* The stored leading dimension of a [rows, cols] matrix is cols. */
+static int64_t lead_a(const mm_geom *g) { return g->ta ? g->m : g->k; }
+static int64_t lead_b(const mm_geom *g) { return g->tb ? g->k : g->n; }
+
+static em_status matmul_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  mm_geom g;
+  em_shape ys;
+  em_status s = mm_geometry(a, &a->in[0], &a->in[1], em_attr_int(a, "transpose_a", 0),
+                            em_attr_int(a, "transpose_b", 0), &g, &ys);
+  if (s || (s = check_blas_sizes(a, &g))) return s;
+  gemm_call c = {.tx = g.ta, .ty = g.tb, .m = g.m, .n = g.n, .k = g.k, .alpha = 1, .x = em_tensor_data(in[0]),
+                 .ldx = lead_a(&g), .y = em_tensor_data(in[1]), .ldy = lead_b(&g), .c = em_tensor_data(out[0]),
+                 .ldc = g.n};
+  int fold = fold_batches(&g);
+  if (fold) c.m *= g.n_batch; /* one product of the stacked a */
+  gemm_plan p;
+  if ((s = gemm_plan_init(a, &p, a->in[0].dtype, &c, 0.0, fold ? 1 : g.n_batch))) return s;
+  for (int64_t idx = 0; idx < p.count && !fold; idx++) {
+    batch_offsets(&g, idx, &p.items[idx].ox, &p.items[idx].oy);
+    p.items[idx].oc = idx * g.m * g.n;
+    p.items[idx].idx = idx;
+  }
+  s = gemm_plan_run(a, &p);
+  free(p.items);
+  return s;
+}
+
+/* Gradient of one operand through _matmul_grad (any float dtype; none for integers). */
+static em_status mm_grad_node(em_graph *gr, em_var dy, em_var a, em_var b, int which, int ta, int tb, double alpha,
+                              em_var *out) {
+  em_attr at[4] = {em_attr_i("which", which), em_attr_i("transpose_a", ta), em_attr_i("transpose_b", tb),
+                   em_attr_f("alpha", alpha)};
+  em_var in[3] = {dy, a, b};
+  return em_apply(gr, "_matmul_grad", in, 3, at, 4, out, 1);
+}
+
+static em_status matmul_backward(em_graph *g, const em_op_args *a, const em_var *x, const em_var *y,
+                                 const em_var *dy, em_var *din) {
+  (void)y;
+  if (dy[0] < 0 || !em_dtype_is_float(a->in[0].dtype)) return EM_OK;
+  int ta = (int)em_attr_int(a, "transpose_a", 0), tb = (int)em_attr_int(a, "transpose_b", 0);
+  em_status s = mm_grad_node(g, dy[0], x[0], x[1], 0, ta, tb, 1.0, &din[0]);
+  if (!s) s = mm_grad_node(g, dy[0], x[0], x[1], 1, ta, tb, 1.0, &din[1]);
+  return s;
+}
+
+/* ------------------------------------------------------- _matmul_grad --- */
+
+static em_status mm_grad_infer(em_op_args *a) {
+  em_status s = check_dtype(a, a->in[0].dtype, 0);
+  if (s) return s;
+  int64_t which = em_attr_int(a, "which", -1);
+  if (which != 0 && which != 1) return em_op_fail(a, "attribute which must be 0 (d/da) or 1 (d/db), got %lld", (long long)which);
+  mm_geom g;
+  em_shape ys;
+  s = mm_geometry(a, &a->in[1], &a->in[2], em_attr_int(a, "transpose_a", 0),
+                  em_attr_int(a, "transpose_b", 0), &g, &ys);
+  if (s) return s;
+  if (ys.ndim != a->in[0].ndim) return em_op_fail(a, "dy has rank %d, the product rank %d", a->in[0].ndim, ys.ndim);
+  for (int i = 0; i < ys.ndim; i++)
+    if (ys.dims[i] != a->in[0].dims[i] && !is_dyn(ys.dims[i]) && !is_dyn(a->in[0].dims[i]))
+      return em_op_fail(a, "dy's axis %d is %lld, the product's %lld", i, (long long)a->in[0].dims[i],
+                        (long long)ys.dims[i]);
+  a->out[0] = a->in[1 + which];
+  return EM_OK;
+}
+
+/* The gemm adding batch matrix idx's contribution to d/da (in a's stored
+ * orientation): dA += dY op(B)^T, or for a transposed a, op(B) dY^T. */
+static void grad_a_call(const mm_geom *g, gemm_call *c) {
+  if (!g->ta) {
+    *c = (gemm_call){.tx = 0, .ldx = g->n, .ty = !g->tb, .ldy = g->tb ? g->k : g->n, .m = g->m, .n = g->k, .k = g->n,
+                     .ldc = g->k};
+  } else {
+    *c = (gemm_call){.tx = g->tb, .ldx = g->tb ? g->k : g->n, .ty = 1, .ldy = g->n, .m = g->k, .n = g->m, .k = g->n,
+                     .ldc = g->m};
+  }
+}
+
+/* d/db (in b's stored orientation): dB += op(A)^T dY, or for a transposed b, dY^T op(A). */
+static void grad_b_call(const mm_geom *g, gemm_call *c) {
+  if (!g->tb) {
+    *c = (gemm_call){.tx = !g->ta, .ldx = g->ta ? g->m : g->k, .ty = 0, .ldy = g->n, .m = g->k, .n = g->n, .k = g->m,
+                     .ldc = g->n};
+  } else {
+    *c = (gemm_call){.tx = 1, .ldx = g->n, .ty = g->ta, .ldy = g->ta ? g->m : g->k, .m = g->n, .n = g->k, .k = g->m,
+                     .ldc = g->k};
+  }
+}
+
+/* Whether the product for d/d(operand) reads dy as its first factor
+ * (grad_a_call / grad_b_call order their factors so). */
+static int grad_x_is_dy(const mm_geom *g, int which) { return which == 0 ? !g->ta : g->tb; }
+
+static em_status mm_grad_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  mm_geom g;
+  em_shape ys;
+  em_status s = mm_geometry(a, &a->in[1], &a->in[2], em_attr_int(a, "transpose_a", 0),
+                            em_attr_int(a, "transpose_b", 0), &g, &ys);
+  if (s || (s = check_blas_sizes(a, &g))) return s;
+  int which = (int)em_attr_int(a, "which", 0);
+  em_dtype dt = a->in[0].dtype;
+  const void *pdy = em_tensor_data(in[0]), *other = em_tensor_data(in[which == 0 ? 2 : 1]);
+  void *pd = em_tensor_data(out[0]);
+  /* Zeros first: every product then accumulates, and a target no product
+   * reaches (an empty batch) stays zero. */
+  memset(pd, 0, (size_t)em_tensor_numel(out[0]) * em_dtype_size(dt));
+  gemm_call c;
+  if (which == 0) grad_a_call(&g, &c);
+  else grad_b_call(&g, &c);
+  int x_dy = grad_x_is_dy(&g, which);
+  c.alpha = em_attr_float(a, "alpha", 1.0);
+  c.x = x_dy ? pdy : other;
+  c.y = x_dy ? other : pdy;
+  c.c = pd;
+  int fold = fold_batches(&g);
+  if (fold && which == 0) c.m *= g.n_batch; /* d/da of the stacked a: one product */
+  if (fold && which == 1) c.k *= g.n_batch; /* d/db: one product over every stacked row */
+  gemm_plan p;
+  if ((s = gemm_plan_init(a, &p, dt, &c, 1.0, fold ? 1 : g.n_batch))) return s;
+  for (int64_t idx = 0; idx < p.count && !fold; idx++) {
+    int64_t oa, ob, o_dy = idx * g.m * g.n;
+    batch_offsets(&g, idx, &oa, &ob);
+    int64_t o_other = which == 0 ? ob : oa;
+    p.items[idx] = (gemm_item){.ox = x_dy ? o_dy : o_other, .oy = x_dy ? o_other : o_dy,
+                               .oc = which == 0 ? oa : ob, .idx = idx};
+  }
+  s = gemm_plan_run(a, &p);
+  free(p.items);
+  return s;
+}
+
+/* --------------------------------------------------------------- gemm --- */
+
+static em_status gemm_attrs(const em_op_args *a, int *ta, int *tb) {
+  int64_t x = em_attr_int(a, "transA", 0), y = em_attr_int(a, "transB", 0);
+  if (x != 0 && x != 1) return em_op_fail(a, "attribute transA must be 0 or 1, got %lld", (long long)x);
+  if (y != 0 && y != 1) return em_op_fail(a, "attribute transB must be 0 or 1, got %lld", (long long)y);
+  *ta = (int)x;
+  *tb = (int)y;
+  return EM_OK;
+}
+
+/* c broadcasts to [m, n] (ONNX's unidirectional broadcasting). */
+static em_status gemm_check_c(const em_op_args *a, const em_shape *c, int64_t m, int64_t n) {
+  if (c->ndim > 2) return em_op_fail(a, "c must have rank <= 2 to broadcast to [M,N], it has rank %d", c->ndim);
+  int64_t want[2] = {m, n};
+  for (int i = 0; i < c->ndim; i++) {
+    int64_t d = c->dims[i], w = want[2 - c->ndim + i];
+    if (d != 1 && d != w && !is_dyn(d) && !is_dyn(w))
+      return em_op_fail(a, "c does not broadcast to the product's [%lld,%lld] (axis %d is %lld)", (long long)m,
+                        (long long)n, i, (long long)d);
+  }
+  return EM_OK;
+}
+
+static em_status gemm_infer(em_op_args *a) {
+  em_status s = check_dtype(a, a->in[0].dtype, 0);
+  if (s) return s;
+  int ta, tb;
+  if ((s = gemm_attrs(a, &ta, &tb))) return s;
+  if (a->in[0].ndim != 2 || a->in[1].ndim != 2)
+    return em_op_fail(a, "a and b must be 2-D (ranks %d and %d)", a->in[0].ndim, a->in[1].ndim);
+  mm_geom g;
+  if ((s = mm_geometry(a, &a->in[0], &a->in[1], ta, tb, &g, &a->out[0]))) return s;
+  if (a->n_in == 3) return gemm_check_c(a, &a->in[2], g.m, g.n);
+  return EM_OK;
+}
+
+/* y = c broadcast to [m, n] (the starting value gemm scales by beta). */
+static void gemm_fill_c(em_dtype dt, const em_shape *cs, const void *c, void *y, int64_t m, int64_t n) {
+  int64_t rows = cs->ndim == 2 ? cs->dims[0] : 1, cols = cs->ndim >= 1 ? cs->dims[cs->ndim - 1] : 1;
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) {
+      int64_t src = (rows == 1 ? 0 : i) * cols + (cols == 1 ? 0 : j);
+      if (dt == EM_F32) ((float *)y)[i * n + j] = ((const float *)c)[src];
+      else ((double *)y)[i * n + j] = ((const double *)c)[src];
+    }
+}
+
+static em_status gemm_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  int ta, tb;
+  mm_geom g;
+  em_shape ys;
+  em_status s = gemm_attrs(a, &ta, &tb);
+  if (s || (s = mm_geometry(a, &a->in[0], &a->in[1], ta, tb, &g, &ys)) || (s = check_blas_sizes(a, &g))) return s;
+  em_dtype dt = a->in[0].dtype;
+  double beta = a->n_in == 3 ? em_attr_float(a, "beta", 1.0) : 0.0;
+  if (a->n_in == 3 && beta != 0) gemm_fill_c(dt, &a->in[2], em_tensor_data(in[2]), em_tensor_data(out[0]), g.m, g.n);
+  else beta = 0; /* BLAS semantics: c's values are not read */
+  gemm_call c = {.tx = ta, .ty = tb, .m = g.m, .n = g.n, .k = g.k, .alpha = em_attr_float(a, "alpha", 1.0),
+                 .x = em_tensor_data(in[0]), .ldx = lead_a(&g), .y = em_tensor_data(in[1]), .ldy = lead_b(&g),
+                 .c = em_tensor_data(out[0]), .ldc = g.n};
+  gemm_plan p;
+  if ((s = gemm_plan_init(a, &p, dt, &c, beta, 1))) return s;
+  s = gemm_plan_run(a, &p);
+  free(p.items);
+  return s;
+}
+
+static em_status gemm_backward(em_graph *g, const em_op_args *a, const em_var *x, const em_var *y, const em_var *dy,
+                               em_var *din) {
+  (void)y;
+  if (dy[0] < 0) return EM_OK;
+  int ta = (int)em_attr_int(a, "transA", 0), tb = (int)em_attr_int(a, "transB", 0);
+  double alpha = em_attr_float(a, "alpha", 1.0);
+  em_status s = mm_grad_node(g, dy[0], x[0], x[1], 0, ta, tb, alpha, &din[0]);
+  if (!s) s = mm_grad_node(g, dy[0], x[0], x[1], 1, ta, tb, alpha, &din[1]);
+  if (!s && a->n_in == 3) {
+    em_attr at = em_attr_f("beta", em_attr_float(a, "beta", 1.0));
+    em_var in[2] = {dy[0], x[2]};
+    s = em_apply(g, "_gemm_c_grad", in, 2, &at, 1, &din[2], 1);
+  }
+  return s;
+}
+
+/* ------------------------------------------------------ _gemm_c_grad --- */
+
+static em_status gemm_c_grad_infer(em_op_args *a) {
+  em_status s = check_dtype(a, a->in[0].dtype, 0);
+  if (s) return s;
+  if (a->in[0].ndim != 2) return em_op_fail(a, "dy must be 2-D, it has rank %d", a->in[0].ndim);
+  if ((s = gemm_check_c(a, &a->in[1], a->in[0].dims[0], a->in[0].dims[1]))) return s;
+  a->out[0] = a->in[1];
+  return EM_OK;
+}
+
+static em_status gemm_c_grad_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  const em_shape *cs = &a->in[1];
+  em_dtype dt = a->in[0].dtype;
+  int64_t m = a->in[0].dims[0], n = a->in[0].dims[1];
+  int64_t rows = cs->ndim == 2 ? cs->dims[0] : 1, cols = cs->ndim >= 1 ? cs->dims[cs->ndim - 1] : 1;
+  int64_t nc = rows * cols;
+  double *acc = calloc((size_t)(nc ? nc : 1), sizeof *acc);
+  if (!acc) return em_op_fail(a, "no memory for %lld accumulators", (long long)nc);
+  const void *dy = em_tensor_data(in[0]);
+  /* Row-major order over dy: the summation order is fixed. */
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) {
+      double v = dt == EM_F32 ? ((const float *)dy)[i * n + j] : ((const double *)dy)[i * n + j];
+      acc[(rows == 1 ? 0 : i) * cols + (cols == 1 ? 0 : j)] += v;
+    }
+  double beta = em_attr_float(a, "beta", 1.0);
+  void *dc = em_tensor_data(out[0]);
+  for (int64_t i = 0; i < nc; i++) {
+    if (dt == EM_F32) ((float *)dc)[i] = (float)(beta * acc[i]);
+    else ((double *)dc)[i] = beta * acc[i];
+  }
+  free(acc);
+  return EM_OK;
+}
+
+/* ------------------------------------------------------------- table --- */
+
+const em_op_def em_ops_linalg[] = {
+  {.name = "matmul",
+   .doc = "numpy matmul (1-D operands promoted, batch axes broadcast); attrs transpose_a, transpose_b (INT, 0)",
+   .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
+   .infer = matmul_infer, .cpu = matmul_cpu, .backward = matmul_backward},
+  {.name = "gemm",
+   .doc = "ONNX Gemm: alpha*op(a)@op(b) + beta*c, c broadcast; attrs alpha, beta (FLOAT, 1), transA, transB (INT, 0)",
+   .min_inputs = 2, .max_inputs = 3, .n_outputs = 1,
+   .infer = gemm_infer, .cpu = gemm_cpu, .backward = gemm_backward},
+  {.name = "_matmul_grad",
+   .doc = "gradient of matmul/gemm into a (which=0) or b (which=1), summed over broadcast batches; attrs which, "
+          "transpose_a, transpose_b, alpha",
+   .min_inputs = 3, .max_inputs = 3, .n_outputs = 1,
+   .infer = mm_grad_infer, .cpu = mm_grad_cpu},
+  {.name = "_gemm_c_grad",
+   .doc = "gemm's gradient into c: beta * dy summed to c's shape; attr beta (FLOAT, 1)",
+   .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
+   .infer = gemm_c_grad_infer, .cpu = gemm_c_grad_cpu},
+};
+const size_t em_ops_linalg_count = sizeof em_ops_linalg / sizeof em_ops_linalg[0];
