@@ -152,10 +152,6 @@ void em_shape_of(const em_tensor *t, em_shape *out) {
   if (out->ndim) memcpy(out->dims, em_tensor_shape(t), sizeof(int64_t) * (size_t)out->ndim);
 }
 
-em_status em_tensor_empty(em_device dev, const em_shape *s, em_tensor **out) {
-  /* Zero-filled today (em_tensor_zeros); ops must not rely on it. */
-  return em_tensor_zeros(dev, s->dtype, s->ndim, s->dims, out);
-}
 
 em_status em_broadcast_shapes(const em_op_args *a, const em_shape *x, const em_shape *y, em_shape *out) {
   int nd = x->ndim > y->ndim ? x->ndim : y->ndim;

@@ -7,6 +7,7 @@
 
 #include "ember.h"
 #include "error.h"
+#include "op.h"
 
 #define API __attribute__((visibility("default")))
 
@@ -145,6 +146,17 @@ static em_status new_contiguous(em_device dev, em_dtype dtype, int ndim, const i
   contiguous_strides(ndim, t->shape, t->strides);
   *out = t;
   return EM_OK;
+}
+
+/* The executor's outputs (op.h): no zero fill, the op writes every element.
+ * Sanitizer builds fill with 0xff bytes (NaN for floats) so that an op that
+ * leaves elements unwritten fails its tests instead of reading zeros. */
+em_status em_tensor_empty(em_device dev, const em_shape *s, em_tensor **out) {
+  em_status st = new_contiguous(dev, s->dtype, s->ndim, s->dims, "em_tensor_empty", out);
+#ifdef EM_POISON_OUTPUTS
+  if (!st && dev.kind == EM_DEVICE_CPU) memset((*out)->st->ptr, 0xff, (*out)->st->bytes);
+#endif
+  return st;
 }
 
 API em_status em_tensor_from_host(em_device dev, em_dtype dtype, int ndim, const int64_t *shape, const void *data,

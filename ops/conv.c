@@ -1,0 +1,1113 @@
+/* Convolution family: N-d convolution and transposed convolution on NCHW
+ * data (1, 2 or 3 spatial axes), with their fused gradient ops.
+ *
+ *   convolution(x, w[, b])            x [N, C, s...], w [M, C/group, k...], b [M] -> y [N, M, o...]
+ *   convolution_transpose(x, w[, b])  x [N, C, s...], w [C, M/group, k...], b [M] -> y [N, M, o...]
+ *                                     (ONNX ConvTranspose: the adjoint of convolution with respect to
+ *                                     its input, plus a bias)
+ *   _conv_grad_input(dy, w, x)        the gradient for x, shaped like x (x's values are not read)
+ *   _conv_grad_weight(x, dy, w)       the gradient for w, shaped like w (w's values are not read)
+ *   _conv_grad_bias(dy)               dy summed over N and the spatial axes -> [dy's axis 1]
+ *
+ * Attributes (ONNX names and defaults):
+ *   strides INTS      one per spatial axis, >= 1 (default 1s)
+ *   dilations INTS    one per spatial axis, >= 1 (default 1s)
+ *   pads INTS         [begin..., end...], >= 0 (default 0s); only with auto_pad NOTSET
+ *   auto_pad STRING   NOTSET (use pads) | VALID (no padding) | SAME_UPPER | SAME_LOWER
+ *   group INT         >= 1, divides C and M (default 1; depthwise: group == C)
+ *   kernel_shape INTS optional; must equal the weights' spatial dims
+ *   convolution_transpose only:
+ *   output_padding INTS  added at the end of each output axis, 0 <= v < max(stride, dilation) (0s)
+ *   output_shape INTS    the output's spatial sizes (or N, C and the spatial sizes); pads are then
+ *                        derived from it (and may not be given)
+ *   gradient ops only: transpose INT  0: the geometry is convolution's, 1: convolution_transpose's
+ *
+ * Padding. SAME_UPPER / SAME_LOWER follow ONNX exactly. Convolution: output = ceil(in / stride),
+ * total padding = max(0, (output - 1) * stride + (k - 1) * dilation + 1 - in), the odd unit at the
+ * end (SAME_UPPER) or at the beginning (SAME_LOWER). ConvTranspose: output = in * stride (or
+ * output_shape), total = stride * (in - 1) + output_padding + (k - 1) * dilation + 1 - output,
+ * begin = floor(total / 2) for SAME_UPPER and total - floor(total / 2) otherwise (as ONNX's
+ * reference implementation; total may be negative when stride exceeds the kernel). CNTK 2.6's
+ * "symmetric" same padding for even kernels is NOT offered as a separate mode: Ember's reference
+ * notes (shared/reference/engine-anchors.md) give no precise rule for it, so only ONNX's modes
+ * exist.
+ *
+ * Layout of the work. Spatial axes are handled as 3-D (missing leading axes have size 1). The
+ * "image" side is convolution's input (convolution_transpose's output), the "column" side
+ * convolution's output (convolution_transpose's input); weights are [column channels, image
+ * channels / group, k...] in both ops, so three kernels serve all five ops:
+ *   image -> column   (convolution forward, convolution_transpose's input gradient)
+ *   column -> image   (convolution's input gradient, convolution_transpose forward)
+ *   weight gradient   (column-side gradient times the image, summed over the batch)
+ * General case: im2col / col2im and one GEMM per group over a chunk of batch items (the chunk
+ * size depends on the shapes only). 1x1 stride-1 unpadded kernels skip im2col. Depthwise (one
+ * image channel per group, any channel multiplier) uses direct loops: gathers that keep 16
+ * outputs in registers and add each element's taps in one fixed order (column strides > 1 in
+ * the input gradient scatter instead, plane by plane, also in a fixed order).
+ *
+ * Determinism. Work is split by output element (planes, rows, GEMM tiles) or by reduction
+ * segments whose extents depend on the shapes alone, so results are the same bits whatever the
+ * thread count. OpenBLAS's own threading does not give that (see the GEMM section), so these
+ * ops set OpenBLAS to one thread (openblas_set_num_threads(1), process-wide, as ops/linalg.c
+ * does) and run tiles in parallel themselves. */
+#ifndef CONV_T
+#include <cblas.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "op.h"
+
+#define SP 3                    /* spatial axes as handled internally */
+#define GATHER_BLOCK 16         /* outputs a depthwise gather keeps in registers */
+#define DW_MAX_TAPS 4096        /* larger depthwise kernels go through im2col (the gathers keep tap lists on the stack) */
+#define CHUNK_ELEMS (1 << 22)   /* im2col buffer budget (elements) when batching items into one GEMM */
+
+/* One application's geometry, spatial axes right-aligned into SP. */
+typedef struct conv_geom {
+  int nsp;                      /* spatial axes of the tensors: 1..3 */
+  int64_t n;                    /* batch */
+  int64_t ci, co, g;            /* image-side channels, column-side channels, groups */
+  int64_t img[SP], col[SP];     /* spatial sizes; -1 while unknown */
+  int64_t k[SP], s[SP], d[SP], pb[SP]; /* kernel, stride, dilation, begin padding (may be < 0 for transpose) */
+} conv_geom;
+
+static int64_t prod3(const int64_t *v) { return v[0] * v[1] * v[2]; }
+
+/* The outputs o in [0, n_out) whose input position o * s + off lies in [0, n_in): [*lo, *hi). */
+static void valid_range(int64_t off, int64_t s, int64_t n_in, int64_t n_out, int64_t *lo, int64_t *hi) {
+  int64_t l = off >= 0 ? 0 : (-off + s - 1) / s;
+  int64_t h = n_in - 1 - off < 0 ? 0 : (n_in - 1 - off) / s + 1;
+  if (h > n_out) h = n_out;
+  if (l > h) l = h;
+  *lo = l;
+  *hi = h;
+}
+
+/* Kernels for each float type: this file includes itself with CONV_T set. */
+#define CONV_T float
+#define CONV_NAME(f) f##_f32
+#include "conv.c"
+#undef CONV_T
+#undef CONV_NAME
+#define CONV_T double
+#define CONV_NAME(f) f##_f64
+#include "conv.c"
+#undef CONV_T
+#undef CONV_NAME
+
+/* --------------------------------------------------------- attributes --- */
+
+enum { PAD_NOTSET, PAD_VALID, PAD_SAME_UPPER, PAD_SAME_LOWER };
+
+/* An INTS attribute of exactly `want` values, each >= min; *out = NULL when absent. */
+static em_status ints_attr(const em_op_args *a, const char *name, int want, int64_t min, const int64_t **out) {
+  int n;
+  *out = em_attr_ints(a, name, &n);
+  if (!*out) {
+    if (em_attr_has(a, name)) return em_op_fail(a, "attribute %s must be a list of %d ints", name, want);
+    return EM_OK;
+  }
+  if (n != want)
+    return em_op_fail(a, "attribute %s has %d values; expected %d (the input has %s)", name, n, want,
+                      want % 2 == 0 && !strcmp(name, "pads") ? "begin and end per spatial axis" : "one per spatial axis");
+  for (int i = 0; i < n; i++)
+    if ((*out)[i] < min)
+      return em_op_fail(a, "attribute %s[%d] is %lld; it must be >= %lld", name, i, (long long)(*out)[i], (long long)min);
+  return EM_OK;
+}
+
+static em_status int_attr(const em_op_args *a, const char *name, int64_t dflt, int64_t min, int64_t *out) {
+  *out = em_attr_int(a, name, dflt);
+  if (em_attr_has(a, name) && em_attr_int(a, name, INT64_MIN) == INT64_MIN)
+    return em_op_fail(a, "attribute %s must be an int", name);
+  if (*out < min) return em_op_fail(a, "attribute %s is %lld; it must be >= %lld", name, (long long)*out, (long long)min);
+  return EM_OK;
+}
+
+static em_status auto_pad_attr(const em_op_args *a, int *mode) {
+  const char *s = em_attr_str(a, "auto_pad", NULL);
+  if (!s && em_attr_has(a, "auto_pad")) return em_op_fail(a, "attribute auto_pad must be a string");
+  if (!s || !strcmp(s, "NOTSET")) *mode = PAD_NOTSET;
+  else if (!strcmp(s, "VALID")) *mode = PAD_VALID;
+  else if (!strcmp(s, "SAME_UPPER")) *mode = PAD_SAME_UPPER;
+  else if (!strcmp(s, "SAME_LOWER")) *mode = PAD_SAME_LOWER;
+  else return em_op_fail(a, "auto_pad is '%s'; expected NOTSET, VALID, SAME_UPPER or SAME_LOWER", s);
+  return EM_OK;
+}
+
+static int64_t floor_div2(int64_t v) { return v >= 0 ? v / 2 : -((-v + 1) / 2); }
+
+/* --------------------------------------------------------------- shapes --- */
+
+static em_status check_dtypes(const em_op_args *a) {
+  em_dtype t = a->in[0].dtype;
+  if (t != EM_F32 && t != EM_F64) return em_op_fail(a, "expects f32 or f64 values, not %s", em_dtype_name(t));
+  for (int i = 1; i < a->n_in; i++)
+    if (a->in[i].dtype != t)
+      return em_op_fail(a, "input %d is %s but input 0 is %s (all inputs share one dtype)", i,
+                        em_dtype_name(a->in[i].dtype), em_dtype_name(t));
+  return EM_OK;
+}
+
+/* Channels and groups from x and w for convolution (transpose 0) or convolution_transpose (1). */
+static em_status resolve_channels(const em_op_args *a, int transpose, const em_shape *x, const em_shape *w,
+                                  conv_geom *gm) {
+  char ws[128];
+  em_shape_str(w, ws, sizeof ws);
+  int64_t c = x->dims[1];
+  if (c >= 0 && c % gm->g)
+    return em_op_fail(a, "group %lld does not divide the input's %lld channels", (long long)gm->g, (long long)c);
+  if (!transpose) {
+    gm->co = w->dims[0];
+    gm->ci = w->dims[1] * gm->g;
+    if (gm->co % gm->g)
+      return em_op_fail(a, "group %lld does not divide the %lld output channels of the weights %s", (long long)gm->g,
+                        (long long)gm->co, ws);
+    if (c >= 0 && c != gm->ci)
+      return em_op_fail(a, "channel mismatch: the input has %lld channels (axis 1) but the weights %s take %lld per "
+                        "group x %lld group(s) = %lld", (long long)c, ws, (long long)w->dims[1], (long long)gm->g,
+                        (long long)gm->ci);
+  } else {
+    gm->co = w->dims[0];
+    gm->ci = w->dims[1] * gm->g;
+    if (c >= 0 && c != gm->co)
+      return em_op_fail(a, "channel mismatch: the input has %lld channels (axis 1) but the weights %s have %lld on "
+                        "axis 0 (convolution_transpose weights are [C, M/group, k...])", (long long)c, ws,
+                        (long long)gm->co);
+    if (gm->co % gm->g)
+      return em_op_fail(a, "group %lld does not divide the %lld input channels of the weights %s", (long long)gm->g,
+                        (long long)gm->co, ws);
+  }
+  return EM_OK;
+}
+
+/* Begin and end padding of convolution's axis i from its input size (ONNX rules). */
+static void conv_pads(int mode, const int64_t *pads, int nsp, int i, int64_t in, int64_t s, int64_t dk,
+                      int64_t *pb, int64_t *pe) {
+  if (mode == PAD_NOTSET) {
+    *pb = pads ? pads[i] : 0;
+    *pe = pads ? pads[nsp + i] : 0;
+  } else if (mode == PAD_VALID) {
+    *pb = *pe = 0;
+  } else {
+    int64_t out = (in + s - 1) / s, total = (out - 1) * s + dk - in;
+    if (total < 0) total = 0;
+    *pb = mode == PAD_SAME_UPPER ? total / 2 : total - total / 2;
+    *pe = total - *pb;
+  }
+}
+
+/* The full geometry of convolution (transpose 0) or convolution_transpose (1) applied to x and w,
+ * and the op's output shape y. Dims of -1 propagate. */
+static em_status geom_resolve(const em_op_args *a, int transpose, const em_shape *x, const em_shape *w,
+                              conv_geom *gm, em_shape *y) {
+  if (x->ndim < 3 || x->ndim > 5)
+    return em_op_fail(a, "the input must be [N, C, spatial...] with 1 to 3 spatial axes (rank 3 to 5), not rank %d",
+                      x->ndim);
+  if (w->ndim != x->ndim)
+    return em_op_fail(a, "the weights must have the input's rank %d ([%s, k...]), not rank %d", x->ndim,
+                      transpose ? "C, M/group" : "M, C/group", w->ndim);
+  for (int i = 0; i < w->ndim; i++)
+    if (w->dims[i] < 1)
+      return em_op_fail(a, "the weights' axis %d is %lld; every weight dim must be >= 1", i, (long long)w->dims[i]);
+  memset(gm, 0, sizeof *gm);
+  int nsp = x->ndim - 2;
+  gm->nsp = nsp;
+  gm->n = x->dims[0];
+  em_status st = int_attr(a, "group", 1, 1, &gm->g);
+  if (!st) st = resolve_channels(a, transpose, x, w, gm);
+  const int64_t *strides, *dil, *pads, *ks, *opad = NULL, *oshape = NULL;
+  int mode = PAD_NOTSET;
+  if (!st) st = ints_attr(a, "strides", nsp, 1, &strides);
+  if (!st) st = ints_attr(a, "dilations", nsp, 1, &dil);
+  if (!st) st = ints_attr(a, "pads", 2 * nsp, 0, &pads);
+  if (!st) st = ints_attr(a, "kernel_shape", nsp, 1, &ks);
+  if (!st) st = auto_pad_attr(a, &mode);
+  if (st) return st;
+  if (pads && mode != PAD_NOTSET)
+    return em_op_fail(a, "pads and auto_pad=%s are both given; use one", em_attr_str(a, "auto_pad", ""));
+  if (transpose) {
+    int n = 0;
+    if (!st) st = ints_attr(a, "output_padding", nsp, 0, &opad);
+    if (!st && em_attr_ints(a, "output_shape", &n) && n == nsp + 2)
+      st = ints_attr(a, "output_shape", nsp + 2, 1, &oshape);
+    else if (!st) st = ints_attr(a, "output_shape", nsp, 1, &oshape);
+    if (st) return st;
+    if (oshape && n == nsp + 2) oshape += 2;
+    if (oshape && pads) return em_op_fail(a, "pads and output_shape are both given; output_shape decides the padding");
+  } else if (em_attr_has(a, "output_padding") || em_attr_has(a, "output_shape")) {
+    return em_op_fail(a, "output_padding and output_shape apply to convolution_transpose only");
+  }
+  for (int i = 0; i < nsp; i++) {
+    int j = SP - nsp + i;
+    int64_t k = w->dims[2 + i];
+    if (ks && ks[i] != k)
+      return em_op_fail(a, "kernel_shape[%d] is %lld but the weights' kernel is %lld on that axis", i, (long long)ks[i],
+                        (long long)k);
+    gm->k[j] = k;
+    gm->s[j] = strides ? strides[i] : 1;
+    gm->d[j] = dil ? dil[i] : 1;
+    int64_t dk = (k - 1) * gm->d[j] + 1, in = x->dims[2 + i], s = gm->s[j], pb, pe;
+    if (!transpose) {
+      gm->img[j] = in;
+      if (in < 0) {
+        gm->col[j] = -1;
+        continue;
+      }
+      conv_pads(mode, pads, nsp, i, in, s, dk, &pb, &pe);
+      if (in + pb + pe < dk)
+        return em_op_fail(a,
+                          "the kernel (%lld taps, dilation %lld: spans %lld) is larger than the padded input "
+                          "(%lld + pads %lld + %lld) on spatial axis %d",
+                          (long long)k, (long long)gm->d[j], (long long)dk, (long long)in, (long long)pb, (long long)pe,
+                          i);
+      gm->pb[j] = pb;
+      gm->col[j] = (in + pb + pe - dk) / s + 1;
+    } else {
+      int64_t op = opad ? opad[i] : 0;
+      if (op >= s && op >= gm->d[j])
+        return em_op_fail(a, "output_padding[%d] is %lld; it must be below the stride %lld or the dilation %lld", i,
+                          (long long)op, (long long)s, (long long)gm->d[j]);
+      gm->col[j] = in;
+      if (in < 0) {
+        gm->img[j] = oshape ? oshape[i] : -1;
+        continue;
+      }
+      int64_t full = s * (in - 1) + op + dk, out;
+      if (oshape || mode == PAD_SAME_UPPER || mode == PAD_SAME_LOWER) {
+        out = oshape ? oshape[i] : in * s;
+        int64_t total = full - out;
+        pb = mode == PAD_SAME_UPPER ? floor_div2(total) : total - floor_div2(total);
+      } else {
+        pb = mode == PAD_NOTSET && pads ? pads[i] : 0;
+        pe = mode == PAD_NOTSET && pads ? pads[nsp + i] : 0;
+        out = full - pb - pe;
+      }
+      if (out < 1)
+        return em_op_fail(a, "the output would have %lld elements on spatial axis %d (stride * (in - 1) + "
+                          "output_padding + dilated kernel - pads)", (long long)out, i);
+      gm->pb[j] = pb;
+      gm->img[j] = out;
+    }
+  }
+  for (int j = 0; j < SP - nsp; j++) gm->img[j] = gm->col[j] = gm->k[j] = gm->s[j] = gm->d[j] = 1;
+  y->dtype = x->dtype;
+  y->ndim = x->ndim;
+  y->dims[0] = x->dims[0];
+  y->dims[1] = transpose ? gm->ci : gm->co;
+  for (int i = 0; i < nsp; i++) y->dims[2 + i] = transpose ? gm->img[SP - nsp + i] : gm->col[SP - nsp + i];
+  return EM_OK;
+}
+
+/* 1 when a and b agree on dtype, rank and every dim known in both. */
+static int shapes_compatible(const em_shape *a, const em_shape *b) {
+  if (a->dtype != b->dtype || a->ndim != b->ndim) return 0;
+  for (int i = 0; i < a->ndim; i++)
+    if (a->dims[i] >= 0 && b->dims[i] >= 0 && a->dims[i] != b->dims[i]) return 0;
+  return 1;
+}
+
+static em_status check_bias(const em_op_args *a, const em_shape *b, int64_t channels) {
+  if (b->ndim != 1 || (b->dims[0] >= 0 && channels >= 0 && b->dims[0] != channels))
+    return em_op_fail(a, "the bias must be [%lld] (one value per output channel)", (long long)channels);
+  return EM_OK;
+}
+
+/* One image channel per group: direct loops (their tap lists live on the stack, hence the bound). */
+static int is_depthwise(const conv_geom *gm) {
+  return gm->g > 1 && gm->ci == gm->g && prod3(gm->k) * (gm->co / gm->g) <= DW_MAX_TAPS;
+}
+
+static int is_pointwise(const conv_geom *gm) {
+  for (int j = 0; j < SP; j++)
+    if (gm->k[j] != 1 || gm->s[j] != 1 || gm->pb[j] != 0 || gm->img[j] != gm->col[j]) return 0;
+  return 1;
+}
+
+/* Batch items per im2col chunk: as many as fit CHUNK_ELEMS, at least one. */
+static int64_t chunk_items(const conv_geom *gm) {
+  int64_t per = gm->ci * prod3(gm->k) * prod3(gm->col);
+  int64_t b = per > 0 ? CHUNK_ELEMS / per : gm->n;
+  if (b < 1) b = 1;
+  if (b > gm->n) b = gm->n;
+  return b;
+}
+
+/* ------------------------------------------------------------- kernels --- */
+
+static const void *cat(const void *p, int64_t i, size_t es) { return (const char *)p + (size_t)i * es; }
+static void *at(void *p, int64_t i, size_t es) { return (char *)p + (size_t)i * es; }
+
+/* ---------------------------------------------------------------- GEMMs ---
+ * OpenBLAS's own threading is not thread-count independent: its partition decides
+ * which kernel (full tile or edge) computes an element, and the bits differ (measured on
+ * 0.3.21 with its Haswell and Zen kernels, i.e. every AVX2 CPU: sgemm 4x2640x27 differs
+ * between 1 and 2 threads). So OpenBLAS runs single-threaded and every product is split
+ * here into tiles, and weight-gradient reductions into segments, whose extents depend on
+ * the shapes alone; the pieces run in parallel. */
+
+#define TILE_M 128
+#define TILE_N 256
+#define TILE_WORK 2097152.0     /* products below this many multiply-adds are not tiled */
+#define PAR_WORK 262144.0       /* nor run in parallel below this */
+#define KSEG 8192               /* reduction segment of the weight-gradient products */
+#define PARTIAL_ELEMS (1 << 22) /* bound on the segments' partial results (elements) */
+
+static void blas_single_thread(void) {
+  if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
+}
+
+/* About `unit`, balanced over the tiles, a multiple of 16: a function of len alone. */
+static int64_t tile_extent(int64_t len, int64_t unit) {
+  if (len <= unit) return len > 0 ? len : 1;
+  int64_t tiles = (len + unit - 1) / unit, e = (len + tiles - 1) / tiles;
+  return (e + 15) / 16 * 16;
+}
+
+/* C (m x n, ldc) = op(A) (m x k) * op(B) (k x n) [+ C]; ta / tb: the operand is stored transposed. */
+typedef struct gemm_op {
+  em_dtype dt;
+  int ta, tb;
+  int64_t m, n, k;
+  const void *A;
+  int64_t lda;
+  const void *B;
+  int64_t ldb;
+} gemm_op;
+
+/* One single-threaded BLAS call: rows [i0, i0+h), columns [j0, j0+w), reduction [k0, k0+kk) into C. */
+static void blas_block(const gemm_op *g, int64_t i0, int64_t h, int64_t j0, int64_t w, int64_t k0, int64_t kk,
+                       int acc, void *C, int64_t ldc) {
+  size_t es = em_dtype_size(g->dt);
+  if (kk <= 0) {
+    if (!acc)
+      for (int64_t r = 0; r < h; r++) memset((char *)C + (size_t)(r * ldc) * es, 0, (size_t)w * es);
+    return;
+  }
+  const char *A = (const char *)g->A + (size_t)(g->ta ? k0 * g->lda + i0 : i0 * g->lda + k0) * es;
+  const char *B = (const char *)g->B + (size_t)(g->tb ? j0 * g->ldb + k0 : k0 * g->ldb + j0) * es;
+  enum CBLAS_TRANSPOSE A_t = g->ta ? CblasTrans : CblasNoTrans, B_t = g->tb ? CblasTrans : CblasNoTrans;
+  if (g->dt == EM_F32)
+    cblas_sgemm(CblasRowMajor, A_t, B_t, (int)h, (int)w, (int)kk, 1.0f, (const float *)A, (int)g->lda,
+                (const float *)B, (int)g->ldb, acc ? 1.0f : 0.0f, C, (int)ldc);
+  else
+    cblas_dgemm(CblasRowMajor, A_t, B_t, (int)h, (int)w, (int)kk, 1.0, (const double *)A, (int)g->lda,
+                (const double *)B, (int)g->ldb, acc ? 1.0 : 0.0, C, (int)ldc);
+}
+
+static em_status blas_limits(const gemm_op *g, int64_t ldc) {
+  if (g->m > INT_MAX || g->n > INT_MAX || g->k > INT_MAX || g->lda > INT_MAX || g->ldb > INT_MAX || ldc > INT_MAX)
+    return em_fail(EM_ERR_UNSUPPORTED, "convolution: a product of %lld x %lld x %lld exceeds BLAS's int sizes",
+                   (long long)g->m, (long long)g->n, (long long)g->k);
+  return EM_OK;
+}
+
+/* The tiles of an m x n result: extents th x tw, rt x ct of them. */
+static void tiles_of(const gemm_op *g, int64_t *th, int64_t *tw, int64_t *rt, int64_t *ct) {
+  int split = (double)g->m * (double)g->n * (double)g->k >= TILE_WORK;
+  *th = split ? tile_extent(g->m, TILE_M) : (g->m > 0 ? g->m : 1);
+  *tw = split ? tile_extent(g->n, TILE_N) : (g->n > 0 ? g->n : 1);
+  *rt = (g->m + *th - 1) / *th;
+  *ct = (g->n + *tw - 1) / *tw;
+}
+
+static em_status gemm(em_dtype dt, int ta, int tb, int64_t m, int64_t n, int64_t k, const void *A, int64_t lda,
+                      const void *B, int64_t ldb, int accumulate, void *C, int64_t ldc) {
+  gemm_op g = {dt, ta, tb, m, n, k, A, lda, B, ldb};
+  if (m <= 0 || n <= 0) return EM_OK;
+  em_status st = blas_limits(&g, ldc);
+  if (st) return st;
+  int64_t th, tw, rt, ct;
+  tiles_of(&g, &th, &tw, &rt, &ct);
+  size_t es = em_dtype_size(dt);
+  int par = rt * ct > 1 && (double)m * (double)n * (double)k >= PAR_WORK;
+  blas_single_thread();
+#pragma omp parallel for schedule(dynamic, 1) num_threads(em_cpu_threads()) if (par)
+  for (int64_t t = 0; t < rt * ct; t++) {
+    int64_t i0 = t / ct * th, j0 = t % ct * tw, h = m - i0 < th ? m - i0 : th, w = n - j0 < tw ? n - j0 : tw;
+    blas_block(&g, i0, h, j0, w, 0, k, accumulate, (char *)C + (size_t)(i0 * ldc + j0) * es, ldc);
+  }
+  return EM_OK;
+}
+
+/* C [+]= the sum of the products over nseg reduction segments, added in segment order. */
+static void add_partials(em_dtype dt, const void *part, int64_t nseg, int64_t m, int64_t n, int acc, void *C,
+                         int64_t ldc) {
+#pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (m * n * nseg > 32768)
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) {
+      if (dt == EM_F32) {
+        const float *p = (const float *)part + i * n + j;
+        float *c = (float *)C + i * ldc + j, v = acc ? *c : 0.0f;
+        for (int64_t s = 0; s < nseg; s++) v += p[s * m * n];
+        *c = v;
+      } else {
+        const double *p = (const double *)part + i * n + j;
+        double *c = (double *)C + i * ldc + j, v = acc ? *c : 0.0;
+        for (int64_t s = 0; s < nseg; s++) v += p[s * m * n];
+        *c = v;
+      }
+    }
+}
+
+/* A product with a long reduction and a small result (weight gradients): the reduction is cut
+ * into segments (by length alone) computed in parallel, then added in order. */
+static em_status gemm_reduce(em_dtype dt, int ta, int tb, int64_t m, int64_t n, int64_t k, const void *A,
+                             int64_t lda, const void *B, int64_t ldb, int accumulate, void *C, int64_t ldc) {
+  int64_t nseg = k / KSEG, cap = PARTIAL_ELEMS / (m * n > 0 ? m * n : 1);
+  if (nseg > 64) nseg = 64;
+  if (nseg > cap) nseg = cap;
+  if (nseg <= 1 || m <= 0 || n <= 0) return gemm(dt, ta, tb, m, n, k, A, lda, B, ldb, accumulate, C, ldc);
+  gemm_op g = {dt, ta, tb, m, n, k, A, lda, B, ldb};
+  em_status st = blas_limits(&g, ldc);
+  if (st) return st;
+  int64_t seg = (k + nseg - 1) / nseg, th, tw, rt, ct;
+  nseg = (k + seg - 1) / seg;
+  gemm_op one = g;
+  one.k = seg;
+  tiles_of(&one, &th, &tw, &rt, &ct);
+  size_t es = em_dtype_size(dt);
+  void *part = malloc((size_t)(nseg * m * n) * es);
+  if (!part) return em_fail(EM_ERR_OUT_OF_MEMORY, "convolution: no memory for partial weight gradients");
+  blas_single_thread();
+#pragma omp parallel for schedule(dynamic, 1) num_threads(em_cpu_threads())
+  for (int64_t t = 0; t < nseg * rt * ct; t++) {
+    int64_t s = t / (rt * ct), r = t % (rt * ct), i0 = r / ct * th, j0 = r % ct * tw;
+    int64_t h = m - i0 < th ? m - i0 : th, w = n - j0 < tw ? n - j0 : tw, k0 = s * seg;
+    blas_block(&g, i0, h, j0, w, k0, k - k0 < seg ? k - k0 : seg, 0,
+               (char *)part + (size_t)(s * m * n + i0 * n + j0) * es, n);
+  }
+  add_partials(dt, part, nseg, m, n, accumulate, C, ldc);
+  free(part);
+  return EM_OK;
+}
+
+/* Items n0..n0+nb-1 of a [N, ch, P] tensor into [ch, nb * P] (pack) or back (unpack). */
+static void pack_items(const void *src, int64_t n0, int64_t nb, int64_t ch, int64_t P, size_t es, void *dst) {
+  int64_t rows = ch * nb;
+#pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (rows * P > 32768)
+  for (int64_t r = 0; r < rows; r++) {
+    int64_t c = r / nb, b = r % nb;
+    memcpy(at(dst, c * nb * P + b * P, es), cat(src, ((n0 + b) * ch + c) * P, es), (size_t)P * es);
+  }
+}
+
+static void unpack_items(const void *src, int64_t n0, int64_t nb, int64_t ch, int64_t P, size_t es, void *dst) {
+  int64_t rows = ch * nb;
+#pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (rows * P > 32768)
+  for (int64_t r = 0; r < rows; r++) {
+    int64_t c = r / nb, b = r % nb;
+    memcpy(at(dst, ((n0 + b) * ch + c) * P, es), cat(src, c * nb * P + b * P, es), (size_t)P * es);
+  }
+}
+
+static void im2col(em_dtype dt, const conv_geom *gm, const void *img, int64_t nb, void *col) {
+  if (dt == EM_F32) im2col_f32(gm, img, nb, col);
+  else im2col_f64(gm, img, nb, col);
+}
+
+static void col2im(em_dtype dt, const conv_geom *gm, const void *col, int64_t nb, void *img) {
+  if (dt == EM_F32) col2im_f32(gm, col, nb, img);
+  else col2im_f64(gm, col, nb, img);
+}
+
+static em_status oom(const char *what) { return em_fail(EM_ERR_OUT_OF_MEMORY, "convolution: no memory for %s", what); }
+
+/* image [N, ci, img] -> column [N, co, col] (+ bias per column channel). */
+static em_status img_to_col(const conv_geom *gm, em_dtype dt, const void *x, const void *w, const void *bias, void *y) {
+  size_t es = em_dtype_size(dt);
+  int64_t nt = prod3(gm->k), P = prod3(gm->col), Q = prod3(gm->img);
+  int64_t cig = gm->ci / gm->g, cog = gm->co / gm->g, kc = cig * nt;
+  em_status st = EM_OK;
+  if (is_depthwise(gm)) {
+    if (dt == EM_F32) dw_fwd_f32(gm, x, w, bias, y);
+    else dw_fwd_f64(gm, x, w, bias, y);
+    return EM_OK;
+  }
+  if (is_pointwise(gm)) {
+    for (int64_t n = 0; n < gm->n && !st; n++)
+      for (int64_t g = 0; g < gm->g && !st; g++)
+        st = gemm(dt, 0, 0, cog, P, cig, cat(w, g * cog * cig, es), cig, cat(x, (n * gm->ci + g * cig) * Q, es), Q, 0,
+                  at(y, (n * gm->co + g * cog) * P, es), P);
+  } else if (gm->n > 0) {
+    int64_t B = chunk_items(gm);
+    void *col = malloc((size_t)(gm->ci * nt * B * P) * es + 1),
+         *tmp = B > 1 ? malloc((size_t)(gm->co * B * P) * es + 1) : NULL;
+    if (!col || (B > 1 && !tmp)) st = oom("im2col");
+    for (int64_t n0 = 0; n0 < gm->n && !st; n0 += B) {
+      int64_t nb = gm->n - n0 < B ? gm->n - n0 : B, ld = nb * P;
+      im2col(dt, gm, cat(x, n0 * gm->ci * Q, es), nb, col);
+      /* one item: its [co, P] block of y has the packed layout already */
+      void *dst = nb == 1 ? at(y, n0 * gm->co * P, es) : tmp;
+      for (int64_t g = 0; g < gm->g && !st; g++)
+        st = gemm(dt, 0, 0, cog, ld, kc, cat(w, g * cog * kc, es), kc, cat(col, g * kc * ld, es), ld, 0,
+                  at(dst, g * cog * ld, es), ld);
+      if (nb > 1) unpack_items(tmp, n0, nb, gm->co, P, es, y);
+    }
+    free(col);
+    free(tmp);
+  }
+  if (!st && bias) {
+    if (dt == EM_F32) add_bias_f32(bias, gm->n, gm->co, P, y);
+    else add_bias_f64(bias, gm->n, gm->co, P, y);
+  }
+  return st;
+}
+
+/* column [N, co, col] -> image [N, ci, img] (+ bias per image channel): the adjoint of img_to_col. */
+static em_status col_to_img(const conv_geom *gm, em_dtype dt, const void *dy, const void *w, const void *bias, void *dx) {
+  size_t es = em_dtype_size(dt);
+  int64_t nt = prod3(gm->k), P = prod3(gm->col), Q = prod3(gm->img);
+  int64_t cig = gm->ci / gm->g, cog = gm->co / gm->g, kc = cig * nt;
+  em_status st = EM_OK;
+  if (is_depthwise(gm)) {
+    if (dt == EM_F32) dw_adj_f32(gm, dy, w, dx);
+    else dw_adj_f64(gm, dy, w, dx);
+  } else if (is_pointwise(gm)) {
+    for (int64_t n = 0; n < gm->n && !st; n++)
+      for (int64_t g = 0; g < gm->g && !st; g++)
+        st = gemm(dt, 1, 0, cig, P, cog, cat(w, g * cog * cig, es), cig, cat(dy, (n * gm->co + g * cog) * P, es), P, 0,
+                  at(dx, (n * gm->ci + g * cig) * Q, es), Q);
+  } else if (gm->n > 0) {
+    int64_t B = chunk_items(gm);
+    void *col = malloc((size_t)(gm->ci * nt * B * P) * es + 1),
+         *tmp = B > 1 ? malloc((size_t)(gm->co * B * P) * es + 1) : NULL;
+    if (!col || (B > 1 && !tmp)) st = oom("col2im");
+    for (int64_t n0 = 0; n0 < gm->n && !st; n0 += B) {
+      int64_t nb = gm->n - n0 < B ? gm->n - n0 : B, ld = nb * P;
+      const void *src = cat(dy, n0 * gm->co * P, es);
+      if (nb > 1) {
+        pack_items(dy, n0, nb, gm->co, P, es, tmp);
+        src = tmp;
+      }
+      for (int64_t g = 0; g < gm->g && !st; g++)
+        st = gemm(dt, 1, 0, kc, ld, cog, cat(w, g * cog * kc, es), kc, cat(src, g * cog * ld, es), ld, 0,
+                  at(col, g * kc * ld, es), ld);
+      if (!st) col2im(dt, gm, col, nb, at(dx, n0 * gm->ci * Q, es));
+    }
+    free(col);
+    free(tmp);
+  }
+  if (!st && bias) {
+    if (dt == EM_F32) add_bias_f32(bias, gm->n, gm->ci, Q, dx);
+    else add_bias_f64(bias, gm->n, gm->ci, Q, dx);
+  }
+  return st;
+}
+
+/* dw [co, ci/g, k] = sum over the batch of column-side dy times the image x. */
+static em_status weight_grad(const conv_geom *gm, em_dtype dt, const void *x, const void *dy, void *dw) {
+  size_t es = em_dtype_size(dt);
+  int64_t nt = prod3(gm->k), P = prod3(gm->col), Q = prod3(gm->img);
+  int64_t cig = gm->ci / gm->g, cog = gm->co / gm->g, kc = cig * nt;
+  em_status st = EM_OK;
+  if (gm->n == 0) {
+    memset(dw, 0, (size_t)(gm->co * kc) * es);
+  } else if (is_depthwise(gm)) {
+    if (dt == EM_F32) dw_wgrad_f32(gm, x, dy, dw);
+    else dw_wgrad_f64(gm, x, dy, dw);
+  } else if (is_pointwise(gm)) {
+    for (int64_t n = 0; n < gm->n && !st; n++)
+      for (int64_t g = 0; g < gm->g && !st; g++)
+        st = gemm_reduce(dt, 0, 1, cog, cig, P, cat(dy, (n * gm->co + g * cog) * P, es), P,
+                         cat(x, (n * gm->ci + g * cig) * Q, es), Q, n > 0, at(dw, g * cog * cig, es), cig);
+  } else {
+    int64_t B = chunk_items(gm);
+    void *col = malloc((size_t)(gm->ci * nt * B * P) * es + 1),
+         *tmp = B > 1 ? malloc((size_t)(gm->co * B * P) * es + 1) : NULL;
+    if (!col || (B > 1 && !tmp)) st = oom("im2col");
+    for (int64_t n0 = 0; n0 < gm->n && !st; n0 += B) {
+      int64_t nb = gm->n - n0 < B ? gm->n - n0 : B, ld = nb * P;
+      im2col(dt, gm, cat(x, n0 * gm->ci * Q, es), nb, col);
+      const void *src = cat(dy, n0 * gm->co * P, es);
+      if (nb > 1) {
+        pack_items(dy, n0, nb, gm->co, P, es, tmp);
+        src = tmp;
+      }
+      /* chunks are summed in batch order: beta = 1 after the first */
+      for (int64_t g = 0; g < gm->g && !st; g++)
+        st = gemm_reduce(dt, 0, 1, cog, kc, ld, cat(src, g * cog * ld, es), ld, cat(col, g * kc * ld, es), ld, n0 > 0,
+                  at(dw, g * cog * kc, es), kc);
+    }
+    free(col);
+    free(tmp);
+  }
+  return st;
+}
+
+/* ------------------------------------------------------------------ ops --- */
+
+static em_status conv_infer_common(em_op_args *a, int transpose) {
+  conv_geom gm;
+  em_status st = check_dtypes(a);
+  if (!st) st = geom_resolve(a, transpose, &a->in[0], &a->in[1], &gm, &a->out[0]);
+  if (!st && a->n_in == 3) st = check_bias(a, &a->in[2], a->out[0].dims[1]);
+  return st;
+}
+
+static em_status conv_infer(em_op_args *a) { return conv_infer_common(a, 0); }
+static em_status conv_transpose_infer(em_op_args *a) { return conv_infer_common(a, 1); }
+
+/* The geometry of the op's own inputs x (index ix) and w (index iw) at run time. */
+static em_status run_geom(const em_op_args *a, int transpose, em_tensor *const *in, int ix, int iw, conv_geom *gm,
+                          em_shape *y) {
+  em_shape xs, ws;
+  em_shape_of(in[ix], &xs);
+  em_shape_of(in[iw], &ws);
+  return geom_resolve(a, transpose, &xs, &ws, gm, y);
+}
+
+static em_status conv_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  conv_geom gm;
+  em_shape y;
+  em_status st = run_geom(a, 0, in, 0, 1, &gm, &y);
+  if (st) return st;
+  return img_to_col(&gm, em_tensor_dtype(in[0]), em_tensor_data(in[0]), em_tensor_data(in[1]),
+                    a->n_in == 3 ? em_tensor_data(in[2]) : NULL, em_tensor_data(out[0]));
+}
+
+static em_status conv_transpose_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  conv_geom gm;
+  em_shape y;
+  em_status st = run_geom(a, 1, in, 0, 1, &gm, &y);
+  if (st) return st;
+  return col_to_img(&gm, em_tensor_dtype(in[0]), em_tensor_data(in[0]), em_tensor_data(in[1]),
+                    a->n_in == 3 ? em_tensor_data(in[2]) : NULL, em_tensor_data(out[0]));
+}
+
+/* Backward of both ops: the gradient ops get the forward's attributes plus transpose. */
+static em_status conv_family_backward(em_graph *g, const em_op_args *a, int transpose, const em_var *x,
+                                      const em_var *dy, em_var *din) {
+  if (dy[0] < 0) return EM_OK;
+  em_attr *at = malloc(sizeof *at * (size_t)(a->n_attrs + 1));
+  if (!at) return oom("gradient attributes");
+  int n = 0;
+  for (int i = 0; i < a->n_attrs; i++)
+    if (!a->attrs[i].name || strcmp(a->attrs[i].name, "transpose")) at[n++] = a->attrs[i];
+  at[n++] = em_attr_i("transpose", transpose);
+  em_var gi[3] = {dy[0], x[1], x[0]}, gw[3] = {x[0], dy[0], x[1]};
+  em_status st = em_apply(g, "_conv_grad_input", gi, 3, at, n, &din[0], 1);
+  if (!st) st = em_apply(g, "_conv_grad_weight", gw, 3, at, n, &din[1], 1);
+  if (!st && a->n_in == 3) st = em_apply(g, "_conv_grad_bias", &dy[0], 1, NULL, 0, &din[2], 1);
+  free(at);
+  return st;
+}
+
+static em_status conv_backward(em_graph *g, const em_op_args *a, const em_var *x, const em_var *y, const em_var *dy,
+                               em_var *din) {
+  (void)y;
+  return conv_family_backward(g, a, 0, x, dy, din);
+}
+
+static em_status conv_transpose_backward(em_graph *g, const em_op_args *a, const em_var *x, const em_var *y,
+                                         const em_var *dy, em_var *din) {
+  (void)y;
+  return conv_family_backward(g, a, 1, x, dy, din);
+}
+
+static em_status transpose_attr(const em_op_args *a, int *t) {
+  int64_t v;
+  em_status st = int_attr(a, "transpose", 0, 0, &v);
+  if (!st && v > 1) st = em_op_fail(a, "attribute transpose is %lld; expected 0 or 1", (long long)v);
+  *t = (int)v;
+  return st;
+}
+
+/* The gradient dy (input idy) must have the forward output's shape. */
+static em_status grad_infer(em_op_args *a, int idy, int ix, int iw, int iout) {
+  int t;
+  conv_geom gm;
+  em_shape y;
+  char want[128], have[128];
+  em_status st = check_dtypes(a);
+  if (!st) st = transpose_attr(a, &t);
+  if (!st) st = geom_resolve(a, t, &a->in[ix], &a->in[iw], &gm, &y);
+  if (st) return st;
+  if (!shapes_compatible(&a->in[idy], &y))
+    return em_op_fail(a, "the gradient %s does not match the forward output %s",
+                      em_shape_str(&a->in[idy], have, sizeof have), em_shape_str(&y, want, sizeof want));
+  a->out[0] = a->in[iout];
+  return EM_OK;
+}
+
+/* _conv_grad_input(dy, w, x) */
+static em_status grad_input_infer(em_op_args *a) { return grad_infer(a, 0, 2, 1, 2); }
+
+static em_status grad_input_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  int t;
+  conv_geom gm;
+  em_shape y;
+  em_status st = transpose_attr(a, &t);
+  if (!st) st = run_geom(a, t, in, 2, 1, &gm, &y);
+  if (st) return st;
+  em_dtype dt = em_tensor_dtype(in[0]);
+  if (!t) return col_to_img(&gm, dt, em_tensor_data(in[0]), em_tensor_data(in[1]), NULL, em_tensor_data(out[0]));
+  return img_to_col(&gm, dt, em_tensor_data(in[0]), em_tensor_data(in[1]), NULL, em_tensor_data(out[0]));
+}
+
+/* _conv_grad_weight(x, dy, w) */
+static em_status grad_weight_infer(em_op_args *a) { return grad_infer(a, 1, 0, 2, 2); }
+
+static em_status grad_weight_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  int t;
+  conv_geom gm;
+  em_shape y;
+  em_status st = transpose_attr(a, &t);
+  if (!st) st = run_geom(a, t, in, 0, 2, &gm, &y);
+  if (st) return st;
+  const void *x = em_tensor_data(in[0]), *dy = em_tensor_data(in[1]);
+  /* convolution_transpose: its output gradient is the image side, its input the column side */
+  return weight_grad(&gm, em_tensor_dtype(in[0]), t ? dy : x, t ? x : dy, em_tensor_data(out[0]));
+}
+
+/* _conv_grad_bias(dy) */
+static em_status grad_bias_infer(em_op_args *a) {
+  em_status st = check_dtypes(a);
+  if (st) return st;
+  if (a->in[0].ndim < 2) return em_op_fail(a, "the gradient must be [N, C, ...], not rank %d", a->in[0].ndim);
+  a->out[0].dtype = a->in[0].dtype;
+  a->out[0].ndim = 1;
+  a->out[0].dims[0] = a->in[0].dims[1];
+  return EM_OK;
+}
+
+static em_status grad_bias_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  (void)a;
+  const int64_t *sh = em_tensor_shape(in[0]);
+  int64_t P = 1;
+  for (int i = 2; i < em_tensor_ndim(in[0]); i++) P *= sh[i];
+  if (em_tensor_dtype(in[0]) == EM_F32) bias_grad_f32(em_tensor_data(in[0]), sh[0], sh[1], P, em_tensor_data(out[0]));
+  else bias_grad_f64(em_tensor_data(in[0]), sh[0], sh[1], P, em_tensor_data(out[0]));
+  return EM_OK;
+}
+
+const em_op_def em_ops_conv[] = {
+  {"convolution", "N-d convolution of x [N,C,s...] with w [M,C/group,k...] (+ bias [M]); attrs strides, dilations, "
+   "pads, auto_pad, group, kernel_shape", 2, 3, 1, 0, 0, 0, conv_infer, conv_cpu, NULL, conv_backward},
+  {"convolution_transpose", "transposed convolution of x [N,C,s...] with w [C,M/group,k...] (+ bias [M]); attrs "
+   "strides, dilations, pads, auto_pad, group, kernel_shape, output_padding, output_shape", 2, 3, 1, 0, 0, 0,
+   conv_transpose_infer, conv_transpose_cpu, NULL, conv_transpose_backward},
+  {"_conv_grad_input", "gradient of convolution (transpose 0) or convolution_transpose (1) for x: (dy, w, x); "
+   "the forward's attrs + transpose", 3, 3, 1, 0, 0, 0, grad_input_infer, grad_input_cpu, NULL, NULL},
+  {"_conv_grad_weight", "gradient of convolution (transpose 0) or convolution_transpose (1) for w: (x, dy, w); "
+   "the forward's attrs + transpose", 3, 3, 1, 0, 0, 0, grad_weight_infer, grad_weight_cpu, NULL, NULL},
+  {"_conv_grad_bias", "gradient of a convolution's bias: dy summed over N and the spatial axes", 1, 1, 1, 0, 0, 0,
+   grad_bias_infer, grad_bias_cpu, NULL, NULL},
+};
+const size_t em_ops_conv_count = sizeof em_ops_conv / sizeof em_ops_conv[0];
+
+#else /* ------------------------------------ type-generic kernels (CONV_T) --- */
+
+#define R CONV_T
+
+/* The rows (c, tap) of the column matrix of nb items starting at img (item stride ci * Q):
+ * col[(c * taps + t) * ld + b * P + p], ld = nb * P, zero where a tap reads padding. */
+static void CONV_NAME(im2col)(const conv_geom *gm, const R *img, int64_t nb, R *col) {
+  const int64_t nt = prod3(gm->k), P = prod3(gm->col), Q = prod3(gm->img), rows = nb * gm->ci * nt, ld = nb * P;
+  const int64_t *k = gm->k, *s = gm->s, *d = gm->d, *pb = gm->pb, *in = gm->img, *out = gm->col;
+#pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (rows * P > 32768)
+  for (int64_t r = 0; r < rows; r++) {
+    int64_t b = r / (gm->ci * nt), ct = r % (gm->ci * nt), c = ct / nt, t = ct % nt;
+    int64_t kd = t / (k[1] * k[2]), kh = t / k[2] % k[1], kw = t % k[2], off = kw * d[2] - pb[2], lo, hi;
+    valid_range(off, s[2], in[2], out[2], &lo, &hi);
+    const R *src = img + (b * gm->ci + c) * Q;
+    R *dst = col + ct * ld + b * P;
+    for (int64_t od = 0; od < out[0]; od++) {
+      int64_t id = od * s[0] - pb[0] + kd * d[0];
+      for (int64_t oh = 0; oh < out[1]; oh++) {
+        int64_t ih = oh * s[1] - pb[1] + kh * d[1];
+        R *drow = dst + (od * out[1] + oh) * out[2];
+        if (id < 0 || id >= in[0] || ih < 0 || ih >= in[1]) {
+          memset(drow, 0, sizeof(R) * (size_t)out[2]);
+          continue;
+        }
+        const R *srow = src + (id * in[1] + ih) * in[2];
+        for (int64_t ow = 0; ow < lo; ow++) drow[ow] = 0;
+#pragma omp simd
+        for (int64_t ow = lo; ow < hi; ow++) drow[ow] = srow[ow * s[2] + off];
+        for (int64_t ow = hi; ow < out[2]; ow++) drow[ow] = 0;
+      }
+    }
+  }
+}
+
+/* The adjoint of im2col: each image plane (item, channel) is zeroed, then accumulates its
+ * column rows tap by tap, position by position (a fixed order). */
+static void CONV_NAME(col2im)(const conv_geom *gm, const R *col, int64_t nb, R *img) {
+  const int64_t nt = prod3(gm->k), P = prod3(gm->col), Q = prod3(gm->img), planes = nb * gm->ci, ld = nb * P;
+  const int64_t *k = gm->k, *s = gm->s, *d = gm->d, *pb = gm->pb, *in = gm->img, *out = gm->col;
+#pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (planes * P * nt > 32768)
+  for (int64_t pl = 0; pl < planes; pl++) {
+    int64_t b = pl / gm->ci, c = pl % gm->ci;
+    R *dst = img + pl * Q;
+    memset(dst, 0, sizeof(R) * (size_t)Q);
+    for (int64_t t = 0; t < nt; t++) {
+      int64_t kd = t / (k[1] * k[2]), kh = t / k[2] % k[1], kw = t % k[2], off = kw * d[2] - pb[2], lo, hi;
+      valid_range(off, s[2], in[2], out[2], &lo, &hi);
+      const R *src = col + (c * nt + t) * ld + b * P;
+      for (int64_t od = 0; od < out[0]; od++) {
+        int64_t id = od * s[0] - pb[0] + kd * d[0];
+        if (id < 0 || id >= in[0]) continue;
+        for (int64_t oh = 0; oh < out[1]; oh++) {
+          int64_t ih = oh * s[1] - pb[1] + kh * d[1];
+          if (ih < 0 || ih >= in[1]) continue;
+          R *drow = dst + (id * in[1] + ih) * in[2];
+          const R *srow = src + (od * out[1] + oh) * out[2];
+#pragma omp simd /* distinct ow write distinct elements */
+          for (int64_t ow = lo; ow < hi; ow++) drow[ow * s[2] + off] += srow[ow];
+        }
+      }
+    }
+  }
+}
+
+/* For each kernel column kw: the valid output columns [lo[kw], hi[kw]). */
+static void CONV_NAME(col_ranges)(const conv_geom *gm, int64_t *lo, int64_t *hi) {
+  for (int64_t kw = 0; kw < gm->k[2]; kw++)
+    valid_range(kw * gm->d[2] - gm->pb[2], gm->s[2], gm->img[2], gm->col[2], &lo[kw], &hi[kw]);
+}
+
+/* irow[o * s + off] += w * orow[o] for o in [lo, hi). */
+static void CONV_NAME(scatter_row)(R *restrict irow, const R *restrict orow, R w, int64_t lo, int64_t hi, int64_t s,
+                                   int64_t off) {
+  if (s == 1) {
+#pragma omp simd
+    for (int64_t o = lo; o < hi; o++) irow[o + off] += w * orow[o];
+  } else {
+#pragma omp simd /* distinct o write distinct elements */
+    for (int64_t o = lo; o < hi; o++) irow[o * s + off] += w * orow[o];
+  }
+}
+
+/* The output columns where every kernel column reads input: [max lo, min hi). */
+static void CONV_NAME(interior)(const int64_t *lo, const int64_t *hi, int64_t k, int64_t *ilo, int64_t *ihi) {
+  *ilo = 0;
+  *ihi = INT64_MAX;
+  for (int64_t kw = 0; kw < k; kw++) {
+    if (lo[kw] > *ilo) *ilo = lo[kw];
+    if (hi[kw] < *ihi) *ihi = hi[kw];
+  }
+  if (*ihi < *ilo) *ihi = *ilo;
+}
+
+/* A row segment [o0, o0 + GATHER_BLOCK) computed in registers: out[j] = b0 + the taps t in
+ * order, tap t reading src[toff[t] + (o0 + j) * s] with weight tw[t]. */
+static void CONV_NAME(gather_block)(R *restrict out, const R *restrict src, const int64_t *toff, const R *tw, int nt,
+                                    int64_t o0, int64_t s, R b0) {
+  R acc[GATHER_BLOCK];
+#pragma GCC unroll 16
+  for (int j = 0; j < GATHER_BLOCK; j++) acc[j] = b0;
+  if (s == 1) {
+    for (int t = 0; t < nt; t++) {
+      const R *p = src + (toff[t] + o0), wv = tw[t];
+#pragma GCC unroll 16
+      for (int j = 0; j < GATHER_BLOCK; j++) acc[j] += wv * p[j];
+    }
+  } else {
+    for (int t = 0; t < nt; t++) {
+      const R *p = src + (toff[t] + o0 * s), wv = tw[t];
+#pragma GCC unroll 16
+      for (int j = 0; j < GATHER_BLOCK; j++) acc[j] += wv * p[j * s];
+    }
+  }
+#pragma GCC unroll 16
+  for (int j = 0; j < GATHER_BLOCK; j++) out[j] = acc[j];
+}
+
+/* One element the same way, skipping the taps (by kernel column tk[t]) that read padding. */
+static R CONV_NAME(gather_one)(const R *src, const int64_t *toff, const R *tw, const int *tk, int nt, const int64_t *lo,
+                               const int64_t *hi, int64_t o, int64_t s, R b0) {
+  R acc = b0;
+  for (int t = 0; t < nt; t++)
+    if (o >= lo[tk[t]] && o < hi[tk[t]]) acc += tw[t] * src[toff[t] + o * s];
+  return acc;
+}
+
+/* A whole row: blocks over the interior [ilo, ihi) where every tap reads input, single
+ * elements elsewhere; both add the taps in the same order. */
+static void CONV_NAME(gather_row)(R *out, int64_t n_out, const R *src, const int64_t *toff, const R *tw, const int *tk,
+                                  int nt, const int64_t *lo, const int64_t *hi, int64_t ilo, int64_t ihi, int64_t s,
+                                  R b0) {
+  int64_t o = 0;
+  for (; o < ilo && o < n_out; o++) out[o] = CONV_NAME(gather_one)(src, toff, tw, tk, nt, lo, hi, o, s, b0);
+  for (; o + GATHER_BLOCK <= ihi; o += GATHER_BLOCK) CONV_NAME(gather_block)(out + o, src, toff, tw, nt, o, s, b0);
+  for (; o < n_out; o++) out[o] = CONV_NAME(gather_one)(src, toff, tw, tk, nt, lo, hi, o, s, b0);
+}
+
+/* Depthwise image -> column, as a gather: each output element starts from its bias and adds
+ * its taps in (kd, kh, kw) order, in registers. Output channel m reads image channel
+ * m / (co / g). */
+static void CONV_NAME(dw_fwd)(const conv_geom *gm, const R *x, const R *w, const R *bias, R *y) {
+  const int64_t nt = prod3(gm->k), P = prod3(gm->col), Q = prod3(gm->img), planes = gm->n * gm->co, mult = gm->co / gm->g;
+  const int64_t *k = gm->k, *s = gm->s, *d = gm->d, *pb = gm->pb, *in = gm->img, *out = gm->col;
+  int64_t lo[k[2]], hi[k[2]], ilo, ihi; /* one entry per kernel column (kernels are small) */
+  CONV_NAME(col_ranges)(gm, lo, hi);
+  CONV_NAME(interior)(lo, hi, k[2], &ilo, &ihi);
+#pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (planes * P * nt > 32768)
+  for (int64_t pl = 0; pl < planes; pl++) {
+    int64_t n = pl / gm->co, m = pl % gm->co, toff[nt];
+    int tk[nt];
+    R tw[nt];
+    const R *src = x + (n * gm->ci + m / mult) * Q, *wm = w + m * nt, b0 = bias ? bias[m] : 0;
+    for (int64_t od = 0; od < out[0]; od++)
+      for (int64_t oh = 0; oh < out[1]; oh++) {
+        int ntap = 0; /* the taps of the kernel rows (kd, kh) that read input rows */
+        for (int64_t kd = 0; kd < k[0]; kd++) {
+          int64_t id = od * s[0] - pb[0] + kd * d[0];
+          if (id < 0 || id >= in[0]) continue;
+          for (int64_t kh = 0; kh < k[1]; kh++) {
+            int64_t ih = oh * s[1] - pb[1] + kh * d[1];
+            if (ih < 0 || ih >= in[1]) continue;
+            for (int64_t kw = 0; kw < k[2]; kw++, ntap++) {
+              toff[ntap] = (id * in[1] + ih) * in[2] + kw * d[2] - pb[2];
+              tw[ntap] = wm[(kd * k[1] + kh) * k[2] + kw];
+              tk[ntap] = (int)kw;
+            }
+          }
+        }
+        CONV_NAME(gather_row)(y + pl * P + (od * out[1] + oh) * out[2], out[2], src, toff, tw, tk, ntap, lo, hi, ilo,
+                              ihi, s[2], b0);
+      }
+  }
+}
+
+/* Depthwise column -> image with a column stride of 1, as a gather: each image element adds,
+ * in registers, its group's output channels' taps in (m, kd, kh, kw) order. */
+static void CONV_NAME(dw_adj_gather)(const conv_geom *gm, const R *dy, const R *w, R *dx) {
+  const int64_t nt = prod3(gm->k), P = prod3(gm->col), Q = prod3(gm->img), planes = gm->n * gm->ci, mult = gm->co / gm->g;
+  const int64_t *k = gm->k, *s = gm->s, *d = gm->d, *pb = gm->pb, *in = gm->img, *out = gm->col;
+  /* image column iw reads output column iw + pb2 - kw * d2: valid for iw in [lo, hi) */
+  int64_t lo[k[2]], hi[k[2]], ilo, ihi;
+  for (int64_t kw = 0; kw < k[2]; kw++) valid_range(pb[2] - kw * d[2], 1, out[2], in[2], &lo[kw], &hi[kw]);
+  CONV_NAME(interior)(lo, hi, k[2], &ilo, &ihi);
+#pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (planes * Q * nt * mult > 32768)
+  for (int64_t pl = 0; pl < planes; pl++) {
+    int64_t n = pl / gm->ci, c = pl % gm->ci, toff[mult * nt];
+    int tk[mult * nt];
+    R tw[mult * nt];
+    for (int64_t id = 0; id < in[0]; id++)
+      for (int64_t ih = 0; ih < in[1]; ih++) {
+        int ntap = 0; /* the taps of the (m, kd, kh) whose output rows read this image row */
+        for (int64_t m = c * mult; m < (c + 1) * mult; m++)
+          for (int64_t kd = 0; kd < k[0]; kd++) {
+            int64_t td = id + pb[0] - kd * d[0], od = td / s[0];
+            if (td < 0 || td % s[0] || od >= out[0]) continue;
+            for (int64_t kh = 0; kh < k[1]; kh++) {
+              int64_t th = ih + pb[1] - kh * d[1], oh = th / s[1];
+              if (th < 0 || th % s[1] || oh >= out[1]) continue;
+              for (int64_t kw = 0; kw < k[2]; kw++, ntap++) {
+                toff[ntap] = (n * gm->co + m) * P + (od * out[1] + oh) * out[2] + pb[2] - kw * d[2];
+                tw[ntap] = w[m * nt + (kd * k[1] + kh) * k[2] + kw];
+                tk[ntap] = (int)kw;
+              }
+            }
+          }
+        CONV_NAME(gather_row)(dx + pl * Q + (id * in[1] + ih) * in[2], in[2], dy, toff, tw, tk, ntap, lo, hi, ilo, ihi,
+                              1, 0);
+      }
+  }
+}
+
+/* Depthwise column -> image for column strides > 1: each image plane is zeroed, then
+ * accumulates its group's output channels tap by tap (a fixed order). */
+static void CONV_NAME(dw_adj_scatter)(const conv_geom *gm, const R *dy, const R *w, R *dx) {
+  const int64_t nt = prod3(gm->k), P = prod3(gm->col), Q = prod3(gm->img), planes = gm->n * gm->ci, mult = gm->co / gm->g;
+  const int64_t *k = gm->k, *s = gm->s, *d = gm->d, *pb = gm->pb, *in = gm->img, *out = gm->col;
+  int64_t lo[k[2]], hi[k[2]];
+  CONV_NAME(col_ranges)(gm, lo, hi);
+#pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (planes * P * nt * mult > 32768)
+  for (int64_t pl = 0; pl < planes; pl++) {
+    int64_t n = pl / gm->ci, c = pl % gm->ci;
+    R *dst = dx + pl * Q;
+    memset(dst, 0, sizeof(R) * (size_t)Q);
+    for (int64_t m = c * mult; m < (c + 1) * mult; m++) {
+      const R *src = dy + (n * gm->co + m) * P, *wm = w + m * nt;
+      for (int64_t od = 0; od < out[0]; od++)
+        for (int64_t oh = 0; oh < out[1]; oh++) {
+          const R *orow = src + (od * out[1] + oh) * out[2];
+          for (int64_t kd = 0; kd < k[0]; kd++) {
+            int64_t id = od * s[0] - pb[0] + kd * d[0];
+            if (id < 0 || id >= in[0]) continue;
+            for (int64_t kh = 0; kh < k[1]; kh++) {
+              int64_t ih = oh * s[1] - pb[1] + kh * d[1];
+              if (ih < 0 || ih >= in[1]) continue;
+              R *irow = dst + (id * in[1] + ih) * in[2];
+              for (int64_t kw = 0; kw < k[2]; kw++)
+                CONV_NAME(scatter_row)(irow, orow, wm[(kd * k[1] + kh) * k[2] + kw], lo[kw], hi[kw], s[2],
+                                       kw * d[2] - pb[2]);
+            }
+          }
+        }
+    }
+  }
+}
+
+static void CONV_NAME(dw_adj)(const conv_geom *gm, const R *dy, const R *w, R *dx) {
+  if (gm->s[2] == 1) CONV_NAME(dw_adj_gather)(gm, dy, w, dx);
+  else CONV_NAME(dw_adj_scatter)(gm, dy, w, dx);
+}
+
+/* Depthwise weight gradient: one work item per (m, kd, kh) sums, in double, all its kernel
+ * columns over the batch, then the rows, each row's dot product in vector lanes. */
+static void CONV_NAME(dw_wgrad)(const conv_geom *gm, const R *x, const R *dy, R *dw) {
+  const int64_t nt = prod3(gm->k), P = prod3(gm->col), Q = prod3(gm->img), mult = gm->co / gm->g;
+  const int64_t *k = gm->k, *s = gm->s, *d = gm->d, *pb = gm->pb, *in = gm->img, *out = gm->col;
+  const int64_t items = gm->co * k[0] * k[1], k2 = k[2], s2 = s[2];
+  int64_t lo[k2], hi[k2];
+  CONV_NAME(col_ranges)(gm, lo, hi);
+#pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (items * k2 * gm->n * P > 32768)
+  for (int64_t e = 0; e < items; e++) {
+    int64_t m = e / (k[0] * k[1]), kd = e / k[1] % k[0], kh = e % k[1];
+    double acc[k2];
+    for (int64_t kw = 0; kw < k2; kw++) acc[kw] = 0;
+    for (int64_t n = 0; n < gm->n; n++) {
+      const R *src = x + (n * gm->ci + m / mult) * Q, *g = dy + (n * gm->co + m) * P;
+      for (int64_t od = 0; od < out[0]; od++) {
+        int64_t id = od * s[0] - pb[0] + kd * d[0];
+        if (id < 0 || id >= in[0]) continue;
+        for (int64_t oh = 0; oh < out[1]; oh++) {
+          int64_t ih = oh * s[1] - pb[1] + kh * d[1];
+          if (ih < 0 || ih >= in[1]) continue;
+          const R *irow = src + (id * in[1] + ih) * in[2], *grow = g + (od * out[1] + oh) * out[2];
+          for (int64_t kw = 0; kw < k2; kw++) {
+            int64_t off = kw * d[2] - pb[2];
+            double part = 0; /* one row in vector lanes: a fixed order, whatever the thread count */
+#pragma omp simd reduction(+ : part)
+            for (int64_t ow = lo[kw]; ow < hi[kw]; ow++) part += (double)grow[ow] * (double)irow[ow * s2 + off];
+            acc[kw] += part;
+          }
+        }
+      }
+    }
+    for (int64_t kw = 0; kw < k2; kw++) dw[m * nt + (kd * k[1] + kh) * k2 + kw] = (R)acc[kw];
+  }
+}
+
+/* y[n, c, :] += b[c] */
+static void CONV_NAME(add_bias)(const R *b, int64_t n, int64_t ch, int64_t P, R *y) {
+  int64_t planes = n * ch;
+#pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (planes * P > 32768)
+  for (int64_t pl = 0; pl < planes; pl++) {
+    R v = b[pl % ch], *row = y + pl * P;
+#pragma omp simd
+    for (int64_t p = 0; p < P; p++) row[p] += v;
+  }
+}
+
+/* db[c] = sum over n, then p, of dy[n, c, p], in double. */
+static void CONV_NAME(bias_grad)(const R *dy, int64_t n, int64_t ch, int64_t P, R *db) {
+#pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (n * ch * P > 32768)
+  for (int64_t c = 0; c < ch; c++) {
+    double acc = 0;
+    for (int64_t i = 0; i < n; i++) {
+      const R *row = dy + (i * ch + c) * P;
+      for (int64_t p = 0; p < P; p++) acc += row[p];
+    }
+    db[c] = (R)acc;
+  }
+}
+
+#undef R
+#endif

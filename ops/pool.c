@@ -1,0 +1,609 @@
+/* Pooling family on NCHW data (1, 2 or 3 spatial axes; global pools any number).
+ *
+ *   max_pool(x)                 x [N, C, s...] -> [N, C, o...]: the largest element of each window
+ *   average_pool(x)             the mean of each window
+ *   global_max_pool(x)          x [N, C, s...] -> [N, C, 1...]: the largest element of each plane
+ *   global_average_pool(x)      the mean of each plane
+ *   _max_pool_grad(x, dy)       max_pool's gradient: each dy goes to the FIRST maximum of its window
+ *                               (window order: depth, then row, then column; a NaN counts as the
+ *                               maximum, the first NaN wins), shaped like x
+ *   _avg_pool_grad(dy, x)       average_pool's gradient (x's values are not read)
+ *   _global_pool_grad(x, dy)    global_max_pool's (mode "max", first maximum) or
+ *                               global_average_pool's (mode "average") gradient
+ *
+ * Attributes of max_pool and average_pool (ONNX names and defaults):
+ *   kernel_shape INTS   required, one per spatial axis, >= 1
+ *   strides INTS        >= 1 (default 1s)
+ *   dilations INTS      >= 1 (default 1s)
+ *   pads INTS           [begin..., end...], >= 0 (default 0s); only with auto_pad NOTSET
+ *   auto_pad STRING     NOTSET | VALID | SAME_UPPER | SAME_LOWER (output ceil(in / stride); the odd
+ *                       unit of padding at the end for SAME_UPPER, at the beginning for SAME_LOWER)
+ *   ceil_mode INT       0 (default): output = floor((in + pads - dilated kernel) / stride) + 1;
+ *                       1: ceil instead, but a last window that would start inside the end padding
+ *                       is dropped (as ONNX's reference and PyTorch do)
+ *   average_pool: count_include_pad INT  0 (default): divide by the number of input elements in the
+ *                       window; 1: also count padding positions (those inside [-pad_begin,
+ *                       in + pad_end), so a ceil_mode overhang past the end padding is not counted)
+ *   max_pool: storage_order INT  only 0 (row-major) is supported; max_pool has one output (no indices)
+ * Padded positions never win a max. A window that covers no input element at all (possible with
+ * large pads and dilation) is refused when the op is built.
+ *
+ * Work is split by (item, channel) plane; every plane is reduced, and its gradient scattered, in
+ * one fixed order, so results never depend on the thread count. Sums are accumulated in double. */
+#ifndef POOL_T
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "op.h"
+
+#define SP 3 /* spatial axes as handled internally (missing leading axes have size 1) */
+
+typedef struct pool_geom {
+  int nsp;
+  int64_t planes;                       /* N * C */
+  int64_t img[SP], col[SP];             /* input and output spatial sizes */
+  int64_t k[SP], s[SP], d[SP], pb[SP], pe[SP];
+} pool_geom;
+
+/* Per axis and output index: the valid taps [lo, hi) (reading input, not padding) and, for
+ * count_include_pad, how many taps fall inside the padded input. */
+typedef struct pool_tables {
+  int64_t *lo[SP], *hi[SP], *padded[SP];
+  int64_t *mem;
+} pool_tables;
+
+static int64_t prod3(const int64_t *v) { return v[0] * v[1] * v[2]; }
+
+#define POOL_T float
+#define POOL_NAME(f) f##_f32
+#include "pool.c"
+#undef POOL_T
+#undef POOL_NAME
+#define POOL_T double
+#define POOL_NAME(f) f##_f64
+#include "pool.c"
+#undef POOL_T
+#undef POOL_NAME
+
+/* --------------------------------------------------------- attributes --- */
+
+enum { PAD_NOTSET, PAD_VALID, PAD_SAME_UPPER, PAD_SAME_LOWER };
+
+/* An INTS attribute of exactly `want` values, each >= min; *out = NULL when absent. */
+static em_status ints_attr(const em_op_args *a, const char *name, int want, int64_t min, const int64_t **out) {
+  int n;
+  *out = em_attr_ints(a, name, &n);
+  if (!*out) {
+    if (em_attr_has(a, name)) return em_op_fail(a, "attribute %s must be a list of %d ints", name, want);
+    return EM_OK;
+  }
+  if (n != want)
+    return em_op_fail(a, "attribute %s has %d values; expected %d (%s)", name, n, want,
+                      !strcmp(name, "pads") ? "begin and end per spatial axis" : "one per spatial axis");
+  for (int i = 0; i < n; i++)
+    if ((*out)[i] < min)
+      return em_op_fail(a, "attribute %s[%d] is %lld; it must be >= %lld", name, i, (long long)(*out)[i], (long long)min);
+  return EM_OK;
+}
+
+/* An INT attribute in [min, max]. */
+static em_status int_attr(const em_op_args *a, const char *name, int64_t dflt, int64_t min, int64_t max, int64_t *out) {
+  *out = em_attr_int(a, name, dflt);
+  if (em_attr_has(a, name) && em_attr_int(a, name, INT64_MIN) == INT64_MIN)
+    return em_op_fail(a, "attribute %s must be an int", name);
+  if (*out < min || *out > max)
+    return em_op_fail(a, "attribute %s is %lld; expected %lld to %lld", name, (long long)*out, (long long)min,
+                      (long long)max);
+  return EM_OK;
+}
+
+static em_status auto_pad_attr(const em_op_args *a, int *mode) {
+  const char *s = em_attr_str(a, "auto_pad", NULL);
+  if (!s && em_attr_has(a, "auto_pad")) return em_op_fail(a, "attribute auto_pad must be a string");
+  if (!s || !strcmp(s, "NOTSET")) *mode = PAD_NOTSET;
+  else if (!strcmp(s, "VALID")) *mode = PAD_VALID;
+  else if (!strcmp(s, "SAME_UPPER")) *mode = PAD_SAME_UPPER;
+  else if (!strcmp(s, "SAME_LOWER")) *mode = PAD_SAME_LOWER;
+  else return em_op_fail(a, "auto_pad is '%s'; expected NOTSET, VALID, SAME_UPPER or SAME_LOWER", s);
+  return EM_OK;
+}
+
+static em_status check_float(const em_op_args *a) {
+  em_dtype t = a->in[0].dtype;
+  if (t != EM_F32 && t != EM_F64) return em_op_fail(a, "expects f32 or f64 values, not %s", em_dtype_name(t));
+  for (int i = 1; i < a->n_in; i++)
+    if (a->in[i].dtype != t)
+      return em_op_fail(a, "input %d is %s but input 0 is %s (all inputs share one dtype)", i,
+                        em_dtype_name(a->in[i].dtype), em_dtype_name(t));
+  return EM_OK;
+}
+
+/* 1 when some tap of window o reads an input element. */
+static int window_has_input(int64_t o, int64_t in, int64_t k, int64_t s, int64_t d, int64_t pb) {
+  for (int64_t t = 0; t < k; t++) {
+    int64_t p = o * s - pb + t * d;
+    if (p >= 0 && p < in) return 1;
+  }
+  return 0;
+}
+
+/* The output size of one axis, its padding, and the checks (kernel within the padded input,
+ * no window of padding only). */
+static em_status pool_axis(const em_op_args *a, int i, int mode, const int64_t *pads, int nsp, int ceil_mode,
+                           pool_geom *gm, int j) {
+  int64_t in = gm->img[j], k = gm->k[j], s = gm->s[j], d = gm->d[j], dk = (k - 1) * d + 1, pb, pe, out;
+  if (mode == PAD_SAME_UPPER || mode == PAD_SAME_LOWER) {
+    out = (in + s - 1) / s;
+    int64_t total = (out - 1) * s + dk - in;
+    if (total < 0) total = 0;
+    pb = mode == PAD_SAME_UPPER ? total / 2 : total - total / 2;
+    pe = total - pb;
+  } else {
+    pb = mode == PAD_NOTSET && pads ? pads[i] : 0;
+    pe = mode == PAD_NOTSET && pads ? pads[nsp + i] : 0;
+  }
+  if (in + pb + pe < dk)
+    return em_op_fail(a, "kernel_shape[%d] = %lld (dilation %lld: spans %lld) is larger than the padded input "
+                      "(%lld + pads %lld + %lld)", i, (long long)k, (long long)d, (long long)dk, (long long)in,
+                      (long long)pb, (long long)pe);
+  if (mode != PAD_SAME_UPPER && mode != PAD_SAME_LOWER) {
+    int64_t span = in + pb + pe - dk;
+    out = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
+    if (ceil_mode && (out - 1) * s >= in + pb) out--; /* the last window would start in the end padding */
+  }
+  for (int64_t o = 0; o < out; o++)
+    if (!window_has_input(o, in, k, s, d, pb))
+      return em_op_fail(a, "window %lld of spatial axis %d covers only padding (pads %lld, %lld; kernel %lld; "
+                        "dilation %lld)", (long long)o, i, (long long)pb, (long long)pe, (long long)k, (long long)d);
+  gm->pb[j] = pb;
+  gm->pe[j] = pe;
+  gm->col[j] = out;
+  return EM_OK;
+}
+
+/* The geometry of max_pool (is_max) or average_pool on x, and the output shape y. */
+static em_status pool_resolve(const em_op_args *a, int is_max, const em_shape *x, pool_geom *gm, em_shape *y) {
+  if (x->ndim < 3 || x->ndim > 5)
+    return em_op_fail(a, "the input must be [N, C, spatial...] with 1 to 3 spatial axes (rank 3 to 5), not rank %d",
+                      x->ndim);
+  int nsp = x->ndim - 2, mode = PAD_NOTSET;
+  const int64_t *ks, *strides, *dil, *pads;
+  int64_t ceil_mode = 0, v;
+  em_status st = ints_attr(a, "kernel_shape", nsp, 1, &ks);
+  if (!st && !ks) st = em_op_fail(a, "attribute kernel_shape is required (%d ints, one per spatial axis)", nsp);
+  if (!st) st = ints_attr(a, "strides", nsp, 1, &strides);
+  if (!st) st = ints_attr(a, "dilations", nsp, 1, &dil);
+  if (!st) st = ints_attr(a, "pads", 2 * nsp, 0, &pads);
+  if (!st) st = auto_pad_attr(a, &mode);
+  if (!st) st = int_attr(a, "ceil_mode", 0, 0, 1, &ceil_mode);
+  if (!st && !is_max) st = int_attr(a, "count_include_pad", 0, 0, 1, &v);
+  if (!st && is_max) st = int_attr(a, "storage_order", 0, 0, 0, &v);
+  if (st) return st;
+  if (pads && mode != PAD_NOTSET)
+    return em_op_fail(a, "pads and auto_pad=%s are both given; use one", em_attr_str(a, "auto_pad", ""));
+  memset(gm, 0, sizeof *gm);
+  gm->nsp = nsp;
+  gm->planes = x->dims[0] < 0 || x->dims[1] < 0 ? -1 : x->dims[0] * x->dims[1];
+  for (int j = 0; j < SP; j++) gm->img[j] = gm->col[j] = gm->k[j] = gm->s[j] = gm->d[j] = 1;
+  for (int i = 0; i < nsp; i++) {
+    int j = SP - nsp + i;
+    gm->img[j] = x->dims[2 + i];
+    gm->k[j] = ks[i];
+    gm->s[j] = strides ? strides[i] : 1;
+    gm->d[j] = dil ? dil[i] : 1;
+    if (gm->img[j] < 0) gm->col[j] = -1;
+    else if ((st = pool_axis(a, i, mode, pads, nsp, (int)ceil_mode, gm, j))) return st;
+  }
+  *y = *x;
+  for (int i = 0; i < nsp; i++) y->dims[2 + i] = gm->col[SP - nsp + i];
+  return EM_OK;
+}
+
+static void tables_free(pool_tables *t) { free(t->mem); }
+
+static em_status tables_build(const pool_geom *gm, pool_tables *t) {
+  int64_t total = gm->col[0] + gm->col[1] + gm->col[2];
+  t->mem = malloc(sizeof(int64_t) * (size_t)(3 * total + 1));
+  if (!t->mem) return em_fail(EM_ERR_OUT_OF_MEMORY, "pooling: no memory for window tables");
+  int64_t *p = t->mem;
+  for (int j = 0; j < SP; j++) {
+    t->lo[j] = p;
+    t->hi[j] = p + gm->col[j];
+    t->padded[j] = p + 2 * gm->col[j];
+    p += 3 * gm->col[j];
+    for (int64_t o = 0; o < gm->col[j]; o++) {
+      int64_t lo = -1, hi = 0, padded = 0;
+      for (int64_t k = 0; k < gm->k[j]; k++) {
+        int64_t pos = o * gm->s[j] - gm->pb[j] + k * gm->d[j];
+        if (pos >= 0 && pos < gm->img[j]) {
+          if (lo < 0) lo = k;
+          hi = k + 1;
+        }
+        if (pos >= -gm->pb[j] && pos < gm->img[j] + gm->pe[j]) padded++;
+      }
+      t->lo[j][o] = lo < 0 ? 0 : lo;
+      t->hi[j][o] = lo < 0 ? 0 : hi;
+      t->padded[j][o] = padded;
+    }
+  }
+  return EM_OK;
+}
+
+/* ------------------------------------------------------------------ ops --- */
+
+static em_status max_pool_infer(em_op_args *a) {
+  pool_geom gm;
+  em_status st = check_float(a);
+  return st ? st : pool_resolve(a, 1, &a->in[0], &gm, &a->out[0]);
+}
+
+static em_status avg_pool_infer(em_op_args *a) {
+  pool_geom gm;
+  em_status st = check_float(a);
+  return st ? st : pool_resolve(a, 0, &a->in[0], &gm, &a->out[0]);
+}
+
+/* Geometry and tables of the input in[ix] at run time. */
+static em_status run_setup(const em_op_args *a, int is_max, em_tensor *x, pool_geom *gm, pool_tables *t) {
+  em_shape xs, y;
+  em_shape_of(x, &xs);
+  em_status st = pool_resolve(a, is_max, &xs, gm, &y);
+  return st ? st : tables_build(gm, t);
+}
+
+static em_status max_pool_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  pool_geom gm;
+  pool_tables t;
+  em_status st = run_setup(a, 1, in[0], &gm, &t);
+  if (st) return st;
+  if (em_tensor_dtype(in[0]) == EM_F32) max_fwd_f32(&gm, &t, em_tensor_data(in[0]), em_tensor_data(out[0]));
+  else max_fwd_f64(&gm, &t, em_tensor_data(in[0]), em_tensor_data(out[0]));
+  tables_free(&t);
+  return EM_OK;
+}
+
+static em_status avg_pool_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  pool_geom gm;
+  pool_tables t;
+  em_status st = run_setup(a, 0, in[0], &gm, &t);
+  if (st) return st;
+  int cip = (int)em_attr_int(a, "count_include_pad", 0);
+  if (em_tensor_dtype(in[0]) == EM_F32) avg_fwd_f32(&gm, &t, cip, em_tensor_data(in[0]), em_tensor_data(out[0]));
+  else avg_fwd_f64(&gm, &t, cip, em_tensor_data(in[0]), em_tensor_data(out[0]));
+  tables_free(&t);
+  return EM_OK;
+}
+
+static em_status max_pool_backward(em_graph *g, const em_op_args *a, const em_var *x, const em_var *y,
+                                   const em_var *dy, em_var *din) {
+  (void)y;
+  if (dy[0] < 0) return EM_OK;
+  em_var in[2] = {x[0], dy[0]};
+  return em_apply(g, "_max_pool_grad", in, 2, a->attrs, a->n_attrs, &din[0], 1);
+}
+
+static em_status avg_pool_backward(em_graph *g, const em_op_args *a, const em_var *x, const em_var *y,
+                                   const em_var *dy, em_var *din) {
+  (void)y;
+  if (dy[0] < 0) return EM_OK;
+  em_var in[2] = {dy[0], x[0]};
+  return em_apply(g, "_avg_pool_grad", in, 2, a->attrs, a->n_attrs, &din[0], 1);
+}
+
+static int shapes_compatible(const em_shape *a, const em_shape *b) {
+  if (a->dtype != b->dtype || a->ndim != b->ndim) return 0;
+  for (int i = 0; i < a->ndim; i++)
+    if (a->dims[i] >= 0 && b->dims[i] >= 0 && a->dims[i] != b->dims[i]) return 0;
+  return 1;
+}
+
+/* A gradient op: dy (input idy) must match the forward output of x (input ix); out = x's shape. */
+static em_status pool_grad_infer(em_op_args *a, int is_max, int ix, int idy) {
+  pool_geom gm;
+  em_shape y;
+  char want[128], have[128];
+  em_status st = check_float(a);
+  if (!st) st = pool_resolve(a, is_max, &a->in[ix], &gm, &y);
+  if (st) return st;
+  if (!shapes_compatible(&a->in[idy], &y))
+    return em_op_fail(a, "the gradient %s does not match the forward output %s",
+                      em_shape_str(&a->in[idy], have, sizeof have), em_shape_str(&y, want, sizeof want));
+  a->out[0] = a->in[ix];
+  return EM_OK;
+}
+
+static em_status max_grad_infer(em_op_args *a) { return pool_grad_infer(a, 1, 0, 1); }
+static em_status avg_grad_infer(em_op_args *a) { return pool_grad_infer(a, 0, 1, 0); }
+
+/* _max_pool_grad(x, dy) */
+static em_status max_grad_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  pool_geom gm;
+  pool_tables t;
+  em_status st = run_setup(a, 1, in[0], &gm, &t);
+  if (st) return st;
+  if (em_tensor_dtype(in[0]) == EM_F32)
+    max_grad_f32(&gm, &t, em_tensor_data(in[0]), em_tensor_data(in[1]), em_tensor_data(out[0]));
+  else max_grad_f64(&gm, &t, em_tensor_data(in[0]), em_tensor_data(in[1]), em_tensor_data(out[0]));
+  tables_free(&t);
+  return EM_OK;
+}
+
+/* _avg_pool_grad(dy, x) */
+static em_status avg_grad_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  pool_geom gm;
+  pool_tables t;
+  em_status st = run_setup(a, 0, in[1], &gm, &t);
+  if (st) return st;
+  int cip = (int)em_attr_int(a, "count_include_pad", 0);
+  if (em_tensor_dtype(in[0]) == EM_F32) avg_grad_f32(&gm, &t, cip, em_tensor_data(in[0]), em_tensor_data(out[0]));
+  else avg_grad_f64(&gm, &t, cip, em_tensor_data(in[0]), em_tensor_data(out[0]));
+  tables_free(&t);
+  return EM_OK;
+}
+
+/* ---------------------------------------------------------- global pools --- */
+
+static em_status global_shape(em_op_args *a, const em_shape *x, em_shape *y) {
+  if (x->ndim < 3)
+    return em_op_fail(a, "the input must be [N, C, spatial...] with at least one spatial axis, not rank %d", x->ndim);
+  *y = *x;
+  for (int i = 2; i < x->ndim; i++) y->dims[i] = 1;
+  return EM_OK;
+}
+
+static em_status global_infer(em_op_args *a) {
+  em_status st = check_float(a);
+  return st ? st : global_shape(a, &a->in[0], &a->out[0]);
+}
+
+/* Planes and plane size of a contiguous [N, C, spatial...] tensor. */
+static void plane_dims(const em_tensor *x, int64_t *planes, int64_t *size) {
+  const int64_t *sh = em_tensor_shape(x);
+  *planes = sh[0] * sh[1];
+  *size = 1;
+  for (int i = 2; i < em_tensor_ndim(x); i++) *size *= sh[i];
+}
+
+static em_status global_cpu(int is_max, em_tensor *const *in, em_tensor *const *out) {
+  int64_t planes, size;
+  plane_dims(in[0], &planes, &size);
+  if (em_tensor_dtype(in[0]) == EM_F32)
+    global_fwd_f32(is_max, planes, size, em_tensor_data(in[0]), em_tensor_data(out[0]));
+  else global_fwd_f64(is_max, planes, size, em_tensor_data(in[0]), em_tensor_data(out[0]));
+  return EM_OK;
+}
+
+static em_status global_max_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  (void)a;
+  return global_cpu(1, in, out);
+}
+
+static em_status global_avg_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  (void)a;
+  return global_cpu(0, in, out);
+}
+
+static em_status global_backward(em_graph *g, const char *mode, const em_var *x, const em_var *dy, em_var *din) {
+  if (dy[0] < 0) return EM_OK;
+  em_var in[2] = {x[0], dy[0]};
+  em_attr at = em_attr_s("mode", mode);
+  return em_apply(g, "_global_pool_grad", in, 2, &at, 1, &din[0], 1);
+}
+
+static em_status global_max_backward(em_graph *g, const em_op_args *a, const em_var *x, const em_var *y,
+                                     const em_var *dy, em_var *din) {
+  (void)a, (void)y;
+  return global_backward(g, "max", x, dy, din);
+}
+
+static em_status global_avg_backward(em_graph *g, const em_op_args *a, const em_var *x, const em_var *y,
+                                     const em_var *dy, em_var *din) {
+  (void)a, (void)y;
+  return global_backward(g, "average", x, dy, din);
+}
+
+static em_status global_mode(const em_op_args *a, int *is_max) {
+  const char *m = em_attr_str(a, "mode", "");
+  if (!strcmp(m, "max")) *is_max = 1;
+  else if (!strcmp(m, "average")) *is_max = 0;
+  else return em_op_fail(a, "attribute mode is '%s'; expected \"max\" or \"average\"", m);
+  return EM_OK;
+}
+
+/* _global_pool_grad(x, dy) */
+static em_status global_grad_infer(em_op_args *a) {
+  int is_max;
+  em_shape y;
+  char want[128], have[128];
+  em_status st = check_float(a);
+  if (!st) st = global_mode(a, &is_max);
+  if (!st) st = global_shape(a, &a->in[0], &y);
+  if (st) return st;
+  if (!shapes_compatible(&a->in[1], &y))
+    return em_op_fail(a, "the gradient %s does not match the forward output %s",
+                      em_shape_str(&a->in[1], have, sizeof have), em_shape_str(&y, want, sizeof want));
+  a->out[0] = a->in[0];
+  return EM_OK;
+}
+
+static em_status global_grad_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  int is_max;
+  em_status st = global_mode(a, &is_max);
+  if (st) return st;
+  int64_t planes, size;
+  plane_dims(in[0], &planes, &size);
+  if (em_tensor_dtype(in[0]) == EM_F32)
+    global_grad_f32(is_max, planes, size, em_tensor_data(in[0]), em_tensor_data(in[1]), em_tensor_data(out[0]));
+  else global_grad_f64(is_max, planes, size, em_tensor_data(in[0]), em_tensor_data(in[1]), em_tensor_data(out[0]));
+  return EM_OK;
+}
+
+const em_op_def em_ops_pool[] = {
+  {"max_pool", "window maximum of x [N,C,s...]; attrs kernel_shape (required), strides, dilations, pads, auto_pad, "
+   "ceil_mode", 1, 1, 1, 0, 0, 0, max_pool_infer, max_pool_cpu, NULL, max_pool_backward},
+  {"average_pool", "window mean of x [N,C,s...]; attrs kernel_shape (required), strides, dilations, pads, auto_pad, "
+   "ceil_mode, count_include_pad", 1, 1, 1, 0, 0, 0, avg_pool_infer, avg_pool_cpu, NULL, avg_pool_backward},
+  {"global_max_pool", "maximum of each [N,C] plane of x [N,C,s...] -> [N,C,1...]", 1, 1, 1, 0, 0, 0, global_infer,
+   global_max_cpu, NULL, global_max_backward},
+  {"global_average_pool", "mean of each [N,C] plane of x [N,C,s...] -> [N,C,1...]", 1, 1, 1, 0, 0, 0, global_infer,
+   global_avg_cpu, NULL, global_avg_backward},
+  {"_max_pool_grad", "max_pool's gradient (x, dy): dy routed to the first maximum of each window; max_pool's attrs",
+   2, 2, 1, 0, 0, 0, max_grad_infer, max_grad_cpu, NULL, NULL},
+  {"_avg_pool_grad", "average_pool's gradient (dy, x); average_pool's attrs", 2, 2, 1, 0, 0, 0, avg_grad_infer,
+   avg_grad_cpu, NULL, NULL},
+  {"_global_pool_grad", "global pools' gradient (x, dy); attr mode \"max\" (first maximum) or \"average\"", 2, 2, 1,
+   0, 0, 0, global_grad_infer, global_grad_cpu, NULL, NULL},
+};
+const size_t em_ops_pool_count = sizeof em_ops_pool / sizeof em_ops_pool[0];
+
+#else /* ------------------------------------ type-generic kernels (POOL_T) --- */
+
+#define R POOL_T
+
+/* The flat input index of the first maximum of window o (od, oh, ow) in a plane. */
+static int64_t POOL_NAME(argmax)(const pool_geom *gm, const pool_tables *t, const R *src, int64_t od, int64_t oh,
+                                 int64_t ow) {
+  const int64_t *s = gm->s, *d = gm->d, *pb = gm->pb, *in = gm->img;
+  int64_t arg = -1;
+  R best = 0;
+  for (int64_t kd = t->lo[0][od]; kd < t->hi[0][od]; kd++) {
+    int64_t id = od * s[0] - pb[0] + kd * d[0];
+    for (int64_t kh = t->lo[1][oh]; kh < t->hi[1][oh]; kh++) {
+      int64_t ih = oh * s[1] - pb[1] + kh * d[1];
+      const R *row = src + (id * in[1] + ih) * in[2];
+      for (int64_t kw = t->lo[2][ow]; kw < t->hi[2][ow]; kw++) {
+        int64_t iw = ow * s[2] - pb[2] + kw * d[2];
+        R v = row[iw];
+        /* strict >: ties keep the first; a NaN wins once and then stays */
+        if (arg < 0 || v > best || (isnan(v) && !isnan(best))) {
+          best = v;
+          arg = (id * in[1] + ih) * in[2] + iw;
+        }
+      }
+    }
+  }
+  return arg;
+}
+
+static void POOL_NAME(max_fwd)(const pool_geom *gm, const pool_tables *t, const R *x, R *y) {
+  const int64_t P = prod3(gm->col), Q = prod3(gm->img), *out = gm->col;
+#pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (gm->planes * P > 32768)
+  for (int64_t pl = 0; pl < gm->planes; pl++) {
+    const R *src = x + pl * Q;
+    R *dst = y + pl * P;
+    for (int64_t od = 0; od < out[0]; od++)
+      for (int64_t oh = 0; oh < out[1]; oh++)
+        for (int64_t ow = 0; ow < out[2]; ow++)
+          dst[(od * out[1] + oh) * out[2] + ow] = src[POOL_NAME(argmax)(gm, t, src, od, oh, ow)];
+  }
+}
+
+static void POOL_NAME(max_grad)(const pool_geom *gm, const pool_tables *t, const R *x, const R *dy, R *dx) {
+  const int64_t P = prod3(gm->col), Q = prod3(gm->img), *out = gm->col;
+#pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (gm->planes * P > 32768)
+  for (int64_t pl = 0; pl < gm->planes; pl++) {
+    const R *src = x + pl * Q, *g = dy + pl * P;
+    R *dst = dx + pl * Q;
+    memset(dst, 0, sizeof(R) * (size_t)Q);
+    for (int64_t od = 0; od < out[0]; od++)
+      for (int64_t oh = 0; oh < out[1]; oh++)
+        for (int64_t ow = 0; ow < out[2]; ow++)
+          dst[POOL_NAME(argmax)(gm, t, src, od, oh, ow)] += g[(od * out[1] + oh) * out[2] + ow];
+  }
+}
+
+/* The divisor of window (od, oh, ow). */
+static double POOL_NAME(divisor)(const pool_tables *t, int cip, int64_t od, int64_t oh, int64_t ow) {
+  if (cip) return (double)(t->padded[0][od] * t->padded[1][oh] * t->padded[2][ow]);
+  return (double)((t->hi[0][od] - t->lo[0][od]) * (t->hi[1][oh] - t->lo[1][oh]) * (t->hi[2][ow] - t->lo[2][ow]));
+}
+
+static void POOL_NAME(avg_fwd)(const pool_geom *gm, const pool_tables *t, int cip, const R *x, R *y) {
+  const int64_t P = prod3(gm->col), Q = prod3(gm->img), *out = gm->col, *s = gm->s, *d = gm->d, *pb = gm->pb,
+                *in = gm->img;
+#pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (gm->planes * P > 32768)
+  for (int64_t pl = 0; pl < gm->planes; pl++) {
+    const R *src = x + pl * Q;
+    R *dst = y + pl * P;
+    for (int64_t od = 0; od < out[0]; od++)
+      for (int64_t oh = 0; oh < out[1]; oh++)
+        for (int64_t ow = 0; ow < out[2]; ow++) {
+          double acc = 0;
+          for (int64_t kd = t->lo[0][od]; kd < t->hi[0][od]; kd++) {
+            int64_t id = od * s[0] - pb[0] + kd * d[0];
+            for (int64_t kh = t->lo[1][oh]; kh < t->hi[1][oh]; kh++) {
+              const R *row = src + (id * in[1] + oh * s[1] - pb[1] + kh * d[1]) * in[2];
+              for (int64_t kw = t->lo[2][ow]; kw < t->hi[2][ow]; kw++) acc += row[ow * s[2] - pb[2] + kw * d[2]];
+            }
+          }
+          dst[(od * out[1] + oh) * out[2] + ow] = (R)(acc / POOL_NAME(divisor)(t, cip, od, oh, ow));
+        }
+  }
+}
+
+static void POOL_NAME(avg_grad)(const pool_geom *gm, const pool_tables *t, int cip, const R *dy, R *dx) {
+  const int64_t P = prod3(gm->col), Q = prod3(gm->img), *out = gm->col, *s = gm->s, *d = gm->d, *pb = gm->pb,
+                *in = gm->img;
+#pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (gm->planes * P > 32768)
+  for (int64_t pl = 0; pl < gm->planes; pl++) {
+    const R *g = dy + pl * P;
+    R *dst = dx + pl * Q;
+    memset(dst, 0, sizeof(R) * (size_t)Q);
+    for (int64_t od = 0; od < out[0]; od++)
+      for (int64_t oh = 0; oh < out[1]; oh++)
+        for (int64_t ow = 0; ow < out[2]; ow++) {
+          R v = (R)(g[(od * out[1] + oh) * out[2] + ow] / POOL_NAME(divisor)(t, cip, od, oh, ow));
+          for (int64_t kd = t->lo[0][od]; kd < t->hi[0][od]; kd++) {
+            int64_t id = od * s[0] - pb[0] + kd * d[0];
+            for (int64_t kh = t->lo[1][oh]; kh < t->hi[1][oh]; kh++) {
+              R *row = dst + (id * in[1] + oh * s[1] - pb[1] + kh * d[1]) * in[2];
+              for (int64_t kw = t->lo[2][ow]; kw < t->hi[2][ow]; kw++) row[ow * s[2] - pb[2] + kw * d[2]] += v;
+            }
+          }
+        }
+  }
+}
+
+/* The index of the first maximum of a plane (a NaN counts as the maximum). */
+static int64_t POOL_NAME(plane_argmax)(const R *p, int64_t n) {
+  int64_t arg = 0;
+  for (int64_t i = 1; i < n; i++)
+    if (isnan(p[arg])) break;
+    else if (p[i] > p[arg] || isnan(p[i])) arg = i;
+  return arg;
+}
+
+static void POOL_NAME(global_fwd)(int is_max, int64_t planes, int64_t size, const R *x, R *y) {
+#pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (planes * size > 32768)
+  for (int64_t pl = 0; pl < planes; pl++) {
+    const R *p = x + pl * size;
+    if (size == 0) {
+      y[pl] = is_max ? (R)-INFINITY : (R)NAN; /* an empty plane: max of nothing, mean of nothing */
+    } else if (is_max) {
+      y[pl] = p[POOL_NAME(plane_argmax)(p, size)];
+    } else {
+      double acc = 0;
+      for (int64_t i = 0; i < size; i++) acc += p[i];
+      y[pl] = (R)(acc / (double)size);
+    }
+  }
+}
+
+static void POOL_NAME(global_grad)(int is_max, int64_t planes, int64_t size, const R *x, const R *dy, R *dx) {
+#pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (planes * size > 32768)
+  for (int64_t pl = 0; pl < planes; pl++) {
+    R *dst = dx + pl * size;
+    if (is_max) {
+      memset(dst, 0, sizeof(R) * (size_t)size);
+      if (size) dst[POOL_NAME(plane_argmax)(x + pl * size, size)] = dy[pl];
+    } else {
+      R v = (R)(dy[pl] / (double)size);
+      for (int64_t i = 0; i < size; i++) dst[i] = v;
+    }
+  }
+}
+
+#undef R
+#endif
