@@ -1,0 +1,1536 @@
+/* ONNX graph -> Ember graph (see onnx_import.h).
+ *
+ * One translation per ONNX op_type (the table `trs` at the end, sorted by
+ * name). Most map to one Ember op with the same attributes; the others:
+ *   - ONNX inputs that Ember takes as attributes (Reshape shape, Slice
+ *     starts/ends/axes/steps, Squeeze/Unsqueeze axes, ReduceSum axes, Clip
+ *     min/max, Pad pads/constant_value, Expand shape, Tile repeats, TopK K,
+ *     OneHot depth/values, Split split, Dropout ratio/training_mode) are read
+ *     at build time (value_of: initializers, Constant nodes, fed inputs, or a
+ *     run of the graph built so far);
+ *   - ONNX defaults that differ from Ember's are passed explicitly (keepdims
+ *     defaults to 1 in ONNX, 0 in Ember);
+ *   - opset-dependent semantics: Softmax, LogSoftmax and Hardmax before opset
+ *     13 flatten the input to 2-D at `axis` (flatten, op on the last axis,
+ *     reshape_like back);
+ *   - variadic Sum/Max/Min/Mean chain the binary op (Mean then divides);
+ *   - lowerings onto several Ember ops, where Ember has no single op:
+ *       Pow with an integer base or mixed types  cast to the base's float type,
+ *                                                pow (ints go through f64 and back)
+ *       Hardmax            argmax + one_hot
+ *       PRelu              where(x < 0, slope * x, x)
+ *       Celu               alpha * elu(x / alpha)
+ *       Shrink             where(x < -lambd, x + bias, where(x > lambd, x - bias, 0))
+ *       Trilu              where(mask, x, 0) with a constant mask from the static shape and k
+ *       GatherElements     where(one_hot(indices, axis), data, 0) summed over the one-hot axis
+ *       NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
+ *                          (log_softmax +) one_hot of the targets (ignore_index mapped
+ *                          out of range), reductions for the weights and reductions
+ *       MeanVarianceNormalization  (x - mean) / sqrt(mean((x - mean)^2) + 1e-9)
+ *       LayerNormalization's Mean and InvStdDev outputs   reduce_mean, rsqrt
+ *   - Shape, Size and ConstantOfShape become constants (shapes are static
+ *     once the inputs' shapes are known); Constant becomes a constant.
+ *   - Dropout in inference (or with ratio 0) is the identity, its mask all
+ *     true; BatchNormalization is inference mode only.
+ * Anything else (an unknown attribute, a training-mode flag, an element
+ * type Ember lacks, an optional output not produced) is refused with
+ * EM_ERR_UNSUPPORTED naming it, never silently ignored. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "op.h"
+#include "onnx_import.h"
+
+/* dtype masks for the translation table (input 0's dtype). */
+#define D(t) (1u << (t))
+#define DT_FLT (D(EM_F32) | D(EM_F64))
+#define DT_INT (D(EM_I32) | D(EM_I64))
+#define DT_NUM (DT_FLT | DT_INT)
+#define DT_CMP (DT_NUM | D(EM_U8) | D(EM_BOOL))
+#define DT_BOOL D(EM_BOOL)
+#define DT_ANY 0u
+
+/* ------------------------------------------------------------- dtypes --- */
+
+em_status em_onnx_dtype_to_em(em_onnx_dtype t, em_dtype *out) {
+  switch (t) {
+  case EM_ONNX_FLOAT: *out = EM_F32; return EM_OK;
+  case EM_ONNX_DOUBLE: *out = EM_F64; return EM_OK;
+  case EM_ONNX_FLOAT16: *out = EM_F16; return EM_OK;
+  case EM_ONNX_BFLOAT16: *out = EM_BF16; return EM_OK;
+  case EM_ONNX_INT32: *out = EM_I32; return EM_OK;
+  case EM_ONNX_INT64: *out = EM_I64; return EM_OK;
+  case EM_ONNX_UINT8: *out = EM_U8; return EM_OK;
+  case EM_ONNX_BOOL: *out = EM_BOOL; return EM_OK;
+  default:
+    return em_fail(EM_ERR_UNSUPPORTED, "ONNX element type %s has no Ember dtype", em_onnx_dtype_name(t));
+  }
+}
+
+em_status em_onnx_tensor_to_em(const em_onnx_tensor *t, em_tensor **out) {
+  if (!t || !out) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_onnx_tensor_to_em: NULL argument");
+  em_dtype dt;
+  em_status s = em_onnx_dtype_to_em(t->dtype, &dt);
+  if (s) return em_fail_context(s, "tensor '%s'", t->name ? t->name : "");
+  if (t->rank > EM_MAX_DIMS)
+    return em_fail(EM_ERR_UNSUPPORTED, "tensor '%s' has rank %zu; Ember tensors have at most %d dimensions",
+                   t->name ? t->name : "", t->rank, EM_MAX_DIMS);
+  return em_tensor_from_host(em_cpu(), dt, (int)t->rank, t->dims, t->data, t->nbytes, out);
+}
+
+/* ------------------------------------------------------------ context --- */
+
+typedef struct imp {
+  em_graph *g;
+  const em_onnx_model *m;
+  int64_t opset;
+  /* ONNX value names -> Ember values */
+  char **names;
+  em_var *vars;
+  size_t n_names, cap_names;
+  /* Values known at build time, by em_var (retained tensors). */
+  em_tensor **known;
+  size_t n_known;
+  /* Graph inputs with values: what a folding run is fed. */
+  em_feed *feeds;
+  int n_feeds;
+  int all_fed;                  /* every graph input has a value */
+  const em_onnx_node *node;     /* the node being translated (messages) */
+  /* Scratch memory of the node being translated. */
+  void **tmp;
+  size_t n_tmp, cap_tmp;
+} imp;
+
+static const char *node_label(const imp *c, char *buf, size_t cap) {
+  const em_onnx_node *n = c->node;
+  if (!n) return "ONNX graph";
+  if (n->name && n->name[0]) snprintf(buf, cap, "ONNX %s node '%s'", n->op_type, n->name);
+  else snprintf(buf, cap, "ONNX %s", n->op_type);
+  return buf;
+}
+
+/* EM_ERR_UNSUPPORTED "ONNX <Op> [node 'name']: <message>". */
+static em_status unsup(const imp *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static em_status unsup(const imp *c, const char *fmt, ...) {
+  char msg[512], lab[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  return em_fail(EM_ERR_UNSUPPORTED, "%s: %s", node_label(c, lab, sizeof lab), msg);
+}
+
+static em_status bad(const imp *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static em_status bad(const imp *c, const char *fmt, ...) {
+  char msg[512], lab[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  return em_fail(EM_ERR_INVALID_ARGUMENT, "%s: %s", node_label(c, lab, sizeof lab), msg);
+}
+
+/* Zeroed scratch memory living until the current node is translated. */
+static void *tmp(imp *c, size_t bytes) {
+  if (c->n_tmp == c->cap_tmp) {
+    size_t cap = c->cap_tmp ? 2 * c->cap_tmp : 16;
+    void **p = realloc(c->tmp, cap * sizeof *p);
+    if (!p) return NULL;
+    c->tmp = p, c->cap_tmp = cap;
+  }
+  void *b = calloc(1, bytes ? bytes : 1);
+  if (b) c->tmp[c->n_tmp++] = b;
+  return b;
+}
+
+static void tmp_free(imp *c) {
+  for (size_t i = 0; i < c->n_tmp; i++) free(c->tmp[i]);
+  c->n_tmp = 0;
+}
+
+#define OOM() em_fail(EM_ERR_OUT_OF_MEMORY, "ONNX import: out of memory")
+
+/* ------------------------------------------------------------- values --- */
+
+static em_status name_set(imp *c, const char *name, em_var v) {
+  for (size_t i = 0; i < c->n_names; i++)
+    if (strcmp(c->names[i], name) == 0) {
+      c->vars[i] = v; /* ONNX forbids redefinition; the last one wins */
+      return EM_OK;
+    }
+  if (c->n_names == c->cap_names) {
+    size_t cap = c->cap_names ? 2 * c->cap_names : 32;
+    char **nn = realloc(c->names, cap * sizeof *nn);
+    if (!nn) return OOM();
+    c->names = nn;
+    em_var *vv = realloc(c->vars, cap * sizeof *vv);
+    if (!vv) return OOM();
+    c->vars = vv, c->cap_names = cap;
+  }
+  char *d = strdup(name);
+  if (!d) return OOM();
+  c->names[c->n_names] = d;
+  c->vars[c->n_names++] = v;
+  return EM_OK;
+}
+
+static int name_get(const imp *c, const char *name, em_var *v) {
+  for (size_t i = c->n_names; i-- > 0;)
+    if (strcmp(c->names[i], name) == 0) {
+      *v = c->vars[i];
+      return 1;
+    }
+  return 0;
+}
+
+static em_status known_grow(imp *c) {
+  size_t need = em_graph_value_count(c->g);
+  if (need <= c->n_known) return EM_OK;
+  em_tensor **k = realloc(c->known, need * sizeof *k);
+  if (!k) return OOM();
+  memset(k + c->n_known, 0, (need - c->n_known) * sizeof *k);
+  c->known = k, c->n_known = need;
+  return EM_OK;
+}
+
+/* Records t (retained) as the build-time value of v. */
+static em_status known_set(imp *c, em_var v, em_tensor *t) {
+  em_status s = known_grow(c);
+  if (s) return s;
+  em_tensor_release(c->known[v]);
+  c->known[v] = em_tensor_retain(t);
+  return EM_OK;
+}
+
+static em_status vinfo(const imp *c, em_var v, em_shape *s) {
+  memset(s, 0, sizeof *s);
+  return em_var_info(c->g, v, &s->dtype, &s->ndim, s->dims);
+}
+
+static int static_shape(const em_shape *s) {
+  for (int i = 0; i < s->ndim; i++)
+    if (s->dims[i] < 0) return 0;
+  return 1;
+}
+
+/* The value of v while the graph is built (borrowed; owned by c->known):
+ * known values as they are, others computed by running the graph built so
+ * far on the fed inputs. `what` names it in messages. */
+static em_status value_of(imp *c, em_var v, const char *what, em_tensor **out) {
+  em_status s = known_grow(c);
+  if (s) return s;
+  if (v < 0 || (size_t)v >= c->n_known) return bad(c, "%s is missing", what);
+  if (c->known[v]) {
+    *out = c->known[v];
+    return EM_OK;
+  }
+  em_exec *e = NULL;
+  em_tensor *t = NULL;
+  s = em_exec_create(c->g, &v, 1, em_cpu(), &e);
+  if (!s) s = em_exec_run(e, c->feeds, c->n_feeds, &t);
+  em_exec_free(e);
+  if (s) {
+    char lab[256], why[512];
+    snprintf(why, sizeof why, "%s", em_last_error()); /* em_fail writes where em_last_error points */
+    if (!c->all_fed)
+      return em_fail(EM_ERR_UNSUPPORTED,
+                     "%s: %s must be known when the graph is built (Ember takes it as an attribute), and computing "
+                     "it failed (are all inputs given values?): %s",
+                     node_label(c, lab, sizeof lab), what, why);
+    return em_fail_context(s, "%s: computing %s at build time", node_label(c, lab, sizeof lab), what);
+  }
+  c->known[v] = t;
+  *out = t;
+  return EM_OK;
+}
+
+/* An integer tensor's elements as int64 (scratch memory). */
+static em_status ints_of(imp *c, em_var v, const char *what, int64_t **vals, int *n) {
+  em_tensor *t;
+  em_status s = value_of(c, v, what, &t);
+  if (s) return s;
+  em_dtype dt = em_tensor_dtype(t);
+  int64_t k = em_tensor_numel(t);
+  if (dt != EM_I64 && dt != EM_I32) return unsup(c, "%s is %s; integers expected", what, em_dtype_name(dt));
+  int64_t *o = tmp(c, (size_t)(k ? k : 1) * sizeof *o);
+  void *raw = tmp(c, (size_t)(k ? k : 1) * em_dtype_size(dt));
+  if (!o || !raw) return OOM();
+  if ((s = em_tensor_to_host(t, raw, (size_t)k * em_dtype_size(dt)))) return s;
+  for (int64_t i = 0; i < k; i++) o[i] = dt == EM_I64 ? ((int64_t *)raw)[i] : ((int32_t *)raw)[i];
+  *vals = o;
+  *n = (int)k;
+  return EM_OK;
+}
+
+/* Element i of a numeric host buffer as a double. */
+static double elem_as_double(em_dtype dt, const void *p, int64_t i) {
+  switch (dt) {
+  case EM_F32: return ((const float *)p)[i];
+  case EM_F64: return ((const double *)p)[i];
+  case EM_I32: return ((const int32_t *)p)[i];
+  case EM_I64: return (double)((const int64_t *)p)[i];
+  case EM_U8: case EM_BOOL: return ((const uint8_t *)p)[i];
+  default: return NAN;
+  }
+}
+
+/* Every element of a numeric tensor value as doubles (scratch memory). */
+static em_status doubles_of(imp *c, em_var v, const char *what, double **vals, int *n) {
+  em_tensor *t;
+  em_status s = value_of(c, v, what, &t);
+  if (s) return s;
+  em_dtype dt = em_tensor_dtype(t);
+  if (dt == EM_F16 || dt == EM_BF16)
+    return unsup(c, "%s is %s; read as a number only from f32 f64 i32 i64 u8 bool", what, em_dtype_name(dt));
+  int64_t k = em_tensor_numel(t);
+  void *raw = tmp(c, (size_t)(k ? k : 1) * em_dtype_size(dt));
+  double *o = tmp(c, (size_t)(k ? k : 1) * sizeof *o);
+  if (!raw || !o) return OOM();
+  if ((s = em_tensor_to_host(t, raw, (size_t)k * em_dtype_size(dt)))) return s;
+  for (int64_t i = 0; i < k; i++) o[i] = elem_as_double(dt, raw, i);
+  *vals = o;
+  *n = (int)k;
+  return EM_OK;
+}
+
+/* A one-element tensor value as a double. */
+static em_status scalar_of(imp *c, em_var v, const char *what, double *out) {
+  double *d;
+  int n;
+  em_status s = doubles_of(c, v, what, &d, &n);
+  if (s) return s;
+  if (n != 1) return unsup(c, "%s has %d elements; one expected", what, n);
+  *out = d[0];
+  return EM_OK;
+}
+
+/* ------------------------------------------------------- graph helpers --- */
+
+static em_status ap(imp *c, const char *op, const em_var *in, int n_in, const em_attr *at, int n_at, em_var *out,
+                    int n_out) {
+  em_status s = em_apply(c->g, op, in, n_in, at, n_at, out, n_out);
+  if (s) {
+    char lab[256];
+    return em_fail_context(s, "%s", node_label(c, lab, sizeof lab));
+  }
+  return EM_OK;
+}
+
+static em_status ap1(imp *c, const char *op, em_var x, const em_attr *at, int n_at, em_var *out) {
+  return ap(c, op, &x, 1, at, n_at, out, 1);
+}
+
+static em_status ap2(imp *c, const char *op, em_var x, em_var y, em_var *out) {
+  em_var in[2] = {x, y};
+  return ap(c, op, in, 2, NULL, 0, out, 1);
+}
+
+/* A constant holding t (which stays known at build time). */
+static em_status const_of_tensor(imp *c, em_tensor *t, em_var *out) {
+  em_status s = em_constant(c->g, t, out);
+  if (!s) s = known_set(c, *out, t);
+  return s;
+}
+
+/* A constant of a dtype and shape from host data (NULL: zeros). */
+static em_status const_new(imp *c, em_dtype dt, int ndim, const int64_t *shape, const void *data, em_var *out) {
+  em_tensor *t;
+  em_status s = em_tensor_zeros(em_cpu(), dt, ndim, shape, &t);
+  if (s) return s;
+  if (data) memcpy(em_tensor_data(t), data, (size_t)em_tensor_numel(t) * em_dtype_size(dt));
+  s = const_of_tensor(c, t, out);
+  em_tensor_release(t);
+  return s;
+}
+
+static em_status const_i64(imp *c, int ndim, const int64_t *shape, const int64_t *data, em_var *out) {
+  return const_new(c, EM_I64, ndim, shape, data, out);
+}
+
+static em_status scalar(imp *c, em_dtype dt, double v, em_var *out) {
+  em_status s = em_scalar(c->g, dt, v, out);
+  if (s) {
+    char lab[256];
+    return em_fail_context(s, "%s", node_label(c, lab, sizeof lab));
+  }
+  return EM_OK;
+}
+
+static em_status cast_to(imp *c, em_var x, em_dtype dt, em_var *out) {
+  em_shape s;
+  em_status st = vinfo(c, x, &s);
+  if (st) return st;
+  if (s.dtype == dt) {
+    *out = x;
+    return EM_OK;
+  }
+  em_attr a = em_attr_i("to", dt);
+  return ap1(c, "cast", x, &a, 1, out);
+}
+
+/* ------------------------------------------------------ ONNX attributes --- */
+
+static const em_onnx_attr *oattr(const em_onnx_node *n, const char *name) { return em_onnx_node_attr(n, name); }
+
+static em_status oint(imp *c, const em_onnx_node *n, const char *name, int64_t dflt, int64_t *out) {
+  const em_onnx_attr *a = oattr(n, name);
+  *out = dflt;
+  if (!a) return EM_OK;
+  if (a->type != EM_ONNX_ATTR_INT)
+    return unsup(c, "attribute '%s' is %s; int expected", name, em_onnx_attr_type_name(a->type));
+  *out = a->i;
+  return EM_OK;
+}
+
+static em_status ofloat(imp *c, const em_onnx_node *n, const char *name, double dflt, double *out) {
+  const em_onnx_attr *a = oattr(n, name);
+  *out = dflt;
+  if (!a) return EM_OK;
+  if (a->type == EM_ONNX_ATTR_FLOAT) *out = a->f;
+  else if (a->type == EM_ONNX_ATTR_INT) *out = (double)a->i;
+  else return unsup(c, "attribute '%s' is %s; float expected", name, em_onnx_attr_type_name(a->type));
+  return EM_OK;
+}
+
+static em_status ostr(imp *c, const em_onnx_node *n, const char *name, const char *dflt, const char **out) {
+  const em_onnx_attr *a = oattr(n, name);
+  *out = dflt;
+  if (!a) return EM_OK;
+  if (a->type != EM_ONNX_ATTR_STRING)
+    return unsup(c, "attribute '%s' is %s; string expected", name, em_onnx_attr_type_name(a->type));
+  *out = a->s.data;
+  return EM_OK;
+}
+
+/* INTS attribute; *present = 0 (and *n = 0) when absent. */
+static em_status oints(imp *c, const em_onnx_node *n, const char *name, const int64_t **v, int *cnt, int *present) {
+  const em_onnx_attr *a = oattr(n, name);
+  *v = NULL, *cnt = 0, *present = 0;
+  if (!a) return EM_OK;
+  if (a->type != EM_ONNX_ATTR_INTS)
+    return unsup(c, "attribute '%s' is %s; ints expected", name, em_onnx_attr_type_name(a->type));
+  *v = a->ints, *cnt = (int)a->n, *present = 1;
+  return EM_OK;
+}
+
+/* An ONNX attribute as the Ember attribute of the same name. */
+static em_status attr_pass(imp *c, const em_onnx_attr *a, em_attr *out) {
+  switch (a->type) {
+  case EM_ONNX_ATTR_INT: *out = em_attr_i(a->name, a->i); return EM_OK;
+  case EM_ONNX_ATTR_FLOAT: *out = em_attr_f(a->name, a->f); return EM_OK;
+  case EM_ONNX_ATTR_INTS: *out = em_attr_is(a->name, a->ints, (int)a->n); return EM_OK;
+  case EM_ONNX_ATTR_STRING: *out = em_attr_s(a->name, a->s.data); return EM_OK;
+  case EM_ONNX_ATTR_FLOATS: {
+    double *d = tmp(c, (a->n ? a->n : 1) * sizeof *d);
+    if (!d) return OOM();
+    for (size_t i = 0; i < a->n; i++) d[i] = a->floats[i];
+    *out = em_attr_fs(a->name, d, (int)a->n);
+    return EM_OK;
+  }
+  default:
+    return unsup(c, "attribute '%s' of type %s is not supported", a->name, em_onnx_attr_type_name(a->type));
+  }
+}
+
+/* 1 when name is one of the comma-separated words of list. */
+static int in_list(const char *list, const char *name) {
+  size_t len = strlen(name);
+  for (const char *p = list; p && *p;) {
+    const char *e = strchr(p, ',');
+    size_t l = e ? (size_t)(e - p) : strlen(p);
+    if (l == len && strncmp(p, name, len) == 0) return 1;
+    p = e ? e + 1 : NULL;
+  }
+  return 0;
+}
+
+/* ---------------------------------------------------- the translations --- */
+
+struct tr;
+typedef em_status (*tr_fn)(imp *c, const em_onnx_node *n, const struct tr *t, const em_var *in, em_var *out);
+typedef struct tr {
+  const char *onnx;     /* op_type */
+  tr_fn fn;
+  const char *ember;    /* the Ember op (for the generic translations) */
+  const char *attrs;    /* the ONNX attributes accepted, comma-separated */
+  unsigned dtypes;      /* input 0's dtypes accepted (DT_ANY: the ops decide) */
+  const char *how;      /* the Ember ops it becomes, for reports */
+} tr;
+
+/* Number of inputs given (omitted trailing ones not counted); fails when an
+ * omitted input sits between given ones, which `same` cannot express. */
+static em_status given_inputs(imp *c, const em_onnx_node *n, const em_var *in, int *k) {
+  int last = -1;
+  for (int i = 0; i < (int)n->n_inputs; i++)
+    if (in[i] >= 0) last = i;
+  for (int i = 0; i < last; i++)
+    if (in[i] < 0) return unsup(c, "optional input %d omitted before a given one", i);
+  *k = last + 1;
+  return EM_OK;
+}
+
+/* One Ember op, the same inputs, the attributes passed through by name. */
+static em_status tr_same(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
+  int k;
+  em_status s = given_inputs(c, n, in, &k);
+  if (s) return s;
+  em_attr *at = tmp(c, (n->n_attrs + 1) * sizeof *at);
+  if (!at) return OOM();
+  for (size_t i = 0; i < n->n_attrs; i++)
+    if ((s = attr_pass(c, &n->attrs[i], &at[i]))) return s;
+  const em_op_def *def = em_op_find(t->ember);
+  if (!def) return unsup(c, "Ember op '%s' is not in this build", t->ember);
+  if ((int)n->n_outputs > def->n_outputs)
+    return unsup(c, "%zu outputs requested; Ember's '%s' has %d", n->n_outputs, t->ember, def->n_outputs);
+  em_var o[8];
+  if (def->n_outputs > 8) return unsup(c, "Ember's '%s' has %d outputs", t->ember, def->n_outputs);
+  if ((s = ap(c, t->ember, in, k, at, (int)n->n_attrs, o, def->n_outputs))) return s;
+  for (size_t j = 0; j < n->n_outputs; j++) out[j] = o[j];
+  return EM_OK;
+}
+
+/* Sum, Max, Min: the binary op chained left to right (one input: identity). */
+static em_status tr_chain(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
+  if (n->n_inputs < 1 || in[0] < 0) return bad(c, "needs at least one input");
+  em_var acc = in[0];
+  em_status s;
+  if (n->n_inputs == 1) return ap1(c, "identity", acc, NULL, 0, &out[0]);
+  for (size_t i = 1; i < n->n_inputs; i++) {
+    if (in[i] < 0) return bad(c, "input %zu is empty", i);
+    if ((s = ap2(c, t->ember, acc, in[i], &acc))) return s;
+  }
+  out[0] = acc;
+  return EM_OK;
+}
+
+/* Mean: the sum (chained adds) divided by the number of inputs. */
+static em_status tr_mean(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
+  (void)t;
+  em_var sum, k;
+  em_shape sh;
+  tr add = {"Sum", tr_chain, "add", "", 0, NULL};
+  em_status s = tr_chain(c, n, &add, in, &sum);
+  if (!s) s = vinfo(c, in[0], &sh);
+  if (!s) s = scalar(c, sh.dtype, (double)n->n_inputs, &k);
+  if (!s) s = ap2(c, "div", sum, k, &out[0]);
+  return s;
+}
+
+/* Pow: Ember's pow takes one float dtype. The exponent is cast to the base's
+ * type; an integer base goes through f64 and is cast back (exact while the
+ * result fits 53 bits), as ONNX's output has the base's type. */
+static em_status tr_pow(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
+  (void)t, (void)n;
+  em_shape xs, ys;
+  em_status s = vinfo(c, in[0], &xs);
+  if (!s) s = vinfo(c, in[1], &ys);
+  if (s) return s;
+  if (!(D(ys.dtype) & DT_NUM)) return unsup(c, "exponent of dtype %s", em_dtype_name(ys.dtype));
+  em_dtype work = em_dtype_is_float(xs.dtype) ? xs.dtype : EM_F64;
+  em_var x, y, r;
+  if ((s = cast_to(c, in[0], work, &x)) || (s = cast_to(c, in[1], work, &y)) || (s = ap2(c, "pow", x, y, &r))) return s;
+  return cast_to(c, r, xs.dtype, &out[0]);
+}
+
+/* --- softmax family --- */
+
+/* Softmax, LogSoftmax (t->ember) and Hardmax (t->ember NULL) along `axis`
+ * of a tensor whose axis is already the one to use. */
+static em_status softmax_along(imp *c, const tr *t, em_var x, int axis, em_var *out) {
+  if (t->ember) {
+    em_attr a = em_attr_i("axis", axis);
+    return ap1(c, t->ember, x, &a, 1, out);
+  }
+  em_shape sh;
+  em_status s = vinfo(c, x, &sh);
+  if (s) return s;
+  if (axis < 0) axis += sh.ndim;
+  if (sh.dims[axis] < 0) return unsup(c, "Hardmax along a dynamic axis");
+  em_var idx;
+  em_attr aa[2] = {em_attr_i("axis", axis), em_attr_i("keepdims", 0)};
+  if ((s = ap1(c, "argmax", x, aa, 2, &idx))) return s;
+  em_attr oh[3] = {em_attr_i("depth", sh.dims[axis]), em_attr_i("axis", axis), em_attr_i("dtype", sh.dtype)};
+  return ap1(c, "one_hot", idx, oh, 3, out);
+}
+
+static em_status tr_softmax(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
+  int64_t axis;
+  em_shape sh;
+  em_status s = oint(c, n, "axis", c->opset >= 13 ? -1 : 1, &axis);
+  if (!s) s = vinfo(c, in[0], &sh);
+  if (s) return s;
+  if (axis < -sh.ndim || axis >= (sh.ndim ? sh.ndim : 1))
+    return bad(c, "axis %lld is out of range for rank %d", (long long)axis, sh.ndim);
+  if (axis < 0) axis += sh.ndim;
+  if (c->opset >= 13 || axis == sh.ndim - 1) return softmax_along(c, t, in[0], (int)axis, out);
+  /* Before opset 13 the input is seen as 2-D [prod(dims[:axis]), prod(dims[axis:])]. */
+  em_var flat, y;
+  em_attr fa = em_attr_i("axis", axis);
+  if ((s = ap1(c, "flatten", in[0], &fa, 1, &flat)) || (s = softmax_along(c, t, flat, 1, &y))) return s;
+  return ap2(c, "reshape_like", y, in[0], &out[0]);
+}
+
+/* --- reductions --- */
+
+static em_status tr_reduce(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
+  int64_t keepdims, noop;
+  em_status s = oint(c, n, "keepdims", 1, &keepdims);
+  if (!s) s = oint(c, n, "noop_with_empty_axes", 0, &noop);
+  if (s) return s;
+  const int64_t *axes = NULL;
+  int n_axes = 0, present = 0;
+  if (n->n_inputs > 1 && in[1] >= 0) {
+    int64_t *v;
+    if ((s = ints_of(c, in[1], "input 'axes'", &v, &n_axes))) return s;
+    axes = v, present = 1;
+  } else if ((s = oints(c, n, "axes", &axes, &n_axes, &present))) {
+    return s;
+  }
+  if (n_axes == 0 && noop) return ap1(c, "identity", in[0], NULL, 0, &out[0]);
+  em_attr at[2] = {em_attr_i("keepdims", keepdims), em_attr_is("axes", axes, n_axes)};
+  return ap1(c, t->ember, in[0], at, n_axes ? 2 : 1, &out[0]);
+}
+
+static em_status tr_arg(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
+  int64_t axis, keepdims, last;
+  em_status s = oint(c, n, "axis", 0, &axis);
+  if (!s) s = oint(c, n, "keepdims", 1, &keepdims);
+  if (!s) s = oint(c, n, "select_last_index", 0, &last);
+  if (s) return s;
+  em_attr at[3] = {em_attr_i("axis", axis), em_attr_i("keepdims", keepdims), em_attr_i("select_last_index", last)};
+  return ap1(c, t->ember, in[0], at, 3, &out[0]);
+}
+
+/* --- shapes --- */
+
+/* An int list from input `idx` (when given) or else attribute `name`;
+ * *present says whether either was there. */
+static em_status ints_input_or_attr(imp *c, const em_onnx_node *n, const em_var *in, size_t idx, const char *name,
+                                    const int64_t **v, int *cnt, int *present) {
+  if (idx < n->n_inputs && in[idx] >= 0) {
+    char what[64];
+    snprintf(what, sizeof what, "input '%s'", name);
+    int64_t *vv;
+    em_status s = ints_of(c, in[idx], what, &vv, cnt);
+    *v = vv, *present = 1;
+    return s;
+  }
+  return oints(c, n, name, v, cnt, present);
+}
+
+static em_status tr_reshape(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
+  (void)t;
+  const int64_t *shape;
+  int k, present;
+  int64_t allowzero;
+  em_status s = ints_input_or_attr(c, n, in, 1, "shape", &shape, &k, &present);
+  if (!s) s = oint(c, n, "allowzero", 0, &allowzero);
+  if (s) return s;
+  if (!present) return bad(c, "no shape given");
+  int has_zero = 0;
+  for (int i = 0; i < k; i++) has_zero |= shape[i] == 0;
+  if (allowzero && has_zero) {
+    /* A literal 0 (allowzero=1): Ember's reshape copies the input's dim for
+     * 0, so the exact shape is given by a constant to reshape_like. */
+    if (k > EM_MAX_DIMS) return unsup(c, "rank %d", k);
+    for (int i = 0; i < k; i++)
+      if (shape[i] < 0) return bad(c, "allowzero=1 with both 0 and -1 in the shape");
+    em_var like;
+    if ((s = const_new(c, EM_U8, k, shape, NULL, &like))) return s;
+    return ap2(c, "reshape_like", in[0], like, &out[0]);
+  }
+  em_attr a = em_attr_is("shape", shape, k);
+  return ap1(c, "reshape", in[0], &a, 1, &out[0]);
+}
+
+/* Squeeze / Unsqueeze: axes from input 1 (opset 13) or the attribute. */
+static em_status tr_axes_op(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
+  const int64_t *axes;
+  int k, present;
+  em_status s = ints_input_or_attr(c, n, in, 1, "axes", &axes, &k, &present);
+  if (s) return s;
+  em_attr a = em_attr_is("axes", axes, k);
+  return ap1(c, t->ember, in[0], &a, present ? 1 : 0, &out[0]);
+}
+
+/* Expand (shape) and Tile (repeats): the list from input 1. */
+static em_status tr_list_input(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
+  const char *name = strcmp(t->ember, "tile") == 0 ? "repeats" : "shape";
+  const int64_t *v;
+  int k, present;
+  em_status s = ints_input_or_attr(c, n, in, 1, name, &v, &k, &present);
+  if (s) return s;
+  if (!present) return bad(c, "no %s given", name);
+  em_attr a = em_attr_is(name, v, k);
+  return ap1(c, t->ember, in[0], &a, 1, &out[0]);
+}
+
+static em_status tr_slice(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
+  (void)t;
+  static const char *const names[4] = {"starts", "ends", "axes", "steps"};
+  em_attr at[4];
+  int na = 0;
+  for (int i = 0; i < 4; i++) {
+    const int64_t *v;
+    int k, present;
+    em_status s = ints_input_or_attr(c, n, in, (size_t)i + 1, names[i], &v, &k, &present);
+    if (s) return s;
+    if (present) at[na++] = em_attr_is(names[i], v, k);
+    else if (i < 2) return bad(c, "no %s given", names[i]);
+  }
+  return ap1(c, "slice", in[0], at, na, &out[0]);
+}
+
+static em_status tr_concat(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
+  (void)t;
+  int64_t axis;
+  em_status s = oint(c, n, "axis", 0, &axis);
+  if (s) return s;
+  if (!oattr(n, "axis") && c->opset >= 4) return bad(c, "attribute 'axis' is required");
+  em_attr a = em_attr_i("axis", axis);
+  em_var acc = -1;
+  /* Ember's concat takes up to 16 inputs: longer lists go in pieces. */
+  for (size_t i = 0; i < n->n_inputs;) {
+    em_var part[16];
+    int k = 0;
+    if (acc >= 0) part[k++] = acc;
+    while (k < 16 && i < n->n_inputs) {
+      if (in[i] < 0) return bad(c, "input %zu is empty", i);
+      part[k++] = in[i++];
+    }
+    if ((s = ap(c, "concat", part, k, &a, 1, &acc, 1))) return s;
+  }
+  if (acc < 0) return bad(c, "no inputs");
+  out[0] = acc;
+  return EM_OK;
+}
+
+static em_status tr_pad(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
+  (void)t;
+  const char *mode;
+  const int64_t *pads;
+  int k, present;
+  double value = 0;
+  em_status s = ostr(c, n, "mode", "constant", &mode);
+  if (s) return s;
+  if (c->opset >= 11) {
+    if ((s = ints_input_or_attr(c, n, in, 1, "pads", &pads, &k, &present))) return s;
+    if (n->n_inputs > 2 && in[2] >= 0 && (s = scalar_of(c, in[2], "input 'constant_value'", &value))) return s;
+    if (n->n_inputs > 3 && in[3] >= 0) return unsup(c, "input 'axes' (opset 18)");
+  } else {
+    if ((s = oints(c, n, c->opset >= 2 ? "pads" : "paddings", &pads, &k, &present))) return s;
+    if ((s = ofloat(c, n, "value", 0, &value))) return s;
+  }
+  if (!present) return bad(c, "no pads given");
+  em_attr at[3] = {em_attr_is("pads", pads, k), em_attr_s("mode", mode), em_attr_f("value", value)};
+  return ap1(c, "pad", in[0], at, 3, &out[0]);
+}
+
+static em_status tr_clip(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
+  (void)t;
+  double lo = -INFINITY, hi = INFINITY;
+  em_status s;
+  if (c->opset >= 11) {
+    if (n->n_inputs > 1 && in[1] >= 0 && (s = scalar_of(c, in[1], "input 'min'", &lo))) return s;
+    if (n->n_inputs > 2 && in[2] >= 0 && (s = scalar_of(c, in[2], "input 'max'", &hi))) return s;
+  } else {
+    if ((s = ofloat(c, n, "min", -INFINITY, &lo)) || (s = ofloat(c, n, "max", INFINITY, &hi))) return s;
+  }
+  em_attr at[2] = {em_attr_f("min", lo), em_attr_f("max", hi)};
+  return ap1(c, "clip", in[0], at, 2, &out[0]);
+}
+
+static em_status tr_cast(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
+  (void)t;
+  em_dtype to;
+  em_status s;
+  if (strcmp(n->op_type, "CastLike") == 0) {
+    em_shape ls;
+    if ((s = vinfo(c, in[1], &ls))) return s;
+    to = ls.dtype;
+  } else {
+    int64_t code;
+    if ((s = oint(c, n, "to", 0, &code))) return s;
+    if (!oattr(n, "to")) return bad(c, "attribute 'to' is required");
+    em_onnx_dtype od = em_onnx_dtype_from_onnx((int32_t)code);
+    if (od == EM_ONNX_UNDEFINED) return unsup(c, "cast to ONNX element type %lld", (long long)code);
+    if ((s = em_onnx_dtype_to_em(od, &to))) return unsup(c, "cast to %s: no Ember dtype", em_onnx_dtype_name(od));
+  }
+  em_attr a = em_attr_i("to", to);
+  return ap1(c, "cast", in[0], &a, 1, &out[0]);
+}
+
+static em_status tr_onehot(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
+  (void)t;
+  int64_t axis;
+  double depth, *vals;
+  int nv;
+  em_shape vs, is;
+  em_status s = oint(c, n, "axis", -1, &axis);
+  if (!s) s = scalar_of(c, in[1], "input 'depth'", &depth);
+  if (!s) s = doubles_of(c, in[2], "input 'values'", &vals, &nv);
+  if (!s) s = vinfo(c, in[2], &vs);
+  if (!s) s = vinfo(c, in[0], &is);
+  if (s) return s;
+  if (nv != 2) return bad(c, "input 'values' has %d elements; [off, on] expected", nv);
+  em_var idx = in[0];
+  /* ONNX casts non-integer indices to integers (toward zero). */
+  if (is.dtype != EM_I32 && is.dtype != EM_I64 && (s = cast_to(c, in[0], EM_I64, &idx))) return s;
+  em_attr at[5] = {em_attr_i("depth", (int64_t)depth), em_attr_i("axis", axis), em_attr_i("dtype", vs.dtype),
+                   em_attr_f("off_value", vals[0]), em_attr_f("on_value", vals[1])};
+  return ap1(c, "one_hot", idx, at, 5, &out[0]);
+}
+
+static em_status tr_topk(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
+  (void)t;
+  int64_t axis, largest, sorted, k;
+  em_status s = oint(c, n, "axis", -1, &axis);
+  if (!s) s = oint(c, n, "largest", 1, &largest);
+  if (!s) s = oint(c, n, "sorted", 1, &sorted);
+  if (s) return s;
+  if (c->opset >= 10) {
+    int64_t *kv;
+    int nk;
+    if ((s = ints_of(c, in[1], "input 'K'", &kv, &nk))) return s;
+    if (nk != 1) return bad(c, "input 'K' has %d elements; one expected", nk);
+    k = kv[0];
+  } else if ((s = oint(c, n, "k", -1, &k))) {
+    return s;
+  }
+  em_attr at[4] = {em_attr_i("k", k), em_attr_i("axis", axis), em_attr_i("largest", largest),
+                   em_attr_i("sorted", sorted)};
+  em_var o[2];
+  if ((s = ap(c, "top_k", in, 1, at, 4, o, 2))) return s;
+  for (size_t j = 0; j < n->n_outputs && j < 2; j++) out[j] = o[j];
+  return EM_OK;
+}
+
+/* Split: one slice per output. */
+static em_status tr_split(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
+  (void)t;
+  int64_t axis;
+  em_shape sh;
+  const int64_t *split;
+  int k, present;
+  em_status s = oint(c, n, "axis", 0, &axis);
+  if (!s) s = vinfo(c, in[0], &sh);
+  if (!s) s = ints_input_or_attr(c, n, in, 1, "split", &split, &k, &present);
+  if (s) return s;
+  if (axis < -sh.ndim || axis >= sh.ndim)
+    return bad(c, "axis %lld is out of range for rank %d", (long long)axis, sh.ndim);
+  if (axis < 0) axis += sh.ndim;
+  int64_t dim = sh.dims[axis], n_out = (int64_t)n->n_outputs;
+  if (dim < 0) return unsup(c, "Split along a dynamic axis");
+  int64_t *len = tmp(c, (size_t)n_out * sizeof *len);
+  if (!len) return OOM();
+  if (present) {
+    if (k != n_out) return bad(c, "%d split lengths for %lld outputs", k, (long long)n_out);
+    for (int i = 0; i < k; i++) len[i] = split[i];
+  } else {
+    if (dim % n_out)
+      return bad(c, "axis of %lld does not split into %lld equal parts", (long long)dim, (long long)n_out);
+    for (int64_t i = 0; i < n_out; i++) len[i] = dim / n_out;
+  }
+  int64_t off = 0;
+  for (int64_t i = 0; i < n_out; i++) {
+    int64_t st = off, en = off + len[i];
+    em_attr at[3] = {em_attr_is("starts", &st, 1), em_attr_is("ends", &en, 1), em_attr_is("axes", &axis, 1)};
+    if ((s = ap1(c, "slice", in[0], at, 3, &out[i]))) return s;
+    off = en;
+  }
+  if (off != dim) return bad(c, "split lengths add up to %lld, the axis has %lld", (long long)off, (long long)dim);
+  return EM_OK;
+}
+
+/* --- constants and shape queries --- */
+
+static em_status tr_constant(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
+  (void)t, (void)in;
+  if (n->n_attrs != 1) return bad(c, "exactly one value attribute expected, %zu given", n->n_attrs);
+  const em_onnx_attr *a = &n->attrs[0];
+  em_status s;
+  if (strcmp(a->name, "value") == 0 && a->type == EM_ONNX_ATTR_TENSOR) {
+    em_tensor *v;
+    if ((s = em_onnx_tensor_to_em(a->t, &v))) return unsup(c, "%s", em_last_error());
+    s = const_of_tensor(c, v, &out[0]);
+    em_tensor_release(v);
+    return s;
+  }
+  if (strcmp(a->name, "value_float") == 0 && a->type == EM_ONNX_ATTR_FLOAT)
+    return const_new(c, EM_F32, 0, NULL, &a->f, &out[0]);
+  if (strcmp(a->name, "value_int") == 0 && a->type == EM_ONNX_ATTR_INT) return const_i64(c, 0, NULL, &a->i, &out[0]);
+  if (strcmp(a->name, "value_floats") == 0 && a->type == EM_ONNX_ATTR_FLOATS) {
+    int64_t len = (int64_t)a->n;
+    return const_new(c, EM_F32, 1, &len, a->floats, &out[0]);
+  }
+  if (strcmp(a->name, "value_ints") == 0 && a->type == EM_ONNX_ATTR_INTS) {
+    int64_t len = (int64_t)a->n;
+    return const_i64(c, 1, &len, a->ints, &out[0]);
+  }
+  return unsup(c, "value attribute '%s' (%s)", a->name, em_onnx_attr_type_name(a->type));
+}
+
+static em_status static_shape_of(imp *c, em_var x, em_shape *sh) {
+  em_status s = vinfo(c, x, sh);
+  if (s) return s;
+  if (!static_shape(sh)) return unsup(c, "the input's shape is not static");
+  return EM_OK;
+}
+
+static em_status tr_shape(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
+  (void)t;
+  em_shape sh;
+  int64_t start, end;
+  em_status s = static_shape_of(c, in[0], &sh);
+  if (!s) s = oint(c, n, "start", 0, &start);
+  if (!s) s = oint(c, n, "end", sh.ndim, &end);
+  if (s) return s;
+  /* Negative start/end count from the end; both are clamped to [0, rank]. */
+  if (start < 0) start += sh.ndim;
+  if (end < 0) end += sh.ndim;
+  start = start < 0 ? 0 : start > sh.ndim ? sh.ndim : start;
+  end = end < 0 ? 0 : end > sh.ndim ? sh.ndim : end;
+  int64_t len = end > start ? end - start : 0;
+  return const_i64(c, 1, &len, sh.dims + start, &out[0]);
+}
+
+static em_status tr_size(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
+  (void)t, (void)n;
+  em_shape sh;
+  em_status s = static_shape_of(c, in[0], &sh);
+  if (s) return s;
+  int64_t k = em_shape_numel(&sh);
+  return const_i64(c, 0, NULL, &k, &out[0]);
+}
+
+static em_status tr_constant_of_shape(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
+  (void)t;
+  int64_t *shape;
+  int k;
+  em_status s = ints_of(c, in[0], "input 'input' (the shape)", &shape, &k);
+  if (s) return s;
+  if (k > EM_MAX_DIMS) return unsup(c, "rank %d", k);
+  const em_onnx_attr *a = oattr(n, "value");
+  em_dtype dt = EM_F32;
+  const void *fill = NULL;
+  if (a) {
+    if (a->type != EM_ONNX_ATTR_TENSOR || a->t->n_elements != 1) return bad(c, "'value' must be a one-element tensor");
+    if ((s = em_onnx_dtype_to_em(a->t->dtype, &dt))) return unsup(c, "%s", em_last_error());
+    fill = a->t->data;
+  }
+  em_tensor *v;
+  if ((s = em_tensor_zeros(em_cpu(), dt, k, shape, &v))) return s;
+  size_t es = em_dtype_size(dt);
+  if (fill)
+    for (int64_t i = 0; i < em_tensor_numel(v); i++) memcpy((char *)em_tensor_data(v) + (size_t)i * es, fill, es);
+  s = const_of_tensor(c, v, &out[0]);
+  em_tensor_release(v);
+  return s;
+}
+
+/* --- neural-network ops --- */
+
+static em_status tr_maxpool(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
+  int64_t order;
+  em_status s = oint(c, n, "storage_order", 0, &order);
+  if (s) return s;
+  if (order != 0) return unsup(c, "storage_order=%lld (only 0, row-major)", (long long)order);
+  if (n->n_outputs > 1 && n->outputs[1][0]) return unsup(c, "output 'Indices' (Ember's max_pool has one output)");
+  em_attr *at = tmp(c, (n->n_attrs + 1) * sizeof *at);
+  int k = 0;
+  if (!at) return OOM();
+  for (size_t i = 0; i < n->n_attrs; i++)
+    if (strcmp(n->attrs[i].name, "storage_order") != 0 && (s = attr_pass(c, &n->attrs[i], &at[k++]))) return s;
+  return ap1(c, t->ember, in[0], at, k, &out[0]);
+}
+
+static em_status tr_dropout(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
+  (void)t;
+  double ratio = 0.5, training = 0;
+  int64_t is_test = 0;
+  em_status s;
+  if (c->opset >= 12) {
+    if (n->n_inputs > 1 && in[1] >= 0 && (s = scalar_of(c, in[1], "input 'ratio'", &ratio))) return s;
+    if (n->n_inputs > 2 && in[2] >= 0 && (s = scalar_of(c, in[2], "input 'training_mode'", &training))) return s;
+  } else {
+    if ((s = ofloat(c, n, "ratio", 0.5, &ratio)) || (s = oint(c, n, "is_test", 0, &is_test))) return s;
+    /* Before opset 7 the graph said whether it was training (is_test=0). */
+    if (c->opset < 7 && !is_test) training = 1;
+  }
+  if (training != 0 && ratio != 0)
+    return unsup(c, "training-mode dropout (ratio %g) draws a random mask; ONNX's reference numbers cannot be "
+                    "reproduced", ratio);
+  if ((s = ap1(c, "identity", in[0], NULL, 0, &out[0]))) return s;
+  if (n->n_outputs > 1 && n->outputs[1][0]) {
+    em_attr a = em_attr_i("dtype", EM_BOOL);
+    if ((s = ap1(c, "ones_like", in[0], &a, 1, &out[1]))) return s;
+  }
+  return EM_OK;
+}
+
+static em_status tr_batchnorm(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
+  (void)t;
+  int64_t training, spatial;
+  double eps, momentum;
+  em_status s = oint(c, n, "training_mode", 0, &training);
+  if (!s) s = oint(c, n, "spatial", 1, &spatial);
+  if (!s) s = ofloat(c, n, "epsilon", 1e-5, &eps);
+  if (!s) s = ofloat(c, n, "momentum", 0.9, &momentum);
+  if (s) return s;
+  if (training) return unsup(c, "training_mode=1 (the running statistics as outputs)");
+  if (!spatial) return unsup(c, "spatial=0 (per-activation statistics)");
+  if (n->n_inputs != 5) return bad(c, "5 inputs expected, %zu given", n->n_inputs);
+  int64_t is_test;
+  if ((s = oint(c, n, "is_test", 0, &is_test))) return s;
+  /* Before opset 7 the graph said whether it was training (is_test=0). */
+  if (c->opset < 7 && !is_test) return unsup(c, "training mode (is_test=0, opset %lld)", (long long)c->opset);
+  for (size_t j = 1; j < n->n_outputs; j++)
+    if (n->outputs[j][0]) return unsup(c, "output %zu (training statistics)", j);
+  em_attr at[2] = {em_attr_f("epsilon", eps), em_attr_f("momentum", momentum)};
+  return ap(c, "batch_normalization", in, 5, at, 2, &out[0], 1);
+}
+
+static em_status tr_layernorm(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
+  (void)t;
+  int64_t axis, stash;
+  double eps;
+  em_shape sh;
+  int k;
+  em_status s = oint(c, n, "axis", -1, &axis);
+  if (!s) s = ofloat(c, n, "epsilon", 1e-5, &eps);
+  if (!s) s = oint(c, n, "stash_type", 1, &stash);
+  if (!s) s = vinfo(c, in[0], &sh);
+  if (!s) s = given_inputs(c, n, in, &k);
+  if (s) return s;
+  if (axis < -sh.ndim || axis >= sh.ndim)
+    return bad(c, "axis %lld is out of range for rank %d", (long long)axis, sh.ndim);
+  if (axis < 0) axis += sh.ndim;
+  em_attr at[2] = {em_attr_i("axis", axis), em_attr_f("epsilon", eps)};
+  if ((s = ap(c, "layer_normalization", in, k, at, 2, &out[0], 1))) return s;
+  int want_mean = n->n_outputs > 1 && n->outputs[1][0], want_inv = n->n_outputs > 2 && n->outputs[2][0];
+  if (!want_mean && !want_inv) return EM_OK;
+  /* Mean and InvStdDev (kept as [d0..d(axis-1), 1, ...]) from reductions. */
+  int64_t axes[EM_MAX_DIMS];
+  int na = 0;
+  for (int64_t i = axis; i < sh.ndim; i++) axes[na++] = i;
+  em_attr ra[2] = {em_attr_is("axes", axes, na), em_attr_i("keepdims", 1)};
+  em_var mean, dev, sq, var, epsv, ve;
+  if ((s = ap1(c, "reduce_mean", in[0], ra, 2, &mean))) return s;
+  if (want_mean) out[1] = mean;
+  if (!want_inv) return EM_OK;
+  if ((s = ap2(c, "sub", in[0], mean, &dev)) || (s = ap2(c, "mul", dev, dev, &sq)) ||
+      (s = ap1(c, "reduce_mean", sq, ra, 2, &var)) || (s = scalar(c, sh.dtype, eps, &epsv)) ||
+      (s = ap2(c, "add", var, epsv, &ve)))
+    return s;
+  return ap1(c, "rsqrt", ve, NULL, 0, &out[2]);
+}
+
+/* MeanVarianceNormalization: (x - mean) / sqrt(mean((x - mean)^2) + 1e-9)
+ * over `axes` (default [0, 2, 3]), the epsilon of ONNX's function body. */
+static em_status tr_mvn(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
+  (void)t;
+  static const int64_t dflt[3] = {0, 2, 3};
+  const int64_t *axes;
+  int na, present;
+  em_shape sh;
+  em_status s = oints(c, n, "axes", &axes, &na, &present);
+  if (!s) s = vinfo(c, in[0], &sh);
+  if (s) return s;
+  if (!present) axes = dflt, na = 3;
+  em_attr ra[2] = {em_attr_is("axes", axes, na), em_attr_i("keepdims", 1)};
+  em_var mean, dev, sq, var, epsv, ve, sd;
+  if ((s = ap1(c, "reduce_mean", in[0], ra, 2, &mean)) || (s = ap2(c, "sub", in[0], mean, &dev)) ||
+      (s = ap2(c, "mul", dev, dev, &sq)) || (s = ap1(c, "reduce_mean", sq, ra, 2, &var)) ||
+      (s = scalar(c, sh.dtype, 1e-9, &epsv)) || (s = ap2(c, "add", var, epsv, &ve)) ||
+      (s = ap1(c, "sqrt", ve, NULL, 0, &sd)))
+    return s;
+  return ap2(c, "div", dev, sd, &out[0]);
+}
+
+/* --- lowerings onto several Ember ops --- */
+
+/* PRelu: where(x < 0, slope * x, x); slope broadcasts to x. */
+static em_status tr_prelu(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
+  (void)t, (void)n;
+  em_shape sh;
+  em_var zero, neg, scaled;
+  em_status s = vinfo(c, in[0], &sh);
+  if (!s) s = scalar(c, sh.dtype, 0, &zero);
+  if (!s) s = ap2(c, "less", in[0], zero, &neg);
+  if (!s) s = ap2(c, "mul", in[1], in[0], &scaled);
+  if (s) return s;
+  em_var w[3] = {neg, scaled, in[0]};
+  return ap(c, "where", w, 3, NULL, 0, &out[0], 1);
+}
+
+/* Celu: alpha * elu(x / alpha) (elu with alpha 1). */
+static em_status tr_celu(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
+  (void)t;
+  double alpha;
+  em_shape sh;
+  em_var a, xs, e;
+  em_status s = ofloat(c, n, "alpha", 1.0, &alpha);
+  if (!s) s = vinfo(c, in[0], &sh);
+  if (s) return s;
+  if (alpha == 0) return bad(c, "alpha must be nonzero");
+  em_attr one = em_attr_f("alpha", 1.0);
+  if ((s = scalar(c, sh.dtype, alpha, &a)) || (s = ap2(c, "div", in[0], a, &xs)) ||
+      (s = ap1(c, "elu", xs, &one, 1, &e)))
+    return s;
+  return ap2(c, "mul", a, e, &out[0]);
+}
+
+/* Shrink: x + bias below -lambd, x - bias above lambd, 0 between. */
+static em_status tr_shrink(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
+  (void)t;
+  double lambd, bias;
+  em_shape sh;
+  em_status s = ofloat(c, n, "lambd", 0.5, &lambd);
+  if (!s) s = ofloat(c, n, "bias", 0.0, &bias);
+  if (!s) s = vinfo(c, in[0], &sh);
+  if (s) return s;
+  em_var lo, hi, b, zero, below, above, xp, xm, inner;
+  if ((s = scalar(c, sh.dtype, -lambd, &lo)) || (s = scalar(c, sh.dtype, lambd, &hi)) ||
+      (s = scalar(c, sh.dtype, bias, &b)) || (s = scalar(c, sh.dtype, 0, &zero)) ||
+      (s = ap2(c, "less", in[0], lo, &below)) || (s = ap2(c, "greater", in[0], hi, &above)) ||
+      (s = ap2(c, "add", in[0], b, &xp)) || (s = ap2(c, "sub", in[0], b, &xm)))
+    return s;
+  em_var w1[3] = {above, xm, zero};
+  if ((s = ap(c, "where", w1, 3, NULL, 0, &inner, 1))) return s;
+  em_var w2[3] = {below, xp, inner};
+  return ap(c, "where", w2, 3, NULL, 0, &out[0], 1);
+}
+
+/* Trilu: where(mask, x, 0), the mask a bool constant over the last two axes
+ * (j - i >= k keeps the upper part, j - i <= k the lower). */
+static em_status tr_trilu(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
+  (void)t;
+  int64_t upper, k = 0;
+  em_shape sh;
+  em_status s = oint(c, n, "upper", 1, &upper);
+  if (!s) s = static_shape_of(c, in[0], &sh);
+  if (s) return s;
+  if (n->n_inputs > 1 && in[1] >= 0) {
+    int64_t *kv;
+    int nk;
+    if ((s = ints_of(c, in[1], "input 'k'", &kv, &nk))) return s;
+    if (nk != 1) return bad(c, "input 'k' has %d elements; one expected", nk);
+    k = kv[0];
+  }
+  if (sh.ndim < 2) return bad(c, "rank %d; at least 2 expected", sh.ndim);
+  int64_t rows = sh.dims[sh.ndim - 2], cols = sh.dims[sh.ndim - 1], dims[2] = {rows, cols};
+  uint8_t *mask = tmp(c, (size_t)(rows * cols));
+  if (!mask) return OOM();
+  for (int64_t i = 0; i < rows; i++)
+    for (int64_t j = 0; j < cols; j++) mask[i * cols + j] = upper ? j - i >= k : j - i <= k;
+  em_var m, zero;
+  if ((s = const_new(c, EM_BOOL, 2, dims, mask, &m)) || (s = scalar(c, sh.dtype, 0, &zero))) return s;
+  em_var w[3] = {m, in[0], zero};
+  return ap(c, "where", w, 3, NULL, 0, &out[0], 1);
+}
+
+/* GatherElements(data, indices, axis): out = sum over a one-hot axis of
+ * where(one_hot(indices), data, 0). data is first cut to indices' dims on
+ * the other axes; the one-hot axis is inserted after `axis`. */
+static em_status gather_elements(imp *c, em_var data, em_var indices, int64_t axis, em_var *out) {
+  em_shape ds, is;
+  em_status s = static_shape_of(c, data, &ds);
+  if (!s) s = static_shape_of(c, indices, &is);
+  if (s) return s;
+  if (ds.ndim != is.ndim) return bad(c, "data rank %d, indices rank %d", ds.ndim, is.ndim);
+  if (axis < -ds.ndim || axis >= ds.ndim) return bad(c, "axis %lld out of range", (long long)axis);
+  if (axis < 0) axis += ds.ndim;
+  if (ds.ndim + 1 > EM_MAX_DIMS) return unsup(c, "rank %d (one more axis is needed)", ds.ndim);
+  int64_t starts[EM_MAX_DIMS], ends[EM_MAX_DIMS], axes[EM_MAX_DIMS];
+  int nc = 0;
+  for (int i = 0; i < ds.ndim; i++)
+    if (i != axis && is.dims[i] != ds.dims[i]) starts[nc] = 0, ends[nc] = is.dims[i], axes[nc++] = i;
+  em_var d = data;
+  if (nc) {
+    em_attr sa[3] = {em_attr_is("starts", starts, nc), em_attr_is("ends", ends, nc), em_attr_is("axes", axes, nc)};
+    if ((s = ap1(c, "slice", data, sa, 3, &d))) return s;
+  }
+  /* one_hot(indices) puts the class axis at axis+1: [.., J(axis), D, ..];
+   * data gets a size-1 axis at `axis`: [.., 1, D, ..]. */
+  em_var oh, du, zero, picked;
+  em_attr oa[3] = {em_attr_i("depth", ds.dims[axis]), em_attr_i("axis", axis + 1), em_attr_i("dtype", EM_BOOL)};
+  int64_t ua = axis, ra = axis + 1;
+  em_attr uat = em_attr_is("axes", &ua, 1);
+  em_attr rat[2] = {em_attr_is("axes", &ra, 1), em_attr_i("keepdims", 0)};
+  if ((s = ap1(c, "one_hot", indices, oa, 3, &oh)) || (s = ap1(c, "unsqueeze", d, &uat, 1, &du)) ||
+      (s = scalar(c, ds.dtype, 0, &zero)))
+    return s;
+  em_var w[3] = {oh, du, zero};
+  if ((s = ap(c, "where", w, 3, NULL, 0, &picked, 1))) return s;
+  return ap1(c, "reduce_sum", picked, rat, 2, out);
+}
+
+static em_status tr_gather_elements(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
+  (void)t;
+  int64_t axis;
+  em_status s = oint(c, n, "axis", 0, &axis);
+  if (s) return s;
+  return gather_elements(c, in[0], in[1], axis, &out[0]);
+}
+
+/* Negative log-likelihood of log-probabilities lp [N, C, d...] at targets
+ * [N, d...], with optional class weights [C], ignore_index and reduction;
+ * the loss of ONNX's NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss.
+ * Ignored targets are mapped to C, whose one-hot row is all off, so they
+ * pick nothing and weigh 0. */
+static em_status nll(imp *c, const em_onnx_node *n, em_var lp, em_var target, em_var weight, em_var *out) {
+  const char *reduction;
+  int64_t ii;
+  em_shape ls, ts;
+  em_status s = ostr(c, n, "reduction", "mean", &reduction);
+  if (!s) s = oint(c, n, "ignore_index", 0, &ii);
+  if (!s) s = static_shape_of(c, lp, &ls);
+  if (!s) s = vinfo(c, target, &ts);
+  if (s) return s;
+  int has_ii = oattr(n, "ignore_index") != NULL;
+  if (ls.ndim < 2) return bad(c, "input rank %d; [N, C, ...] expected", ls.ndim);
+  if (strcmp(reduction, "none") && strcmp(reduction, "sum") && strcmp(reduction, "mean"))
+    return bad(c, "reduction '%s'", reduction);
+  int64_t classes = ls.dims[1];
+  em_var t = target;
+  if (has_ii) {
+    em_var iiv, cv, is_ii;
+    if ((s = scalar(c, ts.dtype, (double)ii, &iiv)) || (s = scalar(c, ts.dtype, (double)classes, &cv)) ||
+        (s = ap2(c, "equal", target, iiv, &is_ii)))
+      return s;
+    em_var w[3] = {is_ii, cv, target};
+    if ((s = ap(c, "where", w, 3, NULL, 0, &t, 1))) return s;
+  }
+  em_var oh, prod, picked, wsel, loss, neg;
+  em_attr oa[3] = {em_attr_i("depth", classes), em_attr_i("axis", 1), em_attr_i("dtype", ls.dtype)};
+  int64_t one = 1;
+  em_attr ra[2] = {em_attr_is("axes", &one, 1), em_attr_i("keepdims", 0)};
+  if ((s = ap1(c, "one_hot", t, oa, 3, &oh)) || (s = ap2(c, "mul", oh, lp, &prod)) ||
+      (s = ap1(c, "reduce_sum", prod, ra, 2, &picked)) || (s = ap1(c, "neg", picked, NULL, 0, &neg)))
+    return s;
+  /* The weight of each sample: weight[target] (1 without weights), 0 when ignored. */
+  if (weight >= 0) {
+    int64_t wshape[EM_MAX_DIMS];
+    wshape[0] = 1, wshape[1] = classes;
+    for (int i = 2; i < ls.ndim; i++) wshape[i] = 1;
+    em_var wr, wp;
+    em_attr sa = em_attr_is("shape", wshape, ls.ndim);
+    if ((s = ap1(c, "reshape", weight, &sa, 1, &wr)) || (s = ap2(c, "mul", oh, wr, &wp)) ||
+        (s = ap1(c, "reduce_sum", wp, ra, 2, &wsel)) || (s = ap2(c, "mul", neg, wsel, &loss)))
+      return s;
+  } else {
+    loss = neg;
+    if ((s = ap1(c, "reduce_sum", oh, ra, 2, &wsel))) return s;
+  }
+  if (strcmp(reduction, "none") == 0) {
+    out[0] = loss;
+    return EM_OK;
+  }
+  em_var total, wsum;
+  if ((s = ap1(c, "reduce_sum", loss, NULL, 0, &total))) return s;
+  if (strcmp(reduction, "sum") == 0) {
+    out[0] = total;
+    return EM_OK;
+  }
+  if ((s = ap1(c, "reduce_sum", wsel, NULL, 0, &wsum))) return s;
+  return ap2(c, "div", total, wsum, &out[0]);
+}
+
+static em_status tr_nll(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
+  (void)t;
+  return nll(c, n, in[0], in[1], n->n_inputs > 2 ? in[2] : -1, &out[0]);
+}
+
+static em_status tr_sce(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
+  (void)t;
+  em_var lp;
+  em_attr a = em_attr_i("axis", 1);
+  em_status s = ap1(c, "log_softmax", in[0], &a, 1, &lp);
+  if (!s) s = nll(c, n, lp, in[1], n->n_inputs > 2 ? in[2] : -1, &out[0]);
+  if (!s && n->n_outputs > 1) out[1] = lp;
+  return s;
+}
+
+/* ------------------------------------------------------------- table --- */
+
+#define SAME(onnx, ember, attrs, dt) {onnx, tr_same, ember, attrs, dt, ember}
+#define POOL_ATTRS "kernel_shape,strides,dilations,pads,auto_pad,ceil_mode"
+#define CONV_ATTRS "strides,dilations,pads,auto_pad,group,kernel_shape"
+
+/* Sorted by op_type (em_onnx_import_has_op searches it with bsearch). */
+static const tr trs[] = {
+  SAME("Abs", "abs", "", DT_NUM),
+  SAME("Acos", "acos", "", DT_FLT),
+  SAME("Acosh", "acosh", "", DT_FLT),
+  SAME("Add", "add", "", DT_NUM),
+  SAME("And", "and", "", DT_BOOL),
+  {"ArgMax", tr_arg, "argmax", "axis,keepdims,select_last_index", DT_ANY, "argmax (keepdims default 1 passed)"},
+  {"ArgMin", tr_arg, "argmin", "axis,keepdims,select_last_index", DT_ANY, "argmin (keepdims default 1 passed)"},
+  SAME("Asin", "asin", "", DT_FLT),
+  SAME("Asinh", "asinh", "", DT_FLT),
+  SAME("Atan", "atan", "", DT_FLT),
+  SAME("Atanh", "atanh", "", DT_FLT),
+  SAME("AveragePool", "average_pool", POOL_ATTRS ",count_include_pad", DT_FLT),
+  {"BatchNormalization", tr_batchnorm, NULL, "epsilon,momentum,spatial,is_test,training_mode", DT_FLT,
+    "batch_normalization, inference only"},
+  {"Cast", tr_cast, NULL, "to", DT_ANY, "cast"},
+  {"CastLike", tr_cast, NULL, "", DT_ANY, "cast to input 1's dtype"},
+  SAME("Ceil", "ceil", "", DT_FLT),
+  {"Celu", tr_celu, NULL, "alpha", DT_FLT, "lowered: alpha * elu(x / alpha)"},
+  {"Clip", tr_clip, NULL, "min,max", DT_NUM, "clip (min/max inputs folded)"},
+  {"Concat", tr_concat, NULL, "axis", DT_ANY, "concat (chained past 16 inputs)"},
+  {"Constant", tr_constant, NULL, "value,value_float,value_floats,value_int,value_ints", DT_ANY,
+    "constant (import time)"},
+  {"ConstantOfShape", tr_constant_of_shape, NULL, "value", DT_ANY, "constant (import time, shape folded)"},
+  SAME("Conv", "convolution", CONV_ATTRS, DT_FLT),
+  SAME("ConvTranspose", "convolution_transpose", CONV_ATTRS ",output_padding,output_shape", DT_FLT),
+  SAME("Cos", "cos", "", DT_FLT),
+  SAME("Cosh", "cosh", "", DT_FLT),
+  SAME("DepthToSpace", "depth_to_space", "blocksize,mode", DT_ANY),
+  SAME("Div", "div", "", DT_NUM),
+  {"Dropout", tr_dropout, NULL, "seed,ratio,is_test", DT_FLT, "identity (inference or ratio 0); mask: ones_like"},
+  SAME("Elu", "elu", "alpha", DT_FLT),
+  SAME("Equal", "equal", "", DT_CMP),
+  SAME("Erf", "erf", "", DT_FLT),
+  SAME("Exp", "exp", "", DT_FLT),
+  {"Expand", tr_list_input, "expand", "", DT_ANY, "expand (shape folded)"},
+  SAME("Flatten", "flatten", "axis", DT_ANY),
+  SAME("Floor", "floor", "", DT_FLT),
+  SAME("Gather", "gather", "axis", DT_ANY),
+  {"GatherElements", tr_gather_elements, NULL, "axis", DT_NUM,
+    "lowered: where(one_hot(indices), data, 0) + reduce_sum"},
+  SAME("Gemm", "gemm", "alpha,beta,transA,transB", DT_FLT),
+  SAME("GlobalAveragePool", "global_average_pool", "", DT_FLT),
+  SAME("GlobalMaxPool", "global_max_pool", "", DT_FLT),
+  SAME("Greater", "greater", "", DT_CMP),
+  SAME("GreaterOrEqual", "greater_equal", "", DT_CMP),
+  SAME("HardSigmoid", "hard_sigmoid", "alpha,beta", DT_FLT),
+  SAME("HardSwish", "hard_swish", "", DT_FLT),
+  {"Hardmax", tr_softmax, NULL, "axis", DT_FLT, "lowered: argmax + one_hot"},
+  SAME("Identity", "identity", "", DT_ANY),
+  SAME("InstanceNormalization", "instance_normalization", "epsilon", DT_FLT),
+  SAME("IsInf", "isinf", "detect_negative,detect_positive", DT_FLT),
+  SAME("IsNaN", "isnan", "", DT_FLT),
+  SAME("LRN", "local_response_normalization", "size,alpha,beta,bias", DT_FLT),
+  {"LayerNormalization", tr_layernorm, NULL, "axis,epsilon,stash_type", DT_FLT,
+    "layer_normalization; Mean, InvStdDev: reduce_mean, rsqrt"},
+  SAME("LeakyRelu", "leaky_relu", "alpha", DT_FLT),
+  SAME("Less", "less", "", DT_CMP),
+  SAME("LessOrEqual", "less_equal", "", DT_CMP),
+  SAME("Log", "log", "", DT_FLT),
+  {"LogSoftmax", tr_softmax, "log_softmax", "axis", DT_FLT, "log_softmax (opset < 13: flatten, reshape_like)"},
+  SAME("MatMul", "matmul", "", DT_NUM),
+  {"Max", tr_chain, "max", "", DT_NUM, "max, chained"},
+  {"MaxPool", tr_maxpool, "max_pool", POOL_ATTRS ",storage_order", DT_FLT, "max_pool (no Indices output)"},
+  {"Mean", tr_mean, NULL, "", DT_FLT, "add chained, div"},
+  {"MeanVarianceNormalization", tr_mvn, NULL, "axes", DT_FLT, "lowered: reduce_mean, sub, mul, sqrt, div"},
+  {"Min", tr_chain, "min", "", DT_NUM, "min, chained"},
+  SAME("Mod", "mod", "fmod", DT_NUM),
+  SAME("Mul", "mul", "", DT_NUM),
+  SAME("Neg", "neg", "", DT_NUM),
+  {"NegativeLogLikelihoodLoss", tr_nll, NULL, "reduction,ignore_index", DT_FLT,
+    "lowered: one_hot, mul, reduce_sum, where"},
+  SAME("Not", "not", "", DT_BOOL),
+  {"OneHot", tr_onehot, NULL, "axis", DT_ANY, "one_hot (depth, values folded)"},
+  SAME("Or", "or", "", DT_BOOL),
+  {"PRelu", tr_prelu, NULL, "", DT_FLT, "lowered: where(x < 0, slope * x, x)"},
+  {"Pad", tr_pad, NULL, "mode,pads,paddings,value", DT_ANY, "pad (pads, value folded)"},
+  {"Pow", tr_pow, NULL, "", DT_NUM, "pow (exponent cast to the base type; int bases via f64)"},
+  SAME("Reciprocal", "reciprocal", "", DT_FLT),
+  {"ReduceL1", tr_reduce, "reduce_l1", "axes,keepdims", DT_FLT, "reduce_l1"},
+  {"ReduceL2", tr_reduce, "reduce_l2", "axes,keepdims", DT_FLT, "reduce_l2"},
+  {"ReduceLogSum", tr_reduce, "reduce_log_sum", "axes,keepdims", DT_FLT, "reduce_log_sum"},
+  {"ReduceLogSumExp", tr_reduce, "reduce_log_sum_exp", "axes,keepdims", DT_FLT, "reduce_log_sum_exp"},
+  {"ReduceMax", tr_reduce, "reduce_max", "axes,keepdims", DT_NUM, "reduce_max"},
+  {"ReduceMean", tr_reduce, "reduce_mean", "axes,keepdims", DT_FLT, "reduce_mean"},
+  {"ReduceMin", tr_reduce, "reduce_min", "axes,keepdims", DT_NUM, "reduce_min"},
+  {"ReduceProd", tr_reduce, "reduce_prod", "axes,keepdims", DT_NUM, "reduce_prod"},
+  {"ReduceSum", tr_reduce, "reduce_sum", "axes,keepdims,noop_with_empty_axes", DT_NUM,
+    "reduce_sum (axes input folded)"},
+  {"ReduceSumSquare", tr_reduce, "reduce_sum_square", "axes,keepdims", DT_FLT, "reduce_sum_square"},
+  SAME("Relu", "relu", "", DT_NUM),
+  {"Reshape", tr_reshape, NULL, "shape,allowzero", DT_ANY, "reshape (shape folded; allowzero: reshape_like)"},
+  SAME("Round", "round", "", DT_FLT),
+  SAME("Selu", "selu", "alpha,gamma", DT_FLT),
+  {"Shape", tr_shape, NULL, "start,end", DT_ANY, "constant (import time)"},
+  {"Shrink", tr_shrink, NULL, "lambd,bias", DT_FLT, "lowered: where, add, sub"},
+  SAME("Sigmoid", "sigmoid", "", DT_FLT),
+  SAME("Sign", "sign", "", DT_NUM),
+  SAME("Sin", "sin", "", DT_FLT),
+  SAME("Sinh", "sinh", "", DT_FLT),
+  {"Size", tr_size, NULL, "", DT_ANY, "constant (import time)"},
+  {"Slice", tr_slice, NULL, "starts,ends,axes", DT_ANY, "slice (starts/ends/axes/steps folded)"},
+  {"Softmax", tr_softmax, "softmax", "axis", DT_FLT, "softmax (opset < 13: flatten, reshape_like)"},
+  {"SoftmaxCrossEntropyLoss", tr_sce, NULL, "reduction,ignore_index", DT_FLT,
+    "lowered: log_softmax + NegativeLogLikelihoodLoss's lowering"},
+  SAME("Softplus", "softplus", "", DT_FLT),
+  SAME("Softsign", "softsign", "", DT_FLT),
+  SAME("SpaceToDepth", "space_to_depth", "blocksize", DT_ANY),
+  {"Split", tr_split, NULL, "axis,split", DT_ANY, "slice per output"},
+  SAME("Sqrt", "sqrt", "", DT_FLT),
+  {"Squeeze", tr_axes_op, "squeeze", "axes", DT_ANY, "squeeze (axes folded)"},
+  SAME("Sub", "sub", "", DT_NUM),
+  {"Sum", tr_chain, "add", "", DT_NUM, "add, chained"},
+  SAME("Tan", "tan", "", DT_FLT),
+  SAME("Tanh", "tanh", "", DT_FLT),
+  SAME("ThresholdedRelu", "thresholded_relu", "alpha", DT_FLT),
+  {"Tile", tr_list_input, "tile", "", DT_ANY, "tile (repeats folded)"},
+  {"TopK", tr_topk, NULL, "axis,largest,sorted,k", DT_NUM, "top_k (K folded)"},
+  SAME("Transpose", "transpose", "perm", DT_ANY),
+  {"Trilu", tr_trilu, NULL, "upper", DT_ANY, "lowered: where(constant mask, x, 0)"},
+  {"Unsqueeze", tr_axes_op, "unsqueeze", "axes", DT_ANY, "unsqueeze (axes folded)"},
+  SAME("Where", "where", "", DT_BOOL),
+  SAME("Xor", "xor", "", DT_BOOL),
+};
+
+#define N_TRS (sizeof trs / sizeof trs[0])
+
+static int tr_cmp(const void *key, const void *elem) { return strcmp((const char *)key, ((const tr *)elem)->onnx); }
+
+static const tr *tr_find(const char *op_type) { return bsearch(op_type, trs, N_TRS, sizeof trs[0], tr_cmp); }
+
+size_t em_onnx_import_op_count(void) { return N_TRS; }
+const char *em_onnx_import_op_at(size_t i) { return i < N_TRS ? trs[i].onnx : NULL; }
+int em_onnx_import_has_op(const char *op_type) { return op_type && tr_find(op_type) != NULL; }
+
+const char *em_onnx_import_op_how(const char *op_type) {
+  const tr *t = op_type ? tr_find(op_type) : NULL;
+  return t ? t->how : NULL;
+}
+
+/* ------------------------------------------------------------- driver --- */
+
+static const char *dtype_list(unsigned mask, char *buf, size_t cap) {
+  buf[0] = 0;
+  for (int t = 0; t < 8; t++)
+    if (mask & D(t))
+      snprintf(buf + strlen(buf), cap - strlen(buf), "%s%s", buf[0] ? " " : "", em_dtype_name((em_dtype)t));
+  return buf;
+}
+
+static em_status translate(imp *c, const em_onnx_node *n) {
+  c->node = n;
+  if (n->domain[0] && strcmp(n->domain, "ai.onnx") != 0) return unsup(c, "domain '%s' is not supported", n->domain);
+  const tr *t = tr_find(n->op_type);
+  if (!t) return unsup(c, "no Ember translation for this op");
+  for (size_t i = 0; i < n->n_attrs; i++)
+    if (!in_list(t->attrs, n->attrs[i].name)) return unsup(c, "attribute '%s' is not supported", n->attrs[i].name);
+  em_var *in = tmp(c, (n->n_inputs + 1) * sizeof *in), *out = tmp(c, (n->n_outputs + 1) * sizeof *out);
+  if (!in || !out) return OOM();
+  for (size_t i = 0; i < n->n_inputs; i++) {
+    in[i] = -1;
+    if (!n->inputs[i][0]) continue;
+    if (!name_get(c, n->inputs[i], &in[i])) return bad(c, "input '%s' is not defined before the node", n->inputs[i]);
+  }
+  for (size_t j = 0; j < n->n_outputs; j++) out[j] = -1;
+  if (t->fn != tr_constant && (n->n_inputs == 0 || in[0] < 0)) return bad(c, "input 0 is missing");
+  if (t->dtypes && t->fn != tr_constant) {
+    em_shape s0;
+    em_status s = vinfo(c, in[0], &s0);
+    if (s) return s;
+    if (!(t->dtypes & D(s0.dtype))) {
+      char buf[96];
+      return unsup(c, "input of dtype %s (Ember's translation takes %s)", em_dtype_name(s0.dtype),
+                   dtype_list(t->dtypes, buf, sizeof buf));
+    }
+  }
+  em_status s = t->fn(c, n, t, in, out);
+  if (s) return s;
+  for (size_t j = 0; j < n->n_outputs; j++) {
+    if (!n->outputs[j][0]) continue;
+    if (out[j] < 0) return unsup(c, "output %zu ('%s') is not produced by the translation", j, n->outputs[j]);
+    if ((s = name_set(c, n->outputs[j], out[j]))) return s;
+  }
+  return EM_OK;
+}
+
+static em_status add_inputs(imp *c, em_tensor *const *values, em_var *input_vars) {
+  const em_onnx_graph *gr = &c->m->graph;
+  em_status s;
+  c->feeds = calloc(gr->n_inputs + 1, sizeof *c->feeds);
+  if (!c->feeds) return OOM();
+  c->all_fed = 1;
+  for (size_t i = 0; i < gr->n_inputs; i++) {
+    const em_onnx_value_info *vi = &gr->inputs[i];
+    em_tensor *v = values ? values[i] : NULL;
+    input_vars[i] = -1;
+    int is_init = 0;
+    for (size_t k = 0; k < gr->n_initializers; k++) is_init |= strcmp(gr->initializers[k].name, vi->name) == 0;
+    if (is_init && !v) continue; /* IR < 4: the initializer gives its value */
+    em_dtype dt;
+    int ndim;
+    int64_t dims[EM_MAX_DIMS];
+    if (v) {
+      dt = em_tensor_dtype(v), ndim = em_tensor_ndim(v);
+      memcpy(dims, em_tensor_shape(v), (size_t)ndim * sizeof dims[0]);
+    } else {
+      c->all_fed = 0;
+      if (vi->type.kind != EM_ONNX_VALUE_TENSOR)
+        return em_fail(EM_ERR_UNSUPPORTED, "ONNX graph input '%s': only tensors are supported", vi->name);
+      if ((s = em_onnx_dtype_to_em(vi->type.dtype, &dt))) return em_fail_context(s, "ONNX graph input '%s'", vi->name);
+      if (!vi->type.has_shape) return em_fail(EM_ERR_UNSUPPORTED, "ONNX graph input '%s' has no shape", vi->name);
+      if (vi->type.rank > EM_MAX_DIMS)
+        return em_fail(EM_ERR_UNSUPPORTED, "ONNX graph input '%s' has rank %zu", vi->name, vi->type.rank);
+      ndim = (int)vi->type.rank;
+      for (int d = 0; d < ndim; d++) dims[d] = vi->type.dims[d].value;
+    }
+    em_var x;
+    if ((s = em_input(c->g, vi->name, dt, ndim, dims, &x))) return s;
+    if ((s = name_set(c, vi->name, x))) return s;
+    input_vars[i] = x;
+    if (v) {
+      c->feeds[c->n_feeds++] = (em_feed){x, v};
+      if ((s = known_set(c, x, v))) return s;
+    }
+  }
+  return EM_OK;
+}
+
+static em_status add_initializers(imp *c) {
+  const em_onnx_graph *gr = &c->m->graph;
+  for (size_t k = 0; k < gr->n_initializers; k++) {
+    const em_onnx_tensor *it = &gr->initializers[k];
+    em_var v;
+    if (name_get(c, it->name, &v)) continue; /* a graph input with a value overrides it */
+    em_tensor *t;
+    em_status s = em_onnx_tensor_to_em(it, &t);
+    if (s) return s;
+    s = const_of_tensor(c, t, &v);
+    em_tensor_release(t);
+    if (!s) s = name_set(c, it->name, v);
+    if (s) return s;
+  }
+  return EM_OK;
+}
+
+em_status em_onnx_import(const em_onnx_model *m, em_graph *g, em_tensor *const *input_values, em_var *input_vars,
+                         em_var *output_vars) {
+  if (!m || !g || (m->graph.n_inputs && !input_vars) || (m->graph.n_outputs && !output_vars))
+    return em_fail(EM_ERR_INVALID_ARGUMENT, "em_onnx_import: NULL argument");
+  imp c = {.g = g, .m = m, .opset = em_onnx_model_opset(m, "")};
+  if (c.opset < 0) c.opset = 1;
+  em_status s = add_inputs(&c, input_values, input_vars);
+  if (!s) s = add_initializers(&c);
+  for (size_t i = 0; !s && i < m->graph.n_nodes; i++) {
+    s = translate(&c, &m->graph.nodes[i]);
+    tmp_free(&c);
+  }
+  c.node = NULL;
+  for (size_t j = 0; !s && j < m->graph.n_outputs; j++)
+    if (!name_get(&c, m->graph.outputs[j].name, &output_vars[j]))
+      s = em_fail(EM_ERR_INVALID_ARGUMENT, "ONNX graph output '%s' is not computed by any node",
+                  m->graph.outputs[j].name);
+  tmp_free(&c);
+  free(c.tmp);
+  for (size_t i = 0; i < c.n_names; i++) free(c.names[i]);
+  free(c.names);
+  free(c.vars);
+  for (size_t i = 0; i < c.n_known; i++) em_tensor_release(c.known[i]);
+  free(c.known);
+  free(c.feeds);
+  return s;
+}
