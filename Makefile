@@ -43,7 +43,8 @@ INCLUDES := -Iinclude -Iruntime -Iarch_table -Iops -Iengine
 OPT ?= -O2 -g
 comma := ,
 SANITIZERS := -fsanitize=address$(comma)undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
-SAN_FLAGS := $(if $(filter 1,$(SAN)),$(SANITIZERS))
+# Sanitizer builds also poison op outputs (engine/tensor.c: em_tensor_empty).
+SAN_FLAGS := $(if $(filter 1,$(SAN)),$(SANITIZERS) -DEM_POISON_OUTPUTS)
 # OpenMP parallelises the CPU ops' loops (split by output element, so results
 # never depend on the thread count); OpenBLAS does the GEMMs.
 CFLAGS_ALL := $(CSTD) $(OPT) $(WARN) -fPIC -fopenmp $(INCLUDES) $(SAN_FLAGS) $(CFLAGS)
@@ -287,11 +288,13 @@ $(BUILD)/obj/gen/onnx/onnx.pb-c.o: $(GEN)/onnx/onnx.pb-c.c $(GEN)/onnx/onnx.pb-c
 $(LIB_SO) $(LIB_A): $(ONNX_OBJS)
 $(BUILD)/tests/unit/test_onnx_reader: GC_CFLAGS += -Ionnx
 $(BUILD)/tests/unit/test_onnx_reader: onnx/onnx_reader.h
+$(BUILD)/tests/unit/test_onnx_conformance: GC_CFLAGS += -Ionnx
+$(BUILD)/tests/unit/test_onnx_conformance: onnx/onnx_import.h onnx/onnx_reader.h
 fuzz-run: build/gen/onnx/onnx.pb-c.c
 # ---- end onnx ----
 
 # ------------------------------------------------------------------ targets ---
-.PHONY: all lib tools tests deps test test-unit test-san test-nocuda test-install fuzz-run demo install clean test-gpu
+.PHONY: all lib tools tests deps test test-unit test-san test-valgrind test-nocuda test-install fuzz-run demo install clean test-gpu
 
 all: deps lib tools tests
 lib: $(LIB_SO) $(LIB_A) $(BUILD)/lib/ember.pc
@@ -308,6 +311,12 @@ test-unit: lib tools tests
 test-san:
 	@$(MAKE) --no-print-directory BUILD=build/san SAN=1 OPT="-O1 -g" test-unit
 
+# The same tests under valgrind's memcheck (the plain build: valgrind and ASan
+# do not mix). Any error, or a definite leak, fails the test binary.
+VALGRIND := valgrind --quiet --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite
+test-valgrind: lib tools tests
+	@bash build-tools/run_tests.sh $(BUILD) $(VALGRIND)
+
 # The same tests on a build that had no CUDA compiler: only ptx/ is embedded.
 test-nocuda:
 	@$(MAKE) --no-print-directory BUILD=build/nocuda NVCC= NVCC_LEGACY= PTXAS= test-unit
@@ -320,6 +329,7 @@ test: deps
 	@$(MAKE) --no-print-directory check-ptx
 	@$(MAKE) --no-print-directory test-unit
 	@$(MAKE) --no-print-directory test-san
+	@$(MAKE) --no-print-directory test-valgrind
 	@$(MAKE) --no-print-directory test-nocuda
 	@$(MAKE) --no-print-directory test-install
 	@$(MAKE) --no-print-directory fuzz-run

@@ -2,9 +2,12 @@
 # Runs every test binary of a build folder from the repository root, with the
 # paths the tests need, and prints one summary line:
 #   tests: N passed, N failed, N skipped
-# usage: run_tests.sh BUILD
+# usage: run_tests.sh BUILD [WRAPPER...]
+# A WRAPPER (e.g. valgrind and its options) runs in front of every test binary.
 set -uo pipefail
 build=$1
+shift
+wrapper=("$@")
 root=$(pwd)
 export EMBER_SRC_DIR=$root
 export EMBER_BUILD_DIR=$root/$build
@@ -15,12 +18,15 @@ scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 export EMBER_CACHE_DIR=$scratch/cache
 unset EMBER_FORCE EMBER_STRICT EMBER_LOG CUDA_VISIBLE_DEVICES
+# OpenMP worker threads sleep between parallel loops instead of spinning: on a
+# loaded CI machine (and under valgrind) spinning multiplies test time.
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 
 passed=0 failed=0 skipped=0 bad_bins=()
 for t in "$build"/tests/unit/test_*; do
   [ -x "$t" ] || continue
   log=$scratch/$(basename "$t").log
-  "$t" >"$log" 2>&1
+  "${wrapper[@]}" "$t" >"$log" 2>&1
   rc=$?
   p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test(s)\./\1/p' "$log" | awk '{s+=$1} END {print s+0}')
   f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test(s), listed below:/\1/p' "$log" | awk '{s+=$1} END {print s+0}')
@@ -35,5 +41,5 @@ for t in "$build"/tests/unit/test_*; do
     printf '%-28s %4d passed %3d skipped\n' "$(basename "$t")" "$p" "$s"
   fi
 done
-echo "tests ($build): $passed passed, $failed failed, $skipped skipped"
+echo "tests ($build${wrapper[0]:+, under ${wrapper[0]}}): $passed passed, $failed failed, $skipped skipped"
 [ ${#bad_bins[@]} -eq 0 ] || { echo "failing: ${bad_bins[*]}"; exit 1; }
