@@ -6,6 +6,7 @@ set -uo pipefail
 build=$1
 ember=$build/bin/ember
 fake=$(pwd)/$build/tests/fakecuda/libcuda.so.1
+CC_FOR_DEMO=${CC:-gcc}
 hr() { printf '\n==== %s ====\n' "$1"; }
 
 hr "The image table embedded in $build/lib/libember.so"
@@ -29,6 +30,10 @@ EMBER_LIBCUDA=$fake FAKECUDA_DRIVER=13000 \
 hr "Self-test through the test double: every module loaded along its plan"
 EMBER_LIBCUDA=$fake FAKECUDA_DRIVER=11040 FAKECUDA_DEVICES="3.7=Tesla K80,9.0=NVIDIA H100 80GB HBM3" \
   EMBER_CACHE_DIR=$(mktemp -d) "$ember" selftest
+
+hr "Training on the CPU: examples/train_mlp.c (graph, autodiff, executor, save/load)"
+"$CC_FOR_DEMO" -std=c11 -Iinclude examples/train_mlp.c "$build/lib/libember.a" -fopenmp -lopenblas -lelf -lzstd \
+  -llz4 -lprotobuf-c -ldl -lpthread -lm -o "$build/bin/train_mlp" && "$build/bin/train_mlp"
 
 hr "EMBER_STRICT=1 on a K80 with the JIT disabled: the CPU fallback becomes an error"
 EMBER_LIBCUDA=$fake FAKECUDA_DRIVER=11040 FAKECUDA_DEVICES="3.7=Tesla K80" CUDA_DISABLE_PTX_JIT=1 EMBER_STRICT=1 \

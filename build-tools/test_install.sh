@@ -11,7 +11,8 @@ export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
 for src in examples/*.c; do
   exe=$prefix/$(basename "$src" .c)
   # The installed .pc names the install prefix: nothing from the source tree is used.
-  cc -std=c11 -Wall -Wextra -Werror "$src" $(pkg-config --cflags --libs ember) -o "$exe"
+  # -lm: the examples themselves use libm.
+  cc -std=c11 -Wall -Wextra -Werror "$src" $(pkg-config --cflags --libs ember) -lm -o "$exe"
   LD_LIBRARY_PATH=$prefix/lib "$exe" >/dev/null || { echo "install test: $src failed against the installed library" >&2; exit 1; }
 done
 readelf -d "$prefix/lib/libember.so" | grep -Eiq 'NEEDED.*(libcuda|libcudart|libnvrtc|libcublas|libcudnn|libnccl)' &&
