@@ -103,14 +103,18 @@ static em_status backprop_node(em_graph *g, int node, contrib *grads, const unsi
   return EM_OK;
 }
 
-/* dep[v] = 1 when value v is one of xs or is computed from one of them. */
+/* dep[v] = 1 when value v is one of xs or is computed from one of them
+ * along inputs that carry gradients. */
 static void mark_dependents(const em_graph *g, const int *order, int n_order, const em_var *xs, int n,
                             unsigned char *dep) {
   for (int i = 0; i < n; i++) dep[xs[i]] = 1;
   for (int k = 0; k < n_order; k++) {
     const em_node *node = &g->nodes[order[k]];
+    /* Only through inputs that take a gradient: what flows through a
+     * no_grad input (a shape, an index, the seed's `like`) is not on a path. */
     int d = 0;
-    for (int i = 0; i < node->n_in; i++) d |= dep[node->inputs[i]];
+    for (int i = 0; i < node->n_in; i++)
+      d |= dep[node->inputs[i]] && !(node->kind == EM_NODE_OP && (node->op->no_grad & (1u << i)));
     if (d)
       for (int i = 0; i < node->n_out; i++) dep[node->first_value + i] = 1;
   }

@@ -193,6 +193,10 @@ static em_status bind_feed(em_exec *e, run_state *r, const em_feed *f) {
   em_graph *g = e->g;
   em_status s = em_graph_check_var(g, f->var, "em_exec_run (feed)");
   if (s) return s;
+  if ((size_t)f->var >= e->n_values)
+    return em_fail(EM_ERR_INVALID_ARGUMENT,
+                   "em_exec_run: value %d was added to the graph after this executor was planned; it cannot be fed "
+                   "here (plan a new executor)", (int)f->var);
   const em_node *n = &g->nodes[g->values[f->var].node];
   const em_shape *want = &g->values[f->var].shape;
   const char *name = n->name ? n->name : "";
@@ -260,9 +264,30 @@ static void release_value(run_state *r, em_var v, int counted) {
   r->val[v] = NULL;
 }
 
+/* Ops that update state in place (batch norm's running statistics) may only
+ * write into em_state values: never into a constant (which may share the
+ * caller's tensor) or a fed input. */
+static em_status check_state_inputs(const em_graph *g, const em_node *n) {
+  for (int i = 0; i < n->n_in; i++) {
+    if (!(n->op->state_inputs & (1u << i))) continue;
+    const em_node *src = &g->nodes[g->values[n->inputs[i]].node];
+    if (src->kind != EM_NODE_STATE)
+      return em_fail(EM_ERR_INVALID_ARGUMENT,
+                     "op '%s': input %d is updated in place when training, so it must be an em_state value, not a%s %s "
+                     "('%s')",
+                     n->op->name, i, src->kind == EM_NODE_INPUT || src->kind == EM_NODE_OP ? "n" : "",
+                     em_node_kind_name(src->kind), src->name ? src->name : "");
+  }
+  return EM_OK;
+}
+
 static em_status run_step(em_exec *e, run_state *r, int st) {
   em_graph *g = e->g;
   const em_node *n = &g->nodes[e->steps[st].node];
+  if (e->training && n->op->state_inputs) {
+    em_status s = check_state_inputs(g, n);
+    if (s) return s;
+  }
   em_shape in_shapes[16], out_shapes[8];
   em_tensor *in[16], *out[8] = {0};
   for (int i = 0; i < n->n_in; i++) {
@@ -346,12 +371,29 @@ static void run_free(em_exec *e, run_state *r) {
   free(r->val);
 }
 
+/* A run's result for v: computed values are handed over; a leaf (parameter,
+ * state, constant, fed input) is copied, so the caller never holds the
+ * graph's own storage and CPU and GPU executors behave alike. */
+static em_status output_of(em_exec *e, run_state *r, em_var v, em_tensor **out) {
+  if (!node_is_leaf(&e->g->nodes[e->g->values[v].node])) {
+    *out = em_tensor_retain(r->val[v]);
+    return EM_OK;
+  }
+  return em_tensor_to_device(r->val[v], e->dev, out);
+}
+
 API em_status em_exec_run(em_exec *e, const em_feed *feeds, int n_feeds, em_tensor **outputs) {
   if (!e || !outputs) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_exec_run: NULL argument");
   run_state r = {0};
   e->stats.inplace_steps = 0;
   em_status s = run_plan(e, feeds, n_feeds, &r);
-  for (int i = 0; i < e->n_outputs; i++) outputs[i] = s ? NULL : em_tensor_retain(r.val[e->outputs[i]]);
+  for (int i = 0; i < e->n_outputs; i++) outputs[i] = NULL;
+  for (int i = 0; i < e->n_outputs && !s; i++) s = output_of(e, &r, e->outputs[i], &outputs[i]);
+  if (s)
+    for (int i = 0; i < e->n_outputs; i++) {
+      em_tensor_release(outputs[i]);
+      outputs[i] = NULL;
+    }
   run_free(e, &r);
   return s;
 }

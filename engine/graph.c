@@ -3,6 +3,7 @@
  * order and no cycle can be built through this API. */
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,6 +96,16 @@ static em_status leaf(em_graph *g, em_node_kind kind, const char *name, em_dtype
     if (shape[i] < (kind == EM_NODE_INPUT || kind == EM_NODE_PLACEHOLDER ? -1 : 0))
       return em_fail(EM_ERR_INVALID_ARGUMENT, "%s '%s': dimension %d is %lld%s", what, name ? name : "", i,
                      (long long)shape[i], kind == EM_NODE_INPUT ? " (-1 marks the dynamic axis)" : "");
+  /* The byte size must fit in int64 (a dynamic axis counts as 1 here and is
+   * checked again when the run's tensors are made). */
+  int64_t bytes = (int64_t)em_dtype_size(dtype);
+  for (int i = 0; i < ndim; i++) {
+    int64_t d = shape[i] < 0 ? 1 : shape[i];
+    if (d && bytes > INT64_MAX / d)
+      return em_fail(EM_ERR_INVALID_ARGUMENT, "%s '%s': the shape's byte size overflows 64 bits (dimension %d is %lld)",
+                     what, name ? name : "", i, (long long)shape[i]);
+    bytes *= d;
+  }
   int id = em_graph_add_node(g, kind, 1);
   if (id < 0) return em_fail(EM_ERR_OUT_OF_MEMORY, "no memory for a graph node");
   em_value *v = &g->values[g->nodes[id].first_value];
@@ -299,6 +310,15 @@ API em_status em_apply(em_graph *g, const char *op, const em_var *inputs, int n_
     if (s) return s;
     in[i] = g->values[inputs[i]].shape;
   }
+  if (n_attrs > 256) return em_fail(EM_ERR_INVALID_ARGUMENT, "op '%s': %d attributes (at most 256)", op, n_attrs);
+  for (int i = 0; i < n_attrs; i++) {
+    if ((unsigned)attrs[i].type > EM_ATTR_STRING)
+      return em_fail(EM_ERR_INVALID_ARGUMENT, "op '%s': attribute '%s' has an unknown type %d", op,
+                     attrs[i].name ? attrs[i].name : "?", (int)attrs[i].type);
+    for (int k = 0; k < i; k++)
+      if (attrs[i].name && attrs[k].name && !strcmp(attrs[i].name, attrs[k].name))
+        return em_fail(EM_ERR_INVALID_ARGUMENT, "op '%s': attribute '%s' is given twice", op, attrs[i].name);
+  }
   for (int i = 0; i < n_attrs; i++)
     if (!attrs[i].name || (attrs[i].n < 0) || (attrs[i].n > 0 && attrs[i].type == EM_ATTR_INTS && !attrs[i].ints) ||
         (attrs[i].n > 0 && attrs[i].type == EM_ATTR_FLOATS && !attrs[i].floats) ||
@@ -349,6 +369,7 @@ API em_status em_var_info(const em_graph *g, em_var v, em_dtype *dtype, int *ndi
 }
 
 API em_status em_var_name(const em_graph *g, em_var v, const char **name) {
+  if (!name) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_var_name: name is NULL");
   em_status s = em_graph_check_var(g, v, "em_var_name");
   if (!s) *name = g->values[v].name ? g->values[v].name : "";
   return s;
@@ -407,6 +428,7 @@ static em_status param_node(const em_graph *g, em_var p, const char *what, em_no
 }
 
 API em_status em_parameter_value(const em_graph *g, em_var p, em_tensor **out) {
+  if (!out) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_parameter_value: out is NULL");
   em_node *n;
   em_status s = param_node(g, p, "em_parameter_value", &n);
   if (!s) *out = em_tensor_retain(n->tensor);

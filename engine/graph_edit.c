@@ -22,29 +22,63 @@ static int shapes_compatible(const em_shape *a, const em_shape *b) {
   return 1;
 }
 
-/* Infers every op node again in schedule order. On failure restores the
- * saved shapes. A cycle leaves shapes as they were (the executor refuses
- * the cyclic part later, naming it). */
+/* Infers every op node again, in topological order (Kahn's algorithm over
+ * all nodes). Nodes downstream of a still-unbound placeholder keep their
+ * shapes (they are inferred when it is bound), and so do nodes on a cycle
+ * (the executor refuses those, naming them). On failure restores every
+ * shape from `saved`. */
 static em_status reinfer_all(em_graph *g, em_shape *saved) {
+  size_t nn = g->n_nodes, n_edges = 0;
   for (size_t v = 0; v < g->n_values; v++) saved[v] = g->values[v].shape;
-  em_var *all = malloc(sizeof(em_var) * (g->n_values ? g->n_values : 1));
-  if (!all) return em_fail(EM_ERR_OUT_OF_MEMORY, "no memory to re-check the graph");
-  for (size_t v = 0; v < g->n_values; v++) all[v] = (em_var)v;
-  int *order, n_order;
-  em_status s = em_graph_schedule(g, all, (int)g->n_values, &order, &n_order);
-  free(all);
-  if (s) return EM_OK; /* a cycle or an unbound placeholder: the executor reports it */
-  for (int k = 0; k < n_order && !s; k++) {
-    em_node *n = &g->nodes[order[k]];
-    if (n->kind != EM_NODE_OP) continue;
-    em_shape out[8];
-    s = em_node_infer(g, order[k], NULL, out);
-    if (s) s = em_fail_context(s, "after the replacement, node %d", order[k]);
-    for (int i = 0; i < n->n_out && !s; i++) g->values[n->first_value + i].shape = out[i];
+  for (size_t i = 0; i < nn; i++) n_edges += (size_t)g->nodes[i].n_in;
+  int *pending = calloc(nn ? nn : 1, sizeof(int));
+  size_t *first = calloc(nn + 1, sizeof(size_t));
+  int *consumers = malloc(sizeof(int) * (n_edges ? n_edges : 1));
+  int *queue = malloc(sizeof(int) * (nn ? nn : 1));
+  unsigned char *tainted = calloc(nn ? nn : 1, 1);
+  em_status s = EM_OK;
+  if (!pending || !first || !consumers || !queue || !tainted) {
+    s = em_fail(EM_ERR_OUT_OF_MEMORY, "no memory to re-check the graph");
+    goto done;
   }
-  free(order);
+  /* consumers of node p: consumers[first[p] .. first[p+1]) */
+  for (size_t i = 0; i < nn; i++)
+    for (int k = 0; k < g->nodes[i].n_in; k++) first[g->values[g->nodes[i].inputs[k]].node + 1]++;
+  for (size_t p = 0; p < nn; p++) first[p + 1] += first[p];
+  size_t *fill = calloc(nn ? nn : 1, sizeof(size_t));
+  if (!fill) {
+    s = em_fail(EM_ERR_OUT_OF_MEMORY, "no memory to re-check the graph");
+    goto done;
+  }
+  for (size_t i = 0; i < nn; i++) {
+    pending[i] = g->nodes[i].n_in;
+    for (int k = 0; k < g->nodes[i].n_in; k++) {
+      int p = g->values[g->nodes[i].inputs[k]].node;
+      consumers[first[p] + fill[p]++] = (int)i;
+    }
+  }
+  free(fill);
+  size_t head = 0, tail = 0;
+  for (size_t i = 0; i < nn; i++)
+    if (!pending[i]) queue[tail++] = (int)i;
+  while (head < tail && !s) {
+    int i = queue[head++];
+    em_node *n = &g->nodes[i];
+    if (n->kind == EM_NODE_PLACEHOLDER) tainted[i] = 1;
+    for (int k = 0; k < n->n_in; k++) tainted[i] |= tainted[g->values[n->inputs[k]].node];
+    if (n->kind == EM_NODE_OP && !tainted[i]) {
+      em_shape out[8];
+      s = em_node_infer(g, i, NULL, out);
+      if (s) s = em_fail_context(s, "after the replacement, node %d", i);
+      for (int k = 0; k < n->n_out && !s; k++) g->values[n->first_value + k].shape = out[k];
+    }
+    for (size_t c = first[i]; c < first[i + 1]; c++)
+      if (--pending[consumers[c]] == 0) queue[tail++] = consumers[c];
+  }
   if (s)
     for (size_t v = 0; v < g->n_values; v++) g->values[v].shape = saved[v];
+done:
+  free(pending), free(first), free(consumers), free(queue), free(tainted);
   return s;
 }
 

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define XXH_INLINE_ALL
@@ -129,6 +130,18 @@ static void put_graph(wbuf *w, const em_graph *g) {
   put_u(w, XXH3_64bits(w->p, w->n), 8);
 }
 
+/* The process's umask, read without changing it (umask(2) would race with
+ * other threads creating files); 022 where /proc does not say. */
+static mode_t current_umask(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  unsigned m = 022;
+  char line[256];
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "Umask: %o", &m) == 1) break;
+  if (f) fclose(f);
+  return (mode_t)m;
+}
+
 static em_status write_all(int fd, const unsigned char *p, size_t n) {
   while (n) {
     ssize_t k = write(fd, p, n);
@@ -161,7 +174,8 @@ API em_status em_graph_save(const em_graph *g, const char *path) {
   em_status s = EM_OK;
   if (fd < 0) s = em_fail(EM_ERR_IO, "em_graph_save: cannot create a file next to %s: %s", path, strerror(errno));
   else {
-    if (write_all(fd, w.p, w.n) || fsync(fd))
+    /* mkstemp makes the file 0600; a saved model gets the usual mode. */
+    if (fchmod(fd, 0666 & ~current_umask()) || write_all(fd, w.p, w.n) || fsync(fd))
       s = em_fail(EM_ERR_IO, "em_graph_save: writing %s: %s", tmp, strerror(errno));
     if (close(fd) && !s) s = em_fail(EM_ERR_IO, "em_graph_save: closing %s: %s", tmp, strerror(errno));
     if (!s && rename(tmp, path)) s = em_fail(EM_ERR_IO, "em_graph_save: renaming to %s: %s", path, strerror(errno));
@@ -347,6 +361,14 @@ static em_status get_node(rbuf *r, em_graph *g, int index, size_t *next_value) {
   if (n_out < 1 || n_out > 8 || (n->kind != EM_NODE_OP && n_out != 1) || n_in > 16 ||
       (n->kind != EM_NODE_OP && n_in != 0))
     return corrupt(r, "a node's input or output count is out of range");
+  if (n->op && (n_out != (uint64_t)n->op->n_outputs || n_in < (uint64_t)n->op->min_inputs ||
+                n_in > (uint64_t)n->op->max_inputs)) {
+    char m[200];
+    snprintf(m, sizeof m, "node %d (op '%s') has %llu inputs and %llu outputs; the op takes %d to %d and gives %d", index,
+             n->op->name, (unsigned long long)n_in, (unsigned long long)n_out, n->op->min_inputs, n->op->max_inputs,
+             n->op->n_outputs);
+    return corrupt(r, m);
+  }
   if (*next_value + n_out > g->n_values) return corrupt(r, "the nodes have more outputs than the file has values");
   n->first_value = (int)*next_value;
   n->n_out = (int)n_out;

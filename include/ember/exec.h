@@ -17,7 +17,9 @@ extern "C" {
 typedef struct em_exec em_exec;
 
 /* Plans the computation of outputs[0..n) on dev. Fails, naming them, when the
- * graph has a cycle or an output depends on nothing computable. */
+ * graph has a cycle or an output depends on an unbound placeholder. The
+ * executor keeps a pointer to g: free it before the graph. Nodes added to g
+ * later are not part of this plan; an em_graph_replace makes it refuse to run. */
 EM_API em_status em_exec_create(em_graph *g, const em_var *outputs, int n, em_device dev, em_exec **out);
 EM_API void em_exec_free(em_exec *e);
 
@@ -27,8 +29,9 @@ typedef struct em_feed {
 } em_feed;
 
 /* Runs once. Every input the outputs need must be fed, with its declared
- * dtype and a shape that matches except on -1 axes. outputs[i] receives a new
- * reference (release it). */
+ * dtype and a shape that matches except on -1 axes. outputs[i] receives a
+ * tensor the caller owns (release it); an output that is a parameter, state,
+ * constant or input is a copy, never the graph's own storage. */
 EM_API em_status em_exec_run(em_exec *e, const em_feed *feeds, int n_feeds, em_tensor **outputs);
 
 typedef enum em_run_mode {
