@@ -313,7 +313,8 @@ test-san:
 
 # The same tests under valgrind's memcheck (the plain build: valgrind and ASan
 # do not mix). Any error, or a definite leak, fails the test binary.
-VALGRIND := valgrind --quiet --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite
+VALGRIND := valgrind --quiet --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
+  --suppressions=build-tools/valgrind.supp
 test-valgrind: lib tools tests
 	@bash build-tools/run_tests.sh $(BUILD) $(VALGRIND)
 

@@ -264,19 +264,19 @@ static void release_value(run_state *r, em_var v, int counted) {
   r->val[v] = NULL;
 }
 
-/* Ops that update state in place (batch norm's running statistics) may only
- * write into em_state values: never into a constant (which may share the
- * caller's tensor) or a fed input. */
-static em_status check_state_inputs(const em_graph *g, const em_node *n) {
+/* Ops that update state in place (batch norm's running statistics) write
+ * into em_state values only. Any other value in such a slot (a constant,
+ * which may share the caller's tensor; a fed input; an op's output) is given
+ * to the op as a private copy when training, so the update is dropped and
+ * nobody's data changes. Writes the copies into in[] (NULL where none). */
+static em_status protect_state_inputs(const em_exec *e, const em_node *n, em_tensor **in, em_tensor **copies) {
   for (int i = 0; i < n->n_in; i++) {
+    copies[i] = NULL;
     if (!(n->op->state_inputs & (1u << i))) continue;
-    const em_node *src = &g->nodes[g->values[n->inputs[i]].node];
-    if (src->kind != EM_NODE_STATE)
-      return em_fail(EM_ERR_INVALID_ARGUMENT,
-                     "op '%s': input %d is updated in place when training, so it must be an em_state value, not a%s %s "
-                     "('%s')",
-                     n->op->name, i, src->kind == EM_NODE_INPUT || src->kind == EM_NODE_OP ? "n" : "",
-                     em_node_kind_name(src->kind), src->name ? src->name : "");
+    if (e->g->nodes[e->g->values[n->inputs[i]].node].kind == EM_NODE_STATE) continue;
+    em_status s = em_tensor_to_device(in[i], e->dev, &copies[i]);
+    if (s) return s;
+    in[i] = copies[i];
   }
   return EM_OK;
 }
@@ -284,10 +284,6 @@ static em_status check_state_inputs(const em_graph *g, const em_node *n) {
 static em_status run_step(em_exec *e, run_state *r, int st) {
   em_graph *g = e->g;
   const em_node *n = &g->nodes[e->steps[st].node];
-  if (e->training && n->op->state_inputs) {
-    em_status s = check_state_inputs(g, n);
-    if (s) return s;
-  }
   em_shape in_shapes[16], out_shapes[8];
   em_tensor *in[16], *out[8] = {0};
   for (int i = 0; i < n->n_in; i++) {
@@ -298,8 +294,13 @@ static em_status run_step(em_exec *e, run_state *r, int st) {
                   .n_out = n->n_out, .out = out_shapes, .training = e->training, .step = e->runs,
                   .node = e->steps[st].node};
   memset(out_shapes, 0, sizeof out_shapes);
+  em_tensor *copies[16] = {0};
   em_status s = n->op->infer(&a);
-  if (s) return s;
+  if (!s && e->training && n->op->state_inputs) s = protect_state_inputs(e, n, in, copies);
+  if (s) {
+    for (int i = 0; i < n->n_in; i++) em_tensor_release(copies[i]);
+    return s;
+  }
   int from = e->steps[st].inplace_from;
   int inplace = from >= 0 && e->dev.kind == EM_DEVICE_CPU && in_shapes[from].dtype == out_shapes[0].dtype &&
                 em_shape_numel(&in_shapes[from]) == em_shape_numel(&out_shapes[0]);
@@ -311,6 +312,7 @@ static em_status run_step(em_exec *e, run_state *r, int st) {
     else if (n->op->gpu) s = n->op->gpu(&a, in, out);
     else s = run_on_host(&a, e->dev, in, out);
   }
+  for (int i = 0; i < n->n_in; i++) em_tensor_release(copies[i]);
   if (s) {
     for (int i = 0; i < n->n_out; i++) em_tensor_release(out[i]);
     return s;

@@ -56,9 +56,9 @@ typedef struct em_op_def {
   const char *doc;            /* one line */
   int min_inputs, max_inputs, n_outputs;
   unsigned no_grad;           /* bit i: input i never receives a gradient (indices, shapes, labels) */
-  unsigned state_inputs;      /* bit i: input i is a state parameter the op updates in place when
-                               * training (batch norm running statistics); the executor passes the
-                               * parameter's own storage */
+  unsigned state_inputs;      /* bit i: input i is state the op updates in place when training (batch
+                               * norm's running statistics): an em_state value's own storage; any
+                               * other value arrives as a private copy (the update is dropped) */
   int inplace;                /* output 0 may share input 0's buffer (same dtype and numel) */
   /* Checks dtypes, shapes and attributes, fills a->out. Runs when the graph
    * is built (dims may be -1) and again per run with concrete shapes. Every

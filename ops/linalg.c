@@ -254,8 +254,17 @@ static gemm_call sub_block(const gemm_call *c, size_t es, int64_t r0, int64_t h,
  * whole plan below PAR_WORK runs on one thread. */
 #define TILE_WORK 2097152.0
 #define PAR_WORK 262144.0
-#define TILE_ROWS 128
-#define TILE_COLS 256
+/* Tile shape: one single-threaded OpenBLAS call per tile costs a little per
+ * call (panel packing, edge kernels), so tiles are as large as still gives
+ * threads work: 256 x 2048 (4 tiles for a 1024^2 product), and 512 x 1024
+ * from 4096^2 up. Measured on one thread against one whole-matrix call
+ * (bench/gemm_tiles.c, OpenBLAS 0.3.21, 2026-11-21): 128 x 256 tiles ran at
+ * 0.82-0.92 of it, 256 x 2048 at 0.94-0.97, 512 x 1024 at 0.96-0.99. */
+#define TILE_ROWS 256
+#define TILE_COLS 2048
+#define BIG_TILE_ROWS 512
+#define BIG_TILE_COLS 1024
+#define BIG_PRODUCT (4096.0 * 4096.0)
 
 /* Tile extent along one axis: about `unit`, balanced, a multiple of 16.
  * A function of the shape alone, never of the thread count. */
@@ -307,7 +316,9 @@ static em_status gemm_plan_run(const em_op_args *a, gemm_plan *p) {
 
   double work = (double)c->m * (double)c->n * (double)(c->k > 0 ? c->k : 1); /* double: no overflow */
   int split = work >= TILE_WORK;
-  int64_t th = split ? tile_extent(c->m, TILE_ROWS) : c->m, tw = split ? tile_extent(c->n, TILE_COLS) : c->n;
+  int big = (double)c->m * (double)c->n >= BIG_PRODUCT;
+  int64_t th = split ? tile_extent(c->m, big ? BIG_TILE_ROWS : TILE_ROWS) : c->m;
+  int64_t tw = split ? tile_extent(c->n, big ? BIG_TILE_COLS : TILE_COLS) : c->n;
   int64_t rt = (c->m + th - 1) / th, ct = (c->n + tw - 1) / tw, n_work = n_groups * rt * ct;
   int par = n_work > 1 && work * (double)p->count >= PAR_WORK;
   size_t es = em_dtype_size(p->dt);

@@ -306,6 +306,15 @@ static em_status check_label_values(const em_op_args *a, const labels_info *li, 
   return EM_OK;
 }
 
+/* At run time, what every classification loss needs first: the labels' kind, the logits'
+ * rows along the class axis, and (sparse) every label checked against the class count. */
+static em_status labels_at_run(const em_op_args *a, em_tensor *const *in, labels_info *li, rows *r) {
+  em_status s = check_labels(a, li);
+  if (s) return s;
+  *r = rows_of(&a->in[0], li->axis);
+  return li->sparse ? check_label_values(a, li, in[1], r->c) : EM_OK;
+}
+
 /* The label of row `row` for a sparse loss: -1 when ignored. */
 static int64_t sparse_label(const labels_info *li, const void *labels, int64_t row) {
   int64_t l = ld_int(labels, li->label_dtype, row);
@@ -337,10 +346,9 @@ static em_status ce_infer(em_op_args *a) {
 
 static em_status ce_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
   labels_info li;
-  em_status s = check_labels(a, &li);
+  rows r;
+  em_status s = labels_at_run(a, in, &li, &r);
   if (s) return s;
-  rows r = rows_of(&a->in[0], li.axis);
-  if (li.sparse && (s = check_label_values(a, &li, in[1], r.c))) return s;
   int f64 = a->in[0].dtype == EM_F64;
   const void *x = em_tensor_data(in[0]), *t = em_tensor_data(in[1]);
   void *y = em_tensor_data(out[0]);
@@ -417,10 +425,9 @@ static void ce_grad_logits_row(const labels_info *li, const rows *r, const void 
 
 static em_status ce_grad_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
   labels_info li;
-  em_status s = check_labels(a, &li);
+  rows r;
+  em_status s = labels_at_run(a, in, &li, &r);
   if (s) return s;
-  rows r = rows_of(&a->in[0], li.axis);
-  if (li.sparse && (s = check_label_values(a, &li, in[1], r.c))) return s;
   int which = (int)em_attr_int(a, "which", 0);
   int f64 = a->in[0].dtype == EM_F64;
   const void *x = em_tensor_data(in[0]), *t = em_tensor_data(in[1]), *dy = em_tensor_data(in[2]);
@@ -653,10 +660,9 @@ static int in_top(const void *x, int f64, int64_t base, int64_t c, int64_t step,
 
 static em_status clserr_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
   labels_info li;
-  em_status s = check_labels(a, &li);
+  rows r;
+  em_status s = labels_at_run(a, in, &li, &r);
   if (s) return s;
-  rows r = rows_of(&a->in[0], li.axis);
-  if (li.sparse && (s = check_label_values(a, &li, in[1], r.c))) return s;
   int64_t top = em_attr_int(a, "topN", 1);
   int f64 = a->in[0].dtype == EM_F64;
   const void *x = em_tensor_data(in[0]), *t = em_tensor_data(in[1]);

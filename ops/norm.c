@@ -497,11 +497,14 @@ static em_status bn_infer(em_op_args *a) {
   return s;
 }
 
-/* Batch statistics, or the running ones in inference; writes mean, invstd [C]
- * and (training) var [C]. */
-static void bn_statistics(const em_op_args *a, const nc_geom *g, em_dtype dt, const void *x, const void *rmean,
-                          const void *rvar, double eps, double *mean, double *var, double *invstd, double *rowa,
-                          double *rowb) {
+/* Batch statistics, or the running ones in inference, in new scratch *out (free it): mean,
+ * var and invstd, [C] each and in that order, then room for the row sums. */
+static em_status bn_statistics(const em_op_args *a, const nc_geom *g, em_dtype dt, const void *x, const void *rmean,
+                               const void *rvar, double eps, double **out) {
+  int64_t rows = g->n * g->c;
+  em_status s = scratch((size_t)(3 * g->c + 2 * rows), out);
+  if (s) return s;
+  double *mean = *out, *var = mean + g->c, *invstd = var + g->c, *rowa = invstd + g->c, *rowb = rowa + rows;
   if (a->training) {
     nc_stats(g, dt, x, mean, var, rowa, rowb);
   } else {
@@ -511,6 +514,7 @@ static void bn_statistics(const em_op_args *a, const nc_geom *g, em_dtype dt, co
     }
   }
   for (int64_t ch = 0; ch < g->c; ch++) invstd[ch] = 1.0 / sqrt(var[ch] + eps);
+  return EM_OK;
 }
 
 static em_status bn_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
@@ -519,17 +523,14 @@ static em_status bn_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *co
   if (s) return s;
   em_dtype dt = em_tensor_dtype(in[0]);
   nc_geom g = nc_geometry(in[0], 1);
-  int64_t rows = g.n * g.c;
   double m = nc_count(&g);
   if (a->training && m < 2)
     return em_op_fail(a, "training needs more than one value per channel (N * spatial = %g) for the unbiased "
                          "running variance", m);
   double *buf;
-  s = scratch((size_t)(3 * g.c + 2 * rows), &buf);
+  s = bn_statistics(a, &g, dt, em_tensor_data(in[0]), em_tensor_data(in[3]), em_tensor_data(in[4]), p.eps, &buf);
   if (s) return s;
-  double *mean = buf, *var = mean + g.c, *invstd = var + g.c, *rowa = invstd + g.c, *rowb = rowa + rows;
-  bn_statistics(a, &g, dt, em_tensor_data(in[0]), em_tensor_data(in[3]), em_tensor_data(in[4]), p.eps, mean, var,
-                invstd, rowa, rowb);
+  double *mean = buf, *var = mean + g.c, *invstd = var + g.c;
   s = nc_apply(&g, dt, em_tensor_data(in[0]), em_tensor_data(out[0]), mean, invstd, em_tensor_data(in[1]),
                em_tensor_data(in[2]));
   if (!s && a->training) {
@@ -577,13 +578,11 @@ static em_status bng_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *c
   if (s) return s;
   em_dtype dt = em_tensor_dtype(in[0]);
   nc_geom g = nc_geometry(in[0], 1);
-  int64_t rows = g.n * g.c;
   double *buf;
-  s = scratch((size_t)(3 * g.c + 2 * rows), &buf);
-  if (s) return s;
-  double *mean = buf, *var = mean + g.c, *invstd = var + g.c, *rowa = invstd + g.c, *rowb = rowa + rows;
   const void *x = em_tensor_data(in[0]);
-  bn_statistics(a, &g, dt, x, em_tensor_data(in[2]), em_tensor_data(in[3]), p.eps, mean, var, invstd, rowa, rowb);
+  s = bn_statistics(a, &g, dt, x, em_tensor_data(in[2]), em_tensor_data(in[3]), p.eps, &buf);
+  if (s) return s;
+  double *mean = buf, *invstd = mean + 2 * g.c;
   s = nc_backward(&g, dt, x, em_tensor_data(in[1]), em_tensor_data(in[4]), mean, invstd, a->training,
                   em_tensor_data(out[0]), em_tensor_data(out[1]), em_tensor_data(out[2]));
   free(buf);

@@ -37,6 +37,7 @@
 
 #include "error.h"
 #include "op.h"
+#include "spatial.h"
 
 #define SP 3 /* spatial axes as handled internally (missing leading axes have size 1) */
 
@@ -69,57 +70,6 @@ static int64_t prod3(const int64_t *v) { return v[0] * v[1] * v[2]; }
 
 /* --------------------------------------------------------- attributes --- */
 
-enum { PAD_NOTSET, PAD_VALID, PAD_SAME_UPPER, PAD_SAME_LOWER };
-
-/* An INTS attribute of exactly `want` values, each >= min; *out = NULL when absent. */
-static em_status ints_attr(const em_op_args *a, const char *name, int want, int64_t min, const int64_t **out) {
-  int n;
-  *out = em_attr_ints(a, name, &n);
-  if (!*out) {
-    if (em_attr_has(a, name)) return em_op_fail(a, "attribute %s must be a list of %d ints", name, want);
-    return EM_OK;
-  }
-  if (n != want)
-    return em_op_fail(a, "attribute %s has %d values; expected %d (%s)", name, n, want,
-                      !strcmp(name, "pads") ? "begin and end per spatial axis" : "one per spatial axis");
-  for (int i = 0; i < n; i++)
-    if ((*out)[i] < min)
-      return em_op_fail(a, "attribute %s[%d] is %lld; it must be >= %lld", name, i, (long long)(*out)[i], (long long)min);
-  return EM_OK;
-}
-
-/* An INT attribute in [min, max]. */
-static em_status int_attr(const em_op_args *a, const char *name, int64_t dflt, int64_t min, int64_t max, int64_t *out) {
-  *out = em_attr_int(a, name, dflt);
-  if (em_attr_has(a, name) && em_attr_int(a, name, INT64_MIN) == INT64_MIN)
-    return em_op_fail(a, "attribute %s must be an int", name);
-  if (*out < min || *out > max)
-    return em_op_fail(a, "attribute %s is %lld; expected %lld to %lld", name, (long long)*out, (long long)min,
-                      (long long)max);
-  return EM_OK;
-}
-
-static em_status auto_pad_attr(const em_op_args *a, int *mode) {
-  const char *s = em_attr_str(a, "auto_pad", NULL);
-  if (!s && em_attr_has(a, "auto_pad")) return em_op_fail(a, "attribute auto_pad must be a string");
-  if (!s || !strcmp(s, "NOTSET")) *mode = PAD_NOTSET;
-  else if (!strcmp(s, "VALID")) *mode = PAD_VALID;
-  else if (!strcmp(s, "SAME_UPPER")) *mode = PAD_SAME_UPPER;
-  else if (!strcmp(s, "SAME_LOWER")) *mode = PAD_SAME_LOWER;
-  else return em_op_fail(a, "auto_pad is '%s'; expected NOTSET, VALID, SAME_UPPER or SAME_LOWER", s);
-  return EM_OK;
-}
-
-static em_status check_float(const em_op_args *a) {
-  em_dtype t = a->in[0].dtype;
-  if (t != EM_F32 && t != EM_F64) return em_op_fail(a, "expects f32 or f64 values, not %s", em_dtype_name(t));
-  for (int i = 1; i < a->n_in; i++)
-    if (a->in[i].dtype != t)
-      return em_op_fail(a, "input %d is %s but input 0 is %s (all inputs share one dtype)", i,
-                        em_dtype_name(a->in[i].dtype), em_dtype_name(t));
-  return EM_OK;
-}
-
 /* 1 when some tap of window o reads an input element. */
 static int window_has_input(int64_t o, int64_t in, int64_t k, int64_t s, int64_t d, int64_t pb) {
   for (int64_t t = 0; t < k; t++) {
@@ -134,21 +84,14 @@ static int window_has_input(int64_t o, int64_t in, int64_t k, int64_t s, int64_t
 static em_status pool_axis(const em_op_args *a, int i, int mode, const int64_t *pads, int nsp, int ceil_mode,
                            pool_geom *gm, int j) {
   int64_t in = gm->img[j], k = gm->k[j], s = gm->s[j], d = gm->d[j], dk = (k - 1) * d + 1, pb, pe, out;
-  if (mode == PAD_SAME_UPPER || mode == PAD_SAME_LOWER) {
-    out = (in + s - 1) / s;
-    int64_t total = (out - 1) * s + dk - in;
-    if (total < 0) total = 0;
-    pb = mode == PAD_SAME_UPPER ? total / 2 : total - total / 2;
-    pe = total - pb;
-  } else {
-    pb = mode == PAD_NOTSET && pads ? pads[i] : 0;
-    pe = mode == PAD_NOTSET && pads ? pads[nsp + i] : 0;
-  }
+  em_spatial_pads(mode, pads, nsp, i, in, s, dk, &pb, &pe);
   if (in + pb + pe < dk)
     return em_op_fail(a, "kernel_shape[%d] = %lld (dilation %lld: spans %lld) is larger than the padded input "
                       "(%lld + pads %lld + %lld)", i, (long long)k, (long long)d, (long long)dk, (long long)in,
                       (long long)pb, (long long)pe);
-  if (mode != PAD_SAME_UPPER && mode != PAD_SAME_LOWER) {
+  if (mode == EM_PAD_SAME_UPPER || mode == EM_PAD_SAME_LOWER) {
+    out = (in + s - 1) / s;
+  } else {
     int64_t span = in + pb + pe - dk;
     out = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
     if (ceil_mode && (out - 1) * s >= in + pb) out--; /* the last window would start in the end padding */
@@ -168,21 +111,15 @@ static em_status pool_resolve(const em_op_args *a, int is_max, const em_shape *x
   if (x->ndim < 3 || x->ndim > 5)
     return em_op_fail(a, "the input must be [N, C, spatial...] with 1 to 3 spatial axes (rank 3 to 5), not rank %d",
                       x->ndim);
-  int nsp = x->ndim - 2, mode = PAD_NOTSET;
-  const int64_t *ks, *strides, *dil, *pads;
+  int nsp = x->ndim - 2;
+  em_spatial_attrs sa;
   int64_t ceil_mode = 0, v;
-  em_status st = ints_attr(a, "kernel_shape", nsp, 1, &ks);
-  if (!st && !ks) st = em_op_fail(a, "attribute kernel_shape is required (%d ints, one per spatial axis)", nsp);
-  if (!st) st = ints_attr(a, "strides", nsp, 1, &strides);
-  if (!st) st = ints_attr(a, "dilations", nsp, 1, &dil);
-  if (!st) st = ints_attr(a, "pads", 2 * nsp, 0, &pads);
-  if (!st) st = auto_pad_attr(a, &mode);
-  if (!st) st = int_attr(a, "ceil_mode", 0, 0, 1, &ceil_mode);
-  if (!st && !is_max) st = int_attr(a, "count_include_pad", 0, 0, 1, &v);
-  if (!st && is_max) st = int_attr(a, "storage_order", 0, 0, 0, &v);
+  em_status st = em_spatial_attrs_read(a, nsp, 1, &sa);
+  if (!st) st = em_spatial_int_attr(a, "ceil_mode", 0, 0, 1, &ceil_mode);
+  if (!st && !is_max) st = em_spatial_int_attr(a, "count_include_pad", 0, 0, 1, &v);
+  if (!st && is_max) st = em_spatial_int_attr(a, "storage_order", 0, 0, 0, &v);
   if (st) return st;
-  if (pads && mode != PAD_NOTSET)
-    return em_op_fail(a, "pads and auto_pad=%s are both given; use one", em_attr_str(a, "auto_pad", ""));
+  const int64_t *ks = sa.kernel_shape, *strides = sa.strides, *dil = sa.dilations;
   memset(gm, 0, sizeof *gm);
   gm->nsp = nsp;
   gm->planes = x->dims[0] < 0 || x->dims[1] < 0 ? -1 : x->dims[0] * x->dims[1];
@@ -194,7 +131,7 @@ static em_status pool_resolve(const em_op_args *a, int is_max, const em_shape *x
     gm->s[j] = strides ? strides[i] : 1;
     gm->d[j] = dil ? dil[i] : 1;
     if (gm->img[j] < 0) gm->col[j] = -1;
-    else if ((st = pool_axis(a, i, mode, pads, nsp, (int)ceil_mode, gm, j))) return st;
+    else if ((st = pool_axis(a, i, sa.auto_pad, sa.pads, nsp, (int)ceil_mode, gm, j))) return st;
   }
   *y = *x;
   for (int i = 0; i < nsp; i++) y->dims[2 + i] = gm->col[SP - nsp + i];
@@ -235,13 +172,13 @@ static em_status tables_build(const pool_geom *gm, pool_tables *t) {
 
 static em_status max_pool_infer(em_op_args *a) {
   pool_geom gm;
-  em_status st = check_float(a);
+  em_status st = em_spatial_check_float(a);
   return st ? st : pool_resolve(a, 1, &a->in[0], &gm, &a->out[0]);
 }
 
 static em_status avg_pool_infer(em_op_args *a) {
   pool_geom gm;
-  em_status st = check_float(a);
+  em_status st = em_spatial_check_float(a);
   return st ? st : pool_resolve(a, 0, &a->in[0], &gm, &a->out[0]);
 }
 
@@ -292,24 +229,14 @@ static em_status avg_pool_backward(em_graph *g, const em_op_args *a, const em_va
   return em_apply(g, "_avg_pool_grad", in, 2, a->attrs, a->n_attrs, &din[0], 1);
 }
 
-static int shapes_compatible(const em_shape *a, const em_shape *b) {
-  if (a->dtype != b->dtype || a->ndim != b->ndim) return 0;
-  for (int i = 0; i < a->ndim; i++)
-    if (a->dims[i] >= 0 && b->dims[i] >= 0 && a->dims[i] != b->dims[i]) return 0;
-  return 1;
-}
-
 /* A gradient op: dy (input idy) must match the forward output of x (input ix); out = x's shape. */
 static em_status pool_grad_infer(em_op_args *a, int is_max, int ix, int idy) {
   pool_geom gm;
   em_shape y;
-  char want[128], have[128];
-  em_status st = check_float(a);
+  em_status st = em_spatial_check_float(a);
   if (!st) st = pool_resolve(a, is_max, &a->in[ix], &gm, &y);
+  if (!st) st = em_spatial_check_grad(a, &a->in[idy], &y);
   if (st) return st;
-  if (!shapes_compatible(&a->in[idy], &y))
-    return em_op_fail(a, "the gradient %s does not match the forward output %s",
-                      em_shape_str(&a->in[idy], have, sizeof have), em_shape_str(&y, want, sizeof want));
   a->out[0] = a->in[ix];
   return EM_OK;
 }
@@ -354,7 +281,7 @@ static em_status global_shape(em_op_args *a, const em_shape *x, em_shape *y) {
 }
 
 static em_status global_infer(em_op_args *a) {
-  em_status st = check_float(a);
+  em_status st = em_spatial_check_float(a);
   return st ? st : global_shape(a, &a->in[0], &a->out[0]);
 }
 
@@ -416,14 +343,11 @@ static em_status global_mode(const em_op_args *a, int *is_max) {
 static em_status global_grad_infer(em_op_args *a) {
   int is_max;
   em_shape y;
-  char want[128], have[128];
-  em_status st = check_float(a);
+  em_status st = em_spatial_check_float(a);
   if (!st) st = global_mode(a, &is_max);
   if (!st) st = global_shape(a, &a->in[0], &y);
+  if (!st) st = em_spatial_check_grad(a, &a->in[1], &y);
   if (st) return st;
-  if (!shapes_compatible(&a->in[1], &y))
-    return em_op_fail(a, "the gradient %s does not match the forward output %s",
-                      em_shape_str(&a->in[1], have, sizeof have), em_shape_str(&y, want, sizeof want));
   a->out[0] = a->in[0];
   return EM_OK;
 }

@@ -629,6 +629,14 @@ static em_status copy_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *
   return EM_OK;
 }
 
+/* The backward of an op whose gradient is one op on `in` (dy first) with the forward's
+ * attributes: nothing when dy is absent, and integer data has no gradient. */
+static em_status attrs_grad(em_graph *g, const char *grad_op, const em_op_args *a, const em_var *in, int n_in,
+                            em_var *din) {
+  if (in[0] < 0 || !em_dtype_is_float(a->in[0].dtype)) return EM_OK;
+  return em_apply(g, grad_op, in, n_in, a->attrs, a->n_attrs, &din[0], 1);
+}
+
 /* Backward of every op that only re-labels x's elements: dy in x's shape. */
 static em_status reshape_back(em_graph *g, const em_op_args *a, const em_var *x, const em_var *y, const em_var *dy,
                               em_var *din) {
@@ -864,9 +872,8 @@ static em_status slice_cpu(const em_op_args *a, em_tensor *const *in, em_tensor 
 static em_status slice_back(em_graph *g, const em_op_args *a, const em_var *x, const em_var *y, const em_var *dy,
                             em_var *din) {
   (void)y;
-  if (dy[0] < 0 || !em_dtype_is_float(a->in[0].dtype)) return EM_OK;
   em_var in[2] = {dy[0], x[0]};
-  return em_apply(g, "_slice_grad", in, 2, a->attrs, a->n_attrs, &din[0], 1);
+  return attrs_grad(g, "_slice_grad", a, in, 2, din);
 }
 
 static em_status slice_grad_infer(em_op_args *a) {
@@ -1164,9 +1171,8 @@ static em_status pad_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *c
 static em_status pad_back(em_graph *g, const em_op_args *a, const em_var *x, const em_var *y, const em_var *dy,
                           em_var *din) {
   (void)y;
-  if (dy[0] < 0 || !em_dtype_is_float(a->in[0].dtype)) return EM_OK;
   em_var in[2] = {dy[0], x[0]};
-  return em_apply(g, "_pad_grad", in, 2, a->attrs, a->n_attrs, &din[0], 1);
+  return attrs_grad(g, "_pad_grad", a, in, 2, din);
 }
 
 static em_status pad_grad_infer(em_op_args *a) {
@@ -1309,9 +1315,8 @@ static em_status gather_cpu(const em_op_args *a, em_tensor *const *in, em_tensor
 static em_status gather_back(em_graph *g, const em_op_args *a, const em_var *x, const em_var *y, const em_var *dy,
                              em_var *din) {
   (void)y;
-  if (dy[0] < 0 || !em_dtype_is_float(a->in[0].dtype)) return EM_OK;
   em_var in[3] = {dy[0], x[1], x[0]};
-  return em_apply(g, "_gather_grad", in, 3, a->attrs, a->n_attrs, &din[0], 1);
+  return attrs_grad(g, "_gather_grad", a, in, 3, din);
 }
 
 static em_status gather_grad_infer(em_op_args *a) {
@@ -1552,9 +1557,8 @@ static em_status top_k_cpu(const em_op_args *a, em_tensor *const *in, em_tensor 
 
 static em_status top_k_back(em_graph *g, const em_op_args *a, const em_var *x, const em_var *y, const em_var *dy,
                             em_var *din) {
-  if (dy[0] < 0 || !em_dtype_is_float(a->in[0].dtype)) return EM_OK;
   em_var in[3] = {dy[0], y[1], x[0]};
-  return em_apply(g, "_top_k_grad", in, 3, a->attrs, a->n_attrs, &din[0], 1);
+  return attrs_grad(g, "_top_k_grad", a, in, 3, din);
 }
 
 static em_status top_k_grad_infer(em_op_args *a) {
@@ -1691,15 +1695,13 @@ static em_status s2d_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *c
 static em_status d2s_back(em_graph *g, const em_op_args *a, const em_var *x, const em_var *y, const em_var *dy,
                           em_var *din) {
   (void)x, (void)y;
-  if (dy[0] < 0 || !em_dtype_is_float(a->in[0].dtype)) return EM_OK;
-  return em_apply(g, "space_to_depth", &dy[0], 1, a->attrs, a->n_attrs, &din[0], 1);
+  return attrs_grad(g, "space_to_depth", a, dy, 1, din);
 }
 
 static em_status s2d_back(em_graph *g, const em_op_args *a, const em_var *x, const em_var *y, const em_var *dy,
                           em_var *din) {
   (void)x, (void)y;
-  if (dy[0] < 0 || !em_dtype_is_float(a->in[0].dtype)) return EM_OK;
-  return em_apply(g, "depth_to_space", &dy[0], 1, a->attrs, a->n_attrs, &din[0], 1);
+  return attrs_grad(g, "depth_to_space", a, dy, 1, din);
 }
 
 /* =============================================================== cast === */
@@ -1820,9 +1822,8 @@ static em_status tile_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *
 static em_status tile_back(em_graph *g, const em_op_args *a, const em_var *x, const em_var *y, const em_var *dy,
                            em_var *din) {
   (void)y;
-  if (dy[0] < 0 || !em_dtype_is_float(a->in[0].dtype)) return EM_OK;
   em_var in[2] = {dy[0], x[0]};
-  return em_apply(g, "_tile_grad", in, 2, a->attrs, a->n_attrs, &din[0], 1);
+  return attrs_grad(g, "_tile_grad", a, in, 2, din);
 }
 
 static em_status tile_grad_infer(em_op_args *a) {

@@ -309,3 +309,17 @@ void ot_expect_apply_fails(const char *op, int n_in, const em_dtype *dtypes, con
   if (needle1 && !strstr(copy, needle1)) fail_msg("%s: the message lacks \"%s\": %s", op, needle1, copy);
   if (needle2 && !strstr(copy, needle2)) fail_msg("%s: the message lacks \"%s\": %s", op, needle2, copy);
 }
+
+em_tensor *ot_run1(const char *op, em_tensor *const *in, int n_in, const em_attr *attrs, int n_attrs) {
+  em_tensor *out = NULL;
+  if (ot_run(op, in, n_in, attrs, n_attrs, &out, 1)) fail_msg("%s failed: %s", op, em_last_error());
+  return out;
+}
+
+void ot_expect_values(const em_tensor *t, const double *want, int64_t n, double tol, const char *what) {
+  int64_t m;
+  double *got = ot_values(t, &m);
+  assert_int_equal(m, n);
+  ot_expect_close(got, want, n, tol, tol, what);
+  free(got);
+}

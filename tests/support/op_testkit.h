@@ -23,6 +23,10 @@ em_status ot_run(const char *op, em_tensor *const *in, int n_in, const em_attr *
 em_status ot_run_training(const char *op, em_tensor *const *in, int n_in, const em_attr *attrs, int n_attrs,
                           em_tensor **out, int n_out);
 
+/* ot_run of a one-output op that must succeed: returns its output (release it); a failure
+ * fails the test, naming the op and em_last_error(). */
+em_tensor *ot_run1(const char *op, em_tensor *const *in, int n_in, const em_attr *attrs, int n_attrs);
+
 /* Finite-difference gradient check. Inputs must be f64 tensors (integer
  * inputs such as indices are allowed and never perturbed). Builds
  * L = sum_k sum(y_k * w_k) over the op's float outputs, with fixed
@@ -46,6 +50,8 @@ double *ot_values(const em_tensor *t, int64_t *n);
 /* Element-wise |got - want| <= atol + rtol * |want| (NaN matches NaN, inf
  * matches the same inf); fails naming `what` and the first bad index. */
 void ot_expect_close(const double *got, const double *want, int64_t n, double atol, double rtol, const char *what);
+/* t holds exactly n values, each within tol + tol * |want| of want (ot_expect_close). */
+void ot_expect_values(const em_tensor *t, const double *want, int64_t n, double tol, const char *what);
 /* t's dtype and shape are exactly these. */
 void ot_expect_shape(const em_tensor *t, em_dtype dtype, int ndim, const int64_t *shape, const char *what);
 

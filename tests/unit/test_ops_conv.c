@@ -138,13 +138,6 @@ static void add_bias_ref(double *y, const double *bias, int64_t N, int64_t C, in
 
 /* ------------------------------------------------------------ helpers --- */
 
-static em_tensor *run1(const char *op, em_tensor *const *in, int n_in, const em_attr *at, int na) {
-  em_tensor *out = NULL;
-  em_status s = ot_run(op, in, n_in, at, na, &out, 1);
-  if (s) fail_msg("%s failed: %s", op, em_last_error());
-  return out;
-}
-
 /* got (a tensor) against want (n doubles); tolerance rel * (|want| + sqrt(terms)). */
 static void expect_tensor(const em_tensor *got, const double *want, int64_t n, double rel, double terms,
                           const char *what) {
@@ -197,7 +190,7 @@ static void check_case(const conv_case *cc, int transpose, em_dtype dt) {
 
   /* forward */
   em_tensor *in3[3] = {x, w, b};
-  em_tensor *y = run1(transpose ? "convolution_transpose" : "convolution", in3, cc->bias ? 3 : 2, at, na);
+  em_tensor *y = ot_run1(transpose ? "convolution_transpose" : "convolution", in3, cc->bias ? 3 : 2, at, na);
   snprintf(what, sizeof what, "%s %s %s forward", transpose ? "convolution_transpose" : "convolution", cc->name,
            em_dtype_name(dt));
   ot_expect_shape(y, dt, nd, ys, what);
@@ -213,7 +206,7 @@ static void check_case(const conv_case *cc, int transpose, em_dtype dt) {
   memcpy(at2, at, sizeof(em_attr) * (size_t)na);
   at2[na] = AI("transpose", transpose);
   em_tensor *gi[3] = {dy, w, x};
-  em_tensor *dx = run1("_conv_grad_input", gi, 3, at2, na + 1);
+  em_tensor *dx = ot_run1("_conv_grad_input", gi, 3, at2, na + 1);
   snprintf(what, sizeof what, "%s %s %s grad input", transpose ? "convolution_transpose" : "convolution", cc->name,
            em_dtype_name(dt));
   ot_expect_shape(dx, dt, nd, xs, what);
@@ -225,7 +218,7 @@ static void check_case(const conv_case *cc, int transpose, em_dtype dt) {
 
   /* gradient for w */
   em_tensor *gw[3] = {x, dy, w};
-  em_tensor *dw = run1("_conv_grad_weight", gw, 3, at2, na + 1);
+  em_tensor *dw = ot_run1("_conv_grad_weight", gw, 3, at2, na + 1);
   snprintf(what, sizeof what, "%s %s %s grad weight", transpose ? "convolution_transpose" : "convolution", cc->name,
            em_dtype_name(dt));
   ot_expect_shape(dw, dt, nd, ws, what);
@@ -236,7 +229,7 @@ static void check_case(const conv_case *cc, int transpose, em_dtype dt) {
   free(want);
 
   /* gradient for the bias */
-  em_tensor *db = run1("_conv_grad_bias", &dy, 1, NULL, 0);
+  em_tensor *db = ot_run1("_conv_grad_bias", &dy, 1, NULL, 0);
   want = zeros(cc->m);
   int64_t P = ndy / (cc->n * cc->m);
   for (int64_t n = 0; n < cc->n; n++)
@@ -357,12 +350,12 @@ static void test_conv_known_values(void **state) {
   double xv[3] = {1, 2, 3}, wv[2] = {1, 1}, want[4] = {1, 3, 5, 3};
   em_tensor *in[2] = {ot_tensor(EM_F64, 3, xs, xv), ot_tensor(EM_F64, 3, ws, wv)};
   em_attr at[1] = {AIS("pads", pads, 2)};
-  em_tensor *y = run1("convolution", in, 2, at, 1);
+  em_tensor *y = ot_run1("convolution", in, 2, at, 1);
   expect_tensor(y, want, 4, 1e-15, 1, "known convolution");
   em_tensor_release(y);
   /* its transpose scatters [1,1] back: [1,2,3] -> [1+2, 2+3] with pads 1 removing the ends */
   double want_t[2] = {3, 5};
-  y = run1("convolution_transpose", in, 2, at, 1);
+  y = ot_run1("convolution_transpose", in, 2, at, 1);
   expect_tensor(y, want_t, 2, 1e-15, 1, "known convolution_transpose");
   em_tensor_release(y), em_tensor_release(in[0]), em_tensor_release(in[1]);
 }
@@ -425,11 +418,11 @@ static void run_all(const conv_case *cc, em_tensor **in, em_tensor **outs) {
   em_attr at[13];
   int na = case_attrs(cc, at);
   at[na] = AI("transpose", 0);
-  outs[0] = run1("convolution", in, 3, at, na);
+  outs[0] = ot_run1("convolution", in, 3, at, na);
   em_tensor *gi[3] = {in[3], in[1], in[0]}, *gw[3] = {in[0], in[3], in[1]};
-  outs[1] = run1("_conv_grad_input", gi, 3, at, na + 1);
-  outs[2] = run1("_conv_grad_weight", gw, 3, at, na + 1);
-  outs[3] = run1("_conv_grad_bias", &in[3], 1, NULL, 0);
+  outs[1] = ot_run1("_conv_grad_input", gi, 3, at, na + 1);
+  outs[2] = ot_run1("_conv_grad_weight", gw, 3, at, na + 1);
+  outs[3] = ot_run1("_conv_grad_bias", &in[3], 1, NULL, 0);
 }
 
 static void test_conv_thread_determinism(void **state) {
@@ -501,8 +494,8 @@ static void test_conv_dynamic_batch(void **state) {
   if (em_exec_run(e, feeds, 2, got)) fail_msg("run: %s", em_last_error());
   em_attr at_t[4] = {at[0], at[1], at[2], AI("transpose", 0)};
   em_tensor *fw[3] = {xt, wt, bt}, *gi[3] = {dyt, wt, xt}, *gw[3] = {xt, dyt, wt};
-  em_tensor *want[4] = {run1("convolution", fw, 3, at, 3), run1("_conv_grad_input", gi, 3, at_t, 4),
-                        run1("_conv_grad_weight", gw, 3, at_t, 4), run1("_conv_grad_bias", &dyt, 1, NULL, 0)};
+  em_tensor *want[4] = {ot_run1("convolution", fw, 3, at, 3), ot_run1("_conv_grad_input", gi, 3, at_t, 4),
+                        ot_run1("_conv_grad_weight", gw, 3, at_t, 4), ot_run1("_conv_grad_bias", &dyt, 1, NULL, 0)};
   for (int i = 0; i < 4; i++) {
     int64_t n;
     double *wv = ot_values(want[i], &n);

@@ -47,20 +47,6 @@ static double ref_lse(const double *x, int64_t o, int64_t c, int64_t inner, int6
   return mx + log(s);
 }
 
-static em_tensor *run1(const char *op, em_tensor *const *in, int n_in, const em_attr *at, int n_at) {
-  em_tensor *out = NULL;
-  if (ot_run(op, in, n_in, at, n_at, &out, 1)) fail_msg("%s: %s", op, em_last_error());
-  return out;
-}
-
-static void expect_values(const em_tensor *t, const double *want, int64_t n, double tol, const char *what) {
-  int64_t m;
-  double *got = ot_values(t, &m);
-  assert_int_equal(m, n);
-  ot_expect_close(got, want, n, tol, tol, what);
-  free(got);
-}
-
 static double tol_of(em_dtype dt) { return dt == EM_F64 ? 1e-12 : 2e-6; }
 
 /* ----------------------------------------------------------- softmax --- */
@@ -70,7 +56,7 @@ static void check_softmax(em_dtype dt, shp s, int axis_attr, int log_out, double
   em_tensor *x = ot_rand(dt, s.n, s.d, 7 + (uint64_t)numel(&s), lo, hi);
   em_attr at = AI("axis", axis_attr);
   const char *op = log_out ? "log_softmax" : "softmax";
-  em_tensor *y = run1(op, &x, 1, &at, 1);
+  em_tensor *y = ot_run1(op, &x, 1, &at, 1);
   ot_expect_shape(y, dt, s.n, s.d, op);
   double *xv = ot_values(x, NULL), *want = malloc(sizeof(double) * (size_t)(numel(&s) + 1));
   int64_t outer, c, inner;
@@ -86,7 +72,7 @@ static void check_softmax(em_dtype dt, shp s, int axis_attr, int log_out, double
   char what[96];
   snprintf(what, sizeof what, "%s %s rank %d axis %d", op, em_dtype_name(dt), s.n, axis_attr);
   /* log_softmax values reach |x - lse| ~ hi - lo: tolerance relative to that. */
-  expect_values(y, want, numel(&s), tol_of(dt) * (log_out ? fmax(1, hi - lo) : 1), what);
+  ot_expect_values(y, want, numel(&s), tol_of(dt) * (log_out ? fmax(1, hi - lo) : 1), what);
   free(xv), free(want);
   em_tensor_release(x), em_tensor_release(y);
 }
@@ -132,7 +118,7 @@ static void check_ce_dense(em_dtype dt, shp s, int axis_attr) {
   int axis = axis_attr < 0 ? axis_attr + s.n : axis_attr;
   em_tensor *in[2] = {ot_rand(dt, s.n, s.d, 3, -4, 4), ot_rand(dt, s.n, s.d, 4, 0, 1)};
   em_attr at = AI("axis", axis_attr);
-  em_tensor *y = run1("cross_entropy_with_softmax", in, 2, &at, 1);
+  em_tensor *y = ot_run1("cross_entropy_with_softmax", in, 2, &at, 1);
   shp r = drop(&s, axis);
   ot_expect_shape(y, dt, r.n, r.d, "cross_entropy_with_softmax dense");
   double *x = ot_values(in[0], NULL), *t = ot_values(in[1], NULL), *want = calloc((size_t)numel(&r) + 1, 8);
@@ -144,7 +130,7 @@ static void check_ce_dense(em_dtype dt, shp s, int axis_attr) {
       for (int64_t j = 0; j < c; j++) l -= t[(o * c + j) * inner + i] * (x[(o * c + j) * inner + i] - lse);
       want[o * inner + i] = l;
     }
-  expect_values(y, want, numel(&r), tol_of(dt) * 10, "cross_entropy_with_softmax dense");
+  ot_expect_values(y, want, numel(&r), tol_of(dt) * 10, "cross_entropy_with_softmax dense");
   free(x), free(t), free(want);
   em_tensor_release(in[0]), em_tensor_release(in[1]), em_tensor_release(y);
 }
@@ -160,7 +146,7 @@ static void check_ce_sparse(em_dtype dt, em_dtype lt, shp s, int axis_attr, int6
   for (int64_t i = 0; i < n; i++) lab[i] = (ignore >= 0 && i % 5 == 1) ? (double)ignore : (double)((i * 7 + 3) % c);
   em_tensor *in[2] = {ot_rand(dt, s.n, s.d, 5, -4, 4), ot_tensor(lt, r.n, r.d, lab)};
   em_attr at[2] = {AI("axis", axis_attr), AI("ignore_index", ignore)};
-  em_tensor *y = run1("cross_entropy_with_softmax", in, 2, at, ignore >= 0 ? 2 : 1);
+  em_tensor *y = ot_run1("cross_entropy_with_softmax", in, 2, at, ignore >= 0 ? 2 : 1);
   ot_expect_shape(y, dt, r.n, r.d, "cross_entropy_with_softmax sparse");
   double *x = ot_values(in[0], NULL), *want = calloc((size_t)n + 1, 8);
   for (int64_t o = 0; o < outer; o++)
@@ -169,7 +155,7 @@ static void check_ce_sparse(em_dtype dt, em_dtype lt, shp s, int axis_attr, int6
       if (ignore >= 0 && l == ignore) continue;
       want[o * inner + i] = ref_lse(x, o, c, inner, i) - x[(o * c + l) * inner + i];
     }
-  expect_values(y, want, n, tol_of(dt) * 10, "cross_entropy_with_softmax sparse");
+  ot_expect_values(y, want, n, tol_of(dt) * 10, "cross_entropy_with_softmax sparse");
   free(x), free(lab), free(want);
   em_tensor_release(in[0]), em_tensor_release(in[1]), em_tensor_release(y);
 }
@@ -198,17 +184,17 @@ static void test_ce_stable(void **state) {
   const int64_t s[2] = {1, 3};
   const double xv[3] = {0, 0, 1000}, tv[3] = {0, 0, 1};
   em_tensor *in[2] = {ot_tensor(EM_F32, 2, s, xv), ot_tensor(EM_F32, 2, s, tv)};
-  em_tensor *y = run1("cross_entropy_with_softmax", in, 2, NULL, 0);
+  em_tensor *y = ot_run1("cross_entropy_with_softmax", in, 2, NULL, 0);
   const double want[1] = {0};
-  expect_values(y, want, 1, 1e-6, "cross_entropy_with_softmax large logits");
+  ot_expect_values(y, want, 1, 1e-6, "cross_entropy_with_softmax large logits");
   em_tensor_release(y);
   em_tensor_release(in[1]);
   const int64_t one[1] = {1};
   const double l0[1] = {0};
   in[1] = ot_tensor(EM_I64, 1, one, l0);
-  y = run1("cross_entropy_with_softmax", in, 2, NULL, 0);
+  y = ot_run1("cross_entropy_with_softmax", in, 2, NULL, 0);
   const double want0[1] = {1000};
-  expect_values(y, want0, 1, 1e-4, "cross_entropy_with_softmax large logits, sparse");
+  ot_expect_values(y, want0, 1, 1e-4, "cross_entropy_with_softmax large logits, sparse");
   em_tensor_release(y), em_tensor_release(in[0]), em_tensor_release(in[1]);
 }
 
@@ -250,17 +236,17 @@ static void test_ce_grad_values(void **state) {
   const double dyv[3] = {1, 2, 0.5};
   em_tensor *in[3] = {ot_tensor(EM_F64, 2, s, xv), ot_tensor(EM_I64, 1, ls, lab), ot_tensor(EM_F64, 1, ls, dyv)};
   em_attr at[2] = {AI("which", 0), AI("ignore_index", 0)};
-  em_tensor *g = run1("_cross_entropy_grad", in, 3, at, 1);
+  em_tensor *g = ot_run1("_cross_entropy_grad", in, 3, at, 1);
   double want[12];
   for (int r = 0; r < 3; r++) {
     double lse = ref_lse(xv, r, 4, 1, 0);
     for (int j = 0; j < 4; j++) want[r * 4 + j] = (exp(xv[r * 4 + j] - lse) - (j == lab[r])) * dyv[r];
   }
-  expect_values(g, want, 12, 1e-14, "_cross_entropy_grad sparse");
+  ot_expect_values(g, want, 12, 1e-14, "_cross_entropy_grad sparse");
   em_tensor_release(g);
-  g = run1("_cross_entropy_grad", in, 3, at, 2); /* ignore_index 0: row 1 */
+  g = ot_run1("_cross_entropy_grad", in, 3, at, 2); /* ignore_index 0: row 1 */
   for (int j = 0; j < 4; j++) want[4 + j] = 0;
-  expect_values(g, want, 12, 1e-14, "_cross_entropy_grad ignore_index");
+  ot_expect_values(g, want, 12, 1e-14, "_cross_entropy_grad ignore_index");
   em_tensor_release(g);
   for (int i = 0; i < 3; i++) em_tensor_release(in[i]);
 }
@@ -275,12 +261,12 @@ static void test_bce_forward(void **state) {
     for (int i = 0; i < 4; i++) {
       const shp *s = &shapes[i];
       em_tensor *in[2] = {ot_rand(dt, s->n, s->d, 71, 0.01, 0.99), ot_rand(dt, s->n, s->d, 72, 0, 1)};
-      em_tensor *y = run1("binary_cross_entropy", in, 2, NULL, 0);
+      em_tensor *y = ot_run1("binary_cross_entropy", in, 2, NULL, 0);
       ot_expect_shape(y, dt, s->n, s->d, "binary_cross_entropy");
       int64_t n;
       double *p = ot_values(in[0], &n), *t = ot_values(in[1], NULL), *want = malloc(sizeof(double) * (size_t)n);
       for (int64_t j = 0; j < n; j++) want[j] = -(t[j] * log(p[j]) + (1 - t[j]) * log(1 - p[j]));
-      expect_values(y, want, n, tol_of(dt) * 10, "binary_cross_entropy");
+      ot_expect_values(y, want, n, tol_of(dt) * 10, "binary_cross_entropy");
       free(p), free(t), free(want);
       em_tensor_release(in[0]), em_tensor_release(in[1]), em_tensor_release(y);
     }
@@ -288,8 +274,8 @@ static void test_bce_forward(void **state) {
     const int64_t s4[1] = {4};
     const double pv[4] = {0, 1, 0, 1}, tv[4] = {1, 0, 0, 1}, want[4] = {100, 100, 0, 0};
     em_tensor *in[2] = {ot_tensor(dt, 1, s4, pv), ot_tensor(dt, 1, s4, tv)};
-    em_tensor *y = run1("binary_cross_entropy", in, 2, NULL, 0);
-    expect_values(y, want, 4, 0, "binary_cross_entropy clamped");
+    em_tensor *y = ot_run1("binary_cross_entropy", in, 2, NULL, 0);
+    ot_expect_values(y, want, 4, 0, "binary_cross_entropy clamped");
     em_tensor_release(in[0]), em_tensor_release(in[1]), em_tensor_release(y);
   }
 }
@@ -309,14 +295,14 @@ static void test_bce_gradients(void **state) {
 
 static void check_sqerr(em_dtype dt, shp s) {
   em_tensor *in[2] = {ot_rand(dt, s.n, s.d, 91, -2, 2), ot_rand(dt, s.n, s.d, 92, -2, 2)};
-  em_tensor *y = run1("squared_error", in, 2, NULL, 0);
+  em_tensor *y = ot_run1("squared_error", in, 2, NULL, 0);
   shp r = s.n >= 2 ? (shp){1, {s.d[0]}} : (shp){0, {0}};
   ot_expect_shape(y, dt, r.n, r.d, "squared_error");
   int64_t n;
   double *x = ot_values(in[0], &n), *z = ot_values(in[1], NULL), *want = calloc((size_t)numel(&r) + 1, 8);
   int64_t per = numel(&r) ? n / numel(&r) : 0;
   for (int64_t j = 0; j < n; j++) want[j / (per ? per : 1)] += (x[j] - z[j]) * (x[j] - z[j]);
-  expect_values(y, want, numel(&r), tol_of(dt) * 10, "squared_error");
+  ot_expect_values(y, want, numel(&r), tol_of(dt) * 10, "squared_error");
   free(x), free(z), free(want);
   em_tensor_release(in[0]), em_tensor_release(in[1]), em_tensor_release(y);
 }
@@ -374,17 +360,17 @@ static void test_classification_error(void **state) {
       em_attr at = AI("topN", topn);
       for (int sparse = 0; sparse < 2; sparse++) {
         em_tensor *in[2] = {ot_tensor(dt, 2, s, xv), sparse ? ot_tensor(EM_I64, 1, ls, lab) : ot_tensor(dt, 2, s, onehot)};
-        em_tensor *y = run1("classification_error", in, 2, &at, 1);
+        em_tensor *y = ot_run1("classification_error", in, 2, &at, 1);
         ot_expect_shape(y, dt, 1, ls, "classification_error");
-        expect_values(y, want, 6, 0, sparse ? "classification_error sparse" : "classification_error dense");
+        ot_expect_values(y, want, 6, 0, sparse ? "classification_error sparse" : "classification_error dense");
         em_tensor_release(in[0]), em_tensor_release(in[1]), em_tensor_release(y);
       }
     }
     /* Hand-checked values for topN = 1: argmax 1, 0, 3, 0 (tie: first), 0 (tie), 0. */
     const double want1[6] = {0, 1, 1, 1, 1, 1};
     em_tensor *in[2] = {ot_tensor(dt, 2, s, xv), ot_tensor(EM_I32, 1, ls, lab)};
-    em_tensor *y = run1("classification_error", in, 2, NULL, 0);
-    expect_values(y, want1, 6, 0, "classification_error top-1 by hand");
+    em_tensor *y = ot_run1("classification_error", in, 2, NULL, 0);
+    ot_expect_values(y, want1, 6, 0, "classification_error top-1 by hand");
     em_tensor_release(y);
     /* Class axis 0: the same data transposed. */
     double xt[24];
@@ -395,8 +381,8 @@ static void test_classification_error(void **state) {
     em_tensor_release(in[0]);
     in[0] = in0;
     em_attr ax = AI("axis", 0);
-    y = run1("classification_error", in, 2, &ax, 1);
-    expect_values(y, want1, 6, 0, "classification_error axis 0");
+    y = ot_run1("classification_error", in, 2, &ax, 1);
+    ot_expect_values(y, want1, 6, 0, "classification_error axis 0");
     em_tensor_release(y), em_tensor_release(in[0]), em_tensor_release(in[1]);
   }
 }
@@ -427,7 +413,7 @@ static void test_classification_error_no_grad(void **state) {
   em_feed f[2] = {{x, tx}, {l, tl}};
   OK(em_exec_run(e, f, 2, &out));
   const double zeros[6] = {0};
-  expect_values(out, zeros, 6, 0, "classification_error gradient");
+  ot_expect_values(out, zeros, 6, 0, "classification_error gradient");
   em_tensor_release(out), em_tensor_release(tx), em_tensor_release(tl);
   em_exec_free(e);
   em_graph_free(g);
@@ -467,7 +453,7 @@ static void test_dynamic_batch(void **state) {
   ot_expect_shape(res[2], EM_F64, 1, rl, "dynamic squared_error");
   double *xv = ot_values(tx, NULL), want[3];
   for (int r = 0; r < 3; r++) want[r] = ref_lse(xv, r, 5, 1, 0) - xv[r * 5 + (int)lab[r]];
-  expect_values(res[0], want, 3, 1e-12, "dynamic cross_entropy_with_softmax values");
+  ot_expect_values(res[0], want, 3, 1e-12, "dynamic cross_entropy_with_softmax values");
   free(xv);
   for (int i = 0; i < 3; i++) em_tensor_release(res[i]);
   em_tensor_release(tx), em_tensor_release(tl), em_tensor_release(tt);
@@ -489,7 +475,7 @@ static void test_thread_determinism(void **state) {
     em_tensor *y[2];
     for (int k = 0; k < 2; k++) {
       OK(em_set_num_threads(k ? 4 : 1));
-      y[k] = run1(ops[o], in, o == 2 ? 2 : 1, NULL, 0);
+      y[k] = ot_run1(ops[o], in, o == 2 ? 2 : 1, NULL, 0);
     }
     OK(em_set_num_threads(0));
     if (memcmp(em_tensor_data(y[0]), em_tensor_data(y[1]), (size_t)em_tensor_numel(y[0]) * 4))
@@ -564,7 +550,7 @@ static void test_run_errors(void **state) {
   in[1] = l = ot_tensor(EM_I32, 1, ls, neg);
   expect_run_error("cross_entropy_with_softmax", in, 2, NULL, 0, "label -1", "position [1]");
   em_attr ign = AI("ignore_index", -1); /* ignoring -1 makes the same labels valid */
-  em_tensor *y = run1("cross_entropy_with_softmax", in, 2, &ign, 1);
+  em_tensor *y = ot_run1("cross_entropy_with_softmax", in, 2, &ign, 1);
   em_tensor_release(y), em_tensor_release(l), em_tensor_release(x);
   /* Multi-axis positions. */
   x = ot_rand(EM_F64, 3, s3, 2, -1, 1);

@@ -120,21 +120,6 @@ static void ref_pool(const geo *g, int64_t planes, int is_max, int cip, const do
 
 /* ------------------------------------------------------------ helpers --- */
 
-static em_tensor *run1(const char *op, em_tensor *const *in, int n_in, const em_attr *at, int na) {
-  em_tensor *out = NULL;
-  em_status s = ot_run(op, in, n_in, at, na, &out, 1);
-  if (s) fail_msg("%s failed: %s", op, em_last_error());
-  return out;
-}
-
-static void expect_tensor(const em_tensor *got, const double *want, int64_t n, double rel, const char *what) {
-  int64_t m;
-  double *v = ot_values(got, &m);
-  assert_int_equal(m, n);
-  ot_expect_close(v, want, n, rel, rel, what);
-  free(v);
-}
-
 /* Distinct values spaced 0.05 apart, in a scrambled order (no ties, far from kinks). */
 static em_tensor *distinct(em_dtype dt, int nd, const int64_t *shape) {
   int64_t n = 1;
@@ -164,16 +149,16 @@ static void check_case(const pool_case *pc, int is_max, em_dtype dt) {
   assert_non_null(y_ref), assert_non_null(dx_ref);
   ref_pool(&g, pc->n * pc->c, is_max, pc->cip, xv, dyv, y_ref, dx_ref);
 
-  em_tensor *y = run1(op, &x, 1, at, na);
+  em_tensor *y = ot_run1(op, &x, 1, at, na);
   snprintf(what, sizeof what, "%s %s %s forward", op, pc->name, em_dtype_name(dt));
   ot_expect_shape(y, dt, nd, ys, what);
-  expect_tensor(y, y_ref, ny, rel, what);
+  ot_expect_values(y, y_ref, ny, rel, what);
 
   em_tensor *gin[2] = {is_max ? x : dy, is_max ? dy : x};
-  em_tensor *dx = run1(is_max ? "_max_pool_grad" : "_avg_pool_grad", gin, 2, at, na);
+  em_tensor *dx = ot_run1(is_max ? "_max_pool_grad" : "_avg_pool_grad", gin, 2, at, na);
   snprintf(what, sizeof what, "%s %s %s gradient", op, pc->name, em_dtype_name(dt));
   ot_expect_shape(dx, dt, nd, xs, what);
-  expect_tensor(dx, dx_ref, nx, rel, what);
+  ot_expect_values(dx, dx_ref, nx, rel, what);
 
   em_tensor_release(x), em_tensor_release(dy), em_tensor_release(y), em_tensor_release(dx);
   free(xv), free(dyv), free(y_ref), free(dx_ref);
@@ -232,14 +217,14 @@ static void test_pool_known_values(void **state) {
   double xv[5] = {1, 5, 3, 3, 2}, want_max[3] = {5, 3, 2}, want_avg[3] = {3, 3, 2}, want_cip[3] = {3, 3, 1};
   em_tensor *x = ot_tensor(EM_F64, 3, xs, xv);
   em_attr at[4] = {AIS("kernel_shape", k, 1), AIS("strides", s, 1), AIS("pads", pads, 2), AI("count_include_pad", 1)};
-  em_tensor *y = run1("max_pool", &x, 1, at, 3);
-  expect_tensor(y, want_max, 3, 1e-15, "known max_pool");
+  em_tensor *y = ot_run1("max_pool", &x, 1, at, 3);
+  ot_expect_values(y, want_max, 3, 1e-15, "known max_pool");
   em_tensor_release(y);
-  y = run1("average_pool", &x, 1, at, 3);
-  expect_tensor(y, want_avg, 3, 1e-15, "known average_pool");
+  y = ot_run1("average_pool", &x, 1, at, 3);
+  ot_expect_values(y, want_avg, 3, 1e-15, "known average_pool");
   em_tensor_release(y);
-  y = run1("average_pool", &x, 1, at, 4);
-  expect_tensor(y, want_cip, 3, 1e-15, "known average_pool count_include_pad");
+  y = ot_run1("average_pool", &x, 1, at, 4);
+  ot_expect_values(y, want_cip, 3, 1e-15, "known average_pool count_include_pad");
   em_tensor_release(y), em_tensor_release(x);
 }
 
@@ -254,8 +239,8 @@ static void test_max_pool_ties(void **state) {
   for (int f = 0; f < 2; f++) {
     em_dtype dt = f ? EM_F64 : EM_F32;
     em_tensor *in[2] = {ot_tensor(dt, 4, xs, xv), ot_tensor(dt, 4, ys, dyv)};
-    em_tensor *dx = run1("_max_pool_grad", in, 2, at, 1);
-    expect_tensor(dx, want, 9, 0, "max_pool ties go to the first maximum");
+    em_tensor *dx = ot_run1("_max_pool_grad", in, 2, at, 1);
+    ot_expect_values(dx, want, 9, 0, "max_pool ties go to the first maximum");
     em_tensor_release(dx), em_tensor_release(in[0]), em_tensor_release(in[1]);
   }
 }
@@ -284,16 +269,16 @@ static void check_global(int nd, const int64_t *xs, em_dtype dt) {
         for (int64_t i = 0; i < size; i++) dx_ref[p * size + i] = dyv[p] / (double)size;
     }
     const char *op = is_max ? "global_max_pool" : "global_average_pool";
-    em_tensor *y = run1(op, &x, 1, NULL, 0);
+    em_tensor *y = ot_run1(op, &x, 1, NULL, 0);
     snprintf(what, sizeof what, "%s rank %d %s", op, nd, em_dtype_name(dt));
     ot_expect_shape(y, dt, nd, ys, what);
-    expect_tensor(y, y_ref, planes, rel, what);
+    ot_expect_values(y, y_ref, planes, rel, what);
     em_attr mode = AS("mode", is_max ? "max" : "average");
     em_tensor *gin[2] = {x, dy};
-    em_tensor *dx = run1("_global_pool_grad", gin, 2, &mode, 1);
+    em_tensor *dx = ot_run1("_global_pool_grad", gin, 2, &mode, 1);
     snprintf(what, sizeof what, "%s gradient rank %d %s", op, nd, em_dtype_name(dt));
     ot_expect_shape(dx, dt, nd, xs, what);
-    expect_tensor(dx, dx_ref, nx, rel, what);
+    ot_expect_values(dx, dx_ref, nx, rel, what);
     em_tensor_release(y), em_tensor_release(dx);
     free(y_ref), free(dx_ref);
   }
@@ -362,10 +347,10 @@ static void test_pool_thread_determinism(void **state) {
   for (int pass = 0; pass < 2; pass++) {
     assert_int_equal(em_set_num_threads(pass ? 3 : 1), EM_OK);
     em_tensor *mg[2] = {x, dy}, *ag[2] = {dy, x};
-    r[pass][0] = run1("max_pool", &x, 1, at, 3);
-    r[pass][1] = run1("average_pool", &x, 1, at, 4);
-    r[pass][2] = run1("_max_pool_grad", mg, 2, at, 3);
-    r[pass][3] = run1("_avg_pool_grad", ag, 2, at, 4);
+    r[pass][0] = ot_run1("max_pool", &x, 1, at, 3);
+    r[pass][1] = ot_run1("average_pool", &x, 1, at, 4);
+    r[pass][2] = ot_run1("_max_pool_grad", mg, 2, at, 3);
+    r[pass][3] = ot_run1("_avg_pool_grad", ag, 2, at, 4);
   }
   assert_int_equal(em_set_num_threads(0), EM_OK);
   for (int i = 0; i < 4; i++) {
@@ -409,13 +394,13 @@ static void test_pool_dynamic_batch(void **state) {
     if (em_exec_run(e, feeds, 2, got)) fail_msg("run: %s", em_last_error());
     em_tensor *gin[2] = {o == 1 ? dyt : xt, o == 1 ? xt : dyt};
     em_attr mode = AS("mode", "average");
-    em_tensor *want[2] = {run1(ops[o], &xt, 1, at, na),
-                          global ? run1("_global_pool_grad", gin, 2, &mode, 1)
-                                 : run1(o == 0 ? "_max_pool_grad" : "_avg_pool_grad", gin, 2, at, na)};
+    em_tensor *want[2] = {ot_run1(ops[o], &xt, 1, at, na),
+                          global ? ot_run1("_global_pool_grad", gin, 2, &mode, 1)
+                                 : ot_run1(o == 0 ? "_max_pool_grad" : "_avg_pool_grad", gin, 2, at, na)};
     for (int i = 0; i < 2; i++) {
       int64_t n;
       double *wv = ot_values(want[i], &n);
-      expect_tensor(got[i], wv, n, 1e-12, "dynamic batch");
+      ot_expect_values(got[i], wv, n, 1e-12, "dynamic batch");
       free(wv);
       em_tensor_release(got[i]), em_tensor_release(want[i]);
     }

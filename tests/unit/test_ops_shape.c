@@ -76,12 +76,6 @@ static em_tensor *from_host(em_dtype t, int nd, const int64_t *shape, const void
 }
 
 /* Runs op with one output; fails the test on error. */
-static em_tensor *run1(const char *op, em_tensor *const *in, int n_in, const em_attr *at, int n_at) {
-  em_tensor *y = NULL;
-  if (ot_run(op, in, n_in, at, n_at, &y, 1)) fail_msg("%s: %s", op, em_last_error());
-  return y;
-}
-
 /* Every output element must be byte-equal to the input element src()
  * names (flat index into x). */
 typedef int64_t (*src_fn)(int64_t flat, const int64_t *oidx, const void *ctx);
@@ -111,7 +105,7 @@ static void check_same_order(const char *op, int nd, const int64_t *shape, const
                              const int64_t *oshape) {
   for (int d = 0; d < NA(ALL); d++) {
     em_tensor *x = rand_bytes(ALL[d], nd, shape, 11u + (uint64_t)d);
-    em_tensor *y = run1(op, &x, 1, at, n_at);
+    em_tensor *y = ot_run1(op, &x, 1, at, n_at);
     expect_moved(y, x, ond, oshape, src_flat, NULL, op);
     em_tensor_release(x);
     em_tensor_release(y);
@@ -137,7 +131,7 @@ static void test_reshape(void **state) {
   int64_t xs[2] = {4, 6}, ls[3] = {2, 3, 4};
   for (int d = 0; d < NA(ALL); d++) {
     em_tensor *in[2] = {rand_bytes(ALL[d], 2, xs, 5), ot_tensor(EM_BOOL, 3, ls, NULL)};
-    em_tensor *y = run1("reshape_like", in, 2, NULL, 0);
+    em_tensor *y = ot_run1("reshape_like", in, 2, NULL, 0);
     expect_moved(y, in[0], 3, ls, src_flat, NULL, "reshape_like");
     em_tensor_release(in[0]);
     em_tensor_release(in[1]);
@@ -215,7 +209,7 @@ static void test_transpose(void **state) {
     em_attr at = ais("perm", C[c].perm, C[c].nd);
     for (int d = 0; d < NA(ALL); d++) {
       em_tensor *x = rand_bytes(ALL[d], C[c].nd, C[c].x, 100u + (uint64_t)c);
-      em_tensor *y = run1("transpose", &x, 1, &at, C[c].has_perm);
+      em_tensor *y = ot_run1("transpose", &x, 1, &at, C[c].has_perm);
       char what[64];
       snprintf(what, sizeof what, "transpose case %d", c);
       expect_moved(y, x, p.nd, o, src_perm, &p, what);
@@ -319,7 +313,7 @@ static void test_slice(void **state) {
     slice_attrs(sc, at, &n_at);
     for (int d = 0; d < NA(ALL); d++) {
       em_tensor *x = rand_bytes(ALL[d], sc->nd, sc->x, 7u + (uint64_t)c);
-      em_tensor *y = run1("slice", &x, 1, at, n_at);
+      em_tensor *y = ot_run1("slice", &x, 1, at, n_at);
       char what[64];
       snprintf(what, sizeof what, "slice case %d", c);
       expect_moved(y, x, sc->nd, ctx.count, src_slice, &ctx, what);
@@ -353,7 +347,7 @@ static void test_concat(void **state) {
     for (int d = 0; d < NA(ALL); d++) {
       em_tensor *in[16];
       for (int i = 0; i < C[c].n; i++) in[i] = rand_bytes(ALL[d], nd, C[c].s[i], 31u * (uint64_t)c + (uint64_t)i);
-      em_tensor *y = run1("concat", in, C[c].n, &at, 1);
+      em_tensor *y = ot_run1("concat", in, C[c].n, &at, 1);
       ot_expect_shape(y, ALL[d], nd, o, "concat");
       size_t es = em_dtype_size(ALL[d]);
       int64_t idx[3] = {0, 0, 0};
@@ -429,7 +423,7 @@ static void test_pad(void **state) {
     for (int d = 0; d < NA(dts); d++) {
       double value = dts[d] == EM_U8 && p->value < 0 ? 0 : p->value; /* u8 saturates a negative value to 0 */
       em_tensor *x = ot_rand(dts[d], p->nd, p->x, 40u + (uint64_t)c, 0, 100);
-      em_tensor *y = run1("pad", &x, 1, at, 3);
+      em_tensor *y = ot_run1("pad", &x, 1, at, 3);
       ot_expect_shape(y, dts[d], p->nd, o, "pad");
       int64_t nx, ny;
       double *xv = ot_values(x, &nx), *yv = ot_values(y, &ny), *want = malloc(sizeof(double) * (size_t)(ny ? ny : 1));
@@ -461,7 +455,7 @@ static void test_pad(void **state) {
     const em_dtype bd[2] = {EM_BOOL, EM_BF16};
     for (int d = 0; d < 2; d++) {
       em_tensor *x = rand_bytes(bd[d], p->nd, p->x, 3);
-      em_tensor *y = run1("pad", &x, 1, at, 2);
+      em_tensor *y = ot_run1("pad", &x, 1, at, 2);
       int64_t o[3], idx[3], in[3];
       pad_out_shape(p, o);
       ot_expect_shape(y, bd[d], p->nd, o, "pad bytes");
@@ -527,7 +521,7 @@ static void test_gather(void **state) {
       for (int it = 0; it < 2; it++) {
         em_tensor *in[2] = {rand_bytes(ALL[d], C[c].dnd, C[c].d, 50u + (uint64_t)c),
                             it ? from_host(EM_I32, C[c].ind, C[c].is, i32) : from_host(EM_I64, C[c].ind, C[c].is, C[c].vals)};
-        em_tensor *y = run1("gather", in, 2, &at, 1);
+        em_tensor *y = ot_run1("gather", in, 2, &at, 1);
         char what[64];
         snprintf(what, sizeof what, "gather case %d (%s indices)", c, it ? "i32" : "i64");
         expect_moved(y, in[0], on, o, src_gather, &g, what);
@@ -592,7 +586,7 @@ static void test_one_hot(void **state) {
         em_attr at[5] = {ai("depth", depth), ai("axis", axis), ai("dtype", dts[d]), af("on_value", on), af("off_value", off)};
         int n_at = custom ? 5 : 3;
         em_tensor *x = it ? from_host(EM_I32, 2, is, v32) : from_host(EM_I64, 2, is, v);
-        em_tensor *y = run1("one_hot", &x, 1, at, n_at);
+        em_tensor *y = ot_run1("one_hot", &x, 1, at, n_at);
         ot_expect_shape(y, dts[d], 3, o, "one_hot");
         int64_t n;
         double *yv = ot_values(y, &n), want[24];
@@ -768,10 +762,10 @@ static void test_depth_space(void **state) {
       em_attr at[2] = {ai("blocksize", b), as("mode", crd ? "CRD" : "DCR")};
       for (int d = 0; d < NA(ALL); d++) {
         em_tensor *t = rand_bytes(ALL[d], 4, x, 60u + (uint64_t)c);
-        em_tensor *y = run1("depth_to_space", &t, 1, at, crd ? 2 : 1 + (c % 2)); /* DCR by default or named */
+        em_tensor *y = ot_run1("depth_to_space", &t, 1, at, crd ? 2 : 1 + (c % 2)); /* DCR by default or named */
         expect_moved(y, t, 4, o, src_d2s, &p, crd ? "depth_to_space CRD" : "depth_to_space DCR");
         /* space_to_depth with the same mode inverts it exactly */
-        em_tensor *z = run1("space_to_depth", &y, 1, at, crd ? 2 : 1);
+        em_tensor *z = ot_run1("space_to_depth", &y, 1, at, crd ? 2 : 1);
         expect_moved(z, t, 4, x, src_flat, NULL, "space_to_depth(depth_to_space)");
         d2s_ctx q = {b, o[1], o[2], o[3], crd};
         expect_moved(z, y, 4, x, src_s2d, &q, crd ? "space_to_depth CRD" : "space_to_depth DCR");
@@ -786,7 +780,7 @@ static void test_depth_space(void **state) {
 
 static em_tensor *cast_run(em_tensor *x, em_dtype to) {
   em_attr at = ai("to", to);
-  return run1("cast", &x, 1, &at, 1);
+  return ot_run1("cast", &x, 1, &at, 1);
 }
 
 static void test_cast_values(void **state) {
@@ -934,7 +928,7 @@ static void test_expand(void **state) {
     em_attr at = ais("shape", C[c].s, C[c].sn);
     for (int d = 0; d < NA(ALL); d++) {
       em_tensor *x = rand_bytes(ALL[d], C[c].xn, C[c].x, 70u + (uint64_t)c);
-      em_tensor *y = run1("expand", &x, 1, &at, 1);
+      em_tensor *y = ot_run1("expand", &x, 1, &at, 1);
       expect_moved(y, x, C[c].on, C[c].o, src_bcast, &b, "expand");
       em_tensor_release(x);
       em_tensor_release(y);
@@ -968,7 +962,7 @@ static void test_tile(void **state) {
     em_attr at = ais("repeats", C[c].r, C[c].nd);
     for (int d = 0; d < NA(ALL); d++) {
       em_tensor *x = rand_bytes(ALL[d], C[c].nd, C[c].x, 80u + (uint64_t)c);
-      em_tensor *y = run1("tile", &x, 1, &at, 1);
+      em_tensor *y = ot_run1("tile", &x, 1, &at, 1);
       expect_moved(y, x, C[c].nd, o, src_tile, &t, "tile");
       em_tensor_release(x);
       em_tensor_release(y);
@@ -1158,7 +1152,7 @@ static void test_grad_ops_direct(void **state) {
     em_tensor_release(dy);
     dy = ot_tensor(dts[d], 2, dys, dv);
     em_tensor *in[3] = {dy, from_host(EM_I64, 1, is, iv), ot_tensor(dts[d], 2, ds, NULL)};
-    em_tensor *y = run1("_gather_grad", in, 3, NULL, 0);
+    em_tensor *y = ot_run1("_gather_grad", in, 3, NULL, 0);
     ot_expect_shape(y, dts[d], 2, ds, "_gather_grad");
     double want[15] = {0}, *yv = ot_values(y, NULL);
     for (int j = 0; j < 6; j++) {
@@ -1174,7 +1168,7 @@ static void test_grad_ops_direct(void **state) {
     int64_t xs[2] = {2, 3}, rep[2] = {3, 1};
     em_attr at = ais("repeats", rep, 2);
     em_tensor *tin[2] = {dy, ot_tensor(dts[d], 2, xs, NULL)};
-    y = run1("_tile_grad", tin, 2, &at, 1);
+    y = ot_run1("_tile_grad", tin, 2, &at, 1);
     double tw[6] = {0};
     for (int i = 0; i < 6; i++)
       for (int c = 0; c < 3; c++) tw[(i % 2) * 3 + c] += dv[i * 3 + c];
@@ -1187,7 +1181,7 @@ static void test_grad_ops_direct(void **state) {
     int64_t px[2] = {3, 2}, pads[4] = {1, 0, 2, 1};
     em_attr pat[2] = {ais("pads", pads, 4), as("mode", "edge")};
     em_tensor *pin[2] = {dy, ot_tensor(dts[d], 2, px, NULL)};
-    y = run1("_pad_grad", pin, 2, pat, 2);
+    y = ot_run1("_pad_grad", pin, 2, pat, 2);
     double pw[6] = {0};
     for (int o0 = 0; o0 < 6; o0++)
       for (int o1 = 0; o1 < 3; o1++) {
@@ -1435,9 +1429,9 @@ static void test_thread_independence(void **state) {
   em_tensor *r[2][3];
   for (int k = 0; k < 2; k++) {
     assert_int_equal(em_set_num_threads(k ? 0 : 1), EM_OK);
-    r[k][0] = run1("_gather_grad", in, 3, NULL, 0);
-    r[k][1] = run1("transpose", &big, 1, NULL, 0);
-    r[k][2] = run1("_tile_grad", tin, 2, &tat, 1);
+    r[k][0] = ot_run1("_gather_grad", in, 3, NULL, 0);
+    r[k][1] = ot_run1("transpose", &big, 1, NULL, 0);
+    r[k][2] = ot_run1("_tile_grad", tin, 2, &tat, 1);
   }
   for (int j = 0; j < 3; j++) {
     assert_int_equal(em_tensor_numel(r[0][j]), em_tensor_numel(r[1][j]));
