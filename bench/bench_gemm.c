@@ -13,6 +13,7 @@
  *
  * Output: "R key value" lines (see bench_common.h). */
 #include <cblas.h>
+#include <unistd.h>
 #include <math.h>
 
 #include "bench_common.h"
@@ -98,6 +99,11 @@ static void bench_size(int64_t n, int reps, int threads) {
     /* Rotate the order so no variant always runs right after another. */
     for (int k = 0; k < variants; k++) {
       int v = (k + r) % variants;
+      /* A pause before each timed call: OpenBLAS's worker threads keep
+       * spinning for a while after a threaded call and would take a core
+       * from whatever runs next (Ember's OpenMP threads, or blas1); after
+       * 0.3 s they sleep, so each variant starts from the same quiet state. */
+      usleep(300000);
       double t0 = bc_now();
       if (v == 0) ember_mm_run(&m, NULL, n);
       else blas_mm(&m, Cb, (int)n, v == 1 ? threads : 1);

@@ -254,17 +254,22 @@ static gemm_call sub_block(const gemm_call *c, size_t es, int64_t r0, int64_t h,
  * whole plan below PAR_WORK runs on one thread. */
 #define TILE_WORK 2097152.0
 #define PAR_WORK 262144.0
-/* Tile shape: one single-threaded OpenBLAS call per tile costs a little per
- * call (panel packing, edge kernels), so tiles are as large as still gives
- * threads work: 256 x 2048 (4 tiles for a 1024^2 product), and 512 x 1024
- * from 4096^2 up. Measured on one thread against one whole-matrix call
- * (bench/gemm_tiles.c, OpenBLAS 0.3.21, 2026-11-21): 128 x 256 tiles ran at
- * 0.82-0.92 of it, 256 x 2048 at 0.94-0.97, 512 x 1024 at 0.96-0.99. */
-#define TILE_ROWS 256
-#define TILE_COLS 2048
+/* Tile shape, a function of the product's shape only (never of the thread
+ * count, so bits never depend on it). One single-threaded OpenBLAS call per
+ * tile costs a little per call (panel packing, edge kernels), and calls
+ * running side by side compete for cache, so large products get large
+ * tiles: 512 x 1024 once C has 1024^2 elements. Measured on one thread
+ * against one whole-matrix call (bench/gemm_tiles.c, OpenBLAS 0.3.21,
+ * 2026-11-21): 128 x 256 tiles ran at 0.82-0.92 of it, 512 x 1024 at
+ * 0.96-0.99; two threads on a 1024^2 product made 180-194 GFLOP/s with
+ * 512 x 1024 tiles and 96-130 with 256 x 1024. Smaller products (an MLP
+ * layer: 256 x 512) keep 128 x 256 tiles so several threads get work. The
+ * price: a 1024^2 product has only 2 tiles, so it uses at most 2 threads. */
+#define TILE_ROWS 128
+#define TILE_COLS 256
 #define BIG_TILE_ROWS 512
 #define BIG_TILE_COLS 1024
-#define BIG_PRODUCT (4096.0 * 4096.0)
+#define BIG_PRODUCT (1024.0 * 1024.0)
 
 /* Tile extent along one axis: about `unit`, balanced, a multiple of 16.
  * A function of the shape alone, never of the thread count. */
