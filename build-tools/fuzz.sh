@@ -9,7 +9,7 @@ if [ -z "$clang" ]; then echo "fuzz: clang not found: skipped" >&2; exit 0; fi
 mkdir -p "$out/crashes"
 flags=(-std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
        -Iinclude -Iruntime -Iarch_table -Ibuild/gen)
-for src in tests/fuzz/fuzz_*.c; do
+for src in ${EMBER_FUZZ_ONLY:-tests/fuzz/fuzz_*.c}; do
   [ -e "$src" ] || continue
   name=$(basename "$src" .c)
   # A target lists the library sources it needs on a line "// fuzz-sources: a.c b.c".

@@ -97,11 +97,12 @@ static em_status leaf(em_graph *g, em_node_kind kind, const char *name, em_dtype
       return em_fail(EM_ERR_INVALID_ARGUMENT, "%s '%s': dimension %d is %lld%s", what, name ? name : "", i,
                      (long long)shape[i], kind == EM_NODE_INPUT ? " (-1 marks the dynamic axis)" : "");
   /* The byte size must fit in int64 (a dynamic axis counts as 1 here and is
-   * checked again when the run's tensors are made). */
+   * checked again when the run's tensors are made; so does an empty axis,
+   * since strides span the others). */
   int64_t bytes = (int64_t)em_dtype_size(dtype);
   for (int i = 0; i < ndim; i++) {
-    int64_t d = shape[i] < 0 ? 1 : shape[i];
-    if (d && bytes > INT64_MAX / d)
+    int64_t d = shape[i] <= 0 ? 1 : shape[i]; /* zeros too: strides span the other dimensions */
+    if (bytes > INT64_MAX / d)
       return em_fail(EM_ERR_INVALID_ARGUMENT, "%s '%s': the shape's byte size overflows 64 bits (dimension %d is %lld)",
                      what, name ? name : "", i, (long long)shape[i]);
     bytes *= d;

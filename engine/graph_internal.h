@@ -53,6 +53,9 @@ const char *em_node_kind_name(em_node_kind k);
  * shapes per run, when in is given). */
 em_status em_node_infer(const em_graph *g, int node, const em_shape *in, em_shape *out);
 
+/* em_graph_load's parser over bytes in memory (name: for messages). */
+em_status em_graph_from_bytes(const unsigned char *data, size_t size, const char *name, em_graph **out);
+
 /* The op and leaf nodes the roots need, each after the nodes it reads, in
  * *order (malloc'd, *count entries). Fails naming the nodes of a cycle, or
  * a placeholder that was never bound. */

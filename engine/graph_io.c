@@ -273,6 +273,16 @@ static void get_shape(rbuf *r, em_shape *s, int allow_dynamic) {
     }
     s->dims[i] = d;
   }
+  /* The byte size must fit in 64 bits (as em_input and em_parameter demand). */
+  uint64_t bytes = em_dtype_size(s->dtype);
+  for (int i = 0; i < s->ndim; i++) {
+    uint64_t d = s->dims[i] <= 0 ? 1 : (uint64_t)s->dims[i]; /* zeros too: strides span the others */
+    if (bytes > (uint64_t)INT64_MAX / d) {
+      corrupt(r, "a shape's byte size overflows 64 bits");
+      return;
+    }
+    bytes *= d;
+  }
 }
 
 static em_status get_tensor(rbuf *r, em_tensor **out) {
@@ -486,6 +496,27 @@ static em_status read_file(const char *path, unsigned char **data, size_t *size)
   return EM_OK;
 }
 
+em_status em_graph_from_bytes(const unsigned char *data, size_t size, const char *name, em_graph **out) {
+  *out = NULL;
+  if (size < 8 + 12 + 8 || memcmp(data, MAGIC, 8))
+    return em_fail(EM_ERR_CORRUPT, "%s: offset 0: not an Ember graph file (bad magic or too short)", name);
+  uint64_t stored = 0;
+  for (int i = 0; i < 8; i++) stored |= (uint64_t)data[size - 8 + (size_t)i] << (8 * i);
+  if (stored != XXH3_64bits(data, size - 8))
+    return em_fail(EM_ERR_CORRUPT, "%s: offset %zu: checksum mismatch (the file is damaged)", name, size - 8);
+  em_graph *g;
+  em_status s = em_graph_create(&g);
+  if (s) return s;
+  rbuf r = {data, size - 8, 0, name, EM_OK};
+  s = parse(&r, g);
+  if (s) {
+    em_graph_free(g);
+    return s;
+  }
+  *out = g;
+  return EM_OK;
+}
+
 API em_status em_graph_load(const char *path, em_graph **out) {
   if (!path || !out) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_graph_load: NULL argument");
   *out = NULL;
@@ -493,28 +524,7 @@ API em_status em_graph_load(const char *path, em_graph **out) {
   size_t size = 0;
   em_status s = read_file(path, &data, &size);
   if (s) return s;
-  if (size < 8 + 12 + 8 || memcmp(data, MAGIC, 8)) {
-    free(data);
-    return em_fail(EM_ERR_CORRUPT, "%s: offset 0: not an Ember graph file (bad magic or too short)", path);
-  }
-  uint64_t stored = 0;
-  for (int i = 0; i < 8; i++) stored |= (uint64_t)data[size - 8 + (size_t)i] << (8 * i);
-  if (stored != XXH3_64bits(data, size - 8)) {
-    free(data);
-    return em_fail(EM_ERR_CORRUPT, "%s: offset %zu: checksum mismatch (the file is damaged)", path, size - 8);
-  }
-  em_graph *g;
-  if ((s = em_graph_create(&g))) {
-    free(data);
-    return s;
-  }
-  rbuf r = {data, size - 8, 0, path, EM_OK};
-  s = parse(&r, g);
+  s = em_graph_from_bytes(data, size, path, out);
   free(data);
-  if (s) {
-    em_graph_free(g);
-    return s;
-  }
-  *out = g;
-  return EM_OK;
+  return s;
 }

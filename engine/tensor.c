@@ -61,15 +61,22 @@ static em_status storage_new(em_device dev, size_t bytes, em_storage **out) {
 
 /* ------------------------------------------------------------- shapes --- */
 
-/* numel of a shape, or -1 on a negative dimension or overflow. */
+/* numel of a shape, or -1 on a negative dimension or overflow. The product
+ * of the non-zero dimensions must fit too, even when a zero makes the tensor
+ * empty: strides are computed over them (contiguous_strides). */
 static int64_t shape_numel(int ndim, const int64_t *shape) {
   int64_t n = 1;
+  int empty = 0;
   for (int i = 0; i < ndim; i++) {
     if (shape[i] < 0) return -1;
-    if (shape[i] && n > INT64_MAX / shape[i]) return -1;
+    if (shape[i] == 0) {
+      empty = 1;
+      continue;
+    }
+    if (n > INT64_MAX / shape[i]) return -1;
     n *= shape[i];
   }
-  return n;
+  return empty ? 0 : n;
 }
 
 static const char *shape_str(int ndim, const int64_t *shape, char *buf, size_t cap) {
