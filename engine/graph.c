@@ -293,6 +293,20 @@ em_status em_attrs_copy(const em_attr *src, int n, em_attr **out) {
   return EM_OK;
 }
 
+/* An attribute name the op does not take is refused, listing the ones it
+ * does (ops that declare their list in em_op_def.attrs). */
+em_status em_op_check_attr_name(const em_op_def *def, const char *name) {
+  if (!def->attrs || !name) return EM_OK;
+  for (const char *const *a = def->attrs; *a; a++)
+    if (!strcmp(*a, name)) return EM_OK;
+  char list[512] = "";
+  size_t n = 0;
+  for (const char *const *a = def->attrs; *a && n < sizeof list; a++)
+    n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", n ? ", " : "", *a);
+  return em_fail(EM_ERR_INVALID_ARGUMENT, "op '%s' has no attribute '%s' (it takes: %s)", def->name, name,
+                 n ? list : "none");
+}
+
 API em_status em_apply(em_graph *g, const char *op, const em_var *inputs, int n_inputs, const em_attr *attrs,
                        int n_attrs, em_var *outputs, int n_outputs) {
   if (!g || !op || (n_inputs && !inputs) || (n_attrs && !attrs) || !outputs)
@@ -319,6 +333,8 @@ API em_status em_apply(em_graph *g, const char *op, const em_var *inputs, int n_
     for (int k = 0; k < i; k++)
       if (attrs[i].name && attrs[k].name && !strcmp(attrs[i].name, attrs[k].name))
         return em_fail(EM_ERR_INVALID_ARGUMENT, "op '%s': attribute '%s' is given twice", op, attrs[i].name);
+    em_status s = em_op_check_attr_name(def, attrs[i].name);
+    if (s) return s;
   }
   for (int i = 0; i < n_attrs; i++)
     if (!attrs[i].name || (attrs[i].n < 0) || (attrs[i].n > 0 && attrs[i].type == EM_ATTR_INTS && !attrs[i].ints) ||

@@ -53,6 +53,10 @@ const char *em_node_kind_name(em_node_kind k);
  * shapes per run, when in is given). */
 em_status em_node_infer(const em_graph *g, int node, const em_shape *in, em_shape *out);
 
+/* EM_ERR_INVALID_ARGUMENT naming the op, the attribute and the ones it takes
+ * when def declares its attributes and `name` is not one of them. */
+em_status em_op_check_attr_name(const em_op_def *def, const char *name);
+
 /* em_graph_load's parser over bytes in memory (name: for messages). */
 em_status em_graph_from_bytes(const unsigned char *data, size_t size, const char *name, em_graph **out);
 

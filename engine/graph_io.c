@@ -402,7 +402,8 @@ static em_status get_node(rbuf *r, em_graph *g, int index, size_t *next_value) {
   }
   for (uint64_t k = 0; k < n_attrs && !r->err; k++) {
     n->n_attrs = (int)k + 1;
-    get_attr(r, &n->attrs[k]);
+    if (!get_attr(r, &n->attrs[k]) && n->op && em_op_check_attr_name(n->op, n->attrs[k].name))
+      return corrupt(r, em_last_error());
   }
   uint64_t has = get_u(r, 1, "a tensor flag");
   if (r->err) return r->err;

@@ -77,6 +77,11 @@ typedef struct em_op_def {
    * must have exactly x[i]'s dtype and shape. */
   em_status (*backward)(em_graph *g, const em_op_args *a, const em_var *x, const em_var *y, const em_var *dy,
                         em_var *din);
+  /* The attribute names the op takes, NULL-terminated (EM_ATTRS, below):
+   * em_apply refuses any other name, so a typo like "axiz" does not pass
+   * silently. NULL: not checked. Last member, so tables written with
+   * positional initialisers stay valid. */
+  const char *const *attrs;
 } em_op_def;
 
 /* ------------------------------------------------------------ registry --- */
@@ -86,6 +91,10 @@ size_t em_op_count(void);
 const em_op_def *em_op_at(size_t i);
 
 /* ---------------------------------------------------------- attributes --- */
+
+/* An attribute list for em_op_def.attrs: EM_ATTRS("axes", "keepdims"). */
+#define EM_ATTRS(...) ((const char *const[]){__VA_ARGS__, NULL})
+#define EM_NO_ATTRS ((const char *const[]){NULL})
 
 /* Attributes, with defaults for absent ones. */
 int64_t em_attr_int(const em_op_args *a, const char *name, int64_t dflt);

@@ -686,10 +686,10 @@ static em_status where_backward(em_graph *g, const em_op_args *a, const em_var *
 
 #define ARITH(NAME, DOC)                                                                                   \
   {.name = NAME, .doc = DOC, .min_inputs = 2, .max_inputs = 2, .n_outputs = 1, .inplace = 1,               \
-   .infer = binary_infer, .cpu = binary_cpu, .backward = binary_backward}
+   .infer = binary_infer, .cpu = binary_cpu, .backward = binary_backward, .attrs = EM_NO_ATTRS}
 #define PREDICATE(NAME, DOC)                                                                               \
   {.name = NAME, .doc = DOC, .min_inputs = 2, .max_inputs = 2, .n_outputs = 1, .no_grad = 3,               \
-   .infer = binary_infer, .cpu = binary_cpu}
+   .infer = binary_infer, .cpu = binary_cpu, .attrs = EM_NO_ATTRS}
 
 const em_op_def em_ops_binary[] = {
   ARITH("add", "x + y, numpy broadcasting (f32 f64 i32 i64; ints wrap)"),
@@ -699,7 +699,9 @@ const em_op_def em_ops_binary[] = {
   ARITH("pow", "x ^ y, numpy broadcasting (f32 f64); d/dy taken as 0 where x <= 0"),
   ARITH("max", "elementwise maximum, numpy broadcasting (f32 f64 i32 i64; NaN propagates; tie gradient to x)"),
   ARITH("min", "elementwise minimum, numpy broadcasting (f32 f64 i32 i64; NaN propagates; tie gradient to x)"),
-  ARITH("mod", "remainder (attr fmod: 0 sign of y as numpy, 1 sign of x as C fmod); integer x mod 0 = 0"),
+  {.name = "mod", .doc = "remainder (attr fmod: 0 sign of y as numpy, 1 sign of x as C fmod); integer x mod 0 = 0",
+   .min_inputs = 2, .max_inputs = 2, .n_outputs = 1, .inplace = 1, .infer = binary_infer, .cpu = binary_cpu,
+   .backward = binary_backward, .attrs = EM_ATTRS("fmod")},
   PREDICATE("equal", "x == y as bool, numpy broadcasting (f32 f64 i32 i64 u8 bool)"),
   PREDICATE("less", "x < y as bool, numpy broadcasting (f32 f64 i32 i64 u8 bool)"),
   PREDICATE("greater", "x > y as bool, numpy broadcasting (f32 f64 i32 i64 u8 bool)"),
@@ -709,16 +711,16 @@ const em_op_def em_ops_binary[] = {
   PREDICATE("or", "logical or of bools, numpy broadcasting"),
   PREDICATE("xor", "logical xor of bools, numpy broadcasting"),
   {.name = "not", .doc = "logical not of a bool", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1, .no_grad = 1,
-   .inplace = 1, .infer = not_infer, .cpu = not_cpu},
+   .inplace = 1, .infer = not_infer, .cpu = not_cpu, .attrs = EM_NO_ATTRS},
   {.name = "where", .doc = "x where cond else y; cond bool, x and y one dtype; all three broadcast (numpy)",
    .min_inputs = 3, .max_inputs = 3, .n_outputs = 1, .no_grad = 1, .infer = where_infer, .cpu = where_cpu,
-   .backward = where_backward},
+   .backward = where_backward, .attrs = EM_NO_ATTRS},
   {.name = "_binary_grad", .doc = "dy times d(fn)/d(input `which`) at the broadcast shape (attrs fn, which, fmod; "
                                   "fn neg: -dy)",
    .min_inputs = 1, .max_inputs = 3, .n_outputs = 1, .inplace = 1, .infer = binary_grad_infer,
-   .cpu = binary_grad_cpu},
+   .cpu = binary_grad_cpu, .attrs = EM_ATTRS("fn", "which", "fmod")},
   {.name = "_where_grad", .doc = "dy where cond (attr which=0) or where not cond (which=1), else 0",
    .min_inputs = 2, .max_inputs = 2, .n_outputs = 1, .no_grad = 3, .infer = where_grad_infer,
-   .cpu = where_grad_cpu},
+   .cpu = where_grad_cpu, .attrs = EM_ATTRS("which")},
 };
 const size_t em_ops_binary_count = sizeof em_ops_binary / sizeof em_ops_binary[0];

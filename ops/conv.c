@@ -714,17 +714,39 @@ static em_status grad_bias_cpu(const em_op_args *a, em_tensor *const *in, em_ten
 }
 
 const em_op_def em_ops_conv[] = {
-  {"convolution", "N-d convolution of x [N,C,s...] with w [M,C/group,k...] (+ bias [M]); attrs strides, dilations, "
-   "pads, auto_pad, group, kernel_shape", 2, 3, 1, 0, 0, 0, conv_infer, conv_cpu, NULL, conv_backward},
-  {"convolution_transpose", "transposed convolution of x [N,C,s...] with w [C,M/group,k...] (+ bias [M]); attrs "
-   "strides, dilations, pads, auto_pad, group, kernel_shape, output_padding, output_shape", 2, 3, 1, 0, 0, 0,
-   conv_transpose_infer, conv_transpose_cpu, NULL, conv_transpose_backward},
-  {"_conv_grad_input", "gradient of convolution (transpose 0) or convolution_transpose (1) for x: (dy, w, x); "
-   "the forward's attrs + transpose", 3, 3, 1, 0, 0, 0, grad_input_infer, grad_input_cpu, NULL, NULL},
-  {"_conv_grad_weight", "gradient of convolution (transpose 0) or convolution_transpose (1) for w: (x, dy, w); "
-   "the forward's attrs + transpose", 3, 3, 1, 0, 0, 0, grad_weight_infer, grad_weight_cpu, NULL, NULL},
-  {"_conv_grad_bias", "gradient of a convolution's bias: dy summed over N and the spatial axes", 1, 1, 1, 0, 0, 0,
-   grad_bias_infer, grad_bias_cpu, NULL, NULL},
+  {.name = "convolution",
+   .doc = "N-d convolution of x [N,C,s...] with w [M,C/group,k...] (+ bias [M]); attrs strides, dilations, "
+          "pads, auto_pad, group, kernel_shape",
+   .min_inputs = 2, .max_inputs = 3, .n_outputs = 1, .no_grad = 0, .state_inputs = 0, .inplace = 0,
+   /* output_padding and output_shape are read only to refuse them with a precise message */
+   .attrs = EM_ATTRS("group", "kernel_shape", "strides", "dilations", "pads", "auto_pad", "output_padding",
+                     "output_shape"),
+   .infer = conv_infer, .cpu = conv_cpu, .gpu = NULL, .backward = conv_backward},
+  {.name = "convolution_transpose",
+   .doc = "transposed convolution of x [N,C,s...] with w [C,M/group,k...] (+ bias [M]); attrs "
+          "strides, dilations, pads, auto_pad, group, kernel_shape, output_padding, output_shape",
+   .min_inputs = 2, .max_inputs = 3, .n_outputs = 1, .no_grad = 0, .state_inputs = 0, .inplace = 0,
+   .attrs = EM_ATTRS("group", "kernel_shape", "strides", "dilations", "pads", "auto_pad", "output_padding",
+                     "output_shape"),
+   .infer = conv_transpose_infer, .cpu = conv_transpose_cpu, .gpu = NULL, .backward = conv_transpose_backward},
+  /* the gradient ops receive the forward's attributes wholesale, plus transpose */
+  {.name = "_conv_grad_input",
+   .doc = "gradient of convolution (transpose 0) or convolution_transpose (1) for x: (dy, w, x); "
+          "the forward's attrs + transpose",
+   .min_inputs = 3, .max_inputs = 3, .n_outputs = 1, .no_grad = 0, .state_inputs = 0, .inplace = 0,
+   .attrs = EM_ATTRS("group", "kernel_shape", "strides", "dilations", "pads", "auto_pad", "output_padding",
+                     "output_shape", "transpose"),
+   .infer = grad_input_infer, .cpu = grad_input_cpu, .gpu = NULL, .backward = NULL},
+  {.name = "_conv_grad_weight",
+   .doc = "gradient of convolution (transpose 0) or convolution_transpose (1) for w: (x, dy, w); "
+          "the forward's attrs + transpose",
+   .min_inputs = 3, .max_inputs = 3, .n_outputs = 1, .no_grad = 0, .state_inputs = 0, .inplace = 0,
+   .attrs = EM_ATTRS("group", "kernel_shape", "strides", "dilations", "pads", "auto_pad", "output_padding",
+                     "output_shape", "transpose"),
+   .infer = grad_weight_infer, .cpu = grad_weight_cpu, .gpu = NULL, .backward = NULL},
+  {.name = "_conv_grad_bias", .doc = "gradient of a convolution's bias: dy summed over N and the spatial axes",
+   .min_inputs = 1, .max_inputs = 1, .n_outputs = 1, .no_grad = 0, .state_inputs = 0, .inplace = 0,
+   .attrs = EM_NO_ATTRS, .infer = grad_bias_infer, .cpu = grad_bias_cpu, .gpu = NULL, .backward = NULL},
 };
 const size_t em_ops_conv_count = sizeof em_ops_conv / sizeof em_ops_conv[0];
 

@@ -210,12 +210,52 @@ static em_status sum_to_infer(em_op_args *a) {
   return EM_OK;
 }
 
+/* When the target is x's trailing dimensions (a bias gradient: [N, C] to
+ * [C], or [1, C]), the sum runs over whole rows: a contiguous inner loop the
+ * compiler vectorises, rows added in order. Returns the row count, or -1 when
+ * the shapes are not of that form. */
+static int64_t leading_rows(const em_shape *big, const em_shape *small) {
+  int lead = big->ndim - small->ndim;
+  int k = 0;
+  while (k < small->ndim && small->dims[k] == 1 && big->dims[lead + k] != 1) k++;
+  /* small = [1,...,1, trailing dims of big] */
+  for (int i = k; i < small->ndim; i++)
+    if (small->dims[i] != big->dims[lead + i]) return -1;
+  int64_t rows = 1;
+  for (int i = 0; i < lead + k; i++) rows *= big->dims[i];
+  return rows;
+}
+
+static em_status sum_rows_float(em_dtype t, const void *x, void *y, int64_t rows, int64_t cols) {
+  double *acc = calloc((size_t)(cols ? cols : 1), sizeof *acc);
+  if (!acc) return em_fail(EM_ERR_OUT_OF_MEMORY, "sum_to: no memory for %lld accumulators", (long long)cols);
+  for (int64_t r = 0; r < rows; r++) {
+    if (t == EM_F32) {
+      const float *row = (const float *)x + r * cols;
+      for (int64_t j = 0; j < cols; j++) acc[j] += row[j];
+    } else {
+      const double *row = (const double *)x + r * cols;
+      for (int64_t j = 0; j < cols; j++) acc[j] += row[j];
+    }
+  }
+  for (int64_t j = 0; j < cols; j++) {
+    if (t == EM_F32) ((float *)y)[j] = (float)acc[j];
+    else ((double *)y)[j] = acc[j];
+  }
+  free(acc);
+  return EM_OK;
+}
+
 static em_status sum_to_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
   const em_shape *big = &a->in[0], *small = &a->out[0];
   int64_t m = em_shape_numel(small);
   em_dtype t = big->dtype;
   const void *x = em_tensor_data(in[0]);
   void *y = em_tensor_data(out[0]);
+  int64_t rows = leading_rows(big, small);
+  /* Same order of additions per element as the general walk below (rows in
+   * order), so both paths give the same bits. */
+  if (rows >= 0 && (t == EM_F32 || t == EM_F64)) return sum_rows_float(t, x, y, rows, m);
   if (t == EM_I32 || t == EM_I64) {
     /* Integers: exact in int64 whatever the order. */
     int64_t *acc = calloc((size_t)(m ? m : 1), sizeof *acc);
@@ -330,28 +370,29 @@ static em_status scale_by_cpu(const em_op_args *a, em_tensor *const *in, em_tens
 
 const em_op_def em_ops_core[] = {
   {.name = "identity", .doc = "y = x (any dtype)", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1, .inplace = 1,
+   .attrs = EM_NO_ATTRS,
    .infer = same_as_input, .cpu = copy_cpu, .backward = identity_backward},
   {.name = "stop_gradient", .doc = "y = x; no gradient flows back into x", .min_inputs = 1, .max_inputs = 1,
-   .n_outputs = 1, .inplace = 1, .infer = same_as_input, .cpu = copy_cpu, .backward = stop_backward},
+   .n_outputs = 1, .inplace = 1, .attrs = EM_NO_ATTRS, .infer = same_as_input, .cpu = copy_cpu, .backward = stop_backward},
   {.name = "zeros", .doc = "zeros of attrs shape (INTS) and dtype (INT, default f32)", .min_inputs = 0,
-   .max_inputs = 0, .n_outputs = 1, .infer = zeros_infer, .cpu = zeros_cpu},
+   .max_inputs = 0, .n_outputs = 1, .attrs = EM_ATTRS("shape", "dtype"), .infer = zeros_infer, .cpu = zeros_cpu},
   {.name = "zeros_like", .doc = "zeros of x's shape (attr dtype: another dtype)", .min_inputs = 1, .max_inputs = 1,
-   .n_outputs = 1, .no_grad = 1, .infer = like_infer, .cpu = zeros_cpu},
+   .n_outputs = 1, .no_grad = 1, .attrs = EM_ATTRS("dtype"), .infer = like_infer, .cpu = zeros_cpu},
   {.name = "ones_like", .doc = "ones of x's shape (attr dtype: another dtype)", .min_inputs = 1, .max_inputs = 1,
-   .n_outputs = 1, .no_grad = 1, .infer = like_infer, .cpu = ones_cpu},
+   .n_outputs = 1, .no_grad = 1, .attrs = EM_ATTRS("dtype"), .infer = like_infer, .cpu = ones_cpu},
   {.name = "add_n", .doc = "elementwise sum of 1 to 16 same-shape, same-dtype inputs", .min_inputs = 1,
-   .max_inputs = 16, .n_outputs = 1, .inplace = 1, .infer = add_n_infer, .cpu = add_n_cpu, .backward = add_n_backward},
+   .max_inputs = 16, .n_outputs = 1, .inplace = 1, .attrs = EM_NO_ATTRS, .infer = add_n_infer, .cpu = add_n_cpu, .backward = add_n_backward},
   {.name = "sum_to", .doc = "x summed over the axes along which input 1's shape broadcasts to x's (a broadcast's "
                             "gradient)",
-   .min_inputs = 2, .max_inputs = 2, .n_outputs = 1, .no_grad = 2, .infer = sum_to_infer, .cpu = sum_to_cpu,
+   .min_inputs = 2, .max_inputs = 2, .n_outputs = 1, .no_grad = 2, .attrs = EM_NO_ATTRS, .infer = sum_to_infer, .cpu = sum_to_cpu,
    .backward = sum_to_backward},
   {.name = "broadcast_like", .doc = "x broadcast (numpy rules) to the shape of input 1", .min_inputs = 2,
-   .max_inputs = 2, .n_outputs = 1, .no_grad = 2, .infer = broadcast_like_infer, .cpu = broadcast_like_cpu,
+   .max_inputs = 2, .n_outputs = 1, .no_grad = 2, .attrs = EM_NO_ATTRS, .infer = broadcast_like_infer, .cpu = broadcast_like_cpu,
    .backward = broadcast_like_backward},
   {.name = "_weighted_sum", .doc = "scalar sum(y * w) accumulated in double", .min_inputs = 2, .max_inputs = 2,
-   .n_outputs = 1, .no_grad = 2, .infer = weighted_sum_infer, .cpu = weighted_sum_cpu,
+   .n_outputs = 1, .no_grad = 2, .attrs = EM_NO_ATTRS, .infer = weighted_sum_infer, .cpu = weighted_sum_cpu,
    .backward = weighted_sum_backward},
   {.name = "_scale_by", .doc = "w times the scalar s", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
-   .infer = scale_by_infer, .cpu = scale_by_cpu},
+   .attrs = EM_NO_ATTRS, .infer = scale_by_infer, .cpu = scale_by_cpu},
 };
 const size_t em_ops_core_count = sizeof em_ops_core / sizeof em_ops_core[0];

@@ -921,36 +921,43 @@ static em_status dropout_backward(em_graph *g, const em_op_args *a, const em_var
 
 #define BN_STATE ((1u << 3) | (1u << 4))
 
+#define NORM_DEF(NAME, DOC, MIN_IN, MAX_IN, N_OUT, NO_GRAD, STATE, INPLACE, INFER, CPU, BACKWARD, ATTRS)          \
+  {.name = NAME, .doc = DOC, .min_inputs = MIN_IN, .max_inputs = MAX_IN, .n_outputs = N_OUT, .no_grad = NO_GRAD,  \
+   .state_inputs = STATE, .inplace = INPLACE, .infer = INFER, .cpu = CPU, .gpu = NULL, .backward = BACKWARD,      \
+   .attrs = ATTRS}
+
+/* Every gradient op receives its forward's attributes wholesale, so it takes the same names. */
 const em_op_def em_ops_norm[] = {
-  {"batch_normalization",
-   "batch_normalization(x[N,C,...], scale[C], bias[C], running_mean[C], running_var[C]): epsilon=1e-5, "
-   "momentum=0.9; training uses batch statistics and updates the running ones in place (unbiased variance)",
-   5, 5, 1, BN_STATE, BN_STATE, 0, bn_infer, bn_cpu, NULL, bn_backward},
-  {"_batch_norm_grad",
-   "_batch_norm_grad(x, scale, running_mean, running_var, dy) -> dx, dscale, dbias: epsilon, momentum; "
-   "through the batch statistics when training",
-   5, 5, 3, 0x1f, 0, 0, bng_infer, bng_cpu, NULL, NULL},
-  {"layer_normalization",
-   "layer_normalization(x, scale, [bias]) over x.shape[axis:]: axis=-1, epsilon=1e-5; scale and bias shaped "
-   "x.shape[axis:]",
-   2, 3, 1, 0, 0, 0, ln_infer, ln_cpu, NULL, ln_backward},
-  {"_layer_norm_grad", "_layer_norm_grad(x, scale, dy) -> dx, dscale, dbias: axis, epsilon", 3, 3, 3, 0x7, 0, 0,
-   ln_grad_infer, ln_grad_cpu, NULL, NULL},
-  {"instance_normalization",
-   "instance_normalization(x[N,C,spatial...], scale[C], bias[C]): epsilon=1e-5; each (n, c) over the spatial axes",
-   3, 3, 1, 0, 0, 0, inorm_infer, inorm_cpu, NULL, inorm_backward},
-  {"_instance_norm_grad", "_instance_norm_grad(x, scale, dy) -> dx, dscale, dbias: epsilon", 3, 3, 3, 0x7, 0, 0,
-   inorm_grad_infer, inorm_grad_cpu, NULL, NULL},
-  {"local_response_normalization",
-   "ONNX LRN across channels of x[N,C,...]: size (odd, required), alpha=1e-4, beta=0.75, bias=1.0", 1, 1, 1, 0, 0,
-   0, lrn_infer, lrn_cpu, NULL, lrn_backward},
-  {"_lrn_grad", "_lrn_grad(x, dy) -> dx: size, alpha, beta, bias", 2, 2, 1, 0x3, 0, 0, lrn_grad_infer, lrn_grad_cpu,
-   NULL, NULL},
-  {"dropout",
-   "dropout(x): ratio=0.5 in [0,1), seed=0, node (default: this node); training keeps with probability 1-ratio, "
-   "scaled by 1/(1-ratio); identity in inference",
-   1, 1, 1, 0, 0, 1, dropout_infer, dropout_cpu, NULL, dropout_backward},
-  {"_dropout_grad", "_dropout_grad(dy): dropout's mask and scale applied to dy: ratio, seed, node", 1, 1, 1, 0, 0, 1,
-   dropout_infer, dropout_cpu, NULL, dropout_backward},
+  NORM_DEF("batch_normalization",
+           "batch_normalization(x[N,C,...], scale[C], bias[C], running_mean[C], running_var[C]): epsilon=1e-5, "
+           "momentum=0.9; training uses batch statistics and updates the running ones in place (unbiased variance)",
+           5, 5, 1, BN_STATE, BN_STATE, 0, bn_infer, bn_cpu, bn_backward, EM_ATTRS("epsilon", "momentum")),
+  NORM_DEF("_batch_norm_grad",
+           "_batch_norm_grad(x, scale, running_mean, running_var, dy) -> dx, dscale, dbias: epsilon, momentum; "
+           "through the batch statistics when training",
+           5, 5, 3, 0x1f, 0, 0, bng_infer, bng_cpu, NULL, EM_ATTRS("epsilon", "momentum")),
+  NORM_DEF("layer_normalization",
+           "layer_normalization(x, scale, [bias]) over x.shape[axis:]: axis=-1, epsilon=1e-5; scale and bias shaped "
+           "x.shape[axis:]",
+           2, 3, 1, 0, 0, 0, ln_infer, ln_cpu, ln_backward, EM_ATTRS("axis", "epsilon")),
+  NORM_DEF("_layer_norm_grad", "_layer_norm_grad(x, scale, dy) -> dx, dscale, dbias: axis, epsilon", 3, 3, 3, 0x7, 0,
+           0, ln_grad_infer, ln_grad_cpu, NULL, EM_ATTRS("axis", "epsilon")),
+  NORM_DEF("instance_normalization",
+           "instance_normalization(x[N,C,spatial...], scale[C], bias[C]): epsilon=1e-5; each (n, c) over the spatial "
+           "axes",
+           3, 3, 1, 0, 0, 0, inorm_infer, inorm_cpu, inorm_backward, EM_ATTRS("epsilon")),
+  NORM_DEF("_instance_norm_grad", "_instance_norm_grad(x, scale, dy) -> dx, dscale, dbias: epsilon", 3, 3, 3, 0x7, 0,
+           0, inorm_grad_infer, inorm_grad_cpu, NULL, EM_ATTRS("epsilon")),
+  NORM_DEF("local_response_normalization",
+           "ONNX LRN across channels of x[N,C,...]: size (odd, required), alpha=1e-4, beta=0.75, bias=1.0", 1, 1, 1,
+           0, 0, 0, lrn_infer, lrn_cpu, lrn_backward, EM_ATTRS("size", "alpha", "beta", "bias")),
+  NORM_DEF("_lrn_grad", "_lrn_grad(x, dy) -> dx: size, alpha, beta, bias", 2, 2, 1, 0x3, 0, 0, lrn_grad_infer,
+           lrn_grad_cpu, NULL, EM_ATTRS("size", "alpha", "beta", "bias")),
+  NORM_DEF("dropout",
+           "dropout(x): ratio=0.5 in [0,1), seed=0, node (default: this node); training keeps with probability "
+           "1-ratio, scaled by 1/(1-ratio); identity in inference",
+           1, 1, 1, 0, 0, 1, dropout_infer, dropout_cpu, dropout_backward, EM_ATTRS("ratio", "seed", "node")),
+  NORM_DEF("_dropout_grad", "_dropout_grad(dy): dropout's mask and scale applied to dy: ratio, seed, node", 1, 1, 1,
+           0, 0, 1, dropout_infer, dropout_cpu, dropout_backward, EM_ATTRS("ratio", "seed", "node")),
 };
 const size_t em_ops_norm_count = sizeof em_ops_norm / sizeof em_ops_norm[0];

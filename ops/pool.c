@@ -364,21 +364,30 @@ static em_status global_grad_cpu(const em_op_args *a, em_tensor *const *in, em_t
   return EM_OK;
 }
 
+#define POOL_DEF(NAME, DOC, NIN, INFER, CPU, BACKWARD, ATTRS)                                                   \
+  {.name = NAME, .doc = DOC, .min_inputs = NIN, .max_inputs = NIN, .n_outputs = 1, .no_grad = 0,                \
+   .state_inputs = 0, .inplace = 0, .infer = INFER, .cpu = CPU, .gpu = NULL, .backward = BACKWARD, .attrs = ATTRS}
+#define MAX_POOL_ATTRS EM_ATTRS("kernel_shape", "strides", "dilations", "pads", "auto_pad", "ceil_mode", "storage_order")
+#define AVG_POOL_ATTRS                                                                                          \
+  EM_ATTRS("kernel_shape", "strides", "dilations", "pads", "auto_pad", "ceil_mode", "count_include_pad")
+
+/* The window pools' gradient ops receive their forward's attributes wholesale. */
 const em_op_def em_ops_pool[] = {
-  {"max_pool", "window maximum of x [N,C,s...]; attrs kernel_shape (required), strides, dilations, pads, auto_pad, "
-   "ceil_mode", 1, 1, 1, 0, 0, 0, max_pool_infer, max_pool_cpu, NULL, max_pool_backward},
-  {"average_pool", "window mean of x [N,C,s...]; attrs kernel_shape (required), strides, dilations, pads, auto_pad, "
-   "ceil_mode, count_include_pad", 1, 1, 1, 0, 0, 0, avg_pool_infer, avg_pool_cpu, NULL, avg_pool_backward},
-  {"global_max_pool", "maximum of each [N,C] plane of x [N,C,s...] -> [N,C,1...]", 1, 1, 1, 0, 0, 0, global_infer,
-   global_max_cpu, NULL, global_max_backward},
-  {"global_average_pool", "mean of each [N,C] plane of x [N,C,s...] -> [N,C,1...]", 1, 1, 1, 0, 0, 0, global_infer,
-   global_avg_cpu, NULL, global_avg_backward},
-  {"_max_pool_grad", "max_pool's gradient (x, dy): dy routed to the first maximum of each window; max_pool's attrs",
-   2, 2, 1, 0, 0, 0, max_grad_infer, max_grad_cpu, NULL, NULL},
-  {"_avg_pool_grad", "average_pool's gradient (dy, x); average_pool's attrs", 2, 2, 1, 0, 0, 0, avg_grad_infer,
-   avg_grad_cpu, NULL, NULL},
-  {"_global_pool_grad", "global pools' gradient (x, dy); attr mode \"max\" (first maximum) or \"average\"", 2, 2, 1,
-   0, 0, 0, global_grad_infer, global_grad_cpu, NULL, NULL},
+  POOL_DEF("max_pool", "window maximum of x [N,C,s...]; attrs kernel_shape (required), strides, dilations, pads, "
+           "auto_pad, ceil_mode", 1, max_pool_infer, max_pool_cpu, max_pool_backward, MAX_POOL_ATTRS),
+  POOL_DEF("average_pool", "window mean of x [N,C,s...]; attrs kernel_shape (required), strides, dilations, pads, "
+           "auto_pad, ceil_mode, count_include_pad", 1, avg_pool_infer, avg_pool_cpu, avg_pool_backward,
+           AVG_POOL_ATTRS),
+  POOL_DEF("global_max_pool", "maximum of each [N,C] plane of x [N,C,s...] -> [N,C,1...]", 1, global_infer,
+           global_max_cpu, global_max_backward, EM_NO_ATTRS),
+  POOL_DEF("global_average_pool", "mean of each [N,C] plane of x [N,C,s...] -> [N,C,1...]", 1, global_infer,
+           global_avg_cpu, global_avg_backward, EM_NO_ATTRS),
+  POOL_DEF("_max_pool_grad", "max_pool's gradient (x, dy): dy routed to the first maximum of each window; max_pool's "
+           "attrs", 2, max_grad_infer, max_grad_cpu, NULL, MAX_POOL_ATTRS),
+  POOL_DEF("_avg_pool_grad", "average_pool's gradient (dy, x); average_pool's attrs", 2, avg_grad_infer,
+           avg_grad_cpu, NULL, AVG_POOL_ATTRS),
+  POOL_DEF("_global_pool_grad", "global pools' gradient (x, dy); attr mode \"max\" (first maximum) or \"average\"",
+           2, global_grad_infer, global_grad_cpu, NULL, EM_ATTRS("mode")),
 };
 const size_t em_ops_pool_count = sizeof em_ops_pool / sizeof em_ops_pool[0];
 

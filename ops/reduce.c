@@ -1045,11 +1045,15 @@ static em_status grad_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *
 
 /* ------------------------------------------------------------- registry --- */
 
-#define RD_OP(NAME, DOC) {NAME, DOC " Attributes: axes (INTS; absent: all), keepdims (INT, 0).", 1, 1, 1, 0, 0, 0, \
-                          rd_infer, rd_cpu, NULL, rd_backward}
-#define ARG_OP(NAME, DOC)                                                                                             \
-  {NAME, DOC " (i64). Attributes: axis (INT, 0), keepdims (INT, 0), select_last_index (INT, 0).", 1, 1, 1, 1u,        \
-   0, 0, arg_infer, arg_cpu, NULL, arg_backward}
+#define RD_OP(NAME, DOC)                                                                                       \
+  {.name = NAME, .doc = DOC " Attributes: axes (INTS; absent: all), keepdims (INT, 0).", .min_inputs = 1,          \
+   .max_inputs = 1, .n_outputs = 1, .no_grad = 0, .state_inputs = 0, .inplace = 0, .infer = rd_infer,            \
+   .cpu = rd_cpu, .gpu = NULL, .backward = rd_backward, .attrs = EM_ATTRS("axes", "keepdims")}
+#define ARG_OP(NAME, DOC)                                                                                       \
+  {.name = NAME, .doc = DOC " (i64). Attributes: axis (INT, 0), keepdims (INT, 0), select_last_index (INT, 0).", \
+   .min_inputs = 1, .max_inputs = 1, .n_outputs = 1, .no_grad = 1u, .state_inputs = 0, .inplace = 0,             \
+   .infer = arg_infer, .cpu = arg_cpu, .gpu = NULL, .backward = arg_backward,                                     \
+   .attrs = EM_ATTRS("axis", "keepdims", "select_last_index")}
 
 const em_op_def em_ops_reduce[] = {
   RD_OP("reduce_sum", "Sum over axes (f32 f64 i32 i64; empty: 0)."),
@@ -1064,8 +1068,9 @@ const em_op_def em_ops_reduce[] = {
   RD_OP("reduce_sum_square", "sum(x^2) over axes (f32 f64; empty: 0)."),
   ARG_OP("argmax", "Index of the largest element along axis, NaN counting as largest"),
   ARG_OP("argmin", "Index of the smallest element along axis, NaN counting as smallest"),
-  {"_reduce_grad",
-   "Gradient of the reductions: (x, y, dy) -> dx. Attributes: the forward's axes and keepdims, fn (STRING).", 3, 3,
-   1, 0, 0, 0, grad_infer, grad_cpu, NULL, NULL},
+  {.name = "_reduce_grad",
+   .doc = "Gradient of the reductions: (x, y, dy) -> dx. Attributes: the forward's axes and keepdims, fn (STRING).",
+   .min_inputs = 3, .max_inputs = 3, .n_outputs = 1, .no_grad = 0, .state_inputs = 0, .inplace = 0,
+   .infer = grad_infer, .cpu = grad_cpu, .gpu = NULL, .backward = NULL, .attrs = EM_ATTRS("axes", "keepdims", "fn")},
 };
 const size_t em_ops_reduce_count = sizeof em_ops_reduce / sizeof em_ops_reduce[0];

@@ -737,16 +737,40 @@ static em_status unary_backward(em_graph *g, const em_op_args *a, const em_var *
 
 /* =============================================================== table === */
 
+/* The engine's list of attribute names (em_op_def.attrs) for an op's AT_
+ * bits, spelt as attr_names spells them. Only the combinations UNARY_OPS
+ * uses are listed; the static assertions below refuse any other, so a new
+ * combination cannot end up with a wrong list. */
+#define AT_LIST_KNOWN(at)                                                                                   \
+  ((at) == 0 || (at) == AT_ALPHA || (at) == (AT_ALPHA | AT_GAMMA) || (at) == (AT_ALPHA | AT_BETA) ||      \
+   (at) == AT_APPROX || (at) == (AT_MIN | AT_MAX) || (at) == AT_EXPONENT || (at) == AT_DETECT)
+#define AT_LIST(at)                                                                                         \
+  ((at) == 0                        ? EM_NO_ATTRS                                                         \
+   : (at) == AT_ALPHA               ? EM_ATTRS("alpha")                                                   \
+   : (at) == (AT_ALPHA | AT_GAMMA)  ? EM_ATTRS("alpha", "gamma")                                          \
+   : (at) == (AT_ALPHA | AT_BETA)   ? EM_ATTRS("alpha", "beta")                                           \
+   : (at) == AT_APPROX              ? EM_ATTRS("approximate")                                             \
+   : (at) == (AT_MIN | AT_MAX)      ? EM_ATTRS("min", "max")                                              \
+   : (at) == AT_EXPONENT            ? EM_ATTRS("exponent")                                                \
+                                    : EM_ATTRS("detect_negative", "detect_positive"))
+
+#define AS_LIST_CHECK(id, nm, dt, at, gr, al, be, ga, dc) \
+  _Static_assert(AT_LIST_KNOWN(at), "unary op " nm ": add its attribute combination to AT_LIST");
+UNARY_OPS(AS_LIST_CHECK)
+
 #define AS_DEF(id, nm, dt, at, gr, al, be, ga, dc)                                                          \
   {.name = nm, .doc = dc, .min_inputs = 1, .max_inputs = 1, .n_outputs = 1, .no_grad = (gr) == G_NONE,    \
    .inplace = U_##id != U_ISNAN && U_##id != U_ISINF, .infer = unary_infer, .cpu = unary_cpu,              \
-   .backward = unary_backward},
+   .backward = unary_backward, .attrs = AT_LIST(at)},
 
 const em_op_def em_ops_unary[] = {
   UNARY_OPS(AS_DEF)
   {.name = "_unary_grad",
    .doc = "dx = dy * f'(x) for the unary op f named by attribute fn (string), inputs (x, y = f(x), dy), "
           "plus f's attributes; f32 f64",
-   .min_inputs = 3, .max_inputs = 3, .n_outputs = 1, .inplace = 1, .infer = grad_infer, .cpu = grad_cpu},
+   .min_inputs = 3, .max_inputs = 3, .n_outputs = 1, .inplace = 1, .infer = grad_infer, .cpu = grad_cpu,
+   /* fn plus every attribute of a unary op with a fused gradient (isinf's
+    * detect_* never reach it: isinf has no gradient) */
+   .attrs = EM_ATTRS("fn", "alpha", "beta", "gamma", "min", "max", "exponent", "approximate")},
 };
 const size_t em_ops_unary_count = sizeof em_ops_unary / sizeof em_ops_unary[0];

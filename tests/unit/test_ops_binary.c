@@ -602,6 +602,20 @@ static void test_errors(void **s) {
   ot_expect_apply_fails("_binary_grad", 3, g3, n1, same, bad_which, 2, 1, "which", NULL);
 }
 
+/* mod takes only fmod: a misspelt "fmdo" is refused by name, not ignored; the message names the op, the bad name
+ * and the names it takes. */
+static void test_binary_unknown_attribute(void **state) {
+  (void)state;
+  const int64_t s0[1] = {3};
+  const int64_t s1[1] = {3};
+  const int64_t *shapes[2] = {s0, s1};
+  const em_dtype dtypes[2] = {EM_F32, EM_F32};
+  const int ndims[2] = {1, 1};
+  const em_attr at[1] = {{.name = "fmdo", .type = EM_ATTR_INT, .i = 1}};
+  ot_expect_apply_fails("mod", 2, dtypes, ndims, shapes, at, 1, 1, "no attribute 'fmdo'",
+                        "it takes: fmod");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_add),          cmocka_unit_test(test_sub),
@@ -618,6 +632,7 @@ int main(void) {
     cmocka_unit_test(test_grad_where),   cmocka_unit_test(test_grad_conventions),
     cmocka_unit_test(test_dynamic_axis), cmocka_unit_test(test_thread_independence),
     cmocka_unit_test(test_empty),        cmocka_unit_test(test_errors),
+    cmocka_unit_test(test_binary_unknown_attribute),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

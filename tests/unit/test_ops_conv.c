@@ -584,6 +584,21 @@ static void test_conv_errors(void **state) {
   }
 }
 
+/* convolution's attribute is strides: the singular "stride" is refused by name, not ignored; the message names the
+ * op, the bad name and the names it takes. */
+static void test_conv_unknown_attribute(void **state) {
+  (void)state;
+  const int64_t two[2] = {2, 2};
+  const int64_t s0[4] = {1, 1, 5, 5};
+  const int64_t s1[4] = {1, 1, 3, 3};
+  const int64_t *shapes[2] = {s0, s1};
+  const em_dtype dtypes[2] = {EM_F32, EM_F32};
+  const int ndims[2] = {4, 4};
+  const em_attr at[1] = {{.name = "stride", .type = EM_ATTR_INTS, .ints = two, .n = 2}};
+  ot_expect_apply_fails("convolution", 2, dtypes, ndims, shapes, at, 1, 1, "no attribute 'stride'",
+                        "it takes: group, kernel_shape, strides,");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_conv_known_values),
@@ -594,6 +609,7 @@ int main(void) {
     cmocka_unit_test(test_conv_thread_determinism),
     cmocka_unit_test(test_conv_dynamic_batch),
     cmocka_unit_test(test_conv_errors),
+    cmocka_unit_test(test_conv_unknown_attribute),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

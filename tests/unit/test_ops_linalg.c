@@ -412,6 +412,20 @@ static void test_errors(void **state) {
   ot_expect_apply_fails("gemm", 3, dts, nd, sh, NULL, 0, 1, "c does not broadcast", "f32[3]");
 }
 
+/* matmul's flag is transpose_b: gemm's spelling transB is refused by name, not ignored; the message names the op,
+ * the bad name and the names it takes. */
+static void test_linalg_unknown_attribute(void **state) {
+  (void)state;
+  const int64_t s0[2] = {2, 3};
+  const int64_t s1[2] = {4, 3};
+  const int64_t *shapes[2] = {s0, s1};
+  const em_dtype dtypes[2] = {EM_F32, EM_F32};
+  const int ndims[2] = {2, 2};
+  const em_attr at[1] = {{.name = "transB", .type = EM_ATTR_INT, .i = 1}};
+  ot_expect_apply_fails("matmul", 2, dtypes, ndims, shapes, at, 1, 1, "no attribute 'transB'",
+                        "it takes: transpose_a, transpose_b");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_matmul_f64),
@@ -424,6 +438,7 @@ int main(void) {
     cmocka_unit_test(test_thread_determinism),
     cmocka_unit_test(test_dynamic_batch),
     cmocka_unit_test(test_errors),
+    cmocka_unit_test(test_linalg_unknown_attribute),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -567,6 +567,19 @@ static void test_run_errors(void **state) {
   em_tensor_release(p), em_tensor_release(t);
 }
 
+/* softmax takes only axis: "axsi" is refused by name (it would silently use the last axis); the message names the
+ * op, the bad name and the names it takes. */
+static void test_loss_unknown_attribute(void **state) {
+  (void)state;
+  const int64_t s0[2] = {2, 3};
+  const int64_t *shapes[1] = {s0};
+  const em_dtype dtypes[1] = {EM_F32};
+  const int ndims[1] = {2};
+  const em_attr at[1] = {{.name = "axsi", .type = EM_ATTR_INT, .i = 0}};
+  ot_expect_apply_fails("softmax", 1, dtypes, ndims, shapes, at, 1, 1, "no attribute 'axsi'",
+                        "it takes: axis");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_softmax_forward),
@@ -585,6 +598,7 @@ int main(void) {
     cmocka_unit_test(test_thread_determinism),
     cmocka_unit_test(test_build_errors),
     cmocka_unit_test(test_run_errors),
+    cmocka_unit_test(test_loss_unknown_attribute),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

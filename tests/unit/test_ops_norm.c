@@ -763,6 +763,20 @@ static void test_errors(void **state) {
   expect_fails("instance_normalization", 3, EM_F32, nd_in, in_bad, NULL, 0, 1, "bias", "f32[4]");
 }
 
+/* layer_normalization's attribute is epsilon: "eps" is refused by name (it would silently use 1e-5); the message
+ * names the op, the bad name and the names it takes. */
+static void test_norm_unknown_attribute(void **state) {
+  (void)state;
+  const int64_t s0[2] = {2, 3};
+  const int64_t s1[1] = {3};
+  const int64_t *shapes[2] = {s0, s1};
+  const em_dtype dtypes[2] = {EM_F32, EM_F32};
+  const int ndims[2] = {2, 1};
+  const em_attr at[1] = {{.name = "eps", .type = EM_ATTR_FLOAT, .f = 1e-3}};
+  ot_expect_apply_fails("layer_normalization", 2, dtypes, ndims, shapes, at, 1, 1, "no attribute 'eps'",
+                        "it takes: axis, epsilon)");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_bn_inference_forward),
@@ -785,6 +799,7 @@ int main(void) {
     cmocka_unit_test(test_norm_threads),
     cmocka_unit_test(test_dropout_gradcheck),
     cmocka_unit_test(test_errors),
+    cmocka_unit_test(test_norm_unknown_attribute),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

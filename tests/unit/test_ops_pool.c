@@ -467,6 +467,21 @@ static void test_pool_errors(void **state) {
   }
 }
 
+/* max_pool with a misspelt extra attribute "kernel_shapes" next to kernel_shape is refused by name; the message
+ * names the op, the bad name and the names it takes. */
+static void test_pool_unknown_attribute(void **state) {
+  (void)state;
+  const int64_t k2[2] = {2, 2};
+  const int64_t s0[4] = {1, 1, 4, 4};
+  const int64_t *shapes[1] = {s0};
+  const em_dtype dtypes[1] = {EM_F32};
+  const int ndims[1] = {4};
+  const em_attr at[2] = {{.name = "kernel_shape", .type = EM_ATTR_INTS, .ints = k2, .n = 2},
+                         {.name = "kernel_shapes", .type = EM_ATTR_INTS, .ints = k2, .n = 2}};
+  ot_expect_apply_fails("max_pool", 1, dtypes, ndims, shapes, at, 2, 1, "no attribute 'kernel_shapes'",
+                        "it takes: kernel_shape");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_pool_known_values),
@@ -477,6 +492,7 @@ int main(void) {
     cmocka_unit_test(test_pool_thread_determinism),
     cmocka_unit_test(test_pool_dynamic_batch),
     cmocka_unit_test(test_pool_errors),
+    cmocka_unit_test(test_pool_unknown_attribute),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -839,6 +839,20 @@ static void test_dynamic_axis(void **state) {
   em_graph_free(g);
 }
 
+/* reduce_sum takes axes and keepdims: "axiz" is refused by name (it would silently reduce every axis); the message
+ * names the op, the bad name and the names it takes. */
+static void test_reduce_unknown_attribute(void **state) {
+  (void)state;
+  const int64_t one[1] = {1};
+  const int64_t s0[2] = {2, 3};
+  const int64_t *shapes[1] = {s0};
+  const em_dtype dtypes[1] = {EM_F32};
+  const int ndims[1] = {2};
+  const em_attr at[1] = {{.name = "axiz", .type = EM_ATTR_INTS, .ints = one, .n = 1}};
+  ot_expect_apply_fails("reduce_sum", 1, dtypes, ndims, shapes, at, 1, 1, "no attribute 'axiz'",
+                        "it takes: axes, keepdims");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_forward_float),      cmocka_unit_test(test_forward_int),
@@ -854,6 +868,7 @@ int main(void) {
     cmocka_unit_test(test_reduce_grad_direct),
     cmocka_unit_test(test_determinism),
     cmocka_unit_test(test_errors),             cmocka_unit_test(test_dynamic_axis),
+    cmocka_unit_test(test_reduce_unknown_attribute),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

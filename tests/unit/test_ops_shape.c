@@ -1574,6 +1574,20 @@ static void test_errors(void **state) {
   ot_expect_apply_fails("_tile_grad", 2, ii, n2, sg, &at, 1, 1, "float", NULL);
 }
 
+/* transpose takes only perm: "prem" is refused by name (it would silently reverse the axes); the message names the
+ * op, the bad name and the names it takes. */
+static void test_shape_unknown_attribute(void **state) {
+  (void)state;
+  const int64_t perm[2] = {1, 0};
+  const int64_t s0[2] = {2, 3};
+  const int64_t *shapes[1] = {s0};
+  const em_dtype dtypes[1] = {EM_F32};
+  const int ndims[1] = {2};
+  const em_attr at[1] = {{.name = "prem", .type = EM_ATTR_INTS, .ints = perm, .n = 2}};
+  ot_expect_apply_fails("transpose", 1, dtypes, ndims, shapes, at, 1, 1, "no attribute 'prem'",
+                        "it takes: perm");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_reshape),
@@ -1605,6 +1619,7 @@ int main(void) {
     cmocka_unit_test(test_dynamic_gradients),
     cmocka_unit_test(test_thread_independence),
     cmocka_unit_test(test_errors),
+    cmocka_unit_test(test_shape_unknown_attribute),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -723,7 +723,7 @@ static void test_errors(void **s) {
   em_attr typo[1] = {F("alpah", 1)};
   expect_fails1("elu", EM_F32, 1, s3, typo, 1, "'alpah'", "alpha");
   em_attr stray[1] = {F("alpha", 1)};
-  expect_fails1("exp", EM_F32, 1, s3, stray, 1, "unknown attribute 'alpha'", "no attributes");
+  expect_fails1("exp", EM_F32, 1, s3, stray, 1, "no attribute 'alpha'", "it takes: none");
   em_attr twice[2] = {F("gamma", 1), F("gamma", 2)};
   expect_fails1("selu", EM_F32, 1, s3, twice, 2, "'gamma'", "twice");
   em_attr det[1] = {I("detect_negative", 2)};
@@ -742,6 +742,19 @@ static void test_errors(void **s) {
   ot_expect_apply_fails("_unary_grad", 3, fff, nd3, sh3, fn_clip_bad, 3, 1, "min = 1", "max = 0");
 }
 
+/* leaky_relu takes only alpha: the misspelt "alpah" is refused by name, not ignored; the message names the op, the
+ * bad name and the names it takes. */
+static void test_unary_unknown_attribute(void **state) {
+  (void)state;
+  const int64_t s0[1] = {3};
+  const int64_t *shapes[1] = {s0};
+  const em_dtype dtypes[1] = {EM_F32};
+  const int ndims[1] = {1};
+  const em_attr at[1] = {{.name = "alpah", .type = EM_ATTR_FLOAT, .f = 0.1}};
+  ot_expect_apply_fails("leaky_relu", 1, dtypes, ndims, shapes, at, 1, 1, "no attribute 'alpah'",
+                        "it takes: alpha");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_forward),          cmocka_unit_test(test_nan_propagates),
@@ -751,6 +764,7 @@ int main(void) {
     cmocka_unit_test(test_grad_conventions), cmocka_unit_test(test_grad_f32),
     cmocka_unit_test(test_portable_bits),    cmocka_unit_test(test_thread_independence),
     cmocka_unit_test(test_dynamic_axis_and_empty), cmocka_unit_test(test_errors),
+    cmocka_unit_test(test_unary_unknown_attribute),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
