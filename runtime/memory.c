@@ -192,7 +192,8 @@ em_status em_allocator_free(em_allocator *a, void *ptr) {
         a->cached_cap = cap;
       }
     }
-    if (a->cached_count < a->cached_cap) {
+    int room = !a->backend.cache_limit || a->stats.bytes_cached + cls <= a->backend.cache_limit;
+    if (room && a->cached_count < a->cached_cap) {
       a->cached[a->cached_count].ptr = ptr;
       a->cached[a->cached_count].size = cls;
       a->cached_count++;

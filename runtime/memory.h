@@ -16,7 +16,8 @@ typedef struct em_alloc_backend {
   int (*alloc)(void *ctx, size_t bytes, void **ptr);
   void (*release)(void *ctx, void *ptr);
   void *ctx;
-  int caching;            /* 0 for the CPU: malloc already caches */
+  int caching;            /* keep freed blocks for reuse */
+  size_t cache_limit;     /* most bytes the cache holds (beyond: released at once); 0: no limit */
 } em_alloc_backend;
 
 typedef struct em_alloc_block { void *ptr; size_t size; } em_alloc_block;

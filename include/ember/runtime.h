@@ -28,7 +28,7 @@ EM_API em_status em_kernel_launch(em_kernel *k, em_dim3 grid, em_dim3 block,
                                   size_t shared_bytes, em_stream *stream, void **args);
 
 /* Device memory, from a per-device caching allocator. A CPU device gets
- * 64-byte-aligned host memory. */
+ * 64-byte-aligned host memory; its cache holds at most 1 GiB of freed blocks. */
 EM_API em_status em_malloc(em_device dev, size_t bytes, void **ptr);
 EM_API em_status em_free(em_device dev, void *ptr);
 

@@ -114,13 +114,15 @@ typedef struct fixture {
   em_allocator a;
 } fixture;
 
-static fixture *fixture_new(int caching, uint64_t capacity) {
+static fixture *fixture_limited(int caching, uint64_t capacity, size_t cache_limit) {
   fixture *f = calloc(1, sizeof *f);
   assert_non_null(f);
   f->m = mock_new(capacity);
-  em_allocator_init(&f->a, (em_alloc_backend){mock_alloc, mock_release, f->m, caching});
+  em_allocator_init(&f->a, (em_alloc_backend){mock_alloc, mock_release, f->m, caching, cache_limit});
   return f;
 }
+
+static fixture *fixture_new(int caching, uint64_t capacity) { return fixture_limited(caching, capacity, 0); }
 
 /* Destroying returns the cache: afterwards the mock holds exactly the blocks
  * still live in the allocator, and nothing was ever released twice. */
@@ -471,6 +473,25 @@ static void test_non_caching_backend_releases_at_once(void **state) {
   fixture_free(f);
 }
 
+/* A cache limit of 5120 bytes: freeing 3072 then 3072 caches the first and
+ * releases the second at once (3072 + 3072 > 5120); a 2048 block still fits. */
+static void test_cache_limit_releases_beyond_it(void **state) {
+  (void)state;
+  fixture *f = fixture_limited(1, UINT64_MAX, 5120);
+  void *p, *q, *r;
+  assert_int_equal(em_allocator_alloc(&f->a, 3000, &p), EM_OK); /* 3072 */
+  assert_int_equal(em_allocator_alloc(&f->a, 3000, &q), EM_OK);
+  assert_int_equal(em_allocator_alloc(&f->a, 2000, &r), EM_OK); /* 2048 */
+  assert_int_equal(em_allocator_free(&f->a, p), EM_OK);
+  assert_int_equal(f->m->releases, 0);
+  assert_int_equal(em_allocator_free(&f->a, q), EM_OK);
+  assert_int_equal(f->m->releases, 1);
+  assert_int_equal(em_allocator_free(&f->a, r), EM_OK);
+  assert_int_equal(f->m->releases, 1);
+  assert_int_equal(f->a.stats.bytes_cached, 3072 + 2048);
+  fixture_free(f);
+}
+
 /* ---- the live-block table ------------------------------------------------- */
 
 /* 10,000 live blocks, freed in random order: every free finds its block
@@ -662,6 +683,7 @@ int main(void) {
       cmocka_unit_test(test_trim_releases_every_cached_block),
       cmocka_unit_test(test_destroy_releases_cache_only),
       cmocka_unit_test(test_non_caching_backend_releases_at_once),
+      cmocka_unit_test(test_cache_limit_releases_beyond_it),
       cmocka_unit_test(test_many_blocks_random_order),
       cmocka_unit_test(test_random_walk_against_model),
       cmocka_unit_test(test_threads_keep_totals_consistent),
