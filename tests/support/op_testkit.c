@@ -9,6 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 #include "ember/primitives.h"
 
 /* ----------------------------------------------------------------- data --- */
@@ -322,4 +327,33 @@ void ot_expect_values(const em_tensor *t, const double *want, int64_t n, double 
   assert_int_equal(m, n);
   ot_expect_close(got, want, n, tol, tol, what);
   free(got);
+}
+
+/* ---------------------------------------------------------------- files --- */
+
+void ot_tmp_path(char *buf, size_t cap, const char *name) {
+  snprintf(buf, cap, "%s/ember_test_%d_%s", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid(), name);
+}
+
+unsigned char *ot_read_file(const char *path, size_t *n) {
+  FILE *f = fopen(path, "rb");
+  if (!f) fail_msg("cannot open %s", path);
+  fseek(f, 0, SEEK_END);
+  *n = (size_t)ftell(f);
+  fseek(f, 0, SEEK_SET);
+  unsigned char *p = malloc(*n ? *n : 1);
+  if (!p || fread(p, 1, *n, f) != *n) fail_msg("cannot read %s", path);
+  fclose(f);
+  return p;
+}
+
+void ot_write_file(const char *path, const unsigned char *p, size_t n) {
+  FILE *f = fopen(path, "wb");
+  if (!f || fwrite(p, 1, n, f) != n) fail_msg("cannot write %s", path);
+  fclose(f);
+}
+
+void ot_reseal(unsigned char *p, size_t n) {
+  uint64_t h = XXH3_64bits(p, n - 8);
+  for (int i = 0; i < 8; i++) p[n - 8 + (size_t)i] = (unsigned char)(h >> (8 * i));
 }

@@ -62,6 +62,15 @@ void ot_expect_apply_fails(const char *op, int n_in, const em_dtype *dtypes, con
                            const int64_t *const *shapes, const em_attr *attrs, int n_attrs, int n_out,
                            const char *needle1, const char *needle2);
 
+/* Files for save/load tests: a per-process path in $TMPDIR (or /tmp), a
+ * whole file read (malloc'd; *n its size) or written, failing the test on
+ * error; ot_reseal rewrites the trailing XXH3-64 of an Ember graph file so a
+ * deliberate edit reaches the parser instead of the checksum. */
+void ot_tmp_path(char *buf, size_t cap, const char *name);
+unsigned char *ot_read_file(const char *path, size_t *n);
+void ot_write_file(const char *path, const unsigned char *p, size_t n);
+void ot_reseal(unsigned char *p, size_t n);
+
 /* A fixed pseudo-random sequence for test data (splitmix64), in [lo, hi). */
 double ot_uniform(uint64_t *state, double lo, double hi);
 

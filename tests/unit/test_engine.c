@@ -10,9 +10,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define XXH_INLINE_ALL
-#include <xxhash.h>
-
 #include "op_testkit.h"
 
 /* ------------------------------------------------------------- helpers --- */
@@ -494,35 +491,6 @@ static void test_clone_share_and_copy(void **state) {
 
 /* ------------------------------------------------------------ save/load --- */
 
-static void tmp_path(char *buf, size_t cap, const char *name) {
-  snprintf(buf, cap, "%s/ember_test_%d_%s", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid(), name);
-}
-
-static unsigned char *slurp(const char *path, size_t *n) {
-  FILE *f = fopen(path, "rb");
-  assert_non_null(f);
-  fseek(f, 0, SEEK_END);
-  *n = (size_t)ftell(f);
-  fseek(f, 0, SEEK_SET);
-  unsigned char *p = malloc(*n);
-  assert_int_equal(fread(p, 1, *n, f), *n);
-  fclose(f);
-  return p;
-}
-
-static void spit(const char *path, const unsigned char *p, size_t n) {
-  FILE *f = fopen(path, "wb");
-  assert_non_null(f);
-  assert_int_equal(fwrite(p, 1, n, f), n);
-  fclose(f);
-}
-
-/* Rewrites the trailing XXH3-64 so a deliberate edit passes the checksum. */
-static void reseal(unsigned char *p, size_t n) {
-  uint64_t h = XXH3_64bits(p, n - 8);
-  for (int i = 0; i < 8; i++) p[n - 8 + (size_t)i] = (unsigned char)(h >> (8 * i));
-}
-
 static void test_save_load_roundtrip_and_damage(void **state) {
   (void)state;
   em_graph *g = new_graph();
@@ -537,7 +505,7 @@ static void test_save_load_roundtrip_and_damage(void **state) {
   assert_int_equal(em_apply(g, "zeros_like", &y, 1, &dt, 1, &z, 1), EM_OK);
   em_var_set_name(g, y, "sum");
   char path[512];
-  tmp_path(path, sizeof path, "graph.emb");
+  ot_tmp_path(path, sizeof path, "graph.emb");
   assert_int_equal(em_graph_save(g, path), EM_OK);
   em_graph *h;
   assert_int_equal(em_graph_load(path, &h), EM_OK);
@@ -558,12 +526,12 @@ static void test_save_load_roundtrip_and_damage(void **state) {
   em_graph_free(h);
 
   size_t n;
-  unsigned char *bytes = slurp(path, &n);
+  unsigned char *bytes = ot_read_file(path, &n);
   char bad[512];
-  tmp_path(bad, sizeof bad, "bad.emb");
+  ot_tmp_path(bad, sizeof bad, "bad.emb");
   /* A flipped byte: the checksum names the damage. */
   bytes[n / 2] ^= 0x40;
-  spit(bad, bytes, n);
+  ot_write_file(bad, bytes, n);
   expect_error(em_graph_load(bad, &h), EM_ERR_CORRUPT, "checksum");
   assert_non_null(strstr(em_last_error(), bad));
   bytes[n / 2] ^= 0x40;
@@ -571,18 +539,18 @@ static void test_save_load_roundtrip_and_damage(void **state) {
   unsigned char *cut = malloc(n);
   memcpy(cut, bytes, n);
   memmove(cut + n / 2, cut + n - 8, 8);
-  reseal(cut, n / 2 + 8);
-  spit(bad, cut, n / 2 + 8);
+  ot_reseal(cut, n / 2 + 8);
+  ot_write_file(bad, cut, n / 2 + 8);
   expect_error(em_graph_load(bad, &h), EM_ERR_CORRUPT, "offset");
   free(cut);
   /* An op this build does not know: rename add_n to add_x. */
   for (size_t i = 0; i + 5 <= n; i++)
     if (!memcmp(bytes + i, "add_n", 5)) bytes[i + 4] = 'x';
-  reseal(bytes, n);
-  spit(bad, bytes, n);
+  ot_reseal(bytes, n);
+  ot_write_file(bad, bytes, n);
   expect_error(em_graph_load(bad, &h), EM_ERR_CORRUPT, "add_x");
   /* Not an Ember file at all. */
-  spit(bad, (const unsigned char *)"hello, world, this is not a graph", 33);
+  ot_write_file(bad, (const unsigned char *)"hello, world, this is not a graph", 33);
   expect_error(em_graph_load(bad, &h), EM_ERR_CORRUPT, "magic");
   char missing[600];
   snprintf(missing, sizeof missing, "%s.missing", path);

@@ -14,9 +14,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define XXH_INLINE_ALL
-#include <xxhash.h>
-
 #include "op_testkit.h"
 
 /* ------------------------------------------------------------- helpers --- */
@@ -915,35 +912,6 @@ static void test_clone_then_save_load(void **state) {
 
 /* ---------------------------------------------------------- save / load --- */
 
-static void tmp_path(char *buf, size_t cap, const char *name) {
-  snprintf(buf, cap, "%s/ember_review_%d_%s", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid(), name);
-}
-
-static unsigned char *slurp(const char *path, size_t *n) {
-  FILE *f = fopen(path, "rb");
-  assert_non_null(f);
-  fseek(f, 0, SEEK_END);
-  *n = (size_t)ftell(f);
-  fseek(f, 0, SEEK_SET);
-  unsigned char *p = malloc(*n);
-  assert_non_null(p);
-  assert_int_equal(fread(p, 1, *n, f), *n);
-  fclose(f);
-  return p;
-}
-
-static void spit(const char *path, const unsigned char *p, size_t n) {
-  FILE *f = fopen(path, "wb");
-  assert_non_null(f);
-  assert_int_equal(fwrite(p, 1, n, f), n);
-  fclose(f);
-}
-
-static void reseal(unsigned char *p, size_t n) {
-  uint64_t h = XXH3_64bits(p, n - 8);
-  for (int i = 0; i < 8; i++) p[n - 8 + (size_t)i] = (unsigned char)(h >> (8 * i));
-}
-
 static uint32_t rd32(const unsigned char *p, size_t off) {
   return (uint32_t)p[off] | (uint32_t)p[off + 1] << 8 | (uint32_t)p[off + 2] << 16 | (uint32_t)p[off + 3] << 24;
 }
@@ -1012,7 +980,7 @@ static void test_save_load_with_placeholder(void **state) {
   assert_int_equal(em_placeholder(g, "later", EM_F64, 2, dyn, &ph), EM_OK);
   em_var y = apply2(g, "mul", ph, ph);
   char path[512];
-  tmp_path(path, sizeof path, "ph.emb");
+  ot_tmp_path(path, sizeof path, "ph.emb");
   assert_int_equal(em_graph_save(g, path), EM_OK);
   em_graph *h;
   if (em_graph_load(path, &h)) fail_msg("loading a graph with a placeholder: %s", em_last_error());
@@ -1042,17 +1010,17 @@ static void test_load_cycle_refused_by_exec(void **state) {
   em_var b = apply(g, "identity", &a, 1);
   assert_int_equal(em_var_set_name(g, b, "bee"), EM_OK);
   char path[512];
-  tmp_path(path, sizeof path, "cycle.emb");
+  ot_tmp_path(path, sizeof path, "cycle.emb");
   assert_int_equal(em_graph_save(g, path), EM_OK);
   size_t n;
-  unsigned char *p = slurp(path, &n);
+  unsigned char *p = ot_read_file(path, &n);
   file_map m;
   map_file(p, &m);
   assert_int_equal(m.n_nodes, 3);
   assert_int_equal(rd32(p, m.inputs_at[1]), (uint32_t)x); /* node 1 = a reads x */
   wr32(p, m.inputs_at[1], (uint32_t)b);
-  reseal(p, n);
-  spit(path, p, n);
+  ot_reseal(p, n);
+  ot_write_file(path, p, n);
   free(p);
   em_graph *h;
   if (em_graph_load(path, &h)) fail_msg("loading the cyclic file: %s", em_last_error());
@@ -1081,7 +1049,7 @@ static void test_load_cycle_refused_by_exec(void **state) {
 static void test_load_refuses_op_arity_mismatch(void **state) {
   (void)state;
   char path[512];
-  tmp_path(path, sizeof path, "arity.emb");
+  ot_tmp_path(path, sizeof path, "arity.emb");
   int64_t s4[1] = {4};
   em_graph *h = NULL;
   /* (a) top_k stored with one output (its index value removed). */
@@ -1092,7 +1060,7 @@ static void test_load_refuses_op_arity_mismatch(void **state) {
   assert_int_equal(em_graph_save(g, path), EM_OK);
   em_graph_free(g);
   size_t n;
-  unsigned char *p = slurp(path, &n);
+  unsigned char *p = ot_read_file(path, &n);
   file_map m;
   map_file(p, &m);
   assert_int_equal(m.n_values, 3);
@@ -1104,8 +1072,8 @@ static void test_load_refuses_op_arity_mismatch(void **state) {
   size_t qn = n - cut;
   wr32(q, 16, 2);                       /* n_values */
   wr32(q, m.n_out_at[1] - cut, 1);      /* top_k's n_out */
-  reseal(q, qn);
-  spit(path, q, qn);
+  ot_reseal(q, qn);
+  ot_write_file(path, q, qn);
   free(q);
   free(p);
   em_status s1 = em_graph_load(path, &h);
@@ -1119,7 +1087,7 @@ static void test_load_refuses_op_arity_mismatch(void **state) {
   apply2(g, "add_n", x, x);
   assert_int_equal(em_graph_save(g, path), EM_OK);
   em_graph_free(g);
-  p = slurp(path, &n);
+  p = ot_read_file(path, &n);
   map_file(p, &m);
   size_t at = m.op_name_at[1];
   assert_int_equal(rd32(p, at), 5);
@@ -1129,8 +1097,8 @@ static void test_load_refuses_op_arity_mismatch(void **state) {
   wr32(q, at, 8);
   memcpy(q + at + 4, "identity", 8);
   memcpy(q + at + 12, p + at + 9, n - at - 9);
-  reseal(q, n + 3);
-  spit(path, q, n + 3);
+  ot_reseal(q, n + 3);
+  ot_write_file(path, q, n + 3);
   free(q);
   free(p);
   em_status s2 = em_graph_load(path, &h);
@@ -1159,7 +1127,7 @@ static void test_apply_refuses_unknown_attribute_type(void **state) {
   }
   assert_int_equal(s, EM_OK);
   char path[512];
-  tmp_path(path, sizeof path, "attr.emb");
+  ot_tmp_path(path, sizeof path, "attr.emb");
   em_status saved = em_graph_save(g, path);
   em_graph *h = NULL;
   em_status loaded = saved ? saved : em_graph_load(path, &h);
