@@ -13,7 +13,8 @@
  *   strides INTS      one per spatial axis, >= 1 (default 1s)
  *   dilations INTS    one per spatial axis, >= 1 (default 1s)
  *   pads INTS         [begin..., end...], >= 0 (default 0s); only with auto_pad NOTSET
- *   auto_pad STRING   NOTSET (use pads) | VALID (no padding) | SAME_UPPER | SAME_LOWER
+ *   auto_pad STRING   NOTSET (use pads) | VALID (no padding) | SAME_UPPER | SAME_LOWER |
+ *                     SAME_SYMMETRIC (CNTK's auto-padding: kernel centres spread evenly; ops/spatial.h)
  *   group INT         >= 1, divides C and M (default 1; depthwise: group == C)
  *   kernel_shape INTS optional; must equal the weights' spatial dims
  *   convolution_transpose only:
@@ -190,6 +191,10 @@ static em_status geom_resolve(const em_op_args *a, int transpose, const em_shape
         continue;
       }
       em_spatial_pads(mode, pads, nsp, i, in, s, dk, &pb, &pe);
+      if (pb < 0 || pe < 0)
+        return em_op_fail(a, "auto_pad SAME_SYMMETRIC on spatial axis %d gives pads %lld, %lld: the stride %lld is "
+                          "larger than the kernel (%lld), where CNTK would crop; give pads instead",
+                          i, (long long)pb, (long long)pe, (long long)s, (long long)dk);
       if (in + pb + pe < dk)
         return em_op_fail(a,
                           "the kernel (%lld taps, dilation %lld: spans %lld) is larger than the padded input "
@@ -208,6 +213,9 @@ static em_status geom_resolve(const em_op_args *a, int transpose, const em_shape
         gm->img[j] = oshape ? oshape[i] : -1;
         continue;
       }
+      if (mode == EM_PAD_SAME_SYMMETRIC)
+        return em_op_fail(a, "auto_pad SAME_SYMMETRIC is defined for convolution and pooling, not for "
+                          "convolution_transpose");
       int64_t full = s * (in - 1) + op + dk, out;
       if (oshape || mode == EM_PAD_SAME_UPPER || mode == EM_PAD_SAME_LOWER) {
         out = oshape ? oshape[i] : in * s;

@@ -17,7 +17,8 @@
  *   dilations INTS      >= 1 (default 1s)
  *   pads INTS           [begin..., end...], >= 0 (default 0s); only with auto_pad NOTSET
  *   auto_pad STRING     NOTSET | VALID | SAME_UPPER | SAME_LOWER (output ceil(in / stride); the odd
- *                       unit of padding at the end for SAME_UPPER, at the beginning for SAME_LOWER)
+ *                       unit of padding at the end for SAME_UPPER, at the beginning for SAME_LOWER) |
+ *                       SAME_SYMMETRIC (CNTK's auto-padding, ops/spatial.h)
  *   ceil_mode INT       0 (default): output = floor((in + pads - dilated kernel) / stride) + 1;
  *                       1: ceil instead, but a last window that would start inside the end padding
  *                       is dropped (as ONNX's reference and PyTorch do)
@@ -85,11 +86,15 @@ static em_status pool_axis(const em_op_args *a, int i, int mode, const int64_t *
                            pool_geom *gm, int j) {
   int64_t in = gm->img[j], k = gm->k[j], s = gm->s[j], d = gm->d[j], dk = (k - 1) * d + 1, pb, pe, out;
   em_spatial_pads(mode, pads, nsp, i, in, s, dk, &pb, &pe);
+  if (pb < 0 || pe < 0)
+    return em_op_fail(a, "auto_pad SAME_SYMMETRIC on spatial axis %d gives pads %lld, %lld: the stride %lld is larger "
+                      "than the kernel (%lld), where CNTK would crop; give pads instead",
+                      i, (long long)pb, (long long)pe, (long long)s, (long long)dk);
   if (in + pb + pe < dk)
     return em_op_fail(a, "kernel_shape[%d] = %lld (dilation %lld: spans %lld) is larger than the padded input "
                       "(%lld + pads %lld + %lld)", i, (long long)k, (long long)d, (long long)dk, (long long)in,
                       (long long)pb, (long long)pe);
-  if (mode == EM_PAD_SAME_UPPER || mode == EM_PAD_SAME_LOWER) {
+  if (mode == EM_PAD_SAME_UPPER || mode == EM_PAD_SAME_LOWER || mode == EM_PAD_SAME_SYMMETRIC) {
     out = (in + s - 1) / s;
   } else {
     int64_t span = in + pb + pe - dk;

@@ -41,7 +41,8 @@ static em_status auto_pad_attr(const em_op_args *a, int *mode) {
   else if (!strcmp(s, "VALID")) *mode = EM_PAD_VALID;
   else if (!strcmp(s, "SAME_UPPER")) *mode = EM_PAD_SAME_UPPER;
   else if (!strcmp(s, "SAME_LOWER")) *mode = EM_PAD_SAME_LOWER;
-  else return em_op_fail(a, "auto_pad is '%s'; expected NOTSET, VALID, SAME_UPPER or SAME_LOWER", s);
+  else if (!strcmp(s, "SAME_SYMMETRIC")) *mode = EM_PAD_SAME_SYMMETRIC;
+  else return em_op_fail(a, "auto_pad is '%s'; expected NOTSET, VALID, SAME_UPPER, SAME_LOWER or SAME_SYMMETRIC", s);
   return EM_OK;
 }
 
@@ -90,6 +91,10 @@ void em_spatial_pads(int auto_pad, const int64_t *pads, int nsp, int i, int64_t 
     *pe = pads ? pads[nsp + i] : 0;
   } else if (auto_pad == EM_PAD_VALID) {
     *pb = *pe = 0;
+  } else if (auto_pad == EM_PAD_SAME_SYMMETRIC) {
+    int64_t out = (in + s - 1) / s, extra = in - ((out - 1) * s + 1);
+    *pb = (dk - 1) / 2 - extra / 2;
+    *pe = (dk - 1) - (dk - 1) / 2 - (extra - extra / 2);
   } else {
     int64_t out = (in + s - 1) / s, total = (out - 1) * s + dk - in;
     if (total < 0) total = 0;

@@ -10,7 +10,7 @@
 #include "op.h"
 
 /* auto_pad modes */
-enum { EM_PAD_NOTSET, EM_PAD_VALID, EM_PAD_SAME_UPPER, EM_PAD_SAME_LOWER };
+enum { EM_PAD_NOTSET, EM_PAD_VALID, EM_PAD_SAME_UPPER, EM_PAD_SAME_LOWER, EM_PAD_SAME_SYMMETRIC };
 
 /* The window attributes of an op with nsp spatial axes; a NULL list is absent (defaults apply). */
 typedef struct em_spatial_attrs {
@@ -40,7 +40,13 @@ em_status em_spatial_check_grad(const em_op_args *a, const em_shape *dy, const e
 
 /* Begin and end padding of spatial axis i of a forward window (input size in, stride s, dilated
  * kernel span dk) under ONNX's rules: pads as given (NOTSET), none (VALID), or the least total
- * that gives ceil(in / s) outputs, the odd unit at the end (SAME_UPPER) or beginning (SAME_LOWER). */
+ * that gives ceil(in / s) outputs, the odd unit at the end (SAME_UPPER) or beginning (SAME_LOWER).
+ * SAME_SYMMETRIC is CNTK's auto-padding (Source/Math/ConvolveGeometry.h, GetLowerPad/GetUpperPad):
+ * ceil(in / s) outputs whose kernel centres ((dk - 1) / 2 into the window) are spread evenly over
+ * the input: with extra = in - ((out - 1) s + 1) input cells beyond the first and last centre,
+ * begin = (dk - 1) / 2 - extra / 2 and end = dk - 1 - (dk - 1) / 2 - (extra - extra / 2). With
+ * stride 1 that is SAME_UPPER; with larger strides it differs. Either pad may come out negative
+ * (stride larger than the kernel: CNTK crops there); callers refuse that. */
 void em_spatial_pads(int auto_pad, const int64_t *pads, int nsp, int i, int64_t in, int64_t s, int64_t dk,
                      int64_t *pb, int64_t *pe);
 

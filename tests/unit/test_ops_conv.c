@@ -599,9 +599,54 @@ static void test_conv_unknown_attribute(void **state) {
                         "it takes: group, kernel_shape, strides,");
 }
 
+/* auto_pad SAME_SYMMETRIC is CNTK's auto-padding (ConvolveGeometry.h): ceil(in/s) outputs, kernel
+ * centres spread evenly. The pads below are derived by hand from that rule (extra = in - ((out-1)s+1),
+ * begin = (k-1)/2 - extra/2, end = k-1 - (k-1)/2 - (extra - extra/2)); the op with SAME_SYMMETRIC must
+ * equal the op with those explicit pads, bit for bit. (in 8, k 3, s 2 is where it differs from
+ * SAME_UPPER, whose pads would be 0, 1.) */
+static void test_conv_same_symmetric(void **state) {
+  (void)state;
+  static const int64_t cases[][5] = {
+      /* in, k, s, begin, end */
+      {7, 4, 1, 1, 2}, {8, 3, 2, 1, 0}, {9, 3, 2, 1, 1}, {10, 5, 3, 2, 2}, {11, 5, 3, 2, 1}, {6, 2, 2, 0, 0},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    int64_t in = cases[c][0], k = cases[c][1], st = cases[c][2];
+    int64_t xs[3] = {2, 3, in}, ws[3] = {4, 3, k};
+    em_tensor *x = ot_rand(EM_F64, 3, xs, 100 + c, -1, 1), *w = ot_rand(EM_F64, 3, ws, 200 + c, -1, 1);
+    em_tensor *in2[2] = {x, w}, *y1 = NULL, *y2 = NULL;
+    int64_t strides[1] = {st}, pads[2] = {cases[c][3], cases[c][4]};
+    em_attr sym[2] = {{.name = "auto_pad", .type = EM_ATTR_STRING, .s = "SAME_SYMMETRIC"},
+                      {.name = "strides", .type = EM_ATTR_INTS, .ints = strides, .n = 1}};
+    em_attr expl[2] = {{.name = "pads", .type = EM_ATTR_INTS, .ints = pads, .n = 2},
+                       {.name = "strides", .type = EM_ATTR_INTS, .ints = strides, .n = 1}};
+    if (ot_run("convolution", in2, 2, sym, 2, &y1, 1)) fail_msg("case %zu: %s", c, em_last_error());
+    if (ot_run("convolution", in2, 2, expl, 2, &y2, 1)) fail_msg("case %zu: %s", c, em_last_error());
+    int64_t want[3] = {2, 4, (in + st - 1) / st};
+    ot_expect_shape(y1, EM_F64, 3, want, "SAME_SYMMETRIC output");
+    int64_t n1, n2;
+    double *v1 = ot_values(y1, &n1), *v2 = ot_values(y2, &n2);
+    assert_int_equal(n1, n2);
+    assert_memory_equal(v1, v2, sizeof(double) * (size_t)n1);
+    free(v1), free(v2);
+    em_tensor_release(y1), em_tensor_release(y2), em_tensor_release(x), em_tensor_release(w);
+  }
+  /* Stride larger than the kernel: CNTK would crop; refused, naming the mode. */
+  int64_t xs[3] = {1, 1, 9}, ws[3] = {1, 1, 1}, s3[1] = {3};
+  const int64_t *shapes[2] = {xs, ws};
+  em_attr big[2] = {{.name = "auto_pad", .type = EM_ATTR_STRING, .s = "SAME_SYMMETRIC"},
+                    {.name = "strides", .type = EM_ATTR_INTS, .ints = s3, .n = 1}};
+  ot_expect_apply_fails("convolution", 2, (em_dtype[]){EM_F32, EM_F32}, (int[]){3, 3}, shapes, big, 2, 1,
+                        "SAME_SYMMETRIC", "crop");
+  em_attr tr = {.name = "auto_pad", .type = EM_ATTR_STRING, .s = "SAME_SYMMETRIC"};
+  ot_expect_apply_fails("convolution_transpose", 2, (em_dtype[]){EM_F32, EM_F32}, (int[]){3, 3}, shapes, &tr, 1, 1,
+                        "SAME_SYMMETRIC", NULL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_conv_known_values),
+    cmocka_unit_test(test_conv_same_symmetric),
     cmocka_unit_test(test_conv_values),
     cmocka_unit_test(test_conv_transpose_values),
     cmocka_unit_test(test_conv_gradcheck),

@@ -482,9 +482,38 @@ static void test_pool_unknown_attribute(void **state) {
                         "it takes: kernel_shape");
 }
 
+/* auto_pad SAME_SYMMETRIC (CNTK's auto-padding, ops/spatial.h) on pooling: in 8, kernel 3, stride 2
+ * gives 4 windows with pads 1 (begin) and 0 (end), derived by hand (extra = 8 - (3*2+1) = 1; begin =
+ * 1 - 0, end = 2 - 1 - 1); SAME_UPPER would pad 0, 1. Same bits as the explicit pads. */
+static void test_pool_same_symmetric(void **state) {
+  (void)state;
+  int64_t xs[3] = {2, 3, 8}, k[1] = {3}, st[1] = {2}, pads[2] = {1, 0};
+  em_tensor *x = ot_rand(EM_F64, 3, xs, 77, -1, 1), *y1 = NULL, *y2 = NULL;
+  const char *ops[2] = {"max_pool", "average_pool"};
+  for (int o = 0; o < 2; o++) {
+    em_attr sym[3] = {{.name = "kernel_shape", .type = EM_ATTR_INTS, .ints = k, .n = 1},
+                      {.name = "strides", .type = EM_ATTR_INTS, .ints = st, .n = 1},
+                      {.name = "auto_pad", .type = EM_ATTR_STRING, .s = "SAME_SYMMETRIC"}};
+    em_attr expl[3] = {{.name = "kernel_shape", .type = EM_ATTR_INTS, .ints = k, .n = 1},
+                       {.name = "strides", .type = EM_ATTR_INTS, .ints = st, .n = 1},
+                       {.name = "pads", .type = EM_ATTR_INTS, .ints = pads, .n = 2}};
+    if (ot_run(ops[o], &x, 1, sym, 3, &y1, 1) || ot_run(ops[o], &x, 1, expl, 3, &y2, 1))
+      fail_msg("%s: %s", ops[o], em_last_error());
+    int64_t want[3] = {2, 3, 4}, n1, n2;
+    ot_expect_shape(y1, EM_F64, 3, want, ops[o]);
+    double *v1 = ot_values(y1, &n1), *v2 = ot_values(y2, &n2);
+    assert_int_equal(n1, n2);
+    assert_memory_equal(v1, v2, sizeof(double) * (size_t)n1);
+    free(v1), free(v2);
+    em_tensor_release(y1), em_tensor_release(y2);
+  }
+  em_tensor_release(x);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_pool_known_values),
+    cmocka_unit_test(test_pool_same_symmetric),
     cmocka_unit_test(test_pool_values),
     cmocka_unit_test(test_max_pool_ties),
     cmocka_unit_test(test_global_pools),
