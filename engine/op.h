@@ -93,6 +93,26 @@ const em_op_def *em_op_at(size_t i);
 /* ---------------------------------------------------------- attributes --- */
 
 /* An attribute list for em_op_def.attrs: EM_ATTRS("axes", "keepdims"). */
+/* EM_SIMD_CLONES on a hot loop function compiles it also for AVX2 and AVX-512 and picks the
+ * variant for the CPU at load time (GCC target_clones, an ifunc), so a library built for
+ * baseline x86-64 still uses the wide vectors. The build compiles C in ISO mode, where GCC
+ * does not contract a * b + c into an FMA, and vectorising an element-independent loop does
+ * not reorder any sum: every variant computes the same bits. Put it on a function that does
+ * a row or more of work (each call goes through the ifunc), not on one that holds an OpenMP
+ * region (the outlined body would not be cloned). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__gnu_linux__) && \
+    !defined(EM_NO_SIMD_CLONES)
+#define EM_SIMD_CLONES __attribute__((target_clones("default", "avx2", "avx512f")))
+#else
+#define EM_SIMD_CLONES
+#endif
+/* For the helpers of an EM_SIMD_CLONES function: inlined, they are compiled for each variant. */
+#if defined(__GNUC__)
+#define EM_INLINE inline __attribute__((always_inline))
+#else
+#define EM_INLINE inline
+#endif
+
 #define EM_ATTRS(...) ((const char *const[]){__VA_ARGS__, NULL})
 #define EM_NO_ATTRS ((const char *const[]){NULL})
 

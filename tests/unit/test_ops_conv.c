@@ -296,6 +296,13 @@ static const conv_case conv_cases[] = {
    .has_pads = 1, .pads = {2, 2, 2, 2}},
   {.name = "2d depthwise 32x128x128 5x5", .nsp = 2, .n = 1, .c = 32, .m = 32, .g = 32, .in = {128, 128},
    .k = {5, 5}, .auto_pad = "SAME_UPPER", .bias = 1},
+  /* rows of a register block and a tail; a left pad wider than the kernel reaches */
+  {.name = "2d depthwise wide rows pads beyond kernel", .nsp = 2, .n = 1, .c = 2, .m = 2, .g = 2, .in = {3, 150},
+   .k = {3, 4}, .d = {1, 2}, .has_pads = 1, .pads = {1, 7, 0, 2}, .bias = 1},
+  {.name = "2d depthwise x3 wide rows SAME_LOWER", .nsp = 2, .n = 2, .c = 2, .m = 6, .g = 2, .in = {4, 70},
+   .k = {2, 3}, .auto_pad = "SAME_LOWER"},
+  {.name = "2d depthwise stride 2 wide rows", .nsp = 2, .n = 1, .c = 3, .m = 3, .g = 3, .in = {5, 260},
+   .k = {3, 3}, .s = {1, 2}, .has_pads = 1, .pads = {1, 1, 1, 1}},
 };
 
 static void test_conv_values(void **state) {
@@ -333,6 +340,12 @@ static const conv_case transpose_cases[] = {
   {.name = "2d 1x1", .nsp = 2, .n = 3, .c = 4, .m = 5, .g = 1, .in = {3, 5}, .k = {1, 1}},
   {.name = "2d batch chunks", .nsp = 2, .n = 3, .c = 6, .m = 4, .g = 2, .in = {16, 12}, .k = {3, 3}, .s = {2, 2},
    .has_pads = 1, .pads = {1, 1, 1, 1}, .has_opad = 1, .opad = {1, 1}},
+  /* the depthwise adjoint gather over rows of a register block and a tail */
+  {.name = "2d depthwise wide rows", .nsp = 2, .n = 1, .c = 3, .m = 3, .g = 3, .in = {3, 80}, .k = {3, 3},
+   .has_pads = 1, .pads = {1, 2, 0, 1}, .bias = 1},
+  {.name = "2d depthwise x2 wide rows dilation output_padding", .nsp = 2, .n = 2, .c = 2, .m = 4, .g = 2,
+   .in = {4, 70}, .k = {2, 3}, .s = {2, 1}, .d = {1, 3}, .has_pads = 1, .pads = {0, 4, 1, 0}, .has_opad = 1,
+   .opad = {1, 0}},
 };
 
 static void test_conv_transpose_values(void **state) {
@@ -384,6 +397,8 @@ static const conv_case grad_conv_cases[] = {
   {.name = "3d", .nsp = 3, .n = 1, .c = 2, .m = 2, .g = 1, .in = {4, 5, 3}, .k = {2, 3, 2}, .s = {2, 1, 1},
    .d = {1, 1, 2}, .has_pads = 1, .pads = {1, 1, 0, 0, 1, 1}, .bias = 1},
   {.name = "2d 1x1 groups", .nsp = 2, .n = 2, .c = 4, .m = 6, .g = 2, .in = {3, 4}, .k = {1, 1}, .bias = 1},
+  {.name = "2d depthwise wide rows", .nsp = 2, .n = 1, .c = 2, .m = 2, .g = 2, .in = {3, 67}, .k = {3, 3},
+   .has_pads = 1, .pads = {1, 1, 1, 2}, .bias = 1},
 };
 
 static const conv_case grad_transpose_cases[] = {
