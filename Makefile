@@ -47,7 +47,9 @@ SANITIZERS := -fsanitize=address$(comma)undefined -fno-omit-frame-pointer -fno-s
 SAN_FLAGS := $(if $(filter 1,$(SAN)),$(SANITIZERS) -DEM_POISON_OUTPUTS)
 # OpenMP parallelises the CPU ops' loops (split by output element, so results
 # never depend on the thread count); OpenBLAS does the GEMMs.
-CFLAGS_ALL := $(CSTD) $(OPT) $(WARN) -fPIC -fopenmp $(INCLUDES) $(SAN_FLAGS) $(CFLAGS)
+# No FMA contraction: the AVX2/AVX-512 clones of hot loops (EM_SIMD_CLONES)
+# must give the baseline build's bits (ISO C mode implies it; said outright).
+CFLAGS_ALL := $(CSTD) $(OPT) $(WARN) -ffp-contract=off -fPIC -fopenmp $(INCLUDES) $(SAN_FLAGS) $(CFLAGS)
 LIB_CFLAGS := $(CFLAGS_ALL) -fvisibility=hidden -DEMBER_BUILDING_LIBRARY
 LIBS := -lopenblas -lelf -lzstd -llz4 -ldl -lpthread -lm
 LDFLAGS_ALL := -fopenmp $(SAN_FLAGS) $(LDFLAGS)

@@ -95,9 +95,9 @@ const em_op_def *em_op_at(size_t i);
 /* An attribute list for em_op_def.attrs: EM_ATTRS("axes", "keepdims"). */
 /* EM_SIMD_CLONES on a hot loop function compiles it also for AVX2 and AVX-512 and picks the
  * variant for the CPU at load time (GCC target_clones, an ifunc), so a library built for
- * baseline x86-64 still uses the wide vectors. The build compiles C in ISO mode, where GCC
- * does not contract a * b + c into an FMA, and vectorising an element-independent loop does
- * not reorder any sum: every variant computes the same bits. Put it on a function that does
+ * baseline x86-64 still uses the wide vectors. The build passes -ffp-contract=off (no
+ * a * b + c fused into an FMA, which -mavx512f would otherwise allow), and vectorising an
+ * element-independent loop does not reorder any sum: every variant computes the same bits. Put it on a function that does
  * a row or more of work (each call goes through the ifunc), not on one that holds an OpenMP
  * region (the outlined body would not be cloned). */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__gnu_linux__) && \
