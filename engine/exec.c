@@ -9,6 +9,7 @@
  * Devices: an op runs through its `gpu` member on a CUDA device when it has
  * one; otherwise on host copies through `cpu`. Nothing else in the engine
  * knows about devices. */
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +25,20 @@
 
 static atomic_int g_threads; /* 0: the default */
 
+/* The default count: OMP_NUM_THREADS when it starts with a positive number (as OpenMP reads
+ * it: "4" or the first level of "4,2"), else the CPUs this process may run on (the affinity
+ * mask honours taskset and container cpusets; the online count would oversubscribe them),
+ * else the online CPUs. Read at each call, so a change of the variable takes effect. */
 static int default_threads(void) {
+  const char *env = getenv("OMP_NUM_THREADS");
+  if (env) {
+    char *end;
+    long v = strtol(env, &end, 10);
+    if (end != env && v > 0 && (*end == '\0' || *end == ',')) return (int)(v < 4096 ? v : 4096);
+  }
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+    return CPU_COUNT(&set) < 256 ? CPU_COUNT(&set) : 256;
   long n = sysconf(_SC_NPROCESSORS_ONLN);
   return n > 0 ? (int)(n < 256 ? n : 256) : 1;
 }

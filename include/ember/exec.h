@@ -61,8 +61,11 @@ typedef struct em_exec_stats {
 } em_exec_stats;
 EM_API em_status em_exec_stats_get(const em_exec *e, em_exec_stats *out);
 
-/* Threads the CPU ops (and OpenBLAS) use; n <= 0 restores the default (the
- * machine's online CPUs). Results do not depend on it, bit for bit. */
+/* Threads the CPU ops use; n <= 0 restores the default: OMP_NUM_THREADS when
+ * set to a positive number, else the CPUs the process may run on (its
+ * affinity mask), else the online CPUs. Results do not depend on it, bit for
+ * bit. OpenBLAS runs single-threaded inside Ember's own tiles whatever its
+ * own setting. */
 EM_API em_status em_set_num_threads(int n);
 EM_API int em_get_num_threads(void);
 

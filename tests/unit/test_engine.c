@@ -5,6 +5,7 @@
  * depend on the op families; expected values are derived by hand in each
  * test. */
 #include <math.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -601,6 +602,38 @@ static void test_exec_on_fake_gpu(void **state) {
   unsetenv("EMBER_LIBCUDA");
 }
 
+/* The default thread count: OMP_NUM_THREADS when it names a positive count, else the CPUs in
+ * the affinity mask (counted here with sched_getaffinity; not sysconf's online count). */
+static void test_default_threads(void **state) {
+  (void)state;
+  const char *was = getenv("OMP_NUM_THREADS");
+  char *saved = was ? strdup(was) : NULL;
+  cpu_set_t set;
+  assert_int_equal(sched_getaffinity(0, sizeof set, &set), 0);
+  int allowed = CPU_COUNT(&set) < 256 ? CPU_COUNT(&set) : 256;
+  assert_int_equal(em_set_num_threads(0), EM_OK);
+
+  static const struct { const char *value; int want; } cases[] = {
+      {"3", 3}, {"5,2", 5}, {"7000", 4096}, {"0", -1}, {"-2", -1}, {"abc", -1}, {"4x", -1}, {"", -1}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    assert_int_equal(setenv("OMP_NUM_THREADS", cases[i].value, 1), 0);
+    int got = em_get_num_threads(), want = cases[i].want > 0 ? cases[i].want : allowed;
+    if (got != want) fail_msg("OMP_NUM_THREADS=\"%s\": %d threads, expected %d", cases[i].value, got, want);
+  }
+  unsetenv("OMP_NUM_THREADS");
+  assert_int_equal(em_get_num_threads(), allowed);
+  /* an explicit count wins over the variable; 0 goes back to it */
+  assert_int_equal(setenv("OMP_NUM_THREADS", "3", 1), 0);
+  assert_int_equal(em_set_num_threads(2), EM_OK);
+  assert_int_equal(em_get_num_threads(), 2);
+  assert_int_equal(em_set_num_threads(0), EM_OK);
+  assert_int_equal(em_get_num_threads(), 3);
+
+  if (saved) setenv("OMP_NUM_THREADS", saved, 1);
+  else unsetenv("OMP_NUM_THREADS");
+  free(saved);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_leaves_names_and_lookup),
@@ -617,6 +650,7 @@ int main(void) {
     cmocka_unit_test(test_clone_share_and_copy),
     cmocka_unit_test(test_save_load_roundtrip_and_damage),
     cmocka_unit_test(test_exec_on_fake_gpu),
+    cmocka_unit_test(test_default_threads),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
