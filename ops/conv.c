@@ -65,6 +65,7 @@
 #define SP 3                    /* spatial axes as handled internally */
 #define GATHER_BLOCK 64         /* outputs a depthwise gather keeps in registers (independent vector sums) */
 #define GATHER_CHUNK 256        /* outputs a depthwise gather sums at a time on the stack, in L1 */
+#define DW_SCRATCH_BYTES ((int64_t)256 << 20) /* padded planes a depthwise gather may keep (all threads) */
 #define DW_MAX_TAPS 4096        /* larger depthwise kernels go through im2col (the gathers keep tap lists on the stack) */
 #define CHUNK_ELEMS (1 << 22)   /* im2col buffer budget (elements) when batching items into one GEMM */
 
@@ -90,6 +91,17 @@ static void valid_range(int64_t off, int64_t s, int64_t n_in, int64_t n_out, int
 static int64_t prod3(const int64_t *v) { return v[0] * v[1] * v[2]; }
 
 static em_status oom(const char *what) { return em_fail(EM_ERR_OUT_OF_MEMORY, "convolution: no memory for %s", what); }
+
+/* Threads for a depthwise gather that keeps one padded plane (plane_bytes) per thread: all
+ * of them when the work is large enough to split, but no more than there are planes, and
+ * only as many as DW_SCRATCH_BYTES of scratch allow (at least one). Which thread computes
+ * a plane never changes its bits. */
+static int dw_threads(int64_t work, int64_t planes, int64_t plane_bytes) {
+  int64_t t = work > 32768 ? em_cpu_threads() : 1;
+  if (t > planes) t = planes;
+  if (plane_bytes > 0 && t > DW_SCRATCH_BYTES / plane_bytes) t = DW_SCRATCH_BYTES / plane_bytes;
+  return t < 1 ? 1 : (int)t;
+}
 
 /* Kernels for each float type: this file includes itself with CONV_T set. */
 #define CONV_T float
@@ -925,7 +937,7 @@ static em_status CONV_NAME(dw_fwd)(const conv_geom *gm, const R *x, const R *w, 
   /* padded row: image column ic at ic + pb2; output column o's taps read o * s2 + kw * d2 */
   const int64_t need = (out[2] - 1) * s[2] + (k[2] - 1) * d[2] + 1, Wp = need > pb[2] + in[2] ? need : pb[2] + in[2];
   const int64_t plane = in[0] * in[1] * Wp;
-  const int threads = planes * P * nt > 32768 ? em_cpu_threads() : 1;
+  const int threads = dw_threads(planes * P * nt, planes, plane * (int64_t)sizeof(R));
   R *scratch = CONV_NAME(thread_scratch)(plane, threads);
   if (!scratch) return oom("a padded image plane");
 #pragma omp parallel num_threads(threads) if (threads > 1)
@@ -974,7 +986,7 @@ static em_status CONV_NAME(dw_adj_gather)(const conv_geom *gm, const R *dy, cons
   const int64_t left = (k[2] - 1) * d[2] - pb[2] > 0 ? (k[2] - 1) * d[2] - pb[2] : 0;
   const int64_t Wq = in[2] + pb[2] + left > out[2] + left ? in[2] + pb[2] + left : out[2] + left;
   const int64_t plane = out[0] * out[1] * Wq;
-  const int threads = planes * Q * nt * mult > 32768 ? em_cpu_threads() : 1;
+  const int threads = dw_threads(planes * Q * nt * mult, planes, mult * plane * (int64_t)sizeof(R));
   R *scratch = CONV_NAME(thread_scratch)(mult * plane, threads);
   if (!scratch) return oom("padded gradient planes");
 #pragma omp parallel num_threads(threads) if (threads > 1)
