@@ -34,17 +34,137 @@
  *   sparse as above. A class's rank counts the outputs larger than it and
  *   the equal ones before it, so ties go to the lower index (as argmax).
  *   ignore_index INT (sparse only, optional): those samples give 0.
- *   Not differentiable (no gradient into either input). */
+ *   Not differentiable (no gradient into either input).
+ *
+ * Speed: f32 rows whose class axis is the last (contiguous) go through
+ * vector fast paths (below: em_expf, the exp the GPU kernels share, and sums
+ * in double over LANES fixed partial sums); other rows, and f64, take the
+ * generic path in double with libm. */
+/* Lets GCC turn the fast paths' selects (the row maximum) into vector code; it
+ * only stops the compiler from preserving FP exception flags, which Ember never
+ * reads (as in unary.c). */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math")
+#endif
+
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "../kernels/em_math.h"
 #include "op.h"
 
 /* ---------------------------------------------------------- plumbing --- */
 
 #define PAR_THRESHOLD 32768
+
+/* ------------------------------------------------ f32 row fast paths --- */
+
+/* A softmax-family op over [64, 32000] f32 logits spent ~7 ns per exp in the generic path
+ * (double libm, one element at a time): softmax + cross entropy forward and backward took
+ * 69 ms on one thread, seven times the GEMM that made the logits. These kernels work on
+ * one contiguous f32 row in vector loops. Sums run in double in LANES partial sums, lane l
+ * taking elements l, l + LANES, ..., added pairwise in a fixed order at the end: the bits
+ * depend neither on the thread count nor on the vector width of the clone that runs.
+ * exp is em_math.h's em_expf on a float argument, so a tiny probability far below the
+ * row's maximum carries a relative error of about |x - max| * 2^-24 (as in any f32
+ * softmax); sums, log-sum-exp and log-softmax stay in double. */
+#define LANES 16
+
+EM_INLINE static double lanes_total(double *s) {
+  for (int w = LANES / 2; w > 0; w /= 2)
+    for (int l = 0; l < w; l++) s[l] += s[l + w];
+  return s[0];
+}
+
+/* The row's maximum; NaN when any element is NaN. */
+EM_INLINE static float row_max_f32(const float *x, int64_t c) {
+  float m[LANES];
+  for (int l = 0; l < LANES; l++) m[l] = -INFINITY;
+  int64_t j = 0;
+  for (; j + LANES <= c; j += LANES)
+#pragma omp simd
+    for (int l = 0; l < LANES; l++) {
+      float v = x[j + l];
+      m[l] = v > m[l] || v != v ? v : m[l];
+    }
+#pragma omp simd
+  for (int l = 0; l < (int)(c - j); l++) {
+    float v = x[j + l];
+    m[l] = v > m[l] || v != v ? v : m[l];
+  }
+  float mx = m[0];
+  for (int l = 1; l < LANES; l++) mx = m[l] > mx || m[l] != m[l] ? m[l] : mx;
+  return mx;
+}
+
+/* sum_j exp(x_j - mx), in double. */
+EM_INLINE static double row_sum_exp_f32(const float *x, int64_t c, float mx) {
+  double s[LANES] = {0};
+  int64_t j = 0;
+  for (; j + LANES <= c; j += LANES)
+#pragma omp simd
+    for (int l = 0; l < LANES; l++) s[l] += (double)em_expf(x[j + l] - mx);
+#pragma omp simd
+  for (int l = 0; l < (int)(c - j); l++) s[l] += (double)em_expf(x[j + l] - mx);
+  return lanes_total(s);
+}
+
+/* log sum_j exp(x_j), as row_lse: the maximum itself when it is infinite. */
+EM_SIMD_CLONES static double row_lse_f32(const float *x, int64_t c) {
+  float mx = row_max_f32(x, c);
+  if (isinf(mx)) return mx;
+  return (double)mx + log(row_sum_exp_f32(x, c, mx));
+}
+
+EM_SIMD_CLONES static void softmax_row_f32(const float *x, float *y, int64_t c, int log_out) {
+  float mx = row_max_f32(x, c);
+  double sum = row_sum_exp_f32(x, c, mx);
+  if (log_out) {
+    double lse = log(sum), m = mx;
+#pragma omp simd
+    for (int64_t j = 0; j < c; j++) y[j] = (float)(((double)x[j] - m) - lse);
+  } else {
+    double inv = 1.0 / sum;
+#pragma omp simd
+    for (int64_t j = 0; j < c; j++) y[j] = (float)((double)em_expf(x[j] - mx) * inv);
+  }
+}
+
+/* softmax: dx = y (dy - sum(dy y)); log_softmax: dx = dy - exp(y) sum(dy). */
+EM_SIMD_CLONES static void softmax_grad_row_f32(const float *y, const float *dy, float *dx, int64_t c, int log_out) {
+  double s[LANES] = {0};
+  int64_t j = 0;
+  for (; j + LANES <= c; j += LANES)
+#pragma omp simd
+    for (int l = 0; l < LANES; l++) s[l] += log_out ? (double)dy[j + l] : (double)dy[j + l] * (double)y[j + l];
+#pragma omp simd
+  for (int l = 0; l < (int)(c - j); l++) s[l] += log_out ? (double)dy[j + l] : (double)dy[j + l] * (double)y[j + l];
+  double dot = lanes_total(s);
+  if (log_out)
+#pragma omp simd
+    for (j = 0; j < c; j++) dx[j] = (float)((double)dy[j] - (double)em_expf(y[j]) * dot);
+  else
+#pragma omp simd
+    for (j = 0; j < c; j++) dx[j] = (float)((double)y[j] * ((double)dy[j] - dot));
+}
+
+/* Cross entropy's logits gradient for one row: (softmax * tsum - t) * g, with t the dense
+ * labels row, or, when t is NULL, the one-hot row of label (none when label < 0). */
+EM_SIMD_CLONES static void ce_grad_row_f32(const float *x, const float *t, int64_t label, double tsum, double g,
+                                           float *dx, int64_t c) {
+  if (g == 0) {
+    for (int64_t j = 0; j < c; j++) dx[j] = 0;
+    return;
+  }
+  double lse = row_lse_f32(x, c);
+#pragma omp simd
+  for (int64_t j = 0; j < c; j++) {
+    double tv = t ? (double)t[j] : (double)(j == label);
+    dx[j] = (float)(((double)em_expf((float)((double)x[j] - lse)) * tsum - tv) * g);
+  }
+}
 
 static double ld(const void *p, int f64, int64_t i) { return f64 ? ((const double *)p)[i] : ((const float *)p)[i]; }
 static void st(void *p, int f64, int64_t i, double v) {
@@ -156,8 +276,12 @@ static em_status softmax_run(const em_op_args *a, em_tensor *const *in, em_tenso
   const void *x = em_tensor_data(in[0]);
   void *y = em_tensor_data(out[0]);
   int64_t n_rows = r.outer * r.inner;
+  const int fast = !f64 && r.inner == 1;
 #pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (n_rows * r.c > PAR_THRESHOLD)
-  for (int64_t row = 0; row < n_rows; row++) softmax_row(x, y, f64, row_base(&r, row), r.c, r.inner, log_out);
+  for (int64_t row = 0; row < n_rows; row++) {
+    if (fast) softmax_row_f32((const float *)x + row * r.c, (float *)y + row * r.c, r.c, log_out);
+    else softmax_row(x, y, f64, row_base(&r, row), r.c, r.inner, log_out);
+  }
   return EM_OK;
 }
 
@@ -223,8 +347,14 @@ static em_status softmax_grad_run(const em_op_args *a, em_tensor *const *in, em_
   const void *y = em_tensor_data(in[0]), *dy = em_tensor_data(in[1]);
   void *dx = em_tensor_data(out[0]);
   int64_t n_rows = r.outer * r.inner;
+  const int fast = !f64 && r.inner == 1;
 #pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (n_rows * r.c > PAR_THRESHOLD)
-  for (int64_t row = 0; row < n_rows; row++) softmax_grad_row(y, dy, dx, f64, row_base(&r, row), r.c, r.inner, log_out);
+  for (int64_t row = 0; row < n_rows; row++) {
+    if (fast)
+      softmax_grad_row_f32((const float *)y + row * r.c, (const float *)dy + row * r.c, (float *)dx + row * r.c, r.c,
+                           log_out);
+    else softmax_grad_row(y, dy, dx, f64, row_base(&r, row), r.c, r.inner, log_out);
+  }
   return EM_OK;
 }
 
@@ -323,6 +453,7 @@ static int64_t sparse_label(const labels_info *li, const void *labels, int64_t r
 
 /* max and log-sum-exp of a row. */
 static double row_lse(const void *x, int f64, int64_t base, int64_t c, int64_t step) {
+  if (!f64 && step == 1) return row_lse_f32((const float *)x + base, c);
   double mx = -INFINITY;
   for (int64_t j = 0; j < c; j++) {
     double v = ld(x, f64, base + j * step);
@@ -411,11 +542,17 @@ static void ce_grad_logits_row(const labels_info *li, const rows *r, const void 
   int64_t base = row_base(r, row);
   int64_t l = li->sparse ? sparse_label(li, t, row) : 0;
   if (li->sparse && l < 0) g = 0;
-  double lse = row_lse(x, f64, base, r->c, r->inner), tsum = 1;
+  double tsum = 1;
   if (!li->sparse) {
     tsum = 0;
     for (int64_t j = 0; j < r->c; j++) tsum += ld(t, f64, base + j * r->inner);
   }
+  if (!f64 && r->inner == 1) {
+    ce_grad_row_f32((const float *)x + base, li->sparse ? NULL : (const float *)t + base, l, tsum, g, (float *)dx + base,
+                    r->c);
+    return;
+  }
+  double lse = row_lse(x, f64, base, r->c, r->inner);
   for (int64_t j = 0; j < r->c; j++) {
     int64_t k = base + j * r->inner;
     double tv = li->sparse ? (j == l) : ld(t, f64, k);

@@ -251,6 +251,76 @@ static void test_ce_grad_values(void **state) {
   for (int i = 0; i < 3; i++) em_tensor_release(in[i]);
 }
 
+/* f32 rows along the last axis take vector fast paths (ops/loss.c): their gradients
+ * against the plain double formulas, on rows of one lane block plus a tail (37) and of
+ * many blocks (1000), inputs read back as doubles. Also NaN and all -inf rows behave as
+ * in the generic path (the f64 run of the same values). */
+static void test_f32_row_paths(void **state) {
+  (void)state;
+  const int64_t cs[2] = {37, 1000};
+  for (int ci = 0; ci < 2; ci++) {
+    const int64_t c = cs[ci], s[2] = {5, c}, ls[1] = {5}, n = 5 * c;
+    em_tensor *y = ot_rand(EM_F32, 2, s, 11 + ci, 0, 1), *dy = ot_rand(EM_F32, 2, s, 13 + ci, -1, 1);
+    double *yv = ot_values(y, NULL), *dyv = ot_values(dy, NULL), *want = malloc(sizeof(double) * (size_t)n);
+    em_tensor *in[3] = {y, dy, NULL};
+    for (int lg = 0; lg < 2; lg++) {
+      for (int r = 0; r < 5; r++) {
+        double dot = 0;
+        for (int64_t j = 0; j < c; j++) dot += lg ? dyv[r * c + j] : dyv[r * c + j] * yv[r * c + j];
+        for (int64_t j = 0; j < c; j++) {
+          int64_t k = r * c + j;
+          want[k] = lg ? dyv[k] - exp(yv[k]) * dot : yv[k] * (dyv[k] - dot);
+        }
+      }
+      em_tensor *g = ot_run1(lg ? "_log_softmax_grad" : "_softmax_grad", in, 2, NULL, 0);
+      ot_expect_values(g, want, n, 2e-6 * (lg ? (double)c : 1), lg ? "_log_softmax_grad f32" : "_softmax_grad f32");
+      em_tensor_release(g);
+    }
+    /* cross entropy's logits gradient: sparse (with an ignored sample) and dense labels */
+    em_tensor *x = ot_rand(EM_F32, 2, s, 17 + ci, -4, 4), *g1 = ot_rand(EM_F32, 1, ls, 19, 0.5, 2);
+    double *xv = ot_values(x, NULL), *gv = ot_values(g1, NULL);
+    const double lab[5] = {0, 3, (double)(c - 1), 3, 7};
+    em_tensor *tl = ot_tensor(EM_I64, 1, ls, lab), *td = ot_rand(EM_F32, 2, s, 23 + ci, 0, 1);
+    double *tdv = ot_values(td, NULL);
+    for (int dense = 0; dense < 2; dense++) {
+      for (int r = 0; r < 5; r++) {
+        double lse = ref_lse(xv, r, c, 1, 0), tsum = 0;
+        for (int64_t j = 0; j < c; j++) tsum += dense ? tdv[r * c + j] : (j == (int64_t)lab[r]);
+        for (int64_t j = 0; j < c; j++) {
+          int64_t k = r * c + j;
+          double t = dense ? tdv[k] : (j == (int64_t)lab[r]);
+          want[k] = !dense && lab[r] == 3 ? 0 : (exp(xv[k] - lse) * tsum - t) * gv[r];
+        }
+      }
+      em_tensor *cin[3] = {x, dense ? td : tl, g1};
+      em_attr at[2] = {AI("which", 0), AI("ignore_index", 3)};
+      em_tensor *g = ot_run1("_cross_entropy_grad", cin, 3, at, dense ? 1 : 2);
+      ot_expect_values(g, want, n, 2e-6, dense ? "_cross_entropy_grad f32 dense" : "_cross_entropy_grad f32 sparse");
+      em_tensor_release(g);
+    }
+    free(yv), free(dyv), free(want), free(xv), free(gv), free(tdv);
+    em_tensor_release(y), em_tensor_release(dy), em_tensor_release(x), em_tensor_release(g1);
+    em_tensor_release(tl), em_tensor_release(td);
+  }
+  /* special rows: a NaN, all -inf, +inf with finite values; f32 (fast) and f64 (generic) agree */
+  const int64_t s[2] = {3, 20};
+  double v[60];
+  for (int i = 0; i < 60; i++) v[i] = (i % 7) - 3;
+  v[5] = NAN;
+  for (int i = 20; i < 40; i++) v[i] = -INFINITY;
+  v[47] = INFINITY;
+  em_tensor *xf = ot_tensor(EM_F32, 2, s, v), *xd = ot_tensor(EM_F64, 2, s, v);
+  for (int lg = 0; lg < 2; lg++) {
+    const char *op = lg ? "log_softmax" : "softmax";
+    em_tensor *yf = ot_run1(op, &xf, 1, NULL, 0), *yd = ot_run1(op, &xd, 1, NULL, 0);
+    double *want = ot_values(yd, NULL);
+    ot_expect_values(yf, want, 60, 1e-6, lg ? "log_softmax f32 special rows" : "softmax f32 special rows");
+    free(want);
+    em_tensor_release(yf), em_tensor_release(yd);
+  }
+  em_tensor_release(xf), em_tensor_release(xd);
+}
+
 /* ---------------------------------------------- binary cross entropy --- */
 
 static void test_bce_forward(void **state) {
@@ -588,6 +658,7 @@ int main(void) {
     cmocka_unit_test(test_ce_stable),
     cmocka_unit_test(test_ce_gradients),
     cmocka_unit_test(test_ce_grad_values),
+    cmocka_unit_test(test_f32_row_paths),
     cmocka_unit_test(test_bce_forward),
     cmocka_unit_test(test_bce_gradients),
     cmocka_unit_test(test_sqerr_forward),
