@@ -92,14 +92,54 @@ static int64_t prod3(const int64_t *v) { return v[0] * v[1] * v[2]; }
 
 static em_status oom(const char *what) { return em_fail(EM_ERR_OUT_OF_MEMORY, "convolution: no memory for %s", what); }
 
-/* Threads for a depthwise gather that keeps one padded plane (plane_bytes) per thread: all
- * of them when the work is large enough to split, but no more than there are planes, and
- * only as many as DW_SCRATCH_BYTES of scratch allow (at least one). Which thread computes
- * a plane never changes its bits. */
-static int dw_threads(int64_t work, int64_t planes, int64_t plane_bytes) {
-  int64_t t = work > 32768 ? em_cpu_threads() : 1;
+/* The zero-padded copies a depthwise gather reads: `each` planes (per thread) of `rows`
+ * rows, `width` wide, the source row starting at column `left` (may be < 0: cut). */
+typedef struct dw_pad {
+  int64_t rows, width, left, each, elems; /* elems = each * rows * width */
+} dw_pad;
+
+/* Fills p->elems; refuses (0) a padded plane that overflows or dwarfs the rows it pads
+ * (huge pads or dilations): the caller then takes the general im2col path. */
+static int dw_pad_fits(dw_pad *p, int64_t src_width, int64_t out_width) {
+  int64_t limit = 4 * (src_width + out_width) + 64, e;
+  if (p->width < 1 || p->width > limit) return 0;
+  if (__builtin_mul_overflow(p->rows, p->width, &e) || __builtin_mul_overflow(e, p->each, &e)) return 0;
+  p->elems = e;
+  return 1;
+}
+
+/* dw_fwd reads image rows: image column ic at ic + pb2, output column o's taps at
+ * o * s2 + kw * d2, the last one at (out2 - 1) * s2 + (k2 - 1) * d2. */
+static int dw_fwd_pad(const conv_geom *gm, dw_pad *p) {
+  int64_t a, b, w;
+  if (__builtin_mul_overflow(gm->col[2] - 1, gm->s[2], &a) || __builtin_mul_overflow(gm->k[2] - 1, gm->d[2], &b) ||
+      __builtin_add_overflow(a, b, &w) || __builtin_add_overflow(w, 1, &w))
+    return 0;
+  *p = (dw_pad){.rows = gm->img[0] * gm->img[1], .width = w, .left = gm->pb[2], .each = 1};
+  return dw_pad_fits(p, gm->img[2], gm->col[2]);
+}
+
+/* dw_adj_gather reads dy rows: image column iw's taps read dy column iw + pb2 - kw * d2;
+ * with dy column oc at oc + left, left = max(0, (k2 - 1) * d2 - pb2), the reads run from
+ * column >= 0 to in2 - 1 + pb2 + left. One plane per output channel of the group. */
+static int dw_adj_pad(const conv_geom *gm, dw_pad *p) {
+  int64_t reach, left, w;
+  if (__builtin_mul_overflow(gm->k[2] - 1, gm->d[2], &reach) || __builtin_sub_overflow(reach, gm->pb[2], &left)) return 0;
+  if (left < 0) left = 0;
+  if (__builtin_add_overflow(gm->img[2], gm->pb[2], &w) || __builtin_add_overflow(w, left, &w)) return 0;
+  *p = (dw_pad){.rows = gm->col[0] * gm->col[1], .width = w, .left = left, .each = gm->co / gm->g};
+  return dw_pad_fits(p, gm->col[2], gm->img[2]);
+}
+
+/* Threads for a depthwise gather that keeps `elems` padded elements of `es` bytes per
+ * thread: all of them when the work is large enough to split, but no more than there are
+ * planes, and only as many as DW_SCRATCH_BYTES of scratch allow (at least one). Which
+ * thread computes a plane never changes its bits. */
+static int dw_threads(int64_t work, int64_t planes, int64_t elems, int64_t es) {
+  int64_t t = work > 32768 ? em_cpu_threads() : 1, bytes;
   if (t > planes) t = planes;
-  if (plane_bytes > 0 && t > DW_SCRATCH_BYTES / plane_bytes) t = DW_SCRATCH_BYTES / plane_bytes;
+  if (__builtin_mul_overflow(elems, es, &bytes) || bytes > DW_SCRATCH_BYTES) t = 1;
+  else if (bytes > 0 && t > DW_SCRATCH_BYTES / bytes) t = DW_SCRATCH_BYTES / bytes;
   return t < 1 ? 1 : (int)t;
 }
 
@@ -488,9 +528,9 @@ static em_status img_to_col(const conv_geom *gm, em_dtype dt, const void *x, con
   int64_t nt = prod3(gm->k), P = prod3(gm->col), Q = prod3(gm->img);
   int64_t cig = gm->ci / gm->g, cog = gm->co / gm->g, kc = cig * nt;
   em_status st = EM_OK;
-  if (is_depthwise(gm)) {
-    return dt == EM_F32 ? dw_fwd_f32(gm, x, w, bias, y) : dw_fwd_f64(gm, x, w, bias, y);
-  }
+  dw_pad pad;
+  if (is_depthwise(gm) && dw_fwd_pad(gm, &pad))
+    return dt == EM_F32 ? dw_fwd_f32(gm, &pad, x, w, bias, y) : dw_fwd_f64(gm, &pad, x, w, bias, y);
   if (is_pointwise(gm)) {
     for (int64_t n = 0; n < gm->n && !st; n++)
       for (int64_t g = 0; g < gm->g && !st; g++)
@@ -526,8 +566,9 @@ static em_status col_to_img(const conv_geom *gm, em_dtype dt, const void *dy, co
   int64_t nt = prod3(gm->k), P = prod3(gm->col), Q = prod3(gm->img);
   int64_t cig = gm->ci / gm->g, cog = gm->co / gm->g, kc = cig * nt;
   em_status st = EM_OK;
-  if (is_depthwise(gm)) {
-    st = dt == EM_F32 ? dw_adj_f32(gm, dy, w, dx) : dw_adj_f64(gm, dy, w, dx);
+  dw_pad pad = {0};
+  if (is_depthwise(gm) && (gm->s[2] != 1 || dw_adj_pad(gm, &pad))) { /* strides > 1 scatter, no padding */
+    st = dt == EM_F32 ? dw_adj_f32(gm, &pad, dy, w, dx) : dw_adj_f64(gm, &pad, dy, w, dx);
   } else if (is_pointwise(gm)) {
     for (int64_t n = 0; n < gm->n && !st; n++)
       for (int64_t g = 0; g < gm->g && !st; g++)
@@ -930,14 +971,13 @@ static R *CONV_NAME(thread_scratch)(int64_t each, int threads) {
  * its taps in (kd, kh, kw) order; taps outside the image rows are skipped, those outside
  * its columns read the zeros of a padded copy of the plane (as im2col's zeros do in the
  * general path). Output channel m reads image channel m / (co / g). */
-static em_status CONV_NAME(dw_fwd)(const conv_geom *gm, const R *x, const R *w, const R *bias, R *y) {
+static em_status CONV_NAME(dw_fwd)(const conv_geom *gm, const dw_pad *pad, const R *x, const R *w, const R *bias,
+                                   R *y) {
   const int64_t nt = prod3(gm->k), P = prod3(gm->col), Q = prod3(gm->img), planes = gm->n * gm->co, mult = gm->co / gm->g;
   const int64_t *k = gm->k, *s = gm->s, *d = gm->d, *pb = gm->pb, *in = gm->img, *out = gm->col;
   if (planes == 0 || P == 0) return EM_OK;
-  /* padded row: image column ic at ic + pb2; output column o's taps read o * s2 + kw * d2 */
-  const int64_t need = (out[2] - 1) * s[2] + (k[2] - 1) * d[2] + 1, Wp = need > pb[2] + in[2] ? need : pb[2] + in[2];
-  const int64_t plane = in[0] * in[1] * Wp;
-  const int threads = dw_threads(planes * P * nt, planes, plane * (int64_t)sizeof(R));
+  const int64_t Wp = pad->width, plane = pad->elems;
+  const int threads = dw_threads(planes * P * nt, planes, plane, (int64_t)sizeof(R));
   R *scratch = CONV_NAME(thread_scratch)(plane, threads);
   if (!scratch) return oom("a padded image plane");
 #pragma omp parallel num_threads(threads) if (threads > 1)
@@ -949,7 +989,7 @@ static em_status CONV_NAME(dw_fwd)(const conv_geom *gm, const R *x, const R *w, 
       int64_t n = pl / gm->co, m = pl % gm->co, toff[nt];
       R tw[nt];
       const R *src = x + (n * gm->ci + m / mult) * Q, *wm = w + m * nt, b0 = bias ? bias[m] : 0;
-      if (src != padded) CONV_NAME(pad_rows)(src, in[0] * in[1], in[2], pb[2], Wp, xp); /* multipliers share it */
+      if (src != padded) CONV_NAME(pad_rows)(src, pad->rows, in[2], pad->left, Wp, xp); /* multipliers share it */
       padded = src;
       for (int64_t od = 0; od < out[0]; od++)
         for (int64_t oh = 0; oh < out[1]; oh++) {
@@ -977,27 +1017,23 @@ static em_status CONV_NAME(dw_fwd)(const conv_geom *gm, const R *x, const R *w, 
 /* Depthwise column -> image with a column stride of 1, as a gather: each image element adds
  * its group's output channels' taps in (m, kd, kh, kw) order, reading zero-padded copies
  * of those channels' dy planes (as dw_fwd reads the image). */
-static em_status CONV_NAME(dw_adj_gather)(const conv_geom *gm, const R *dy, const R *w, R *dx) {
+static em_status CONV_NAME(dw_adj_gather)(const conv_geom *gm, const dw_pad *pad, const R *dy, const R *w, R *dx) {
   const int64_t nt = prod3(gm->k), P = prod3(gm->col), Q = prod3(gm->img), planes = gm->n * gm->ci, mult = gm->co / gm->g;
   const int64_t *k = gm->k, *s = gm->s, *d = gm->d, *pb = gm->pb, *in = gm->img, *out = gm->col;
   if (planes == 0 || Q == 0) return EM_OK;
-  /* image column iw reads output column iw + pb2 - kw * d2; in the padded row, output column
-   * oc sits at oc + left, with left such that kw = k2 - 1 reads column >= 0 */
-  const int64_t left = (k[2] - 1) * d[2] - pb[2] > 0 ? (k[2] - 1) * d[2] - pb[2] : 0;
-  const int64_t Wq = in[2] + pb[2] + left > out[2] + left ? in[2] + pb[2] + left : out[2] + left;
-  const int64_t plane = out[0] * out[1] * Wq;
-  const int threads = dw_threads(planes * Q * nt * mult, planes, mult * plane * (int64_t)sizeof(R));
-  R *scratch = CONV_NAME(thread_scratch)(mult * plane, threads);
+  const int64_t left = pad->left, Wq = pad->width, plane = pad->rows * Wq; /* dw_adj_pad */
+  const int threads = dw_threads(planes * Q * nt * mult, planes, pad->elems, (int64_t)sizeof(R));
+  R *scratch = CONV_NAME(thread_scratch)(pad->elems, threads);
   if (!scratch) return oom("padded gradient planes");
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
-    R *dyp = scratch + (size_t)omp_get_thread_num() * (size_t)(mult * plane);
+    R *dyp = scratch + (size_t)omp_get_thread_num() * (size_t)pad->elems;
 #pragma omp for schedule(static)
     for (int64_t pl = 0; pl < planes; pl++) {
       int64_t n = pl / gm->ci, c = pl % gm->ci, toff[mult * nt];
       R tw[mult * nt];
       for (int64_t j = 0; j < mult; j++)
-        CONV_NAME(pad_rows)(dy + (n * gm->co + c * mult + j) * P, out[0] * out[1], out[2], left, Wq, dyp + j * plane);
+        CONV_NAME(pad_rows)(dy + (n * gm->co + c * mult + j) * P, pad->rows, out[2], left, Wq, dyp + j * plane);
       for (int64_t id = 0; id < in[0]; id++)
         for (int64_t ih = 0; ih < in[1]; ih++) {
           int ntap = 0; /* the taps of the (m, kd, kh) whose output rows read this image row */
@@ -1056,8 +1092,8 @@ static void CONV_NAME(dw_adj_scatter)(const conv_geom *gm, const R *dy, const R 
   }
 }
 
-static em_status CONV_NAME(dw_adj)(const conv_geom *gm, const R *dy, const R *w, R *dx) {
-  if (gm->s[2] == 1) return CONV_NAME(dw_adj_gather)(gm, dy, w, dx);
+static em_status CONV_NAME(dw_adj)(const conv_geom *gm, const dw_pad *pad, const R *dy, const R *w, R *dx) {
+  if (gm->s[2] == 1) return CONV_NAME(dw_adj_gather)(gm, pad, dy, w, dx);
   CONV_NAME(dw_adj_scatter)(gm, dy, w, dx);
   return EM_OK;
 }

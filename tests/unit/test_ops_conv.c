@@ -303,6 +303,34 @@ static const conv_case conv_cases[] = {
    .k = {2, 3}, .auto_pad = "SAME_LOWER"},
   {.name = "2d depthwise stride 2 wide rows", .nsp = 2, .n = 1, .c = 3, .m = 3, .g = 3, .in = {5, 260},
    .k = {3, 3}, .s = {1, 2}, .has_pads = 1, .pads = {1, 1, 1, 1}},
+  /* review edge cases: depthwise gathers over zero-padded planes */
+  {.name = "1d depthwise kernel wider than image", .nsp = 1, .n = 2, .c = 3, .m = 3, .g = 3, .in = {3}, .k = {7},
+   .has_pads = 1, .pads = {3, 3}, .bias = 1},
+  {.name = "1d depthwise x2 dilated taps beyond image", .nsp = 1, .n = 1, .c = 2, .m = 4, .g = 2, .in = {4}, .k = {3},
+   .d = {5}, .has_pads = 1, .pads = {5, 5}},
+  {.name = "1d depthwise x3 output width 1", .nsp = 1, .n = 2, .c = 2, .m = 6, .g = 2, .in = {5}, .k = {5}, .bias = 1},
+  {.name = "2d depthwise image width 1", .nsp = 2, .n = 1, .c = 3, .m = 3, .g = 3, .in = {6, 1}, .k = {3, 3},
+   .has_pads = 1, .pads = {1, 1, 1, 1}},
+  {.name = "2d depthwise left pad 70 wide", .nsp = 2, .n = 1, .c = 2, .m = 2, .g = 2, .in = {2, 100}, .k = {1, 3},
+   .has_pads = 1, .pads = {0, 70, 0, 5}, .bias = 1},
+  {.name = "2d depthwise end pad 140", .nsp = 2, .n = 1, .c = 2, .m = 4, .g = 2, .in = {2, 5}, .k = {2, 3},
+   .has_pads = 1, .pads = {0, 0, 1, 140}},
+  {.name = "3d depthwise x2 wide rows", .nsp = 3, .n = 1, .c = 2, .m = 4, .g = 2, .in = {3, 2, 130}, .k = {2, 2, 3},
+   .s = {2, 1, 1}, .d = {1, 1, 2}, .has_pads = 1, .pads = {1, 0, 3, 0, 1, 0}, .bias = 1},
+  {.name = "1d depthwise stride 2 dilation 3 wide", .nsp = 1, .n = 1, .c = 2, .m = 2, .g = 2, .in = {300}, .k = {4},
+   .s = {2}, .d = {3}, .has_pads = 1, .pads = {4, 1}},
+  {.name = "1d depthwise stride above kernel", .nsp = 1, .n = 1, .c = 2, .m = 2, .g = 2, .in = {20}, .k = {2},
+   .s = {5}},
+  {.name = "2d depthwise zero-width image", .nsp = 2, .n = 1, .c = 2, .m = 4, .g = 2, .in = {3, 0}, .k = {1, 3},
+   .has_pads = 1, .pads = {0, 2, 0, 2}, .bias = 1},
+  {.name = "1d depthwise 64 outputs", .nsp = 1, .n = 1, .c = 2, .m = 2, .g = 2, .in = {66}, .k = {3}},
+  {.name = "1d depthwise 65 outputs", .nsp = 1, .n = 1, .c = 2, .m = 2, .g = 2, .in = {67}, .k = {3}},
+  {.name = "1d depthwise 128 outputs", .nsp = 1, .n = 1, .c = 2, .m = 2, .g = 2, .in = {128}, .k = {3},
+   .has_pads = 1, .pads = {1, 1}},
+  {.name = "2d depthwise x8 wide rows", .nsp = 2, .n = 2, .c = 2, .m = 16, .g = 2, .in = {3, 70}, .k = {2, 3},
+   .has_pads = 1, .pads = {1, 2, 0, 3}, .bias = 1},
+  {.name = "2d depthwise many planes threads", .nsp = 2, .n = 3, .c = 24, .m = 48, .g = 24, .in = {20, 90},
+   .k = {3, 5}, .d = {1, 2}, .has_pads = 1, .pads = {1, 4, 1, 4}, .bias = 1},
 };
 
 static void test_conv_values(void **state) {
@@ -346,6 +374,21 @@ static const conv_case transpose_cases[] = {
   {.name = "2d depthwise x2 wide rows dilation output_padding", .nsp = 2, .n = 2, .c = 2, .m = 4, .g = 2,
    .in = {4, 70}, .k = {2, 3}, .s = {2, 1}, .d = {1, 3}, .has_pads = 1, .pads = {0, 4, 1, 0}, .has_opad = 1,
    .opad = {1, 0}},
+  /* review edge cases: negative begin pads (output_shape above the full size), large positive ones, multipliers */
+  {.name = "2d depthwise output_shape above full", .nsp = 2, .n = 1, .c = 3, .m = 3, .g = 3, .in = {3, 5},
+   .k = {2, 3}, .has_oshape = 1, .oshape = {4, 12}, .bias = 1},
+  {.name = "2d depthwise output_shape below full", .nsp = 2, .n = 1, .c = 2, .m = 2, .g = 2, .in = {2, 80},
+   .k = {3, 3}, .has_oshape = 1, .oshape = {2, 10}},
+  {.name = "2d depthwise x2 output_shape wide", .nsp = 2, .n = 2, .c = 6, .m = 3, .g = 3, .in = {4, 70},
+   .k = {3, 3}, .has_oshape = 1, .oshape = {5, 90}, .bias = 1},
+  {.name = "2d depthwise zero-width input", .nsp = 2, .n = 1, .c = 2, .m = 2, .g = 2, .in = {3, 0}, .k = {2, 3},
+   .bias = 1},
+  {.name = "1d depthwise output width 1", .nsp = 1, .n = 1, .c = 2, .m = 2, .g = 2, .in = {3}, .k = {2},
+   .has_oshape = 1, .oshape = {1}},
+  {.name = "2d depthwise SAME_UPPER kernel below stride", .nsp = 2, .n = 1, .c = 3, .m = 3, .g = 3, .in = {3, 4},
+   .k = {1, 2}, .s = {2, 3}, .auto_pad = "SAME_UPPER"},
+  {.name = "1d depthwise x2 SAME_LOWER kernel below stride", .nsp = 1, .n = 1, .c = 4, .m = 2, .g = 2, .in = {70},
+   .k = {1}, .s = {3}, .auto_pad = "SAME_LOWER"},
 };
 
 static void test_conv_transpose_values(void **state) {
@@ -399,6 +442,10 @@ static const conv_case grad_conv_cases[] = {
   {.name = "2d 1x1 groups", .nsp = 2, .n = 2, .c = 4, .m = 6, .g = 2, .in = {3, 4}, .k = {1, 1}, .bias = 1},
   {.name = "2d depthwise wide rows", .nsp = 2, .n = 1, .c = 2, .m = 2, .g = 2, .in = {3, 67}, .k = {3, 3},
    .has_pads = 1, .pads = {1, 1, 1, 2}, .bias = 1},
+  {.name = "1d depthwise x2 kernel wider than image", .nsp = 1, .n = 1, .c = 2, .m = 4, .g = 2, .in = {3}, .k = {7},
+   .has_pads = 1, .pads = {4, 2}, .bias = 1},
+  {.name = "2d depthwise left pad beyond kernel", .nsp = 2, .n = 1, .c = 2, .m = 2, .g = 2, .in = {2, 6}, .k = {2, 2},
+   .d = {1, 2}, .has_pads = 1, .pads = {0, 9, 1, 0}},
 };
 
 static const conv_case grad_transpose_cases[] = {
@@ -412,6 +459,8 @@ static const conv_case grad_transpose_cases[] = {
    .has_pads = 1, .pads = {1, 1, 1, 1}, .bias = 1},
   {.name = "3d output_shape", .nsp = 3, .n = 1, .c = 2, .m = 2, .g = 1, .in = {2, 3, 2}, .k = {2, 2, 3},
    .s = {2, 2, 1}, .has_oshape = 1, .oshape = {5, 6, 3}},
+  {.name = "2d depthwise x2 output_shape above full", .nsp = 2, .n = 1, .c = 4, .m = 2, .g = 2, .in = {3, 4},
+   .k = {2, 3}, .has_oshape = 1, .oshape = {4, 9}, .bias = 1},
 };
 
 static void test_conv_gradcheck(void **state) {
@@ -658,6 +707,41 @@ static void test_conv_same_symmetric(void **state) {
                         "SAME_SYMMETRIC", NULL);
 }
 
+/* Depthwise taps far outside a narrow image (large dilation or stride with large pads): the
+ * only tap that reads the image is the last kernel column, so y[c, r, 0] = w[c, 1] * x[c, r, 0]
+ * and the input gradient is dx[c, r, 0] = w[c, 1] * dy[c, r, 0]. The padded scratch planes
+ * must not grow with the padded width (rows * (2^e + 1) elements), nor overflow int64. */
+static void far_taps_case(int e) {
+  const int64_t R = 4, big = (int64_t)1 << e;
+  int64_t xs[4] = {1, 2, R, 1}, ws[4] = {2, 1, 1, 2}, pads[4] = {0, big, 0, 0}, dil[2] = {1, big};
+  double xv[8], wv[4] = {0.5, 2.0, -1.5, 3.0}, want[8];
+  for (int i = 0; i < 8; i++) xv[i] = 1 + i;
+  for (int c = 0; c < 2; c++)
+    for (int r = 0; r < R; r++) want[c * R + r] = wv[c * 2 + 1] * xv[c * R + r];
+  em_tensor *in[2] = {ot_tensor(EM_F32, 4, xs, xv), ot_tensor(EM_F32, 4, ws, wv)}, *y = NULL, *dx = NULL;
+  em_attr at[4] = {AI("group", 2), AIS("pads", pads, 4), AIS("dilations", dil, 2), AI("transpose", 0)};
+  em_tensor *gi[3] = {in[0], in[1], in[0]}; /* dy = x (the same shape) */
+  int bad = 0;
+  if (ot_run("convolution", in, 2, at, 3, &y, 1)) bad = 1, print_message("2^%d forward: %s\n", e, em_last_error());
+  else expect_tensor(y, want, 8, 1e-6, 1, "far taps forward");
+  if (ot_run("_conv_grad_input", gi, 3, at, 4, &dx, 1))
+    bad = 1, print_message("2^%d grad input: %s\n", e, em_last_error());
+  else expect_tensor(dx, want, 8, 1e-6, 1, "far taps grad input");
+  if (bad) fail_msg("dilation and begin pad 2^%d refused", e);
+  em_tensor_release(y), em_tensor_release(dx), em_tensor_release(in[0]), em_tensor_release(in[1]);
+}
+
+static void test_conv_depthwise_far_taps_oom(void **state) {
+  (void)state;
+  far_taps_case(40); /* 4 rows of 2^40 + 1 floats: 16 TiB of scratch */
+}
+
+static void test_conv_depthwise_far_taps_overflow(void **state) {
+  (void)state;
+  far_taps_case(62); /* rows * (2^62 + 1) wraps to 4: wrong values */
+  far_taps_case(61); /* rows * (2^61 + 1) wraps negative: heap corruption */
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_conv_known_values),
@@ -670,6 +754,8 @@ int main(void) {
     cmocka_unit_test(test_conv_dynamic_batch),
     cmocka_unit_test(test_conv_errors),
     cmocka_unit_test(test_conv_unknown_attribute),
+    cmocka_unit_test(test_conv_depthwise_far_taps_oom),
+    cmocka_unit_test(test_conv_depthwise_far_taps_overflow),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
