@@ -25,22 +25,33 @@
 
 static atomic_int g_threads; /* 0: the default */
 
-/* The default count: OMP_NUM_THREADS when it starts with a positive number (as OpenMP reads
- * it: "4" or the first level of "4,2"), else the CPUs this process may run on (the affinity
- * mask honours taskset and container cpusets; the online count would oversubscribe them),
- * else the online CPUs. Read at each call, so a change of the variable takes effect. */
+/* The CPUs this process may run on (the affinity mask honours taskset and container
+ * cpusets, which the online count would oversubscribe), else the online CPUs; at most 256.
+ * Counted once: the call costs a system call, and every parallel loop asks. */
+static int allowed_cpus(void) {
+  static atomic_int cached;
+  int n = atomic_load(&cached);
+  if (n > 0) return n;
+  cpu_set_t set;
+  long c = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+  if (c <= 0) c = sysconf(_SC_NPROCESSORS_ONLN);
+  n = c > 0 ? (int)(c < 256 ? c : 256) : 1;
+  atomic_store(&cached, n);
+  return n;
+}
+
+/* The default count: OMP_NUM_THREADS when it holds a count from 1 to 4096 (as OpenMP reads
+ * it: "4", " 4 ", or the first level of "4,2"; anything else is ignored, as libgomp does),
+ * else allowed_cpus(). The variable is read at each call, so a change takes effect. */
 static int default_threads(void) {
   const char *env = getenv("OMP_NUM_THREADS");
   if (env) {
     char *end;
-    long v = strtol(env, &end, 10);
-    if (end != env && v > 0 && (*end == '\0' || *end == ',')) return (int)(v < 4096 ? v : 4096);
+    long v = strtol(env, &end, 10); /* skips leading blanks */
+    while (end != env && (*end == ' ' || *end == '\t')) end++;
+    if (end != env && v >= 1 && v <= 4096 && (*end == '\0' || *end == ',')) return (int)v;
   }
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
-    return CPU_COUNT(&set) < 256 ? CPU_COUNT(&set) : 256;
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 ? (int)(n < 256 ? n : 256) : 1;
+  return allowed_cpus();
 }
 
 int em_cpu_threads(void) {

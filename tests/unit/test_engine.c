@@ -602,8 +602,9 @@ static void test_exec_on_fake_gpu(void **state) {
   unsetenv("EMBER_LIBCUDA");
 }
 
-/* The default thread count: OMP_NUM_THREADS when it names a positive count, else the CPUs in
- * the affinity mask (counted here with sched_getaffinity; not sysconf's online count). */
+/* The default thread count: OMP_NUM_THREADS when it names a count from 1 to 4096 (other
+ * values are ignored, as libgomp does), else the CPUs in the affinity mask (counted here
+ * with sched_getaffinity; not sysconf's online count). */
 static void test_default_threads(void **state) {
   (void)state;
   const char *was = getenv("OMP_NUM_THREADS");
@@ -614,7 +615,8 @@ static void test_default_threads(void **state) {
   assert_int_equal(em_set_num_threads(0), EM_OK);
 
   static const struct { const char *value; int want; } cases[] = {
-      {"3", 3}, {"5,2", 5}, {"7000", 4096}, {"0", -1}, {"-2", -1}, {"abc", -1}, {"4x", -1}, {"", -1}};
+      {"3", 3}, {"5,2", 5}, {" 4 ", 4}, {"4096", 4096}, {"4097", -1}, {"99999999999999999999", -1},
+      {"0", -1}, {"-2", -1}, {"abc", -1}, {"4x", -1}, {"", -1}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     assert_int_equal(setenv("OMP_NUM_THREADS", cases[i].value, 1), 0);
     int got = em_get_num_threads(), want = cases[i].want > 0 ? cases[i].want : allowed;
