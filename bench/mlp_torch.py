@@ -8,9 +8,12 @@ invocation as the C benchmarks so the two can be compared side by side.
   groupconv  bench_groupconv.c's depthwise convolution: x [1,32,128,128],
              w [32,1,5,5], groups=32, padding 2 (same), stride 1, no bias,
              forward only under torch.no_grad(); milliseconds per call.
+  softmax_ce bench_softmax_ce.c's loss: logits [64,32000] f32 (requires
+             grad), sparse labels, F.cross_entropy (mean), forward and
+             backward to the logits; milliseconds per call.
 
 Prints "R key value" lines like the C benchmarks (bench/bench_common.h).
-Usage: python3 bench/mlp_torch.py {mlp|groupconv} [--threads N] [--quick]
+Usage: python3 bench/mlp_torch.py {mlp|groupconv|softmax_ce} [--threads N] [--quick]
 """
 import argparse
 import warnings
@@ -20,7 +23,7 @@ import time
 
 def parse():
     p = argparse.ArgumentParser()
-    p.add_argument("what", choices=["mlp", "groupconv", "info"])
+    p.add_argument("what", choices=["mlp", "groupconv", "softmax_ce", "info"])
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--quick", action="store_true")
     return p.parse_args()
@@ -108,6 +111,27 @@ def groupconv(torch, args):
             emit("groupconv.torch.ms", f"{(time.perf_counter() - t0) / calls * 1e3:.4f}")
 
 
+def softmax_ce(torch, args):
+    F = torch.nn.functional
+    gen = torch.Generator().manual_seed(21)
+    x = (torch.rand(64, 32000, generator=gen) * 16 - 8).requires_grad_()
+    labels = torch.randint(0, 32000, (64,), generator=gen)
+    batches, calls = (3, 5) if args.quick else (3, 10)
+
+    def step():
+        x.grad = None
+        F.cross_entropy(x, labels).backward()
+
+    for _ in range(3):
+        step()
+    assert tuple(x.grad.shape) == (64, 32000)
+    for _ in range(batches):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            step()
+        emit("softmax_ce.torch.ms", f"{(time.perf_counter() - t0) / calls * 1e3:.4f}")
+
+
 def main():
     args = parse()
     # A wheel without NumPy beside it warns on import; nothing here uses NumPy.
@@ -122,6 +146,8 @@ def main():
         info(torch)
     elif args.what == "mlp":
         mlp(torch, args)
+    elif args.what == "softmax_ce":
+        softmax_ce(torch, args)
     else:
         groupconv(torch, args)
     return 0

@@ -293,6 +293,28 @@ def profile(d, out):
     out.append("")
 
 
+def softmax_ce(d, out):
+    if not has(d, "softmax_ce."):
+        return
+    out.append("### 4. Softmax cross entropy, large vocabulary")
+    out.append("")
+    out.append("Logits [64, 32000] f32, sparse labels, cross entropy averaged over the batch, forward and backward to "
+               "the logits (no goal). Ember: one executor run of `reduce_mean(cross_entropy_with_softmax(x, l))` and its "
+               "gradient; PyTorch: `F.cross_entropy(x, labels).backward()`. ms per call.")
+    out.append("")
+    e, t = med(d, "softmax_ce.ember.ms"), med(d, "softmax_ce.torch.ms")
+    out.append("| | ms per call | range |")
+    out.append("| --- | --- | --- |")
+    out.append(f"| Ember | {fmt(e, 3)} | {spread(d, 'softmax_ce.ember.ms', 3)} |")
+    out.append(f"| PyTorch | {fmt(t, 3) if t is not None else 'PyTorch unavailable'} | {spread(d, 'softmax_ce.torch.ms', 3)} |")
+    r, n = paired(d, "softmax_ce.torch.ms", "softmax_ce.ember.ms")
+    out.append("")
+    out.append(f"PyTorch time / Ember time = {fmt(r, 2)} (median of {n} per-round ratios: "
+               f"{round_ratios(d, 'softmax_ce.torch.ms', 'softmax_ce.ember.ms')}; above 1: Ember faster). "
+               f"Ember's gradient matched a double-precision reference to {first(d, 'softmax_ce.ember.maxabsdiff')}.")
+    out.append("")
+
+
 def groupconv(d, out):
     if not has(d, "groupconv."):
         return
@@ -345,7 +367,8 @@ def summary(parts, out):
             for n in (1024, 2048, 4096)]
     rows += [("MLP batch 64: Ember/PyTorch samples/s", 1.2, "mlp.64.ember.sps", "mlp.64.torch.sps", False),
              ("MLP batch 256: Ember/PyTorch samples/s", 1.0, "mlp.256.ember.sps", "mlp.256.torch.sps", False),
-             ("group conv: PyTorch ms / Ember ms", None, "groupconv.torch.ms", "groupconv.ember.ms", False)]
+             ("group conv: PyTorch ms / Ember ms", None, "groupconv.torch.ms", "groupconv.ember.ms", False),
+             ("softmax CE [64,32000]: PyTorch ms / Ember ms", None, "softmax_ce.torch.ms", "softmax_ce.ember.ms", False)]
     for label, goal, num, den, _ in rows:
         cells = []
         for t in tags:
@@ -393,6 +416,7 @@ def main():
         mlp(sub, out)
         profile(sub, out)
         groupconv(sub, out)
+        softmax_ce(sub, out)
     if "meta.notes" in d:
         out.append("## Notes")
         out.append("")

@@ -151,19 +151,36 @@ EM_SIMD_CLONES static void softmax_grad_row_f32(const float *y, const float *dy,
 }
 
 /* Cross entropy's logits gradient for one row: (softmax * tsum - t) * g, with t the dense
- * labels row, or, when t is NULL, the one-hot row of label (none when label < 0). */
+ * labels row, or, when t is NULL, the one-hot row of label (none when label < 0). The
+ * probabilities come as exp(x - max) * (tsum g / sum); with sparse labels the bulk is
+ * scaled in float (the result's precision) and the label's element is redone in double,
+ * where p - 1 may cancel. A row whose maximum is infinite takes the formula as written
+ * (NaN or zeros, as in the generic path). */
 EM_SIMD_CLONES static void ce_grad_row_f32(const float *x, const float *t, int64_t label, double tsum, double g,
                                            float *dx, int64_t c) {
   if (g == 0) {
     for (int64_t j = 0; j < c; j++) dx[j] = 0;
     return;
   }
-  double lse = row_lse_f32(x, c);
-#pragma omp simd
-  for (int64_t j = 0; j < c; j++) {
-    double tv = t ? (double)t[j] : (double)(j == label);
-    dx[j] = (float)(((double)em_expf((float)((double)x[j] - lse)) * tsum - tv) * g);
+  float mx = row_max_f32(x, c);
+  if (isinf(mx)) {
+    double lse = mx;
+    for (int64_t j = 0; j < c; j++) {
+      double tv = t ? (double)t[j] : (double)(j == label);
+      dx[j] = (float)((exp((double)x[j] - lse) * tsum - tv) * g);
+    }
+    return;
   }
+  double sum = row_sum_exp_f32(x, c, mx), scale = tsum * g / sum;
+  if (t) {
+#pragma omp simd
+    for (int64_t j = 0; j < c; j++) dx[j] = (float)((double)em_expf(x[j] - mx) * scale - (double)t[j] * g);
+    return;
+  }
+  const float scale_f = (float)scale;
+#pragma omp simd
+  for (int64_t j = 0; j < c; j++) dx[j] = em_expf(x[j] - mx) * scale_f;
+  if (label >= 0 && label < c) dx[label] = (float)(((double)em_expf(x[label] - mx) / sum * tsum - 1.0) * g);
 }
 
 static double ld(const void *p, int f64, int64_t i) { return f64 ? ((const double *)p)[i] : ((const float *)p)[i]; }
