@@ -63,9 +63,9 @@ EM_API em_status em_exec_stats_get(const em_exec *e, em_exec_stats *out);
 
 /* Threads the CPU ops use; n <= 0 restores the default: OMP_NUM_THREADS when
  * it holds a count from 1 to 4096, else the CPUs the process may run on (its
- * affinity mask, counted once), else the online CPUs. Results do not depend on it, bit for
- * bit. OpenBLAS runs single-threaded inside Ember's own tiles whatever its
- * own setting. */
+ * affinity mask, counted once), else the online CPUs. Results do not depend
+ * on it, bit for bit. OpenBLAS runs single-threaded inside Ember's own tiles
+ * whatever its own setting. */
 EM_API em_status em_set_num_threads(int n);
 EM_API int em_get_num_threads(void);
 
