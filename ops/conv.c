@@ -473,22 +473,13 @@ static em_status gemm_reduce(em_dtype dt, int ta, int tb, int64_t m, int64_t n, 
   return EM_OK;
 }
 
-/* Items n0..n0+nb-1 of a [N, ch, P] tensor into [ch, nb * P] (pack) or back (unpack). */
+/* Items n0..n0+nb-1 of a [N, ch, P] tensor into [ch, nb * P]. */
 static void pack_items(const void *src, int64_t n0, int64_t nb, int64_t ch, int64_t P, size_t es, void *dst) {
   int64_t rows = ch * nb;
 #pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (rows * P > 32768)
   for (int64_t r = 0; r < rows; r++) {
     int64_t c = r / nb, b = r % nb;
     memcpy(at(dst, c * nb * P + b * P, es), cat(src, ((n0 + b) * ch + c) * P, es), (size_t)P * es);
-  }
-}
-
-static void unpack_items(const void *src, int64_t n0, int64_t nb, int64_t ch, int64_t P, size_t es, void *dst) {
-  int64_t rows = ch * nb;
-#pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (rows * P > 32768)
-  for (int64_t r = 0; r < rows; r++) {
-    int64_t c = r / nb, b = r % nb;
-    memcpy(at(dst, ((n0 + b) * ch + c) * P, es), cat(src, c * nb * P + b * P, es), (size_t)P * es);
   }
 }
 
@@ -522,11 +513,52 @@ static const void *packed_items(const conv_geom *gm, const void *dy, int64_t n0,
   return tmp;
 }
 
+/* The general forward, fused: work items are (item, tile of output positions); each builds
+ * its window of the column matrix in a per-thread buffer (it stays in cache: a whole
+ * batch's column matrix, taps times the image, went through memory before) and multiplies
+ * it into y at once, per group and per tile of output channels. Tile extents depend on the
+ * shapes alone and every element comes from one single-threaded BLAS call, so the bits do
+ * not depend on the thread count. */
+static em_status img_to_col_tiled(const conv_geom *gm, em_dtype dt, const void *x, const void *w, void *y) {
+  size_t es = em_dtype_size(dt);
+  const int64_t nt = prod3(gm->k), P = prod3(gm->col), Q = prod3(gm->img), kc_all = gm->ci * nt;
+  const int64_t cig = gm->ci / gm->g, cog = gm->co / gm->g, kc = cig * nt;
+  const int64_t tw = tile_extent(P, TILE_N), th = tile_extent(cog, TILE_M), ct = (P + tw - 1) / tw;
+  gemm_op probe = {dt, 0, 0, cog, tw, kc, w, kc, NULL, tw};
+  em_status st = blas_limits(&probe, P);
+  if (st) return st;
+  const int64_t items = gm->n * ct;
+  const int threads = (double)gm->n * (double)P * (double)gm->co * (double)kc >= PAR_WORK && items > 1
+                          ? (int)(items < em_cpu_threads() ? items : em_cpu_threads())
+                          : 1;
+  void *buf = malloc((size_t)(kc_all * tw) * es * (size_t)threads + 1);
+  if (!buf) return oom("im2col windows");
+  blas_single_thread();
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    void *col = at(buf, (int64_t)omp_get_thread_num() * kc_all * tw, es);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t it = 0; it < items; it++) {
+      int64_t n = it / ct, p0 = it % ct * tw, wd = P - p0 < tw ? P - p0 : tw;
+      if (dt == EM_F32) im2col_window_f32(gm, (const float *)x + n * gm->ci * Q, p0, wd, col);
+      else im2col_window_f64(gm, (const double *)x + n * gm->ci * Q, p0, wd, col);
+      for (int64_t g = 0; g < gm->g; g++) {
+        gemm_op op = {dt, 0, 0, cog, wd, kc, cat(w, g * cog * kc, es), kc, at(col, g * kc * wd, es), wd};
+        for (int64_t i0 = 0; i0 < cog; i0 += th)
+          blas_block(&op, i0, cog - i0 < th ? cog - i0 : th, 0, wd, 0, kc, 0,
+                     at(y, (n * gm->co + g * cog + i0) * P + p0, es), P);
+      }
+    }
+  }
+  free(buf);
+  return EM_OK;
+}
+
 /* image [N, ci, img] -> column [N, co, col] (+ bias per column channel). */
 static em_status img_to_col(const conv_geom *gm, em_dtype dt, const void *x, const void *w, const void *bias, void *y) {
   size_t es = em_dtype_size(dt);
-  int64_t nt = prod3(gm->k), P = prod3(gm->col), Q = prod3(gm->img);
-  int64_t cig = gm->ci / gm->g, cog = gm->co / gm->g, kc = cig * nt;
+  int64_t P = prod3(gm->col), Q = prod3(gm->img);
+  int64_t cig = gm->ci / gm->g, cog = gm->co / gm->g;
   em_status st = EM_OK;
   dw_pad pad;
   if (is_depthwise(gm) && dw_fwd_pad(gm, &pad))
@@ -536,22 +568,8 @@ static em_status img_to_col(const conv_geom *gm, em_dtype dt, const void *x, con
       for (int64_t g = 0; g < gm->g && !st; g++)
         st = gemm(dt, 0, 0, cog, P, cig, cat(w, g * cog * cig, es), cig, cat(x, (n * gm->ci + g * cig) * Q, es), Q, 0,
                   at(y, (n * gm->co + g * cog) * P, es), P);
-  } else if (gm->n > 0) {
-    int64_t B;
-    void *col, *tmp;
-    st = chunk_buffers(gm, es, "im2col", &B, &col, &tmp);
-    for (int64_t n0 = 0; n0 < gm->n && !st; n0 += B) {
-      int64_t nb = gm->n - n0 < B ? gm->n - n0 : B, ld = nb * P;
-      im2col(dt, gm, cat(x, n0 * gm->ci * Q, es), nb, col);
-      /* one item: its [co, P] block of y has the packed layout already */
-      void *dst = nb == 1 ? at(y, n0 * gm->co * P, es) : tmp;
-      for (int64_t g = 0; g < gm->g && !st; g++)
-        st = gemm(dt, 0, 0, cog, ld, kc, cat(w, g * cog * kc, es), kc, cat(col, g * kc * ld, es), ld, 0,
-                  at(dst, g * cog * ld, es), ld);
-      if (nb > 1) unpack_items(tmp, n0, nb, gm->co, P, es, y);
-    }
-    free(col);
-    free(tmp);
+  } else if (gm->n > 0 && P > 0) {
+    st = img_to_col_tiled(gm, dt, x, w, y);
   }
   if (!st && bias) {
     if (dt == EM_F32) add_bias_f32(bias, gm->n, gm->co, P, y);
@@ -842,6 +860,41 @@ static void CONV_NAME(im2col)(const conv_geom *gm, const R *img, int64_t nb, R *
         for (int64_t ow = lo; ow < hi; ow++) drow[ow] = srow[ow * s[2] + off];
         for (int64_t ow = hi; ow < out[2]; ow++) drow[ow] = 0;
       }
+    }
+  }
+}
+
+/* Columns [p0, p0 + w) of one item's column matrix: col[(c * taps + t) * w + (p - p0)], as
+ * im2col's rows but over a window of output positions (which may span output rows). */
+static void CONV_NAME(im2col_window)(const conv_geom *gm, const R *img, int64_t p0, int64_t w, R *col) {
+  const int64_t nt = prod3(gm->k), Q = prod3(gm->img), rows = gm->ci * nt;
+  const int64_t *k = gm->k, *s = gm->s, *d = gm->d, *pb = gm->pb, *in = gm->img, *out = gm->col;
+  for (int64_t r = 0; r < rows; r++) {
+    int64_t c = r / nt, t = r % nt;
+    int64_t kd = t / (k[1] * k[2]), kh = t / k[2] % k[1], kw = t % k[2], off = kw * d[2] - pb[2], lo, hi;
+    valid_range(off, s[2], in[2], out[2], &lo, &hi);
+    const R *src = img + c * Q;
+    R *dst = col + r * w;
+    int64_t p = p0, plane = out[1] * out[2];
+    int64_t od = p / plane, oh = p % plane / out[2], ow = p % out[2];
+    while (p < p0 + w) {
+      int64_t seg = out[2] - ow < p0 + w - p ? out[2] - ow : p0 + w - p; /* to the end of the output row */
+      int64_t id = od * s[0] - pb[0] + kd * d[0], ih = oh * s[1] - pb[1] + kh * d[1];
+      R *drow = dst + (p - p0) - ow; /* indexed by ow */
+      if (id < 0 || id >= in[0] || ih < 0 || ih >= in[1]) {
+        for (int64_t o = ow; o < ow + seg; o++) drow[o] = 0;
+      } else {
+        const R *srow = src + (id * in[1] + ih) * in[2];
+        int64_t a = lo > ow ? lo : ow, b = hi < ow + seg ? hi : ow + seg;
+        if (b < a) b = a;
+        for (int64_t o = ow; o < a; o++) drow[o] = 0;
+#pragma omp simd
+        for (int64_t o = a; o < b; o++) drow[o] = srow[o * s[2] + off];
+        for (int64_t o = b > ow ? b : ow; o < ow + seg; o++) drow[o] = 0;
+      }
+      p += seg;
+      ow = 0;
+      if (++oh == out[1]) oh = 0, od++;
     }
   }
 }

@@ -296,6 +296,11 @@ static const conv_case conv_cases[] = {
    .has_pads = 1, .pads = {2, 2, 2, 2}},
   {.name = "2d depthwise 32x128x128 5x5", .nsp = 2, .n = 1, .c = 32, .m = 32, .g = 32, .in = {128, 128},
    .k = {5, 5}, .auto_pad = "SAME_UPPER", .bias = 1},
+  /* the fused forward: output-position windows across rows, two tiles of output channels */
+  {.name = "2d 140 output channels windows", .nsp = 2, .n = 2, .c = 3, .m = 140, .g = 1, .in = {23, 29},
+   .k = {3, 2}, .s = {1, 2}, .has_pads = 1, .pads = {1, 0, 2, 1}, .bias = 1},
+  {.name = "3d groups windows", .nsp = 3, .n = 2, .c = 4, .m = 6, .g = 2, .in = {5, 9, 11}, .k = {2, 3, 3},
+   .s = {1, 1, 2}, .d = {2, 1, 1}, .has_pads = 1, .pads = {1, 1, 0, 0, 2, 1}},
   /* rows of a register block and a tail; a left pad wider than the kernel reaches */
   {.name = "2d depthwise wide rows pads beyond kernel", .nsp = 2, .n = 1, .c = 2, .m = 2, .g = 2, .in = {3, 150},
    .k = {3, 4}, .d = {1, 2}, .has_pads = 1, .pads = {1, 7, 0, 2}, .bias = 1},
