@@ -8,12 +8,15 @@ invocation as the C benchmarks so the two can be compared side by side.
   groupconv  bench_groupconv.c's depthwise convolution: x [1,32,128,128],
              w [32,1,5,5], groups=32, padding 2 (same), stride 1, no bias,
              forward only under torch.no_grad(); milliseconds per call.
+  conv       bench_conv.c's layer: nn.Conv2d(64, 64, 3, padding=1, bias=False)
+             on x [8,64,56,56]: forward under no_grad ("fwd"), and forward
+             + backward to x and the weight ("fwdbwd"); milliseconds.
   softmax_ce bench_softmax_ce.c's loss: logits [64,32000] f32 (requires
              grad), sparse labels, F.cross_entropy (mean), forward and
              backward to the logits; milliseconds per call.
 
 Prints "R key value" lines like the C benchmarks (bench/bench_common.h).
-Usage: python3 bench/mlp_torch.py {mlp|groupconv|softmax_ce} [--threads N] [--quick]
+Usage: python3 bench/mlp_torch.py {mlp|groupconv|conv|softmax_ce} [--threads N] [--quick]
 """
 import argparse
 import warnings
@@ -23,7 +26,7 @@ import time
 
 def parse():
     p = argparse.ArgumentParser()
-    p.add_argument("what", choices=["mlp", "groupconv", "softmax_ce", "info"])
+    p.add_argument("what", choices=["mlp", "groupconv", "conv", "softmax_ce", "info"])
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--quick", action="store_true")
     return p.parse_args()
@@ -111,6 +114,31 @@ def groupconv(torch, args):
             emit("groupconv.torch.ms", f"{(time.perf_counter() - t0) / calls * 1e3:.4f}")
 
 
+def conv(torch, args):
+    gen = torch.Generator().manual_seed(31)
+    x = (torch.rand(8, 64, 56, 56, generator=gen) * 2 - 1).requires_grad_()
+    layer = torch.nn.Conv2d(64, 64, 3, padding=1, bias=False)
+    batches, calls = (3, 2) if args.quick else (3, 5)
+
+    def fwd():
+        with torch.no_grad():
+            layer(x)
+
+    def fwdbwd():
+        x.grad = None
+        layer.weight.grad = None
+        layer(x).sum().backward()
+
+    for name, fn in (("fwd", fwd), ("fwdbwd", fwdbwd)):
+        for _ in range(2):
+            fn()
+        for _ in range(batches):
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            emit(f"conv.{name}.torch.ms", f"{(time.perf_counter() - t0) / calls * 1e3:.4f}")
+
+
 def softmax_ce(torch, args):
     F = torch.nn.functional
     gen = torch.Generator().manual_seed(21)
@@ -146,6 +174,8 @@ def main():
         info(torch)
     elif args.what == "mlp":
         mlp(torch, args)
+    elif args.what == "conv":
+        conv(torch, args)
     elif args.what == "softmax_ce":
         softmax_ce(torch, args)
     else:

@@ -293,10 +293,32 @@ def profile(d, out):
     out.append("")
 
 
+def conv(d, out):
+    if not has(d, "conv."):
+        return
+    out.append("### 4. Convolution, a ResNet layer")
+    out.append("")
+    out.append("3×3 convolution 64 → 64 channels on x [8,64,56,56] f32, padding 1, no bias (no goal). Forward alone, "
+               "and forward with the gradients for x and w. Ember: executor runs of `convolution` (and `em_gradients` "
+               "of its sum); PyTorch: `nn.Conv2d(64, 64, 3, padding=1, bias=False)` (oneDNN). ms per call.")
+    out.append("")
+    out.append("| | Ember ms | PyTorch ms | PyTorch time / Ember time (median of per-round ratios; above 1: Ember faster) |")
+    out.append("| --- | --- | --- | --- |")
+    for name, label in (("fwd", "forward"), ("fwdbwd", "forward + backward")):
+        e, t = med(d, f"conv.{name}.ember.ms"), med(d, f"conv.{name}.torch.ms")
+        r, n = paired(d, f"conv.{name}.torch.ms", f"conv.{name}.ember.ms")
+        out.append(f"| {label} | {fmt(e, 2)} ({spread(d, f'conv.{name}.ember.ms', 2)}) | "
+                   f"{fmt(t, 2) if t is not None else 'PyTorch unavailable'} | {fmt(r, 2)} (n={n}: "
+                   f"{round_ratios(d, f'conv.{name}.torch.ms', f'conv.{name}.ember.ms')}) |")
+    out.append("")
+    out.append(f"Ember's forward matched a double-precision loop on 2000 sampled outputs to {first(d, 'conv.ember.maxabsdiff')}.")
+    out.append("")
+
+
 def softmax_ce(d, out):
     if not has(d, "softmax_ce."):
         return
-    out.append("### 4. Softmax cross entropy, large vocabulary")
+    out.append("### 5. Softmax cross entropy, large vocabulary")
     out.append("")
     out.append("Logits [64, 32000] f32, sparse labels, cross entropy averaged over the batch, forward and backward to "
                "the logits (no goal). Ember: one executor run of `reduce_mean(cross_entropy_with_softmax(x, l))` and its "
@@ -368,6 +390,8 @@ def summary(parts, out):
     rows += [("MLP batch 64: Ember/PyTorch samples/s", 1.2, "mlp.64.ember.sps", "mlp.64.torch.sps", False),
              ("MLP batch 256: Ember/PyTorch samples/s", 1.0, "mlp.256.ember.sps", "mlp.256.torch.sps", False),
              ("group conv: PyTorch ms / Ember ms", None, "groupconv.torch.ms", "groupconv.ember.ms", False),
+             ("conv 3x3 64->64 fwd: PyTorch ms / Ember ms", None, "conv.fwd.torch.ms", "conv.fwd.ember.ms", False),
+             ("conv 3x3 64->64 fwd+bwd: PyTorch ms / Ember ms", None, "conv.fwdbwd.torch.ms", "conv.fwdbwd.ember.ms", False),
              ("softmax CE [64,32000]: PyTorch ms / Ember ms", None, "softmax_ce.torch.ms", "softmax_ce.ember.ms", False)]
     for label, goal, num, den, _ in rows:
         cells = []
@@ -416,6 +440,7 @@ def main():
         mlp(sub, out)
         profile(sub, out)
         groupconv(sub, out)
+        conv(sub, out)
         softmax_ce(sub, out)
     if "meta.notes" in d:
         out.append("## Notes")

@@ -9,7 +9,7 @@
 #   --quick       fewer repetitions, one round (result file gets a -quick suffix)
 #   --threads N   threads for Ember, OpenBLAS and PyTorch (default: online CPUs)
 #   --rounds N    Ember / PyTorch rounds, alternating which goes first (default 5)
-#   --only LIST   comma-separated subset of gemm,mlp,profile,groupconv,softmax_ce
+#   --only LIST   comma-separated subset of gemm,mlp,profile,groupconv,conv,softmax_ce
 #                 (profile: mlp_profile and gemm_tiles)
 #   --omp-wait P  OpenMP wait policy, the same for Ember and PyTorch: both
 #                 (default: every benchmark under each), passive
@@ -28,7 +28,7 @@ set -u -o pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT" || exit 1
 
-QUICK=0 THREADS=0 ROUNDS=5 ONLY="gemm,mlp,profile,groupconv,softmax_ce" DO_MAKE=1 DO_INSTALL=1 OMP_WAIT=both
+QUICK=0 THREADS=0 ROUNDS=5 ONLY="gemm,mlp,profile,groupconv,conv,softmax_ce" DO_MAKE=1 DO_INSTALL=1 OMP_WAIT=both
 ARGS="$*"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -97,6 +97,7 @@ build_one() { # name [extra flags]
 build_one bench_gemm
 build_one bench_mlp
 build_one bench_groupconv
+build_one bench_conv
 build_one bench_softmax_ce
 build_one mlp_profile -Iengine -Iruntime   # reads the engine's node layout
 build_one gemm_tiles
@@ -193,6 +194,7 @@ for ((r = 0; r < ROUNDS; r++)); do
   fi
   want mlp && pair "$r" mlp "$OUTDIR/bench_mlp $COMMON" "$PY bench/mlp_torch.py mlp $COMMON"
   want groupconv && pair "$r" groupconv "$OUTDIR/bench_groupconv $COMMON" "$PY bench/mlp_torch.py groupconv $COMMON"
+  want conv && pair "$r" conv "$OUTDIR/bench_conv $COMMON" "$PY bench/mlp_torch.py conv $COMMON"
   want softmax_ce && pair "$r" softmax_ce "$OUTDIR/bench_softmax_ce $COMMON" "$PY bench/mlp_torch.py softmax_ce $COMMON"
 done
 if want profile; then
@@ -207,7 +209,7 @@ meta load_end "$(cut -d' ' -f1-3 /proc/loadavg)"
 # --------------------------------------------------------------- report ---
 SUFFIX=""
 [ "$QUICK" = 1 ] && SUFFIX="-quick"
-[ "$ONLY" != "gemm,mlp,profile,groupconv,softmax_ce" ] && SUFFIX="$SUFFIX-partial"
+[ "$ONLY" != "gemm,mlp,profile,groupconv,conv,softmax_ce" ] && SUFFIX="$SUFFIX-partial"
 [ "$OMP_WAIT" != both ] && SUFFIX="$SUFFIX-ompwait-$OMP_WAIT"
 RESULT="bench/results/cpu-$DATE-$COMMIT$SUFFIX.md"
 python3 bench/report.py "$RAW" "$RESULT" || /usr/bin/python3 bench/report.py "$RAW" "$RESULT" || exit 1
