@@ -513,41 +513,44 @@ static const void *packed_items(const conv_geom *gm, const void *dy, int64_t n0,
   return tmp;
 }
 
-/* The general forward, fused: work items are (item, tile of output positions); each builds
- * its window of the column matrix in a per-thread buffer (it stays in cache: a whole
- * batch's column matrix, taps times the image, went through memory before) and multiplies
- * it into y at once, per group and per tile of output channels. Tile extents depend on the
- * shapes alone and every element comes from one single-threaded BLAS call, so the bits do
- * not depend on the thread count. */
+/* The general forward, fused: work items are (item, tile of output positions, group, tile
+ * of the group's output channels); each builds its window of the group's column matrix in
+ * a per-thread buffer (kept when the thread's next item shares it) and multiplies it into
+ * y at once. A whole batch's column matrix (taps times the image) went through memory
+ * before; now the window stays in cache. Tile extents depend on the shapes alone and
+ * every element comes from one single-threaded BLAS call, so the bits do not depend on
+ * the thread count. */
 static em_status img_to_col_tiled(const conv_geom *gm, em_dtype dt, const void *x, const void *w, void *y) {
   size_t es = em_dtype_size(dt);
-  const int64_t nt = prod3(gm->k), P = prod3(gm->col), Q = prod3(gm->img), kc_all = gm->ci * nt;
+  const int64_t nt = prod3(gm->k), P = prod3(gm->col), Q = prod3(gm->img);
   const int64_t cig = gm->ci / gm->g, cog = gm->co / gm->g, kc = cig * nt;
   const int64_t tw = tile_extent(P, TILE_N), th = tile_extent(cog, TILE_M), ct = (P + tw - 1) / tw;
+  const int64_t rt = (cog + th - 1) / th, items = gm->n * ct * gm->g * rt;
   gemm_op probe = {dt, 0, 0, cog, tw, kc, w, kc, NULL, tw};
   em_status st = blas_limits(&probe, P);
   if (st) return st;
-  const int64_t items = gm->n * ct;
   const int threads = (double)gm->n * (double)P * (double)gm->co * (double)kc >= PAR_WORK && items > 1
                           ? (int)(items < em_cpu_threads() ? items : em_cpu_threads())
                           : 1;
-  void *buf = malloc((size_t)(kc_all * tw) * es * (size_t)threads + 1);
+  void *buf = malloc((size_t)(kc * tw) * es * (size_t)threads + 1);
   if (!buf) return oom("im2col windows");
   blas_single_thread();
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
-    void *col = at(buf, (int64_t)omp_get_thread_num() * kc_all * tw, es);
+    void *col = at(buf, (int64_t)omp_get_thread_num() * kc * tw, es);
+    int64_t built = -1; /* the (item, position tile, group) whose window col holds */
 #pragma omp for schedule(dynamic, 1)
     for (int64_t it = 0; it < items; it++) {
-      int64_t n = it / ct, p0 = it % ct * tw, wd = P - p0 < tw ? P - p0 : tw;
-      if (dt == EM_F32) im2col_window_f32(gm, (const float *)x + n * gm->ci * Q, p0, wd, col);
-      else im2col_window_f64(gm, (const double *)x + n * gm->ci * Q, p0, wd, col);
-      for (int64_t g = 0; g < gm->g; g++) {
-        gemm_op op = {dt, 0, 0, cog, wd, kc, cat(w, g * cog * kc, es), kc, at(col, g * kc * wd, es), wd};
-        for (int64_t i0 = 0; i0 < cog; i0 += th)
-          blas_block(&op, i0, cog - i0 < th ? cog - i0 : th, 0, wd, 0, kc, 0,
-                     at(y, (n * gm->co + g * cog + i0) * P + p0, es), P);
+      int64_t win = it / rt, i0 = it % rt * th, g = win % gm->g, n = win / gm->g / ct;
+      int64_t p0 = win / gm->g % ct * tw, wd = P - p0 < tw ? P - p0 : tw;
+      if (win != built) {
+        if (dt == EM_F32) im2col_window_f32(gm, (const float *)x + n * gm->ci * Q, g * cig, (g + 1) * cig, p0, wd, col);
+        else im2col_window_f64(gm, (const double *)x + n * gm->ci * Q, g * cig, (g + 1) * cig, p0, wd, col);
+        built = win;
       }
+      gemm_op op = {dt, 0, 0, cog, wd, kc, cat(w, g * cog * kc, es), kc, col, wd};
+      blas_block(&op, i0, cog - i0 < th ? cog - i0 : th, 0, wd, 0, kc, 0, at(y, (n * gm->co + g * cog + i0) * P + p0, es),
+                 P);
     }
   }
   free(buf);
@@ -864,13 +867,15 @@ static void CONV_NAME(im2col)(const conv_geom *gm, const R *img, int64_t nb, R *
   }
 }
 
-/* Columns [p0, p0 + w) of one item's column matrix: col[(c * taps + t) * w + (p - p0)], as
- * im2col's rows but over a window of output positions (which may span output rows). */
-static void CONV_NAME(im2col_window)(const conv_geom *gm, const R *img, int64_t p0, int64_t w, R *col) {
-  const int64_t nt = prod3(gm->k), Q = prod3(gm->img), rows = gm->ci * nt;
+/* Columns [p0, p0 + w) of one item's column matrix, for image channels [c0, c1):
+ * col[((c - c0) * taps + t) * w + (p - p0)], as im2col's rows but over a window of output
+ * positions (which may span output rows). */
+static void CONV_NAME(im2col_window)(const conv_geom *gm, const R *img, int64_t c0, int64_t c1, int64_t p0, int64_t w,
+                                     R *col) {
+  const int64_t nt = prod3(gm->k), Q = prod3(gm->img), rows = (c1 - c0) * nt;
   const int64_t *k = gm->k, *s = gm->s, *d = gm->d, *pb = gm->pb, *in = gm->img, *out = gm->col;
   for (int64_t r = 0; r < rows; r++) {
-    int64_t c = r / nt, t = r % nt;
+    int64_t c = c0 + r / nt, t = r % nt;
     int64_t kd = t / (k[1] * k[2]), kh = t / k[2] % k[1], kw = t % k[2], off = kw * d[2] - pb[2], lo, hi;
     valid_range(off, s[2], in[2], out[2], &lo, &hi);
     const R *src = img + c * Q;
