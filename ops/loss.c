@@ -99,34 +99,40 @@ EM_INLINE static float row_max_f32(const float *x, int64_t c) {
   return mx;
 }
 
-/* sum_j exp(x_j - mx), in double. */
-EM_INLINE static double row_sum_exp_f32(const float *x, int64_t c, float mx) {
+/* exp's argument below which em_expf's float result is subnormal (ln FLT_MIN = -87.336):
+ * few bits left, 0 below -104. Results scaled up by more than 1 redo those elements in
+ * double (the generic path's precision). */
+#define EXPF_SUBNORMAL_BELOW (-87.33f)
+
+/* sum_j exp(x_j - mx) over j != skip (skip < 0: every j), in double. */
+EM_INLINE static double row_sum_exp_f32(const float *x, int64_t c, float mx, int64_t skip) {
   double s[LANES] = {0};
   int64_t j = 0;
   for (; j + LANES <= c; j += LANES)
 #pragma omp simd
-    for (int l = 0; l < LANES; l++) s[l] += (double)em_expf(x[j + l] - mx);
+    for (int l = 0; l < LANES; l++) s[l] += j + l == skip ? 0.0 : (double)em_expf(x[j + l] - mx);
 #pragma omp simd
-  for (int l = 0; l < (int)(c - j); l++) s[l] += (double)em_expf(x[j + l] - mx);
+  for (int l = 0; l < (int)(c - j); l++) s[l] += j + l == skip ? 0.0 : (double)em_expf(x[j + l] - mx);
   return lanes_total(s);
 }
 
-/* log sum_j exp(x_j), as row_lse: the maximum itself when it is infinite. */
-EM_SIMD_CLONES static double row_lse_f32(const float *x, int64_t c) {
-  float mx = row_max_f32(x, c);
-  if (isinf(mx)) return mx;
-  return (double)mx + log(row_sum_exp_f32(x, c, mx));
+/* The row's maximum and sum_j exp(x_j - max); the sum is 1 when the maximum is infinite
+ * (no finite shift exists: the callers' formulas then give the plain ones' inf or NaN). */
+EM_SIMD_CLONES static void row_stats_f32(const float *x, int64_t c, double *mx, double *sum) {
+  float m = row_max_f32(x, c);
+  *mx = m;
+  *sum = isinf(m) ? 1.0 : row_sum_exp_f32(x, c, m, -1);
 }
 
 EM_SIMD_CLONES static void softmax_row_f32(const float *x, float *y, int64_t c, int log_out) {
   float mx = row_max_f32(x, c);
-  double sum = row_sum_exp_f32(x, c, mx);
+  double sum = row_sum_exp_f32(x, c, mx, -1);
   if (log_out) {
     double lse = log(sum), m = mx;
 #pragma omp simd
     for (int64_t j = 0; j < c; j++) y[j] = (float)(((double)x[j] - m) - lse);
   } else {
-    double inv = 1.0 / sum;
+    double inv = 1.0 / sum; /* <= 1: the maximum's term is 1 */
 #pragma omp simd
     for (int64_t j = 0; j < c; j++) y[j] = (float)((double)em_expf(x[j] - mx) * inv);
   }
@@ -142,20 +148,24 @@ EM_SIMD_CLONES static void softmax_grad_row_f32(const float *y, const float *dy,
 #pragma omp simd
   for (int l = 0; l < (int)(c - j); l++) s[l] += log_out ? (double)dy[j + l] : (double)dy[j + l] * (double)y[j + l];
   double dot = lanes_total(s);
-  if (log_out)
-#pragma omp simd
-    for (j = 0; j < c; j++) dx[j] = (float)((double)dy[j] - (double)em_expf(y[j]) * dot);
-  else
+  if (!log_out) {
 #pragma omp simd
     for (j = 0; j < c; j++) dx[j] = (float)((double)y[j] * ((double)dy[j] - dot));
+    return;
+  }
+#pragma omp simd
+  for (j = 0; j < c; j++) dx[j] = (float)((double)dy[j] - (double)em_expf(y[j]) * dot);
+  if (fabs(dot) > 1)
+    for (j = 0; j < c; j++)
+      if (y[j] < EXPF_SUBNORMAL_BELOW) dx[j] = (float)((double)dy[j] - exp((double)y[j]) * dot);
 }
 
 /* Cross entropy's logits gradient for one row: (softmax * tsum - t) * g, with t the dense
- * labels row, or, when t is NULL, the one-hot row of label (none when label < 0). The
- * probabilities come as exp(x - max) * (tsum g / sum); with sparse labels the bulk is
- * scaled in float (the result's precision) and the label's element is redone in double,
- * where p - 1 may cancel. A row whose maximum is infinite takes the formula as written
- * (NaN or zeros, as in the generic path). */
+ * labels row, or, when t is NULL, the one-hot row of label (tsum 1; none when label < 0).
+ * The probabilities come as exp(x - max) * (tsum g / sum). With sparse labels the bulk is
+ * scaled in float (the result's precision), and the label's element is -(the sum of the
+ * other terms / sum) g: p - 1 computed as such cancels on a confident row. A row whose
+ * maximum is infinite takes the formula as written (NaN or zeros, as the generic path). */
 EM_SIMD_CLONES static void ce_grad_row_f32(const float *x, const float *t, int64_t label, double tsum, double g,
                                            float *dx, int64_t c) {
   if (g == 0) {
@@ -164,23 +174,31 @@ EM_SIMD_CLONES static void ce_grad_row_f32(const float *x, const float *t, int64
   }
   float mx = row_max_f32(x, c);
   if (isinf(mx)) {
-    double lse = mx;
     for (int64_t j = 0; j < c; j++) {
       double tv = t ? (double)t[j] : (double)(j == label);
-      dx[j] = (float)((exp((double)x[j] - lse) * tsum - tv) * g);
+      dx[j] = (float)((exp((double)x[j] - mx) * tsum - tv) * g);
     }
     return;
   }
-  double sum = row_sum_exp_f32(x, c, mx), scale = tsum * g / sum;
   if (t) {
+    double scale = tsum * g / row_sum_exp_f32(x, c, mx, -1);
 #pragma omp simd
     for (int64_t j = 0; j < c; j++) dx[j] = (float)((double)em_expf(x[j] - mx) * scale - (double)t[j] * g);
+    if (fabs(scale) > 1)
+      for (int64_t j = 0; j < c; j++)
+        if (x[j] - mx < EXPF_SUBNORMAL_BELOW) dx[j] = (float)(exp((double)x[j] - mx) * scale - (double)t[j] * g);
     return;
   }
+  int has = label >= 0 && label < c;
+  double others = row_sum_exp_f32(x, c, mx, has ? label : -1);
+  double sum = others + (has ? exp((double)x[label] - mx) : 0.0), scale = g / sum;
   const float scale_f = (float)scale;
 #pragma omp simd
   for (int64_t j = 0; j < c; j++) dx[j] = em_expf(x[j] - mx) * scale_f;
-  if (label >= 0 && label < c) dx[label] = (float)(((double)em_expf(x[label] - mx) / sum * tsum - 1.0) * g);
+  if (fabs(scale) > 1)
+    for (int64_t j = 0; j < c; j++)
+      if (x[j] - mx < EXPF_SUBNORMAL_BELOW) dx[j] = (float)(exp((double)x[j] - mx) * scale);
+  if (has) dx[label] = (float)(-(others / sum) * g);
 }
 
 static double ld(const void *p, int f64, int64_t i) { return f64 ? ((const double *)p)[i] : ((const float *)p)[i]; }
@@ -468,18 +486,30 @@ static int64_t sparse_label(const labels_info *li, const void *labels, int64_t r
   return li->has_ignore && l == li->ignore ? -1 : l;
 }
 
-/* max and log-sum-exp of a row. */
-static double row_lse(const void *x, int f64, int64_t base, int64_t c, int64_t step) {
-  if (!f64 && step == 1) return row_lse_f32((const float *)x + base, c);
-  double mx = -INFINITY;
+/* A row's maximum, sum_j exp(x_j - max), and the same sum without j = skip (skip < 0:
+ * none). The sums are 1 when the maximum is infinite (see row_stats_f32). The losses use
+ * them as (max - x) + log(sum), never as lse - x: with |max| ~ 1e16 or more, max + log(sum)
+ * would round the log away (tied logits of 1e20 gave a loss of 0 instead of log 2). */
+static void row_stats(const void *x, int f64, int64_t base, int64_t c, int64_t step, int64_t skip, double *mx,
+                      double *sum, double *others) {
+  if (!f64 && step == 1 && skip < 0) {
+    row_stats_f32((const float *)x + base, c, mx, sum);
+    *others = *sum;
+    return;
+  }
+  double m = -INFINITY, s = 0, o = 0;
   for (int64_t j = 0; j < c; j++) {
     double v = ld(x, f64, base + j * step);
-    if (v > mx || isnan(v)) mx = v;
+    if (v > m || isnan(v)) m = v;
   }
-  if (isinf(mx)) return mx; /* all -inf (or some +inf): no finite shift exists */
-  double sum = 0;
-  for (int64_t j = 0; j < c; j++) sum += exp(ld(x, f64, base + j * step) - mx);
-  return mx + log(sum);
+  if (isinf(m)) s = o = 1;
+  else
+    for (int64_t j = 0; j < c; j++) {
+      double e = exp(ld(x, f64, base + j * step) - m);
+      s += e;
+      if (j != skip) o += e;
+    }
+  *mx = m, *sum = s, *others = o;
 }
 
 /* ------------------------------------------------- cross entropy --- */
@@ -504,16 +534,20 @@ static em_status ce_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *co
 #pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (n_rows * r.c > PAR_THRESHOLD)
   for (int64_t row = 0; row < n_rows; row++) {
     int64_t base = row_base(&r, row);
-    double loss = 0;
+    double loss = 0, mx, sum, others;
     if (li.sparse) {
       int64_t l = sparse_label(&li, t, row);
-      if (l >= 0) loss = row_lse(x, f64, base, r.c, r.inner) - ld(x, f64, base + l * r.inner);
+      if (l >= 0) {
+        row_stats(x, f64, base, r.c, r.inner, -1, &mx, &sum, &others);
+        loss = (mx - ld(x, f64, base + l * r.inner)) + log(sum);
+      }
     } else {
-      double lse = row_lse(x, f64, base, r.c, r.inner);
+      row_stats(x, f64, base, r.c, r.inner, -1, &mx, &sum, &others);
+      double ls = log(sum);
       for (int64_t j = 0; j < r.c; j++) {
         int64_t k = base + j * r.inner;
         double tv = ld(t, f64, k);
-        if (tv != 0) loss += tv * (lse - ld(x, f64, k)); /* a zero label adds nothing, even against -inf */
+        if (tv != 0) loss += tv * ((mx - ld(x, f64, k)) + ls); /* a zero label adds nothing, even against -inf */
       }
     }
     st(y, f64, row, loss);
@@ -569,11 +603,17 @@ static void ce_grad_logits_row(const labels_info *li, const rows *r, const void 
                     r->c);
     return;
   }
-  double lse = row_lse(x, f64, base, r->c, r->inner);
+  /* as ce_grad_row_f32: p = exp(x - max) / sum; a sparse label's element -(others / sum) g */
+  int64_t skip = li->sparse ? l : -1;
+  double mx, sum, others;
+  row_stats(x, f64, base, r->c, r->inner, skip, &mx, &sum, &others);
   for (int64_t j = 0; j < r->c; j++) {
     int64_t k = base + j * r->inner;
-    double tv = li->sparse ? (j == l) : ld(t, f64, k);
-    st(dx, f64, k, g == 0 ? 0.0 : (exp(ld(x, f64, k) - lse) * tsum - tv) * g);
+    double tv = li->sparse ? (j == l) : ld(t, f64, k), v;
+    if (g == 0) v = 0;
+    else if (j == skip && !isinf(mx)) v = -(others / sum) * g;
+    else v = (exp(ld(x, f64, k) - mx) / sum * tsum - tv) * g;
+    st(dx, f64, k, v);
   }
 }
 
@@ -594,10 +634,12 @@ static em_status ce_grad_cpu(const em_op_args *a, em_tensor *const *in, em_tenso
       ce_grad_logits_row(&li, &r, x, t, g, d, f64, row);
     } else {
       int64_t base = row_base(&r, row);
-      double lse = row_lse(x, f64, base, r.c, r.inner);
+      double mx, sum, others;
+      row_stats(x, f64, base, r.c, r.inner, -1, &mx, &sum, &others);
+      double ls = log(sum);
       for (int64_t j = 0; j < r.c; j++) {
         int64_t k = base + j * r.inner;
-        st(d, f64, k, (lse - ld(x, f64, k)) * g);
+        st(d, f64, k, ((mx - ld(x, f64, k)) + ls) * g);
       }
     }
   }

@@ -321,6 +321,240 @@ static void test_f32_row_paths(void **state) {
   em_tensor_release(xf), em_tensor_release(xd);
 }
 
+/* ------------------------------------------- review: f32 fast paths --- */
+
+/* Differential: f32 rows on the last axis (fast paths) against the f64 run of the same
+ * (float-exact) values (generic path), over lane-block boundaries and special rows: NaN
+ * at the first / middle / last element, +inf, -inf, all -inf, +inf with -inf, two +inf,
+ * NaN with +inf, one 1e30 or FLT_MAX among -1e30 or -FLT_MAX; sparse labels at 0 and c-1 and ignored (ignore_index
+ * a valid class), dense labels (a zero next to a -inf logit); g = 1, 0, -2.5, 1e-30. */
+static void expect_f32_matches(const char *what, const em_tensor *tf, const em_tensor *td, double rtol) {
+  int64_t n, m;
+  double *gf = ot_values(tf, &n), *gd = ot_values(td, &m);
+  assert_int_equal(n, m);
+  for (int64_t i = 0; i < n; i++) {
+    double w = (double)(float)gd[i], g = gf[i];
+    if ((isnan(w) && isnan(g)) || (isinf(w) && g == w)) continue;
+    if (!(fabs(g - w) <= rtol * fabs(w) + 4 * 1.401298464324817e-45))
+      fail_msg("%s: element %lld is %.9g (f32), %.17g (f64)", what, (long long)i, g, gd[i]);
+  }
+  free(gf), free(gd);
+}
+
+static void test_f32_fast_matches_generic(void **state) {
+  (void)state;
+  const int64_t cs[] = {1, 2, 15, 16, 17, 31, 32, 33, 100};
+  const double gs[] = {1, 0, -2.5, 1e-30};
+  for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++)
+    for (int p = 0; p < 12; p++) {
+      const int64_t c = cs[ci], R = 2, s[2] = {R, c}, ls[1] = {R}, mid = c / 2, last = c - 1;
+      double *v = malloc(sizeof(double) * (size_t)(R * c)), *t = malloc(sizeof(double) * (size_t)(R * c));
+      uint64_t st = 99 + (uint64_t)p;
+      for (int64_t i = 0; i < R * c; i++) v[i] = ot_uniform(&st, -5, 5), t[i] = ot_uniform(&st, 0, 1);
+      for (int64_t r = 0; r < R; r++) {
+        double *x = v + r * c;
+        if (p == 1) x[0] = NAN;
+        if (p == 2) x[mid] = NAN;
+        if (p == 3) x[last] = NAN;
+        if (p == 4) x[mid] = INFINITY;
+        if (p == 5) x[mid] = -INFINITY, t[r * c + mid] = 0;
+        for (int64_t j = 0; j < c; j++) {
+          if (p == 6) x[j] = -INFINITY;
+          if (p == 9) x[j] = j == mid ? 1e30 : -1e30;
+          if (p == 10) x[j] = j == mid ? 3.4028234663852886e38 : -3.4028234663852886e38;
+        }
+        if (p == 7) x[0] = -INFINITY, x[last] = INFINITY;
+        if (p == 8) x[0] = INFINITY, x[last] = INFINITY;
+        if (p == 11) x[0] = NAN, x[last] = INFINITY;
+      }
+      for (int64_t i = 0; i < R * c; i++) v[i] = (double)(float)v[i], t[i] = (double)(float)t[i];
+      em_tensor *xf = ot_tensor(EM_F32, 2, s, v), *xd = ot_tensor(EM_F64, 2, s, v);
+      em_tensor *tf = ot_tensor(EM_F32, 2, s, t), *td = ot_tensor(EM_F64, 2, s, t);
+      char w[96];
+      for (int lg = 0; lg < 2; lg++) {
+        const char *op = lg ? "log_softmax" : "softmax", *gop = lg ? "_log_softmax_grad" : "_softmax_grad";
+        em_tensor *i2f[2] = {xf, tf}, *i2d[2] = {xd, td};
+        em_tensor *a = ot_run1(op, &xf, 1, NULL, 0), *b = ot_run1(op, &xd, 1, NULL, 0);
+        snprintf(w, sizeof w, "%s c=%lld pattern %d", op, (long long)c, p);
+        expect_f32_matches(w, a, b, 2e-6);
+        em_tensor_release(a), em_tensor_release(b);
+        a = ot_run1(gop, i2f, 2, NULL, 0), b = ot_run1(gop, i2d, 2, NULL, 0);
+        snprintf(w, sizeof w, "%s c=%lld pattern %d", gop, (long long)c, p);
+        expect_f32_matches(w, a, b, 1e-5);
+        em_tensor_release(a), em_tensor_release(b);
+      }
+      for (int lab = 0; lab < 4; lab++) { /* sparse: label 0, c-1, ignored (a valid class); 3: dense */
+        const double lv[2] = {lab == 1 ? (double)last : 0, lab == 2 ? 0 : (double)last};
+        em_tensor *l = ot_tensor(EM_I64, 1, ls, lv);
+        em_attr at[2] = {AI("which", 0), AI("ignore_index", 0)};
+        int n_at = lab == 2 ? 2 : 1;
+        em_tensor *i2f[2] = {xf, lab == 3 ? tf : l}, *i2d[2] = {xd, lab == 3 ? td : l};
+        em_tensor *a = ot_run1("cross_entropy_with_softmax", i2f, 2, at + 1, n_at - 1);
+        em_tensor *b = ot_run1("cross_entropy_with_softmax", i2d, 2, at + 1, n_at - 1);
+        snprintf(w, sizeof w, "cross_entropy_with_softmax c=%lld pattern %d labels %d", (long long)c, p, lab);
+        expect_f32_matches(w, a, b, 2e-6);
+        em_tensor_release(a), em_tensor_release(b);
+        for (size_t gi = 0; gi < sizeof gs / sizeof gs[0]; gi++)
+          for (int which = 0; which < (lab == 3 ? 2 : 1); which++) {
+            const double gv[2] = {gs[gi], -gs[gi]};
+            em_tensor *gf = ot_tensor(EM_F32, 1, ls, gv), *gd = ot_tensor(EM_F64, 1, ls, gv);
+            em_tensor *i3f[3] = {xf, i2f[1], gf}, *i3d[3] = {xd, i2d[1], gd};
+            at[0] = AI("which", which);
+            a = ot_run1("_cross_entropy_grad", i3f, 3, at, n_at), b = ot_run1("_cross_entropy_grad", i3d, 3, at, n_at);
+            snprintf(w, sizeof w, "_cross_entropy_grad c=%lld pattern %d labels %d which %d g %g", (long long)c, p, lab,
+                     which, gs[gi]);
+            expect_f32_matches(w, a, b, 1e-5);
+            em_tensor_release(a), em_tensor_release(b), em_tensor_release(gf), em_tensor_release(gd);
+          }
+        em_tensor_release(l);
+      }
+      em_tensor_release(xf), em_tensor_release(xd), em_tensor_release(tf), em_tensor_release(td);
+      free(v), free(t);
+    }
+  /* no classes (c = 0): empty rows, loss 0 with dense labels */
+  const int64_t s0[2] = {3, 0}, ls0[1] = {3};
+  const double g0[3] = {1, 2, 3}, zero[3] = {0, 0, 0};
+  for (int k = 0; k < 2; k++) {
+    em_dtype dt = k ? EM_F64 : EM_F32;
+    em_tensor *x = ot_tensor(dt, 2, s0, NULL), *g = ot_tensor(dt, 1, ls0, g0), *in[3] = {x, x, g};
+    em_tensor *y = ot_run1("softmax", in, 1, NULL, 0);
+    ot_expect_shape(y, dt, 2, s0, "softmax c = 0"), em_tensor_release(y);
+    y = ot_run1("_log_softmax_grad", in, 2, NULL, 0), em_tensor_release(y);
+    y = ot_run1("cross_entropy_with_softmax", in, 2, NULL, 0);
+    ot_expect_values(y, zero, 3, 0, "cross_entropy_with_softmax c = 0"), em_tensor_release(y);
+    em_attr at = AI("which", 0);
+    y = ot_run1("_cross_entropy_grad", in, 3, &at, 1), em_tensor_release(y);
+    em_tensor_release(x), em_tensor_release(g);
+  }
+}
+
+/* t holds n values within rtol * |want| of want (no absolute slack: tiny values count). */
+static void expect_rel(const em_tensor *t, const double *want, int64_t n, double rtol, const char *what) {
+  int64_t m;
+  double *got = ot_values(t, &m);
+  assert_int_equal(m, n);
+  ot_expect_close(got, want, n, 0, rtol, what);
+  free(got);
+}
+
+/* Tied logits of large magnitude (both paths): computed as lse = max + log(sum), log(sum)
+ * rounds away once |max| >~ 1e16, which gave a loss lse - x_l of 0 instead of log 2, a
+ * generic gradient exp(x - lse) of 1 for every tied class (softmax summing to 2), and a
+ * labels' gradient (lse - x) g of 0. Plain float64 math: loss log 2, softmax 1/2. */
+static void test_ce_huge_tied_logits(void **state) {
+  (void)state;
+  const int64_t s[2] = {1, 3}, ls[1] = {1};
+  const double xv[3] = {1e20, 1e20, 0}, lab[1] = {0}, onehot[3] = {1, 0, 0}, g1[1] = {1};
+  const double want_loss[1] = {log(2.0)}, want_dx[3] = {-0.5, 0.5, 0}, want_dt[3] = {log(2.0), log(2.0), 1e20 + log(2.0)};
+  for (int k = 0; k < 2; k++) {
+    em_dtype dt = k ? EM_F64 : EM_F32;
+    double xr[3];
+    for (int j = 0; j < 3; j++) xr[j] = k ? xv[j] : (double)(float)xv[j];
+    em_tensor *x = ot_tensor(dt, 2, s, xr), *l = ot_tensor(EM_I64, 1, ls, lab), *t = ot_tensor(dt, 2, s, onehot);
+    em_tensor *g = ot_tensor(dt, 1, ls, g1);
+    em_tensor *in[3] = {x, l, g}, *ind[3] = {x, t, g};
+    em_tensor *y = ot_run1("cross_entropy_with_softmax", in, 2, NULL, 0);
+    ot_expect_values(y, want_loss, 1, 1e-6, k ? "ce loss, tied 1e20 logits, f64" : "ce loss, tied 1e20 logits, f32");
+    em_tensor_release(y);
+    em_attr at = AI("which", 0);
+    y = ot_run1("_cross_entropy_grad", in, 3, &at, 1);
+    ot_expect_values(y, want_dx, 3, 1e-6, k ? "ce d/dlogits, tied 1e20, f64" : "ce d/dlogits, tied 1e20, f32");
+    em_tensor_release(y);
+    at = AI("which", 1);
+    y = ot_run1("_cross_entropy_grad", ind, 3, &at, 1);
+    double wt[3] = {want_dt[0], want_dt[1], (k ? 1e20 : (double)(float)1e20) + log(2.0)};
+    ot_expect_values(y, wt, 3, 1e-6, k ? "ce d/dlabels, tied 1e20, f64" : "ce d/dlabels, tied 1e20, f32");
+    em_tensor_release(y);
+    em_tensor_release(x), em_tensor_release(l), em_tensor_release(t), em_tensor_release(g);
+  }
+}
+
+/* The f32 fast path's em_expf(x - max) is a float, subnormal below -87.3 and 0 below
+ * -104; multiplied by a large g (cross entropy: scale = g / sum; log_softmax's
+ * gradient: sum(dy)) the product would be a normal float carrying the subnormal's few
+ * bits (or 0), so those elements are redone in double. Row x = [0, -100, -110], label 0,
+ * g = 1e30 (f32 1.0000000150e30): dx[1] = 3.7200760e-14, dx[2] = 1.6889119e-18 (double
+ * formula); without the redo, 3.7835058e-14 (+1.7%) and 0. */
+static void test_f32_grad_far_below_max_large_g(void **state) {
+  (void)state;
+  const int64_t s[2] = {1, 3}, ls[1] = {1};
+  const double xv[3] = {0, -100, -110}, lab[1] = {0}, onehot[3] = {1, 0, 0}, gv[1] = {1e30};
+  const double g = (double)(float)1e30;
+  double sum = 0, want[3];
+  for (int j = 0; j < 3; j++) sum += exp(xv[j]);
+  for (int j = 0; j < 3; j++) want[j] = (exp(xv[j]) / sum - (j == 0)) * g;
+  em_tensor *x = ot_tensor(EM_F32, 2, s, xv), *l = ot_tensor(EM_I64, 1, ls, lab), *t = ot_tensor(EM_F32, 2, s, onehot);
+  em_tensor *gt = ot_tensor(EM_F32, 1, ls, gv);
+  em_attr at = AI("which", 0);
+  for (int dense = 0; dense < 2; dense++) {
+    em_tensor *in[3] = {x, dense ? t : l, gt};
+    em_tensor *y = ot_run1("_cross_entropy_grad", in, 3, &at, 1);
+    double *got = ot_values(y, NULL); /* elements 1, 2 (the label's: test_ce_grad_confident_label) */
+    ot_expect_close(got + 1, want + 1, 2, 0, 1e-6, dense ? "ce grad f32 dense, x - max = -100/-110, g = 1e30"
+                                                         : "ce grad f32 sparse, x - max = -100/-110, g = 1e30");
+    free(got), em_tensor_release(y);
+  }
+  /* log_softmax's gradient with dy = NLL's upstream gradient (-g at the label) */
+  const double yv[3] = {0, -100, -110}, dyv[3] = {-1e30, 0, 0};
+  em_tensor *y0 = ot_tensor(EM_F32, 2, s, yv), *dy = ot_tensor(EM_F32, 2, s, dyv);
+  em_tensor *in2[2] = {y0, dy};
+  em_tensor *dx = ot_run1("_log_softmax_grad", in2, 2, NULL, 0);
+  double w2[3];
+  for (int j = 0; j < 3; j++) w2[j] = (j == 0 ? -g : 0) + exp(yv[j]) * g;
+  expect_rel(dx, w2, 3, 1e-6, "_log_softmax_grad f32, y = -100/-110, sum(dy) = -1e30");
+  em_tensor_release(dx), em_tensor_release(y0), em_tensor_release(dy);
+  em_tensor_release(x), em_tensor_release(l), em_tensor_release(t), em_tensor_release(gt);
+}
+
+/* Accuracy (both paths): the label's gradient p_l - 1 of a confident row cancels when
+ * computed as such. x = [0, -30], label 0: -e^-30 / (1 + e^-30) = -9.3576e-14, where
+ * p - 1 gave -9.348e-14 (1e-3 relative), and 0 at a margin of 40 (want -4.25e-18). */
+static void test_ce_grad_confident_label(void **state) {
+  (void)state;
+  const int64_t s[2] = {2, 2}, ls[1] = {2};
+  const double xv[4] = {0, -30, 0, -40}, lab[2] = {0, 0}, gv[2] = {1, 1};
+  double want[4];
+  for (int r = 0; r < 2; r++) {
+    double e = exp(xv[2 * r + 1]);
+    want[2 * r] = -e / (1 + e), want[2 * r + 1] = e / (1 + e);
+  }
+  for (int k = 0; k < 2; k++) {
+    em_dtype dt = k ? EM_F64 : EM_F32;
+    em_tensor *in[3] = {ot_tensor(dt, 2, s, xv), ot_tensor(EM_I64, 1, ls, lab), ot_tensor(dt, 1, ls, gv)};
+    em_attr at = AI("which", 0);
+    em_tensor *y = ot_run1("_cross_entropy_grad", in, 3, &at, 1);
+    expect_rel(y, want, 4, 1e-6, k ? "ce grad confident row f64" : "ce grad confident row f32");
+    em_tensor_release(y);
+    for (int i = 0; i < 3; i++) em_tensor_release(in[i]);
+  }
+}
+
+/* The gradients too give the same bits on 1 and 3 threads. */
+static void test_grad_thread_determinism(void **state) {
+  (void)state;
+  const int64_t s[2] = {97, 1001}, ls[1] = {97};
+  double lab[97];
+  for (int i = 0; i < 97; i++) lab[i] = (i * 37) % 1001;
+  em_tensor *x = ot_rand(EM_F32, 2, s, 5, -3, 3), *t = ot_rand(EM_F32, 2, s, 6, 0, 1), *dy = ot_rand(EM_F32, 2, s, 7, -1, 1);
+  em_tensor *l = ot_tensor(EM_I64, 1, ls, lab), *g = ot_rand(EM_F32, 1, ls, 8, -2, 2);
+  for (int o = 0; o < 5; o++) {
+    em_tensor *in[3] = {x, o == 2 ? l : o > 2 ? t : dy, g};
+    if (o < 2) in[1] = dy;
+    em_attr at = AI("which", o == 4);
+    const char *op = o == 0 ? "_softmax_grad" : o == 1 ? "_log_softmax_grad" : "_cross_entropy_grad";
+    em_tensor *y[2];
+    for (int k = 0; k < 2; k++) {
+      OK(em_set_num_threads(k ? 3 : 1));
+      y[k] = ot_run1(op, in, o < 2 ? 2 : 3, &at, o < 2 ? 0 : 1);
+    }
+    OK(em_set_num_threads(0));
+    if (memcmp(em_tensor_data(y[0]), em_tensor_data(y[1]), (size_t)em_tensor_numel(y[0]) * 4))
+      fail_msg("%s (case %d): 1 and 3 threads differ", op, o);
+    em_tensor_release(y[0]), em_tensor_release(y[1]);
+  }
+  em_tensor_release(x), em_tensor_release(t), em_tensor_release(dy), em_tensor_release(l), em_tensor_release(g);
+}
+
 /* ---------------------------------------------- binary cross entropy --- */
 
 static void test_bce_forward(void **state) {
@@ -659,6 +893,11 @@ int main(void) {
     cmocka_unit_test(test_ce_gradients),
     cmocka_unit_test(test_ce_grad_values),
     cmocka_unit_test(test_f32_row_paths),
+    cmocka_unit_test(test_f32_fast_matches_generic),
+    cmocka_unit_test(test_ce_huge_tied_logits),
+    cmocka_unit_test(test_f32_grad_far_below_max_large_g),
+    cmocka_unit_test(test_ce_grad_confident_label),
+    cmocka_unit_test(test_grad_thread_determinism),
     cmocka_unit_test(test_bce_forward),
     cmocka_unit_test(test_bce_gradients),
     cmocka_unit_test(test_sqerr_forward),
