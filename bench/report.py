@@ -315,6 +315,22 @@ def conv(d, out):
     out.append("")
 
 
+def ms_side_by_side(d, key, out, extra_rows=()):
+    """The Ember / PyTorch table of a per-call time (ms) under `key`, and the
+    median of the per-round ratios; returns Ember's median."""
+    e, t = med(d, f"{key}.ember.ms"), med(d, f"{key}.torch.ms")
+    out.append("| | ms per call | range |")
+    out.append("| --- | --- | --- |")
+    out.append(f"| Ember | {fmt(e, 3)} | {spread(d, f'{key}.ember.ms', 3)} |")
+    out.append(f"| PyTorch | {fmt(t, 3) if t is not None else 'PyTorch unavailable'} | {spread(d, f'{key}.torch.ms', 3)} |")
+    out.extend(extra_rows)
+    r, n = paired(d, f"{key}.torch.ms", f"{key}.ember.ms")
+    out.append("")
+    out.append(f"PyTorch time / Ember time = {fmt(r, 2)} (median of {n} per-round ratios: "
+               f"{round_ratios(d, f'{key}.torch.ms', f'{key}.ember.ms')}; above 1: Ember faster).")
+    return e
+
+
 def softmax_ce(d, out):
     if not has(d, "softmax_ce."):
         return
@@ -324,16 +340,9 @@ def softmax_ce(d, out):
                "the logits (no goal). Ember: one executor run of `reduce_mean(cross_entropy_with_softmax(x, l))` and its "
                "gradient; PyTorch: `F.cross_entropy(x, labels).backward()`. ms per call.")
     out.append("")
-    e, t = med(d, "softmax_ce.ember.ms"), med(d, "softmax_ce.torch.ms")
-    out.append("| | ms per call | range |")
-    out.append("| --- | --- | --- |")
-    out.append(f"| Ember | {fmt(e, 3)} | {spread(d, 'softmax_ce.ember.ms', 3)} |")
-    out.append(f"| PyTorch | {fmt(t, 3) if t is not None else 'PyTorch unavailable'} | {spread(d, 'softmax_ce.torch.ms', 3)} |")
-    r, n = paired(d, "softmax_ce.torch.ms", "softmax_ce.ember.ms")
-    out.append("")
-    out.append(f"PyTorch time / Ember time = {fmt(r, 2)} (median of {n} per-round ratios: "
-               f"{round_ratios(d, 'softmax_ce.torch.ms', 'softmax_ce.ember.ms')}; above 1: Ember faster). "
-               f"Ember's gradient matched a double-precision reference to {first(d, 'softmax_ce.ember.maxabsdiff')}.")
+    ms_side_by_side(d, "softmax_ce", out)
+    out[-1] += (f" Ember's gradient matched a double-precision reference to "
+                f"{first(d, 'softmax_ce.ember.maxabsdiff')}.")
     out.append("")
 
 
@@ -346,18 +355,11 @@ def groupconv(d, out):
                "Ember: one executor run of `convolution` (group 32, pads 2,2,2,2); PyTorch: "
                "`F.conv2d(x, w, padding=2, groups=32)` under no_grad. ms per call.")
     out.append("")
-    e, t = med(d, "groupconv.ember.ms"), med(d, "groupconv.torch.ms")
-    out.append("| | ms per call | range |")
-    out.append("| --- | --- | --- |")
-    out.append(f"| Ember | {fmt(e, 3)} | {spread(d, 'groupconv.ember.ms', 3)} |")
-    out.append(f"| PyTorch | {fmt(t, 3) if t is not None else 'PyTorch unavailable'} | {spread(d, 'groupconv.torch.ms', 3)} |")
-    out.append(f"| CNTK 2.6 (its own machine, not measured here) | {CNTK_GROUPCONV_MS} | — |")
-    r, n = paired(d, "groupconv.torch.ms", "groupconv.ember.ms")
-    out.append("")
-    out.append(f"PyTorch time / Ember time = {fmt(r, 2)} (median of {n} per-round ratios: "
-               f"{round_ratios(d, 'groupconv.torch.ms', 'groupconv.ember.ms')}; above 1: Ember faster). CNTK's published 9.963 ms / Ember's "
-               f"time = {fmt(ratio(CNTK_GROUPCONV_MS, e), 2)} (different machines and CPUs: indicative only). "
-               f"Ember's output matched a double-precision reference loop to {first(d, 'groupconv.ember.maxabsdiff')}.")
+    e = ms_side_by_side(d, "groupconv", out,
+                        [f"| CNTK 2.6 (its own machine, not measured here) | {CNTK_GROUPCONV_MS} | — |"])
+    out[-1] += (f" CNTK's published 9.963 ms / Ember's time = {fmt(ratio(CNTK_GROUPCONV_MS, e), 2)} (different "
+                f"machines and CPUs: indicative only). Ember's output matched a double-precision reference loop to "
+                f"{first(d, 'groupconv.ember.maxabsdiff')}.")
     out.append("")
     out.append("Source of 9.963 ms: " + CNTK_SOURCE + ".")
     out.append("")
