@@ -373,6 +373,13 @@ static const conv_case transpose_cases[] = {
   {.name = "2d 1x1", .nsp = 2, .n = 3, .c = 4, .m = 5, .g = 1, .in = {3, 5}, .k = {1, 1}},
   {.name = "2d batch chunks", .nsp = 2, .n = 3, .c = 6, .m = 4, .g = 2, .in = {16, 12}, .k = {3, 3}, .s = {2, 2},
    .has_pads = 1, .pads = {1, 1, 1, 1}, .has_opad = 1, .opad = {1, 1}},
+  /* stride 1: the adjoint runs as a convolution with the flipped kernel */
+  {.name = "2d stride 1 dilation groups", .nsp = 2, .n = 2, .c = 4, .m = 6, .g = 2, .in = {5, 7}, .k = {3, 2},
+   .d = {2, 1}, .has_pads = 1, .pads = {1, 0, 2, 1}, .bias = 1},
+  {.name = "2d stride 1 output_shape above full", .nsp = 2, .n = 1, .c = 3, .m = 5, .g = 1, .in = {4, 6},
+   .k = {2, 3}, .has_oshape = 1, .oshape = {6, 9}},
+  {.name = "3d stride 1 pads", .nsp = 3, .n = 1, .c = 2, .m = 3, .g = 1, .in = {3, 4, 5}, .k = {2, 2, 3},
+   .has_pads = 1, .pads = {1, 0, 1, 0, 1, 1}},
   /* the depthwise adjoint gather over rows of a register block and a tail */
   {.name = "2d depthwise wide rows", .nsp = 2, .n = 1, .c = 3, .m = 3, .g = 3, .in = {3, 80}, .k = {3, 3},
    .has_pads = 1, .pads = {1, 2, 0, 1}, .bias = 1},
@@ -447,6 +454,8 @@ static const conv_case grad_conv_cases[] = {
   {.name = "2d 1x1 groups", .nsp = 2, .n = 2, .c = 4, .m = 6, .g = 2, .in = {3, 4}, .k = {1, 1}, .bias = 1},
   {.name = "2d depthwise wide rows", .nsp = 2, .n = 1, .c = 2, .m = 2, .g = 2, .in = {3, 67}, .k = {3, 3},
    .has_pads = 1, .pads = {1, 1, 1, 2}, .bias = 1},
+  {.name = "2d stride 1 pads beyond the kernel", .nsp = 2, .n = 2, .c = 3, .m = 2, .g = 1, .in = {4, 5}, .k = {2, 2},
+   .d = {1, 2}, .has_pads = 1, .pads = {3, 4, 2, 1}, .bias = 1},
   {.name = "1d depthwise x2 kernel wider than image", .nsp = 1, .n = 1, .c = 2, .m = 4, .g = 2, .in = {3}, .k = {7},
    .has_pads = 1, .pads = {4, 2}, .bias = 1},
   {.name = "2d depthwise left pad beyond kernel", .nsp = 2, .n = 1, .c = 2, .m = 2, .g = 2, .in = {2, 6}, .k = {2, 2},
