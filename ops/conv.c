@@ -40,11 +40,16 @@
  *   image -> column   (convolution forward, convolution_transpose's input gradient)
  *   column -> image   (convolution's input gradient, convolution_transpose forward)
  *   weight gradient   (column-side gradient times the image, summed over the batch)
- * General case: im2col / col2im and one GEMM per group over a chunk of batch items (the chunk
- * size depends on the shapes only). 1x1 stride-1 unpadded kernels skip im2col. Depthwise (one
- * image channel per group, any channel multiplier) uses direct loops: gathers that keep 16
- * outputs in registers and add each element's taps in one fixed order (column strides > 1 in
- * the input gradient scatter instead, plane by plane, also in a fixed order).
+ * General case, image -> column and the weight gradient: fused im2col + GEMM, work items
+ * (item, tile of output positions, group, channel tiles) that build their window of the
+ * column matrix in a per-thread buffer and multiply it at once (img_to_col_tiled,
+ * weight_grad_tiled). Column -> image: at stride 1 a convolution with the flipped kernel
+ * through the same fused code (col_to_img_as_conv); at larger strides one GEMM per group
+ * over a chunk of batch items into a column matrix, then col2im. 1x1 stride-1 unpadded
+ * kernels skip im2col. Depthwise (one image channel per group, any channel multiplier) uses
+ * direct loops: gathers over zero-padded rows that keep 64 outputs in registers and add
+ * each element's taps in one fixed order (column strides > 1 in the input gradient scatter
+ * instead, plane by plane, also in a fixed order).
  *
  * Determinism. Work is split by output element (planes, rows, GEMM tiles) or by reduction
  * segments whose extents depend on the shapes alone, so results are the same bits whatever the
@@ -67,7 +72,7 @@
 #define GATHER_CHUNK 256        /* outputs a depthwise gather sums at a time on the stack, in L1 */
 #define DW_SCRATCH_BYTES ((int64_t)256 << 20) /* padded planes a depthwise gather may keep (all threads) */
 #define DW_MAX_TAPS 4096        /* larger depthwise kernels go through im2col (the gathers keep tap lists on the stack) */
-#define CHUNK_ELEMS (1 << 22)   /* im2col buffer budget (elements) when batching items into one GEMM */
+#define CHUNK_ELEMS (1 << 22)   /* col2im buffer budget (elements) when batching items into one GEMM */
 
 /* One application's geometry, spatial axes right-aligned into SP. */
 typedef struct conv_geom {
@@ -315,7 +320,7 @@ static int is_pointwise(const conv_geom *gm) {
   return 1;
 }
 
-/* Batch items per im2col chunk: as many as fit CHUNK_ELEMS, at least one. */
+/* Batch items per col2im chunk: as many as fit CHUNK_ELEMS, at least one. */
 static int64_t chunk_items(const conv_geom *gm) {
   int64_t per = gm->ci * prod3(gm->k) * prod3(gm->col);
   int64_t b = per > 0 ? CHUNK_ELEMS / per : gm->n;
@@ -483,18 +488,13 @@ static void pack_items(const void *src, int64_t n0, int64_t nb, int64_t ch, int6
   }
 }
 
-static void im2col(em_dtype dt, const conv_geom *gm, const void *img, int64_t nb, void *col) {
-  if (dt == EM_F32) im2col_f32(gm, img, nb, col);
-  else im2col_f64(gm, img, nb, col);
-}
-
 static void col2im(em_dtype dt, const conv_geom *gm, const void *col, int64_t nb, void *img) {
   if (dt == EM_F32) col2im_f32(gm, col, nb, img);
   else col2im_f64(gm, col, nb, img);
 }
 
 
-/* The buffers of the batched im2col path: B items' column matrix and, when B > 1, room for
+/* The buffers of the batched col2im path: B items' column matrix and, when B > 1, room for
  * B items of the column side in the packed [co, B * P] layout (+ 1: malloc(0) may be NULL). */
 static em_status chunk_buffers(const conv_geom *gm, size_t es, const char *what, int64_t *B, void **col, void **tmp) {
   int64_t P = prod3(gm->col);
@@ -658,6 +658,68 @@ static em_status col_to_img(const conv_geom *gm, em_dtype dt, const void *dy, co
   return st;
 }
 
+/* The general weight gradient, fused like the forward: dw [co, cig x taps] sums, over the
+ * windows (item, tile of positions), dy's window times the window of the column matrix.
+ * The windows are cut into segments (by the shapes alone); a work item (segment, group,
+ * tile of output channels, tile of image channels) builds each of its windows' columns
+ * for its channels in a per-thread buffer and accumulates the product into the segment's
+ * partial result, window after window; the partials are then added in segment order. So
+ * every sum has a fixed order, and no whole column matrix goes through memory. */
+static em_status weight_grad_tiled(const conv_geom *gm, em_dtype dt, const void *x, const void *dy, void *dw) {
+  size_t es = em_dtype_size(dt);
+  const int64_t nt = prod3(gm->k), P = prod3(gm->col), Q = prod3(gm->img);
+  const int64_t cig = gm->ci / gm->g, cog = gm->co / gm->g, kc = cig * nt, whole = gm->co * kc;
+  const int64_t tw = tile_extent(P, TILE_N), ct = (P + tw - 1) / tw, windows = gm->n * ct;
+  const int64_t th = tile_extent(cog, TILE_M), rt = (cog + th - 1) / th;
+  const int64_t cc = tile_extent(cig, nt < 2 * TILE_N ? 2 * TILE_N / nt : 1), crt = (cig + cc - 1) / cc;
+  int64_t nseg = PARTIAL_ELEMS / (whole > 0 ? whole : 1);
+  if (nseg > 64) nseg = 64;
+  if (nseg > windows) nseg = windows;
+  if (nseg < 1) nseg = 1;
+  const int64_t seg = (windows + nseg - 1) / nseg;
+  nseg = (windows + seg - 1) / seg;
+  gemm_op probe = {dt, 0, 1, cog, kc, tw, dy, P, NULL, tw};
+  em_status st = blas_limits(&probe, kc);
+  if (st) return st;
+  void *part = nseg > 1 ? malloc((size_t)(nseg * whole) * es) : dw; /* one segment: straight into dw */
+  if (!part) return oom("partial weight gradients");
+  const int64_t items = nseg * gm->g * rt * crt;
+  const int threads = (double)gm->n * (double)P * (double)gm->co * (double)kc >= PAR_WORK && items > 1
+                          ? (int)(items < em_cpu_threads() ? items : em_cpu_threads())
+                          : 1;
+  void *buf = malloc((size_t)(cc * nt * tw) * es * (size_t)threads + 1);
+  if (!buf) {
+    if (part != dw) free(part);
+    return oom("im2col windows");
+  }
+  blas_single_thread();
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    void *col = at(buf, (int64_t)omp_get_thread_num() * cc * nt * tw, es);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t it = 0; it < items; it++) {
+      int64_t s = it / (gm->g * rt * crt), rest = it % (gm->g * rt * crt);
+      int64_t g = rest / (rt * crt), i0 = rest / crt % rt * th, c0 = rest % crt * cc;
+      int64_t h = cog - i0 < th ? cog - i0 : th, cw = cig - c0 < cc ? cig - c0 : cc;
+      void *C = at(part, (nseg > 1 ? s * whole : 0) + (g * cog + i0) * kc + c0 * nt, es);
+      for (int64_t win = s * seg; win < (s + 1) * seg && win < windows; win++) {
+        int64_t n = win / ct, p0 = win % ct * tw, wd = P - p0 < tw ? P - p0 : tw;
+        const int64_t ch = g * cig + c0;
+        if (dt == EM_F32) im2col_window_f32(gm, (const float *)x + n * gm->ci * Q, ch, ch + cw, p0, wd, col);
+        else im2col_window_f64(gm, (const double *)x + n * gm->ci * Q, ch, ch + cw, p0, wd, col);
+        gemm_op op = {dt, 0, 1, h, cw * nt, wd, cat(dy, (n * gm->co + g * cog + i0) * P + p0, es), P, col, wd};
+        blas_block(&op, 0, h, 0, cw * nt, 0, wd, win > s * seg, C, kc);
+      }
+    }
+  }
+  free(buf);
+  if (part != dw) {
+    add_partials(dt, part, nseg, gm->co, kc, 0, dw, kc);
+    free(part);
+  }
+  return EM_OK;
+}
+
 /* dw [co, ci/g, k] = sum over the batch of column-side dy times the image x. */
 static em_status weight_grad(const conv_geom *gm, em_dtype dt, const void *x, const void *dy, void *dw) {
   size_t es = em_dtype_size(dt);
@@ -674,21 +736,10 @@ static em_status weight_grad(const conv_geom *gm, em_dtype dt, const void *x, co
       for (int64_t g = 0; g < gm->g && !st; g++)
         st = gemm_reduce(dt, 0, 1, cog, cig, P, cat(dy, (n * gm->co + g * cog) * P, es), P,
                          cat(x, (n * gm->ci + g * cig) * Q, es), Q, n > 0, at(dw, g * cog * cig, es), cig);
+  } else if (P == 0) {
+    memset(dw, 0, (size_t)(gm->co * kc) * es); /* no positions: an empty sum */
   } else {
-    int64_t B;
-    void *col, *tmp;
-    st = chunk_buffers(gm, es, "im2col", &B, &col, &tmp);
-    for (int64_t n0 = 0; n0 < gm->n && !st; n0 += B) {
-      int64_t nb = gm->n - n0 < B ? gm->n - n0 : B, ld = nb * P;
-      im2col(dt, gm, cat(x, n0 * gm->ci * Q, es), nb, col);
-      const void *src = packed_items(gm, dy, n0, nb, es, tmp);
-      /* chunks are summed in batch order: beta = 1 after the first */
-      for (int64_t g = 0; g < gm->g && !st; g++)
-        st = gemm_reduce(dt, 0, 1, cog, kc, ld, cat(src, g * cog * ld, es), ld, cat(col, g * kc * ld, es), ld, n0 > 0,
-                  at(dw, g * cog * kc, es), kc);
-    }
-    free(col);
-    free(tmp);
+    st = weight_grad_tiled(gm, dt, x, dy, dw);
   }
   return st;
 }
@@ -877,40 +928,9 @@ const size_t em_ops_conv_count = sizeof em_ops_conv / sizeof em_ops_conv[0];
 
 #define R CONV_T
 
-/* The rows (c, tap) of the column matrix of nb items starting at img (item stride ci * Q):
- * col[(c * taps + t) * ld + b * P + p], ld = nb * P, zero where a tap reads padding. */
-static void CONV_NAME(im2col)(const conv_geom *gm, const R *img, int64_t nb, R *col) {
-  const int64_t nt = prod3(gm->k), P = prod3(gm->col), Q = prod3(gm->img), rows = nb * gm->ci * nt, ld = nb * P;
-  const int64_t *k = gm->k, *s = gm->s, *d = gm->d, *pb = gm->pb, *in = gm->img, *out = gm->col;
-#pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (rows * P > 32768)
-  for (int64_t r = 0; r < rows; r++) {
-    int64_t b = r / (gm->ci * nt), ct = r % (gm->ci * nt), c = ct / nt, t = ct % nt;
-    int64_t kd = t / (k[1] * k[2]), kh = t / k[2] % k[1], kw = t % k[2], off = kw * d[2] - pb[2], lo, hi;
-    valid_range(off, s[2], in[2], out[2], &lo, &hi);
-    const R *src = img + (b * gm->ci + c) * Q;
-    R *dst = col + ct * ld + b * P;
-    for (int64_t od = 0; od < out[0]; od++) {
-      int64_t id = od * s[0] - pb[0] + kd * d[0];
-      for (int64_t oh = 0; oh < out[1]; oh++) {
-        int64_t ih = oh * s[1] - pb[1] + kh * d[1];
-        R *drow = dst + (od * out[1] + oh) * out[2];
-        if (id < 0 || id >= in[0] || ih < 0 || ih >= in[1]) {
-          memset(drow, 0, sizeof(R) * (size_t)out[2]);
-          continue;
-        }
-        const R *srow = src + (id * in[1] + ih) * in[2];
-        for (int64_t ow = 0; ow < lo; ow++) drow[ow] = 0;
-#pragma omp simd
-        for (int64_t ow = lo; ow < hi; ow++) drow[ow] = srow[ow * s[2] + off];
-        for (int64_t ow = hi; ow < out[2]; ow++) drow[ow] = 0;
-      }
-    }
-  }
-}
-
 /* Columns [p0, p0 + w) of one item's column matrix, for image channels [c0, c1):
- * col[((c - c0) * taps + t) * w + (p - p0)], as im2col's rows but over a window of output
- * positions (which may span output rows). */
+ * col[((c - c0) * taps + t) * w + (p - p0)], zero where a tap reads padding; the window of
+ * output positions may span output rows. */
 static void CONV_NAME(im2col_window)(const conv_geom *gm, const R *img, int64_t c0, int64_t c1, int64_t p0, int64_t w,
                                      R *col) {
   const int64_t nt = prod3(gm->k), Q = prod3(gm->img), rows = (c1 - c0) * nt;
@@ -945,8 +965,9 @@ static void CONV_NAME(im2col_window)(const conv_geom *gm, const R *img, int64_t 
   }
 }
 
-/* The adjoint of im2col: each image plane (item, channel) is zeroed, then accumulates its
- * column rows tap by tap, position by position (a fixed order). */
+/* The adjoint of im2col for nb items (column matrix [ci * taps, nb * P]): each image plane
+ * (item, channel) is zeroed, then accumulates its column rows tap by tap, position by
+ * position (a fixed order). */
 static void CONV_NAME(col2im)(const conv_geom *gm, const R *col, int64_t nb, R *img) {
   const int64_t nt = prod3(gm->k), P = prod3(gm->col), Q = prod3(gm->img), planes = nb * gm->ci, ld = nb * P;
   const int64_t *k = gm->k, *s = gm->s, *d = gm->d, *pb = gm->pb, *in = gm->img, *out = gm->col;

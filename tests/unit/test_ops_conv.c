@@ -299,6 +299,9 @@ static const conv_case conv_cases[] = {
   /* the fused forward: output-position windows across rows, two tiles of output channels */
   {.name = "2d 140 output channels windows", .nsp = 2, .n = 2, .c = 3, .m = 140, .g = 1, .in = {23, 29},
    .k = {3, 2}, .s = {1, 2}, .has_pads = 1, .pads = {1, 0, 2, 1}, .bias = 1},
+  /* weight gradient: two tiles of image channels and of output channels, six windows in six segments */
+  {.name = "2d 130 -> 140 channels weight-gradient tiles", .nsp = 2, .n = 3, .c = 130, .m = 140, .g = 1,
+   .in = {9, 40}, .k = {2, 2}, .has_pads = 1, .pads = {1, 0, 0, 1}},
   {.name = "3d groups windows", .nsp = 3, .n = 2, .c = 4, .m = 6, .g = 2, .in = {5, 9, 11}, .k = {2, 3, 3},
    .s = {1, 1, 2}, .d = {2, 1, 1}, .has_pads = 1, .pads = {1, 1, 0, 0, 2, 1}},
   /* rows of a register block and a tail; a left pad wider than the kernel reaches */
