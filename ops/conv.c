@@ -953,7 +953,7 @@ static void CONV_NAME(im2col_window)(const conv_geom *gm, const R *img, int64_t 
         const R *srow = src + (id * in[1] + ih) * in[2];
         int64_t a = lo > ow ? lo : ow, b = hi < ow + seg ? hi : ow + seg;
         if (b < a) b = a;
-        for (int64_t o = ow; o < a; o++) drow[o] = 0;
+        for (int64_t o = ow; o < a && o < ow + seg; o++) drow[o] = 0;
 #pragma omp simd
         for (int64_t o = a; o < b; o++) drow[o] = srow[o * s[2] + off];
         for (int64_t o = b > ow ? b : ow; o < ow + seg; o++) drow[o] = 0;

@@ -302,6 +302,11 @@ static const conv_case conv_cases[] = {
   /* weight gradient: two tiles of image channels and of output channels, six windows in six segments */
   {.name = "2d 130 -> 140 channels weight-gradient tiles", .nsp = 2, .n = 3, .c = 130, .m = 140, .g = 1,
    .in = {9, 40}, .k = {2, 2}, .has_pads = 1, .pads = {1, 0, 0, 1}},
+  /* review: a begin pad wider than a position tile: the last tap's zeros before lo run past the window */
+  {.name = "1d begin pad beyond a position tile", .nsp = 1, .n = 1, .c = 2, .m = 3, .g = 1, .in = {10}, .k = {2},
+   .has_pads = 1, .pads = {300, 0}},
+  {.name = "2d begin pad beyond the window's last row segment", .nsp = 2, .n = 1, .c = 2, .m = 3, .g = 1,
+   .in = {10, 10}, .k = {2, 2}, .has_pads = 1, .pads = {0, 30, 0, 0}},
   {.name = "3d groups windows", .nsp = 3, .n = 2, .c = 4, .m = 6, .g = 2, .in = {5, 9, 11}, .k = {2, 3, 3},
    .s = {1, 1, 2}, .d = {2, 1, 1}, .has_pads = 1, .pads = {1, 1, 0, 0, 2, 1}},
   /* rows of a register block and a tail; a left pad wider than the kernel reaches */
@@ -383,6 +388,12 @@ static const conv_case transpose_cases[] = {
    .k = {2, 3}, .has_oshape = 1, .oshape = {6, 9}},
   {.name = "3d stride 1 pads", .nsp = 3, .n = 1, .c = 2, .m = 3, .g = 1, .in = {3, 4, 5}, .k = {2, 2, 3},
    .has_pads = 1, .pads = {1, 0, 1, 0, 1, 1}},
+  /* review: the flipped-kernel forward with a begin pad (-pb) wider than a position tile */
+  {.name = "1d stride 1 output_shape far above full", .nsp = 1, .n = 1, .c = 2, .m = 3, .g = 1, .in = {10},
+   .k = {2}, .has_oshape = 1, .oshape = {600}},
+  /* review: the input gradient (image -> column) with a begin pad beyond a position tile */
+  {.name = "1d stride 2 pads beyond a position tile", .nsp = 1, .n = 1, .c = 2, .m = 3, .g = 1, .in = {300},
+   .k = {2}, .s = {2}, .has_pads = 1, .pads = {400, 0}},
   /* the depthwise adjoint gather over rows of a register block and a tail */
   {.name = "2d depthwise wide rows", .nsp = 2, .n = 1, .c = 3, .m = 3, .g = 3, .in = {3, 80}, .k = {3, 3},
    .has_pads = 1, .pads = {1, 2, 0, 1}, .bias = 1},
