@@ -513,6 +513,15 @@ static const void *packed_items(const conv_geom *gm, const void *dy, int64_t n0,
   return tmp;
 }
 
+/* Threads for a fused pass (img_to_col_tiled, weight_grad_tiled) of `items` work items: one
+ * below PAR_WORK multiply-adds in all, else up to one per item. */
+static int fused_threads(const conv_geom *gm, int64_t items) {
+  double work = (double)gm->n * (double)prod3(gm->col) * (double)gm->co * (double)(gm->ci / gm->g * prod3(gm->k));
+  int t = em_cpu_threads();
+  if (work < PAR_WORK || items <= 1) return 1;
+  return items < t ? (int)items : t;
+}
+
 /* The general forward, fused: work items are (item, tile of output positions, group, tile
  * of the group's output channels); each builds its window of the group's column matrix in
  * a per-thread buffer (kept when the thread's next item shares it) and multiplies it into
@@ -529,9 +538,7 @@ static em_status img_to_col_tiled(const conv_geom *gm, em_dtype dt, const void *
   gemm_op probe = {dt, 0, 0, cog, tw, kc, w, kc, NULL, tw};
   em_status st = blas_limits(&probe, P);
   if (st) return st;
-  const int threads = (double)gm->n * (double)P * (double)gm->co * (double)kc >= PAR_WORK && items > 1
-                          ? (int)(items < em_cpu_threads() ? items : em_cpu_threads())
-                          : 1;
+  const int threads = fused_threads(gm, items);
   void *buf = malloc((size_t)(kc * tw) * es * (size_t)threads + 1);
   if (!buf) return oom("im2col windows");
   blas_single_thread();
@@ -684,9 +691,7 @@ static em_status weight_grad_tiled(const conv_geom *gm, em_dtype dt, const void 
   void *part = nseg > 1 ? malloc((size_t)(nseg * whole) * es) : dw; /* one segment: straight into dw */
   if (!part) return oom("partial weight gradients");
   const int64_t items = nseg * gm->g * rt * crt;
-  const int threads = (double)gm->n * (double)P * (double)gm->co * (double)kc >= PAR_WORK && items > 1
-                          ? (int)(items < em_cpu_threads() ? items : em_cpu_threads())
-                          : 1;
+  const int threads = fused_threads(gm, items);
   void *buf = malloc((size_t)(cc * nt * tw) * es * (size_t)threads + 1);
   if (!buf) {
     if (part != dw) free(part);
