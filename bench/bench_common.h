@@ -49,6 +49,30 @@ static inline double bc_median(double *v, int n) {
   } while (0)
 
 /* xorshift64*: the same data every run, independent of libc. */
+/* One executor run with its outputs released. */
+static inline void bc_run_once(em_exec *e, const em_feed *feeds, int n_feeds, int n_out) {
+  em_tensor *out[8];
+  if (n_out > 8) {
+    fprintf(stderr, "bc_run_once: at most 8 outputs\n");
+    exit(1);
+  }
+  BC_CHECK(em_exec_run(e, feeds, n_feeds, out));
+  for (int k = 0; k < n_out; k++) em_tensor_release(out[k]);
+}
+
+/* `warmup` untimed runs, then `batches` batches of `calls` runs: one line
+ * "R <key> <ms per run>" per batch. */
+static inline void bc_time_runs(em_exec *e, const em_feed *feeds, int n_feeds, int n_out, int warmup, int batches,
+                                int calls, const char *key) {
+  for (int i = 0; i < warmup; i++) bc_run_once(e, feeds, n_feeds, n_out);
+  for (int b = 0; b < batches; b++) {
+    double t0 = bc_now();
+    for (int i = 0; i < calls; i++) bc_run_once(e, feeds, n_feeds, n_out);
+    printf("R %s %.4f\n", key, (bc_now() - t0) / calls * 1e3);
+    fflush(stdout);
+  }
+}
+
 static inline uint64_t bc_rand_u64(uint64_t *state) {
   uint64_t x = *state;
   x ^= x >> 12;

@@ -81,20 +81,9 @@ int main(int argc, char **argv) {
         return 1;
       }
     }
-    for (int i = 0; i < 2; i++) {
-      BC_CHECK(em_exec_run(e, &f, 1, o));
-      for (int k = 0; k < no; k++) em_tensor_release(o[k]);
-    }
-    int batches = 3, calls = opt.quick ? 2 : 5; /* run.sh repeats the process in rounds */
-    for (int b = 0; b < batches; b++) {
-      double t0 = bc_now();
-      for (int i = 0; i < calls; i++) {
-        BC_CHECK(em_exec_run(e, &f, 1, o));
-        for (int k = 0; k < no; k++) em_tensor_release(o[k]);
-      }
-      printf("R conv.%s.ember.ms %.4f\n", names[mode], (bc_now() - t0) / calls * 1e3);
-      fflush(stdout);
-    }
+    char key[32];
+    snprintf(key, sizeof key, "conv.%s.ember.ms", names[mode]);
+    bc_time_runs(e, &f, 1, no, 2, 3, opt.quick ? 2 : 5, key); /* run.sh repeats the process in rounds */
     em_exec_free(e);
   }
   free(xb);

@@ -82,20 +82,8 @@ int main(int argc, char **argv) {
     return 1;
   }
 
-  int batches = 3, calls = o.quick ? 10 : 20; /* run.sh repeats the process in rounds */
-  for (int i = 0; i < 5; i++) {
-    BC_CHECK(em_exec_run(e, &f, 1, &out));
-    em_tensor_release(out);
-  }
-  for (int b = 0; b < batches; b++) {
-    double t0 = bc_now();
-    for (int i = 0; i < calls; i++) {
-      BC_CHECK(em_exec_run(e, &f, 1, &out));
-      em_tensor_release(out);
-    }
-    printf("R groupconv.ember.ms %.4f\n", (bc_now() - t0) / calls * 1e3);
-    fflush(stdout);
-  }
+  /* run.sh repeats the process in rounds */
+  bc_time_runs(e, &f, 1, 1, 5, 3, o.quick ? 10 : 20, "groupconv.ember.ms");
 
   free(ref);
   free(xb);

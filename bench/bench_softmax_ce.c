@@ -69,22 +69,8 @@ int main(int argc, char **argv) {
     return 1;
   }
 
-  int batches = 3, calls = opt.quick ? 5 : 10; /* run.sh repeats the process in rounds */
-  for (int i = 0; i < 3; i++) {
-    BC_CHECK(em_exec_run(e, f, 2, o));
-    em_tensor_release(o[0]);
-    em_tensor_release(o[1]);
-  }
-  for (int b = 0; b < batches; b++) {
-    double t0 = bc_now();
-    for (int i = 0; i < calls; i++) {
-      BC_CHECK(em_exec_run(e, f, 2, o));
-      em_tensor_release(o[0]);
-      em_tensor_release(o[1]);
-    }
-    printf("R softmax_ce.ember.ms %.4f\n", (bc_now() - t0) / calls * 1e3);
-    fflush(stdout);
-  }
+  /* run.sh repeats the process in rounds */
+  bc_time_runs(e, f, 2, 2, 3, 3, opt.quick ? 5 : 10, "softmax_ce.ember.ms");
   free(xb);
   free(db);
   em_tensor_release(xt);
