@@ -4,6 +4,11 @@
 # fails, so nothing depends on what someone installed by hand.
 set -euo pipefail
 
+# The CUDA tools Ember takes from PyPI into .tools/ (ptxas 11.8, NVRTC 11.8 and
+# 12.x): installed when missing; when they cannot be, one line says so and the
+# build goes on without them.
+bash "$(dirname "$0")/pypi_tools.sh" --report
+
 PACKAGES=(
   gcc make pkg-config          # toolchain
   libelf-dev                   # cubin / ELF reading (runtime, gpucheck)
