@@ -103,8 +103,19 @@ int em_ptx_isa_min_driver(int ptx_isa) {
 int em_cubin_min_driver(int cuda) {
   if (cuda <= 0) return 0;
   /* Minor-version compatibility (CUDA 11+): any driver of the same major
-   * loads the cubin (reference 2.2). Before 11 the driver had to be at
-   * least the toolkit's own version. */
+   * loads the cubin (reference 2.2), and any later driver through backward
+   * compatibility. NVIDIA, "Minor Version Compatibility"
+   * (https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html):
+   * "From CUDA 11 onwards, applications compiled with a CUDA Toolkit release
+   * from within a CUDA major release family can run, with limited
+   * feature-set, on systems having at least the minimum required driver
+   * version" (11.x: >= 450, 12.x: >= 525, 13.x: >= 580); before CUDA 11 "the
+   * minimum required driver version is the same as the driver that's
+   * packaged as part of that toolkit release". So a CUDA 11.8 cubin (ptxas
+   * 11.8) needs cuDriverGetVersion >= 11000. One gap: the 11.x floor is
+   * exactly 450.80.02, and an earlier R450 driver also reports 11000; the
+   * loader then sees the driver refuse the cubin and takes the next
+   * candidate (the legacy PTX). */
   if (cuda >= 11000) return (cuda / 1000) * 1000;
   return cuda;
 }

@@ -49,12 +49,27 @@ int em_image_min_driver(const em_image_info *img) {
   }
 }
 
+/* A Tegra (Jetson) SM, per arch_table; a CC the table does not know counts
+ * as desktop. */
+static int is_tegra(int cc) {
+  const em_arch_row *row = em_arch_lookup(cc);
+  return row && row->tegra;
+}
+
 /* Does a cubin built for `arch` (with variant) run on `cc`? The step it
- * belongs to is returned through *step (1 exact, 2 lower minor). */
+ * belongs to is returned through *step (1 exact, 2 lower minor).
+ * NVIDIA, CUDA C++ Programming Guide, "Binary Compatibility"
+ * (https://docs.nvidia.com/cuda/cuda-c-programming-guide/#binary-compatibility):
+ * "a cubin object generated for compute capability X.y will only execute on
+ * devices of compute capability X.z where z>=y", and: "Binary compatibility is
+ * supported only for the desktop. It is not supported for Tegra. Also, the
+ * binary compatibility between desktop and Tegra is not supported." So step 2
+ * never crosses into or out of a Tegra SM (an sm_72 Xavier cubin is no cubin
+ * for a T4, an sm_86 one none for an Orin). */
 static int cubin_fits(int arch, char variant, int cc, int *step) {
   if (arch / 10 != cc / 10) return 0;
   if (arch == cc) { *step = 1; return 1; }
-  if (arch < cc && variant != 'a') { *step = 2; return 1; }
+  if (arch < cc && variant != 'a' && !is_tegra(arch) && !is_tegra(cc)) { *step = 2; return 1; }
   return 0;
 }
 
@@ -136,10 +151,12 @@ static void consider_cubins(plan_builder *b, int want_step) {
       image_name(img, name);
       if (!cubin_fits(img->arch, img->variant, in->cc, &step)) {
         if (want_step != 1) continue; /* report misfits once, with step 1 */
+        const char *rule = img->variant == 'a' ? "an 'a' cubin runs only on exactly its SM"
+                           : img->arch / 10 == in->cc / 10 && img->arch < in->cc
+                               ? "cubins run on a higher minor only between desktop GPUs, never to or from Tegra"
+                               : "a cubin runs only on its own major, at or above its minor";
         add_candidate(b, EM_PATH_CUBIN, (int)i, img->arch, img->variant, 0,
-                      "%s cubin does not run on CC %s (%s)", name, b->cc_s,
-                      img->variant == 'a' ? "an 'a' cubin runs only on exactly its SM"
-                                          : "a cubin runs only on its own major, at or above its minor");
+                      "%s cubin does not run on CC %s (%s)", name, b->cc_s, rule);
         continue;
       }
       if (step != want_step) continue;

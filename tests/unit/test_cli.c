@@ -243,6 +243,22 @@ static int is_path_name(const char *p) {
   return 0;
 }
 
+/* Whether `ember images` lists a CUDA 11.x cubin for sm_37 of the module: a
+ * K80 on a CUDA 11.x or newer driver runs it (step 1; minor-version
+ * compatibility, cuda-compat.md 2.2), else it takes the legacy PTX. */
+static int has_cubin37_cuda11(const char *module) {
+  run_result r = run_cli(NO_SETTINGS, ARGS("images", "--json"));
+  expect_status(&r, 0);
+  json_t *imgs = array_at(parse(&r), "images");
+  for (size_t i = 0; i < json_array_size(imgs); i++) {
+    json_t *img = json_array_get(imgs, i);
+    if (!strcmp(str_at(img, "module"), module) && !strcmp(str_at(img, "kind"), "cubin") && int_at(img, "arch") == 37 &&
+        int_at(img, "toolkit") / 1000 == 11)
+      return 1;
+  }
+  return 0;
+}
+
 /* ------------------------------------------------------------- devices --- */
 
 #define FLEET "FAKECUDA_DEVICES=3.7=Tesla K80,9.0=NVIDIA H100 80GB HBM3"
@@ -283,8 +299,9 @@ static void test_devices_json_mixed_fleet(void **state) {
       assert_true(is_path_name(path));
       assert_true(strlen(str_at(p, "reason")) > 0);
       assert_true(json_array_size(array_at(p, "candidates")) > 0);
-      if (d == 0 && strcmp(path, "ptx-legacy"))
-        fail_msg("K80 on R470, module %s: path %s (%s), expected ptx-legacy", module, path, str_at(p, "reason"));
+      const char *k80_path = d == 0 && has_cubin37_cuda11(module) ? "cubin" : "ptx-legacy";
+      if (d == 0 && strcmp(path, k80_path))
+        fail_msg("K80 on R470, module %s: path %s (%s), expected %s", module, path, str_at(p, "reason"), k80_path);
     }
   }
 }
@@ -314,16 +331,19 @@ static void test_devices_without_driver(void **state) {
 static void test_devices_strict_refusal(void **state) {
   (void)state;
   NEED_CLI();
-  /* What the plans say, without strict: their reasons. */
-  run_result plain = run_cli(SETTINGS("FAKECUDA_DEVICES=3.7=Tesla K80", "CUDA_DISABLE_PTX_JIT=1"),
-                             ARGS("devices", "--json"));
+  /* What the plans say, without strict: their reasons. R418 (CUDA 10.1) loads
+   * no CUDA 11.x cubin, and the JIT is off: every module ends on the CPU. */
+  run_result plain = run_cli(
+      SETTINGS("FAKECUDA_DEVICES=3.7=Tesla K80", "FAKECUDA_DRIVER=10010", "CUDA_DISABLE_PTX_JIT=1"),
+      ARGS("devices", "--json"));
   expect_status(&plain, 0);
   json_t *root = parse(&plain);
   json_t *plans = array_at(json_array_get(array_at(root, "devices"), 0), "plans");
   assert_true(json_array_size(plans) > 0);
   for (int json = 0; json < 2; json++) {
-    run_result r = run_cli(SETTINGS("FAKECUDA_DEVICES=3.7=Tesla K80", "CUDA_DISABLE_PTX_JIT=1", "EMBER_STRICT=1"),
-                           json ? ARGS("devices", "--json") : ARGS("devices"));
+    run_result r = run_cli(
+        SETTINGS("FAKECUDA_DEVICES=3.7=Tesla K80", "FAKECUDA_DRIVER=10010", "CUDA_DISABLE_PTX_JIT=1", "EMBER_STRICT=1"),
+        json ? ARGS("devices", "--json") : ARGS("devices"));
     expect_status(&r, 1);
     assert_non_null(strstr(r.err, "EMBER_STRICT"));
     /* Each refused plan's reason is on stderr, where a script sees it. */
@@ -437,10 +457,13 @@ static void test_selftest_through_fake(void **state) {
     for (size_t m = 0; m < mods.n; m++)
       if (!seen[m]) fail_msg("device %zu: module %s was not loaded", d, mods.name[m]);
   }
-  /* The K80 takes the legacy PTX through the driver's JIT. */
+  /* The K80 on R580 takes the CUDA 11.x sm_37 cubin when the build has one,
+   * else the legacy PTX through the driver's JIT. */
   json_t *k80 = array_at(json_array_get(devs, 0), "results");
-  for (size_t i = 0; i < json_array_size(k80); i++)
-    assert_string_equal(str_at(json_array_get(k80, i), "path"), "ptx-legacy");
+  for (size_t i = 0; i < json_array_size(k80); i++) {
+    json_t *res = json_array_get(k80, i);
+    assert_string_equal(str_at(res, "path"), has_cubin37_cuda11(str_at(res, "module")) ? "cubin" : "ptx-legacy");
+  }
 
   r = run_cli(SETTINGS("FAKECUDA_DEVICES=8.6"), ARGS("selftest"));
   expect_status(&r, 0);

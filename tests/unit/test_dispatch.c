@@ -13,6 +13,10 @@
  *   an image loads only on a driver >= the first CUDA of its toolkit (cubin,
  *   minor-version compatibility from CUDA 11: cuda-compat.md 2.2) or of its PTX
  *   ISA (cuda-compat.md 1 note 3, [PTXMAP]);
+ *   a cubin runs on a higher minor of its major only between desktop GPUs, never
+ *   to or from a Tegra SM (CUDA C++ Programming Guide, "Binary Compatibility":
+ *   "Binary compatibility is supported only for the desktop. It is not supported
+ *   for Tegra."; Tegra CCs from cuda-compat.md 3.1);
  *   NVRTC 13 targets sm_75 and up (cuda-compat.md 1: CUDA 13.0 targets) and its
  *   cubins need a CUDA 13 driver (2.2);
  *   CUresult names and numbers: cuda.h of CUDA 13.0 (cuda-compat.md 6);
@@ -223,6 +227,14 @@ static int rule_min_driver(const em_image_info *img) {
 
 static int of_module(const em_image_info *img, const char *module) { return !strcmp(img->module, module); }
 
+/* Jetson / Drive compute capabilities (cuda-compat.md 3.1). */
+static int tegra_cc(int cc) {
+  static const int tegra[] = {32, 53, 62, 72, 87, 101, 110};
+  for (size_t i = 0; i < sizeof tegra / sizeof tegra[0]; i++)
+    if (tegra[i] == cc) return 1;
+  return 0;
+}
+
 /* The NVRTC this process can load, as the policy's step 4 needs it: 0 none,
  * else its version. Only NVRTC 13 has known rules here; the tests that depend
  * on step 4 skip when another version (or several) is installed. */
@@ -262,11 +274,13 @@ static expectation expected_plan(const table *t, const char *module, int cc, int
       if (of_module(img, module) && img->kind == EM_IMAGE_CUBIN && img->arch == cc && rule_min_driver(img) <= driver)
         return (expectation){EM_PATH_CUBIN, 1, (int)i, 1};
     }
-    /* Step 2: same major, the highest lower minor, never an 'a' cubin. */
+    /* Step 2: same major, the highest lower minor, never an 'a' cubin, never to
+     * or from Tegra. */
     for (size_t i = 0; i < t->n; i++) {
       const em_image_info *img = &t->img[i];
       if (of_module(img, module) && img->kind == EM_IMAGE_CUBIN && img->arch / 10 == cc / 10 && img->arch < cc &&
-          img->variant != 'a' && rule_min_driver(img) <= driver && (best < 0 || img->arch > t->img[best].arch))
+          img->variant != 'a' && !tegra_cc(img->arch) && !tegra_cc(cc) && rule_min_driver(img) <= driver &&
+          (best < 0 || img->arch > t->img[best].arch))
         best = (int)i;
     }
     if (best >= 0) return (expectation){EM_PATH_CUBIN, 2, best, 1};
@@ -322,6 +336,17 @@ static size_t module_kernels(const table *t, const char *module, char names[][64
     }
   }
   return n;
+}
+
+/* Whether a cubin for CC 3.5 or 3.7 of the module loads on a K80 with this driver. */
+static int kepler_cubin_loads(const table *t, const char *module, int driver) {
+  for (size_t i = 0; i < t->n; i++) {
+    const em_image_info *img = &t->img[i];
+    if (of_module(img, module) && img->kind == EM_IMAGE_CUBIN && (img->arch == 35 || img->arch == 37) &&
+        rule_min_driver(img) <= driver)
+      return 1;
+  }
+  return 0;
 }
 
 static int has_image(const table *t, const char *module, em_image_kind kind, int arch, int legacy) {
@@ -635,21 +660,41 @@ static void test_table_has_legacy_ptx_and_sources(void **state) {
       assert_int_equal(t.img[i].min_driver, rule_min_driver(&t.img[i]));
 }
 
-static void test_k80_on_r470_is_legacy_ptx(void **state) {
+/* A K80 on R470 (CUDA 11.4) runs the CUDA 11.x sm_37 cubin when the build has
+ * one (ptxas 11.8 or NVCC_LEGACY; minor-version compatibility), else the legacy
+ * PTX; on R418 (CUDA 10.1) no 11.x cubin loads, and the legacy PTX (ISA 3.2,
+ * CUDA 5.5) remains. */
+static void test_k80_on_r470_and_r418(void **state) {
   (void)state;
   NEED_FAKE();
-  configure("FAKECUDA_DEVICES=3.7=Tesla K80", "FAKECUDA_DRIVER=11040");
-  table t;
-  read_table(&t);
-  for (size_t m = 0; m < t.n_modules; m++) {
-    em_plan p;
-    assert_ok(em_dispatch_plan(em_cuda(0), t.modules[m], &p));
-    assert_int_equal(p.path, EM_PATH_PTX_LEGACY);
-    assert_int_equal(p.step, 3);
-    const em_image_info *img = &t.img[p.candidates[p.chosen].image_index];
-    assert_int_equal(img->kind, EM_IMAGE_PTX);
-    assert_int_equal(img->arch, 35);
-    assert_true(img->flags & EM_IMAGE_LEGACY);
+  static const int drivers[] = {11040, 10010};
+  for (size_t k = 0; k < 2; k++) {
+    char setting[64];
+    snprintf(setting, sizeof setting, "FAKECUDA_DRIVER=%d", drivers[k]);
+    configure("FAKECUDA_DEVICES=3.7=Tesla K80", setting);
+    table t;
+    read_table(&t);
+    for (size_t m = 0; m < t.n_modules; m++) {
+      int cubin37 = -1;
+      for (size_t i = 0; i < t.n; i++)
+        if (of_module(&t.img[i], t.modules[m]) && t.img[i].kind == EM_IMAGE_CUBIN && t.img[i].arch == 37 &&
+            t.img[i].toolkit / 1000 == 11)
+          cubin37 = (int)i;
+      em_plan p;
+      assert_ok(em_dispatch_plan(em_cuda(0), t.modules[m], &p));
+      const em_image_info *img = &t.img[p.candidates[p.chosen].image_index];
+      if (drivers[k] == 11040 && cubin37 >= 0) {
+        assert_int_equal(p.path, EM_PATH_CUBIN);
+        assert_int_equal(p.step, 1);
+        assert_int_equal(p.candidates[p.chosen].image_index, cubin37);
+        continue;
+      }
+      assert_int_equal(p.path, EM_PATH_PTX_LEGACY);
+      assert_int_equal(p.step, 3);
+      assert_int_equal(img->kind, EM_IMAGE_PTX);
+      assert_int_equal(img->arch, 35);
+      assert_true(img->flags & EM_IMAGE_LEGACY);
+    }
   }
 }
 
@@ -714,7 +759,8 @@ static void test_two_gpus_have_independent_plans(void **state) {
   em_plan k80, h100;
   assert_ok(em_dispatch_plan(em_cuda(0), t.modules[0], &k80));
   assert_ok(em_dispatch_plan(em_cuda(1), t.modules[0], &h100));
-  assert_int_equal(k80.path, EM_PATH_PTX_LEGACY);
+  /* R580 loads any cubin of CUDA 13 or older: an sm_37 one if the build has it. */
+  assert_int_equal(k80.path, has_image(&t, t.modules[0], EM_IMAGE_CUBIN, 37, -1) ? EM_PATH_CUBIN : EM_PATH_PTX_LEGACY);
   if (has_image(&t, t.modules[0], EM_IMAGE_CUBIN, 90, -1)) assert_int_equal(h100.path, EM_PATH_CUBIN);
   /* Loading on one device leaves the other's record untouched. */
   char names[8][64];
@@ -786,12 +832,12 @@ static void test_force_misspelt_is_refused(void **state) {
 static void test_force_cubin_on_k80(void **state) {
   (void)state;
   NEED_FAKE();
-  configure("FAKECUDA_DEVICES=3.7=Tesla K80", "FAKECUDA_DRIVER=13000", "EMBER_FORCE=cubin");
+  /* R418 (CUDA 10.1): the build's Kepler cubins (CUDA 11.x) do not load. */
+  configure("FAKECUDA_DEVICES=3.7=Tesla K80", "FAKECUDA_DRIVER=10010", "EMBER_FORCE=cubin");
   table t;
   read_table(&t);
   for (size_t m = 0; m < t.n_modules; m++) {
-    if (has_image(&t, t.modules[m], EM_IMAGE_CUBIN, 37, -1) || has_image(&t, t.modules[m], EM_IMAGE_CUBIN, 35, -1))
-      continue; /* built with NVCC_LEGACY: a Kepler cubin exists */
+    assert_false(kepler_cubin_loads(&t, t.modules[m], 10010)); /* only a CUDA <= 10.1 toolkit would make one */
     em_plan p;
     assert_ok(em_dispatch_plan(em_cuda(0), t.modules[m], &p));
     assert_int_equal(p.path, EM_PATH_NONE);
@@ -808,15 +854,15 @@ static void test_force_cubin_on_k80(void **state) {
 static void test_jit_disabled_k80_runs_on_cpu(void **state) {
   (void)state;
   NEED_FAKE();
-  configure("FAKECUDA_DEVICES=3.7=Tesla K80", "FAKECUDA_DRIVER=13000", "CUDA_DISABLE_PTX_JIT=1");
+  configure("FAKECUDA_DEVICES=3.7=Tesla K80", "FAKECUDA_DRIVER=10010", "CUDA_DISABLE_PTX_JIT=1");
   table t;
   read_table(&t);
   for (size_t m = 0; m < t.n_modules; m++) {
     em_plan p;
     assert_ok(em_dispatch_plan(em_cuda(0), t.modules[m], &p));
-    /* No Kepler cubin, PTX cannot be JIT-compiled, NVRTC 13 has no sm_37. */
-    if (has_image(&t, t.modules[m], EM_IMAGE_CUBIN, 37, -1) || has_image(&t, t.modules[m], EM_IMAGE_CUBIN, 35, -1))
-      continue;
+    /* R418: no Kepler cubin loads (CUDA 11.x ones need a CUDA 11 driver), PTX
+     * cannot be JIT-compiled, NVRTC 13 has no sm_37. */
+    assert_false(kepler_cubin_loads(&t, t.modules[m], 10010));
     assert_int_equal(p.path, EM_PATH_CPU);
     assert_int_equal(p.step, 5);
     assert_int_equal(p.strict_error, 0);
@@ -835,12 +881,13 @@ static void test_jit_disabled_k80_runs_on_cpu(void **state) {
 static void test_jit_disabled_k80_strict(void **state) {
   (void)state;
   NEED_FAKE();
-  configure("FAKECUDA_DEVICES=3.7=Tesla K80", "FAKECUDA_DRIVER=13000", "CUDA_DISABLE_PTX_JIT=1", "EMBER_STRICT=1");
+  /* R418 (CUDA 10.1): no CUDA 11.x cubin loads (minor-version compatibility
+   * starts at a CUDA 11 driver), and with the JIT off no PTX either. */
+  configure("FAKECUDA_DEVICES=3.7=Tesla K80", "FAKECUDA_DRIVER=10010", "CUDA_DISABLE_PTX_JIT=1", "EMBER_STRICT=1");
   table t;
   read_table(&t);
   for (size_t m = 0; m < t.n_modules; m++) {
-    if (has_image(&t, t.modules[m], EM_IMAGE_CUBIN, 37, -1) || has_image(&t, t.modules[m], EM_IMAGE_CUBIN, 35, -1))
-      continue;
+    assert_false(kepler_cubin_loads(&t, t.modules[m], 10010)); /* only a CUDA <= 10.1 toolkit would make one */
     em_plan p;
     assert_ok(em_dispatch_plan(em_cuda(0), t.modules[m], &p));
     assert_int_equal(p.path, EM_PATH_CPU);
@@ -923,7 +970,8 @@ static void test_jit_cache_across_lifetimes(void **state) {
   char cache[PATH_MAX], setting[PATH_MAX + 32];
   fresh_cache_dir(cache, sizeof cache);
   snprintf(setting, sizeof setting, "EMBER_CACHE_DIR=%s", cache);
-  configure("FAKECUDA_DEVICES=3.7=Tesla K80", "FAKECUDA_DRIVER=13000", setting);
+  /* R418: too old for the CUDA 11.x sm_37 cubins, so every module JITs PTX. */
+  configure("FAKECUDA_DEVICES=3.7=Tesla K80", "FAKECUDA_DRIVER=10010", setting);
   table t;
   read_table(&t);
   for (int life = 0; life < 3; life++) {
@@ -1499,7 +1547,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_table_has_legacy_ptx_and_sources, test_teardown),
       cmocka_unit_test_teardown(test_plans_follow_policy, test_teardown),
       cmocka_unit_test_teardown(test_plans_forced_and_jit_disabled, test_teardown),
-      cmocka_unit_test_teardown(test_k80_on_r470_is_legacy_ptx, test_teardown),
+      cmocka_unit_test_teardown(test_k80_on_r470_and_r418, test_teardown),
       cmocka_unit_test_teardown(test_h100_plans_by_driver, test_teardown),
       cmocka_unit_test_teardown(test_two_gpus_have_independent_plans, test_teardown),
       cmocka_unit_test_teardown(test_unknown_names, test_teardown),
