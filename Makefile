@@ -4,7 +4,9 @@
 # Missing Debian packages are installed first (build-tools/deps.sh).
 #
 # Knobs: EMBER_ARCHS (SMs to build cubins for), NVCC, NVCC_LEGACY (an older nvcc
-# adding cubins for SMs below 7.5), CLANG, PREFIX, BUILD, SAN=1 (sanitizers).
+# adding cubins for SMs below 7.5), PTXAS_LEGACY (an older ptxas doing the same
+# from the legacy PTX; default: the PyPI ptxas 11.8 in .tools/), CLANG, PREFIX,
+# BUILD, SAN=1 (sanitizers).
 
 .DEFAULT_GOAL := all
 SHELL := /bin/bash
@@ -23,7 +25,31 @@ NVCC ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvc
 NVCC_LEGACY ?=
 PTXAS ?= $(shell command -v ptxas 2>/dev/null || { test -x /usr/local/cuda/bin/ptxas && echo /usr/local/cuda/bin/ptxas; })
 EMBER_ARCHS ?= 75 80 86 89 90 100 120
-LEGACY_ARCHS := 35 37 50 52 60 61 70
+LEGACY_ARCHS := 35 37 50 52 53 60 61 62 70 72
+
+# ---- PyPI CUDA tools (.tools/) ----
+# build-tools/pypi_tools.sh installs ptxas 11.8 and NVRTC 11.8 / 12.x from PyPI
+# into .tools/ (git-ignored) and writes .tools/tools.mk with their paths.
+# Including that file makes make run the installer first when the file is
+# missing or older than the script, then restart with the tools in place: a
+# fresh clone's first `make` already embeds the sm_35 ... sm_72 cubins. Offline
+# the installer still writes the file, and the build goes on without them
+# (`make deps` prints the one line that says so and how to add them).
+ifneq ($(filter-out clean,$(or $(MAKECMDGOALS),all)),)
+-include .tools/tools.mk
+endif
+.tools/tools.mk: build-tools/pypi_tools.sh
+	@bash build-tools/pypi_tools.sh --record
+# PTXAS_LEGACY: a ptxas that still targets sm_35 ... sm_72 (CUDA 11.x). It
+# assembles clang's legacy PTX into cubins for the LEGACY_ARCHS that
+# NVCC_LEGACY does not cover. PTXAS= (a build without CUDA compilers) leaves it
+# out as well.
+ifeq ($(origin PTXAS)$(PTXAS),command line)
+PTXAS_LEGACY ?=
+else
+PTXAS_LEGACY ?= $(wildcard $(PYPI_PTXAS))
+endif
+# ---- end PyPI CUDA tools ----
 
 # Short build lines; V=1 shows the full commands.
 V ?= 0
@@ -71,6 +97,16 @@ LEGACY_SUPPORTED := $(shell $(NVCC_LEGACY) --list-gpu-code 2>/dev/null | sed -n 
 LEGACY_VERSION := $(shell $(NVCC_LEGACY) --version 2>/dev/null | sed -n 's/.*release [0-9.]*, V\([0-9.]*\).*/\1/p')
 LEGACY_CUBIN_ARCHS := $(filter $(LEGACY_SUPPORTED),$(LEGACY_ARCHS))
 endif
+# One system for the SMs below 7.5: NVCC_LEGACY (from the .cu sources) wins for
+# the LEGACY_ARCHS it supports; PTXAS_LEGACY assembles the committed legacy PTX
+# (clang, ISA 3.2) for the rest it supports. Only -arch is passed: the PTX
+# already spells every float add/sub/mul as .rn, which ptxas never contracts.
+PTX_LEGACY_MODULES := $(patsubst ptx/%.sm_35.ptx,%,$(PTX_LEGACY))
+ifneq ($(PTXAS_LEGACY),)
+PTXAS_LEGACY_SUPPORTED := $(shell $(PTXAS_LEGACY) --help 2>/dev/null | grep -o "'sm_[0-9]*'" | tr -dc '0-9\n')
+PTXAS_LEGACY_VERSION := $(shell $(PTXAS_LEGACY) --version 2>/dev/null | sed -n 's/.*release [0-9.]*, V\([0-9.]*\).*/\1/p')
+PTXAS_CUBIN_ARCHS := $(filter-out $(LEGACY_CUBIN_ARCHS),$(filter $(PTXAS_LEGACY_SUPPORTED),$(LEGACY_ARCHS)))
+endif
 
 # Portable numerics: no FMA contraction in any build of the kernels.
 NVCC_KFLAGS := --fmad=false -O3 -Ikernels
@@ -79,6 +115,7 @@ CLANG_KFLAGS := -x cuda --cuda-device-only -nocudainc -nocudalib -O3 -ffp-contra
 
 CUBINS := $(foreach m,$(MODULES),$(foreach a,$(CUBIN_ARCHS),$(BUILD)/kernels/$(m).sm_$(a).cubin))
 LEGACY_CUBINS := $(foreach m,$(MODULES),$(foreach a,$(LEGACY_CUBIN_ARCHS),$(BUILD)/kernels/legacy/$(m).sm_$(a).cubin))
+PTXAS_CUBINS := $(foreach m,$(PTX_LEGACY_MODULES),$(foreach a,$(PTXAS_CUBIN_ARCHS),$(BUILD)/kernels/ptxas/$(m).sm_$(a).cubin))
 
 $(BUILD)/kernels/%.cubin: $(KERNEL_HEADERS)
 	@mkdir -p $(@D)
@@ -100,6 +137,16 @@ $(BUILD)/kernels/legacy/$(1).sm_$(2).cubin: kernels/$(1).cu
 endef
 $(foreach m,$(MODULES),$(foreach a,$(LEGACY_CUBIN_ARCHS),$(eval $(call legacy_cubin_deps,$(m),$(a)))))
 
+# ptxas cubins: build/kernels/ptxas/<module>.sm_XY.cubin from ptx/<module>.sm_35.ptx.
+$(BUILD)/kernels/ptxas/%.cubin: $(PTXAS_LEGACY)
+	@mkdir -p $(@D)
+	$(say) PTXAS $@
+	$(Q)$(PTXAS_LEGACY) -arch=$(lastword $(subst ., ,$*)) ptx/$(firstword $(subst ., ,$*)).sm_35.ptx -o $@
+define ptxas_cubin_deps
+$(BUILD)/kernels/ptxas/$(1).sm_$(2).cubin: ptx/$(1).sm_35.ptx
+endef
+$(foreach m,$(PTX_LEGACY_MODULES),$(foreach a,$(PTXAS_CUBIN_ARCHS),$(eval $(call ptxas_cubin_deps,$(m),$(a)))))
+
 # ------------------------------------------------------ committed PTX: ptx/ ---
 # `make ptx` regenerates ptx/ from kernels/; the build embeds what is committed.
 .PHONY: ptx check-ptx
@@ -115,12 +162,13 @@ PACK := $(BUILD)/bin/pack_images
 PACK_ARGS = \
   $(foreach m,$(MODULES),$(foreach a,$(CUBIN_ARCHS),--cubin $(m) - "nvcc $(NVCC_VERSION)" $(BUILD)/kernels/$(m).sm_$(a).cubin)) \
   $(foreach m,$(MODULES),$(foreach a,$(LEGACY_CUBIN_ARCHS),--cubin $(m) - "nvcc $(LEGACY_VERSION)" $(BUILD)/kernels/legacy/$(m).sm_$(a).cubin)) \
+  $(foreach m,$(PTX_LEGACY_MODULES),$(foreach a,$(PTXAS_CUBIN_ARCHS),--cubin $(m) - "clang $(PTX_CLANG_VERSION) + ptxas $(PTXAS_LEGACY_VERSION)" $(BUILD)/kernels/ptxas/$(m).sm_$(a).cubin)) \
   $(foreach f,$(PTX_NEW),--ptx $(firstword $(subst ., ,$(notdir $(f)))) $(PTX_NVCC_TOOLKIT) "nvcc $(PTX_NVCC_VERSION)" $(f)) \
   $(foreach f,$(PTX_LEGACY),--ptx-legacy $(firstword $(subst ., ,$(notdir $(f)))) "clang $(PTX_CLANG_VERSION)" $(f)) \
   $(foreach m,$(MODULES),--source $(m) kernels/$(m).cu) \
   $(foreach h,$(KERNEL_HEADERS),--header $(notdir $(h)) $(h))
 
-$(GEN)/images.bin: $(PACK) $(CUBINS) $(LEGACY_CUBINS) $(PTX_NEW) $(PTX_LEGACY) $(wildcard kernels/*) ptx/STAMP.mk
+$(GEN)/images.bin: $(PACK) $(CUBINS) $(LEGACY_CUBINS) $(PTXAS_CUBINS) $(PTX_NEW) $(PTX_LEGACY) $(wildcard kernels/*) ptx/STAMP.mk
 	@mkdir -p $(@D)
 	$(say) PACK $@
 	$(Q)$(PACK) $@ $(PACK_ARGS)
