@@ -289,7 +289,7 @@ TESTSUP_LIB := $(BUILD)/lib/libtestsupport.a
 $(BUILD)/obj/tests/support/%.o: tests/support/%.c $(wildcard tests/support/*.h)
 	@mkdir -p $(@D)
 	$(say) CC $<
-	$(Q)$(CC) $(CFLAGS_ALL) -Itests/support -c $< -o $@
+	$(Q)$(CC) $(CFLAGS_ALL) -Itests -Itests/support -c $< -o $@
 
 $(TESTSUP_LIB): $(TESTSUP_OBJS)
 	@mkdir -p $(@D)
@@ -302,10 +302,31 @@ $(BUILD)/tests/unit/%: tests/unit/%.c $(GC_LIB) $(LIB_A) $(TESTSUP_LIB) $(wildca
 	$(Q)$(CC) $(GC_CFLAGS) -Itests -Itests/support $< $(TESTSUP_LIB) $(GC_LIB) $(LIB_A) $(LDFLAGS_ALL) -lcmocka \
 	  -ljansson $(LIBS) -o $@
 
-$(FAKECUDA): $(FAKE_SRCS) $(wildcard tests/fakecuda/*.h runtime/*.h)
+# The test double runs Ember's kernels from their host builds: kernels/*.cu
+# (and its own test kernels) compiled as C through em_kernel.h's host branch,
+# called through wrappers generated from the kernel signatures. Everything in
+# it is hidden but the driver's entry points and the test hooks, so a kernel
+# named like a libember function (em_fill_f32) never binds to the library's.
+FAKE_KERNEL_SRCS := $(wildcard kernels/*.cu tests/fakecuda/*.cu)
+FAKE_KERNEL_OBJS := $(patsubst %.cu,$(BUILD)/obj/fakecuda/%.o,$(FAKE_KERNEL_SRCS))
+FAKE_WRAPPERS := $(GEN)/fakecuda_kernels.c
+FAKE_CFLAGS := $(CFLAGS_ALL) -fvisibility=hidden -Ikernels -Itests/fakecuda
+
+$(BUILD)/obj/fakecuda/%.o: %.cu $(KERNEL_HEADERS)
+	@mkdir -p $(@D)
+	$(say) CC $<
+	$(Q)$(CC) $(FAKE_CFLAGS) -x c -c $< -o $@
+
+$(FAKE_WRAPPERS): build-tools/kernel_wrappers.sh $(FAKE_KERNEL_SRCS) $(KERNEL_HEADERS)
+	@mkdir -p $(@D)
+	$(say) GEN $@
+	$(Q)bash build-tools/kernel_wrappers.sh $(CC) $@ kernels $(FAKE_KERNEL_SRCS)
+
+$(FAKECUDA): $(FAKE_SRCS) $(FAKE_KERNEL_OBJS) $(FAKE_WRAPPERS) $(wildcard tests/fakecuda/*.h runtime/*.h) $(KERNEL_HEADERS)
 	@mkdir -p $(@D)
 	$(say) LINK $@
-	$(Q)$(CC) -shared $(CFLAGS_ALL) -Wl,-soname,libcuda.so.1 $(FAKE_SRCS) $(LDFLAGS_ALL) -lelf -lzstd -llz4 -lpthread -o $@
+	$(Q)$(CC) -shared $(FAKE_CFLAGS) -Wl,-soname,libcuda.so.1 $(FAKE_SRCS) $(FAKE_WRAPPERS) $(FAKE_KERNEL_OBJS) \
+	  $(LDFLAGS_ALL) -lelf -lzstd -llz4 -lpthread -lm -o $@
 
 # ---- onnx ----
 # The ONNX layer (onnx/): its reader decodes models and tensors with protobuf-c

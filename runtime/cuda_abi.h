@@ -17,6 +17,7 @@ typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction;
 typedef struct CUstream_st *CUstream;
 typedef struct CUlinkState_st *CUlinkState;
+typedef struct CUevent_st *CUevent;
 typedef struct { unsigned char bytes[16]; } CUuuid;
 
 /* CUresult values (cuda.h, enum cudaError_enum). */
@@ -41,6 +42,8 @@ enum {
   CUDA_ERROR_INVALID_HANDLE = 400,
   CUDA_ERROR_NOT_FOUND = 500,
   CUDA_ERROR_NOT_READY = 600,
+  CUDA_ERROR_ILLEGAL_ADDRESS = 700,
+  CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES = 701,
   CUDA_ERROR_LAUNCH_FAILED = 719,
   CUDA_ERROR_NOT_SUPPORTED = 801,
   CUDA_ERROR_SYSTEM_DRIVER_MISMATCH = 803,
@@ -119,6 +122,18 @@ typedef CUresult (*PFN_cuMemcpyDtoDAsync)(CUdeviceptr dst, CUdeviceptr src, size
 typedef CUresult (*PFN_cuStreamCreate)(CUstream *s, unsigned flags);
 typedef CUresult (*PFN_cuStreamDestroy)(CUstream s);
 typedef CUresult (*PFN_cuStreamSynchronize)(CUstream s);
+typedef CUresult (*PFN_cuStreamQuery)(CUstream s);
+typedef CUresult (*PFN_cuStreamWaitEvent)(CUstream s, CUevent e, unsigned flags);
+typedef CUresult (*PFN_cuMemsetD8)(CUdeviceptr dst, unsigned char value, size_t n);
+typedef CUresult (*PFN_cuMemsetD32)(CUdeviceptr dst, unsigned value, size_t n);
+typedef CUresult (*PFN_cuMemsetD8Async)(CUdeviceptr dst, unsigned char value, size_t n, CUstream s);
+typedef CUresult (*PFN_cuMemsetD32Async)(CUdeviceptr dst, unsigned value, size_t n, CUstream s);
+typedef CUresult (*PFN_cuEventCreate)(CUevent *e, unsigned flags);
+typedef CUresult (*PFN_cuEventRecord)(CUevent e, CUstream s);
+typedef CUresult (*PFN_cuEventSynchronize)(CUevent e);
+typedef CUresult (*PFN_cuEventQuery)(CUevent e);
+typedef CUresult (*PFN_cuEventElapsedTime)(float *ms, CUevent start, CUevent end);
+typedef CUresult (*PFN_cuEventDestroy)(CUevent e);
 typedef CUresult (*PFN_cuLaunchKernel)(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
                                        unsigned bx, unsigned by, unsigned bz, unsigned shmem,
                                        CUstream s, void **params, void **extra);

@@ -78,6 +78,7 @@ void fc_lock_raw(void) { pthread_mutex_lock(&fc_lock); }
 /* ------------------------------------------------------ configuration --- */
 
 static void teardown(void) {
+  fc_queue_release(NULL);
   fc_modules_release(NULL);
   fc_memory_release(NULL);
   for (int i = 0; i < FC_MAX_DEVICES; i++) free(fc_g.dev[i].primary);
@@ -116,6 +117,8 @@ static CUresult configure(char *snapshot) {
   }
   fc_g.snapshot = snapshot;
   fc_g.configured = 1;
+  fc_g.seed = fc_g.cfg.seed;
+  fc_exec_seed(fc_g.seed);
   return CUDA_SUCCESS;
 }
 
@@ -193,6 +196,8 @@ static const struct {
     {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
     {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
     {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
+    {CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
+    {CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "too many resources requested for launch"},
     {CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
     {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
     {CUDA_ERROR_SYSTEM_DRIVER_MISMATCH, "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
@@ -374,7 +379,7 @@ CUresult fc_current_ctx(struct CUctx_st **ctx) {
   tls_sync();
   if (tls.depth == 0 || !fc_ctx_is_live(tls.stack[tls.depth - 1])) return CUDA_ERROR_INVALID_CONTEXT;
   *ctx = tls.stack[tls.depth - 1];
-  return CUDA_SUCCESS;
+  return (*ctx)->sticky; /* a context that faulted stays unusable */
 }
 
 static CUresult primary_retain(CUcontext *pctx, CUdevice dev) {
@@ -387,15 +392,22 @@ static CUresult primary_retain(CUcontext *pctx, CUdevice dev) {
 }
 
 /* The last release destroys the primary context and everything made in it
- * (memory, modules, streams, link states), as the driver does. A release
- * with no retain outstanding is CUDA_ERROR_INVALID_CONTEXT [U]. */
+ * (pending work, memory, modules, streams, events, link states) after its
+ * work has run, as the driver does; the next retain makes a fresh one,
+ * without the old one's sticky error. A release with no retain outstanding
+ * is CUDA_ERROR_INVALID_CONTEXT [U]. */
 static CUresult primary_release(CUdevice dev) {
   fc_device *d = device_at(dev);
   if (!d) return CUDA_ERROR_INVALID_DEVICE;
-  if (d->primary->refcount == 0) return CUDA_ERROR_INVALID_CONTEXT;
-  if (--d->primary->refcount == 0) {
-    fc_modules_release(d->primary);
-    fc_memory_release(d->primary);
+  struct CUctx_st *c = d->primary;
+  if (c->refcount == 0) return CUDA_ERROR_INVALID_CONTEXT;
+  if (c->refcount == 1) fc_run_ctx(c);
+  if (--c->refcount == 0) {
+    fc_queue_release(c);
+    fc_modules_release(c);
+    fc_memory_release(c);
+    c->sticky = CUDA_SUCCESS;
+    c->legacy_last = 0;
   }
   return CUDA_SUCCESS;
 }
@@ -436,11 +448,6 @@ static CUresult ctx_get(CUcontext *pctx) {
   return CUDA_SUCCESS;
 }
 
-static CUresult ctx_synchronize(void) {
-  struct CUctx_st *ctx;
-  return fc_current_ctx(&ctx);
-}
-
 FC_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
   FC_CALL(cuDevicePrimaryCtxRetain, primary_retain(pctx, dev));
 }
@@ -463,8 +470,6 @@ FC_EXPORT CUresult cuCtxPopCurrent(CUcontext *pctx) { FC_CALL(cuCtxPopCurrent_v2
 FC_SAME_TYPE(cuCtxPopCurrent, PFN_cuCtxPopCurrent);
 FC_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) { FC_CALL(cuCtxSetCurrent, ctx_set(ctx)); }
 FC_EXPORT CUresult cuCtxGetCurrent(CUcontext *pctx) { FC_CALL(cuCtxGetCurrent, ctx_get(pctx)); }
-FC_EXPORT CUresult cuCtxSynchronize(void) { FC_CALL(cuCtxSynchronize, ctx_synchronize()); }
-FC_SAME_TYPE(cuCtxSynchronize, PFN_cuCtxSynchronize);
 
 /* -------------------------------------------------------- test hooks --- */
 
@@ -501,7 +506,26 @@ FC_EXPORT unsigned long fakecuda_call_count(const char *name) {
   return n;
 }
 
+/* The seed of the orders the double draws (threads, blocks, streams):
+ * FAKECUDA_SEED, or the clock's when it is unset. Setting it restarts the
+ * sequence, so a test can replay or vary a launch. */
+FC_EXPORT unsigned long long fakecuda_seed(void) {
+  pthread_mutex_lock(&fc_lock);
+  unsigned long long s = fc_g.seed;
+  pthread_mutex_unlock(&fc_lock);
+  return s;
+}
+
+FC_EXPORT void fakecuda_set_seed(unsigned long long seed) {
+  pthread_mutex_lock(&fc_lock);
+  fc_g.seed = seed;
+  fc_exec_seed(seed);
+  pthread_mutex_unlock(&fc_lock);
+}
+
 FC_SAME_TYPE(fakecuda_reset, fakecuda_reset_fn);
+FC_SAME_TYPE(fakecuda_seed, fakecuda_seed_fn);
+FC_SAME_TYPE(fakecuda_set_seed, fakecuda_set_seed_fn);
 FC_SAME_TYPE(fakecuda_launch_count, fakecuda_count_fn);
 FC_SAME_TYPE(fakecuda_jit_count, fakecuda_count_fn);
 FC_SAME_TYPE(fakecuda_last_launch, fakecuda_text_fn);
@@ -524,5 +548,6 @@ FC_EXPORT CUresult cuGetExportTable(const void **table, const void *id) {
 __attribute__((destructor)) static void fakecuda_unload(void) {
   pthread_mutex_lock(&fc_lock);
   teardown();
+  fc_exec_release();
   pthread_mutex_unlock(&fc_lock);
 }

@@ -30,4 +30,15 @@ typedef const char *(*fakecuda_text_fn)(void);
  * plain names share a counter) since the last configuration. */
 typedef unsigned long (*fakecuda_call_count_fn)(const char *name);
 
+/* fakecuda_seed: the seed of the orders the double draws (threads within a
+ * block, blocks, independent streams), FAKECUDA_SEED or the clock's;
+ * fakecuda_set_seed: restart the sequence from another seed. */
+typedef unsigned long long (*fakecuda_seed_fn)(void);
+typedef void (*fakecuda_set_seed_fn)(unsigned long long seed);
+
+/* fakecuda_pending_ops: operations issued on streams that have not run yet
+ * (they run at synchronisation points). fakecuda_last_error: what went wrong
+ * in the last operation that failed while running ("" if none). Both use
+ * the types above (fakecuda_size_fn, fakecuda_text_fn). */
+
 #endif

@@ -4,6 +4,8 @@
  * CUDA_VISIBLE_DEVICES, which is applied the way the real driver does. */
 #include <ctype.h>
 #include <stdarg.h>
+#include <time.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -262,6 +264,17 @@ int fc_config_read(fc_config *cfg, char *err, size_t cap) {
     return set_error(err, cap, "FAKECUDA_MEM_MB: '%s' is not a size in MiB between 1 and %llu", m, MAX_MEM_MB);
   cfg->mem_bytes = (size_t)(mb << 20);
   if (parse_rules(getenv("FAKECUDA_FAIL"), cfg, err, cap) != 0) return -1;
+  const char *seed = getenv("FAKECUDA_SEED");
+  if (seed && *seed) {
+    char *end;
+    cfg->seed = strtoull(seed, &end, 0);
+    if (*end || cfg->seed == 0)
+      return set_error(err, cap, "FAKECUDA_SEED: '%s' is not a non-zero number (it seeds the orders the double draws)", seed);
+  } else {
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    cfg->seed = ((unsigned long long)t.tv_sec * 1000003u ^ (unsigned long long)t.tv_nsec ^ (unsigned long long)getpid() << 20) | 1u;
+  }
   cfg->no_jit = flag_set("FAKECUDA_NO_JIT");
   cfg->jit_disabled = flag_set("CUDA_DISABLE_PTX_JIT");
   cfg->force_ptx_jit = flag_set("CUDA_FORCE_PTX_JIT");

@@ -53,9 +53,21 @@
   X(cuMemcpyHtoDAsync_v2, "cuMemcpyHtoDAsync")                 \
   X(cuMemcpyDtoHAsync_v2, "cuMemcpyDtoHAsync")                 \
   X(cuMemcpyDtoDAsync_v2, "cuMemcpyDtoDAsync")                 \
+  X(cuMemsetD8_v2, "cuMemsetD8")                               \
+  X(cuMemsetD32_v2, "cuMemsetD32")                             \
+  X(cuMemsetD8Async, NULL)                                     \
+  X(cuMemsetD32Async, NULL)                                    \
   X(cuStreamCreate, NULL)                                      \
   X(cuStreamDestroy_v2, "cuStreamDestroy")                     \
   X(cuStreamSynchronize, NULL)                                 \
+  X(cuStreamQuery, NULL)                                       \
+  X(cuStreamWaitEvent, NULL)                                   \
+  X(cuEventCreate, NULL)                                       \
+  X(cuEventRecord, NULL)                                       \
+  X(cuEventSynchronize, NULL)                                  \
+  X(cuEventQuery, NULL)                                        \
+  X(cuEventElapsedTime_v2, "cuEventElapsedTime")               \
+  X(cuEventDestroy_v2, "cuEventDestroy")                       \
   X(cuLaunchKernel, NULL)
 
 typedef enum fc_entry {
@@ -87,6 +99,7 @@ typedef struct fc_config {
   size_t mem_bytes;            /* FAKECUDA_MEM_MB */
   int n_rules;                 /* FAKECUDA_FAIL */
   fc_fail_rule rules[FC_MAX_FAIL_RULES];
+  unsigned long long seed; /* FAKECUDA_SEED, or drawn from the clock when unset */
   int no_jit;        /* FAKECUDA_NO_JIT */
   int jit_disabled;  /* CUDA_DISABLE_PTX_JIT */
   int force_ptx_jit; /* CUDA_FORCE_PTX_JIT */
@@ -152,6 +165,11 @@ int fc_fakecubin_build(int sm, char variant, int driver, const char *kernels, vo
 struct CUctx_st {
   int ordinal;  /* visible ordinal of the device */
   int refcount; /* primary-context retains; 0 = inactive */
+  unsigned long long legacy_last; /* last operation issued on its legacy default stream */
+  /* A fault while work ran (fakecuda_queue.c): every later call that needs
+   * the context returns it, as after a real device fault, until the primary
+   * context is released. */
+  CUresult sticky;
 };
 
 typedef struct fc_device {
@@ -171,6 +189,7 @@ typedef struct fc_state {
   fc_device dev[FC_MAX_DEVICES]; /* by visible ordinal */
   unsigned long counters[FC_N_ENTRIES];
   unsigned long launches, jits;
+  unsigned long long seed; /* of this configuration (hooks may change it) */
   char last_kernel[FC_NAME_MAX];
   unsigned generation; /* bumped on every (re)configuration: stale thread stacks are dropped */
 } fc_state;
@@ -209,9 +228,56 @@ fc_jit_env fc_jit_env_now(void);
 /* Per-file resource release: everything owned by ctx, or everything (ctx NULL). */
 void fc_memory_release(const struct CUctx_st *ctx);
 void fc_modules_release(const struct CUctx_st *ctx);
+void fc_queue_release(const struct CUctx_st *ctx);
+/* Unmaps the fiber stacks of kernel execution. */
+void fc_exec_release(void);
 
-/* 1 when s is NULL (the current context's default stream) or a live stream
- * of a live context. */
+/* ------------------------------------------------------------- queue --- */
+
+/* 1 when s is NULL or CU_STREAM_LEGACY (the current context's legacy default
+ * stream) or a live stream of a live context. */
 int fc_stream_is_valid(CUstream s);
+
+/* Work on a stream (fakecuda_queue.c). run does the work when the queue gets
+ * to it: CUDA_SUCCESS, or an error with a message in msg; release frees the
+ * payload afterwards (may be NULL). */
+typedef CUresult (*fc_op_fn)(void *payload, char *msg, size_t cap);
+
+/* Issues an operation on stream s of the current context; nothing runs yet.
+ * On failure the payload is released. *seq names it for fc_sync_op. */
+CUresult fc_enqueue(CUstream s, fc_op_fn run, void (*release)(void *), void *payload, const char *what,
+                    unsigned long long *seq);
+/* Runs the operation seq and everything it depends on; returns the current
+ * context's sticky error, if any. */
+CUresult fc_sync_op(unsigned long long seq);
+/* Runs every pending operation of ctx (NULL: of every context). */
+CUresult fc_run_ctx(const struct CUctx_st *ctx);
+/* Says what went wrong, on stderr ("fakecuda: ...") and to the test hook
+ * fakecuda_last_error: the driver API has no channel for the why. */
+void fc_note_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* -------------------------------------------------------- execution --- */
+
+/* Runs a launch of a kernel's host build over the whole grid
+ * (fakecuda_exec.c); args[i] points at parameter i's value, device pointers
+ * already translated to host addresses. On failure msg says why. */
+CUresult fc_exec_launch(const char *name, void (*call)(void *const *), void *const *args, const unsigned grid[3],
+                        const unsigned block[3], size_t shared_bytes, char *msg, size_t msg_cap);
+/* The pseudo-random source of every order the double draws (FAKECUDA_SEED). */
+void fc_exec_seed(unsigned long long seed);
+unsigned long long fc_random(void);
+
+/* ------------------------------------------------------ device memory --- */
+
+/* Where a launch's pointer parameter points: 0 with *host set (NULL stays
+ * NULL); otherwise CUDA_ERROR_ILLEGAL_ADDRESS with msg saying what it is (a
+ * host pointer, freed memory, another device's memory). The pointer may
+ * point anywhere inside a live allocation of ctx's device, or one past its
+ * end. */
+CUresult fc_mem_translate(const struct CUctx_st *ctx, CUdeviceptr p, void **host, char *msg, size_t cap);
+/* After a kernel ran: did it write into the guard zones around the
+ * allocation p points into? CUDA_ERROR_ILLEGAL_ADDRESS with msg saying
+ * where (the zones are then restored), else CUDA_SUCCESS. */
+CUresult fc_mem_check_guards(CUdeviceptr p, char *msg, size_t cap);
 
 #endif

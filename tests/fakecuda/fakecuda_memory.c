@@ -1,8 +1,22 @@
-/* Device memory and streams of the fake libcuda. Each allocation is backed by
- * host memory, so copies really copy and tests can check round trips; every
- * copy must lie inside one live allocation. Device addresses are synthetic
- * (never host addresses, never reused), so a host dereference of a device
- * pointer or a use after free cannot pass by accident. */
+/* Device memory of the fake libcuda. Each allocation is backed by host
+ * memory, so copies really copy and kernels (run from their host builds)
+ * really compute; every copy must lie inside one live allocation. Device
+ * addresses are synthetic (never host addresses, never reused), so a host
+ * dereference of a device pointer, a host pointer handed to a kernel, or a
+ * use after free cannot pass by accident: kernel parameters are checked
+ * against the live allocations and translated to their host backing.
+ *
+ * Copies and memsets are operations on a stream (fakecuda_queue.c) and run
+ * when the queue gets to them. What the host gives is taken when the call is
+ * made (the driver stages pageable memory the same way: "for transfers from
+ * pageable host memory to device memory, ... the function will return once
+ * the pageable buffer has been copied to the staging memory", CUDA Driver
+ * API, API synchronization behavior); what the host gets is written when the
+ * copy runs. A synchronous device-to-host copy runs the queue up to itself.
+ * An asynchronous one is left for a synchronisation point even for pageable
+ * memory (where the real driver returns only once it is done): the double
+ * behaves like pinned memory, the case where reading before synchronising
+ * really does read stale data. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,28 +25,40 @@
 #include "fakecuda_internal.h"
 
 #define ALLOC_ALIGN 256u                /* cudaMalloc guarantees at least 256-byte alignment */
+/* Device addresses start at 2^56, above every address a Linux process gets
+ * for its own memory (47 bits of user space, 56 with 5-level paging only on
+ * request), so a host pointer is never mistaken for device memory. */
+#define DEVICE_BASE 0x0100000000000000ull
 #define DEVICE_SPAN 0x100000000000ull   /* 16 TiB of address space per device ordinal */
-#define POISON_LIMIT ((size_t)16 << 20) /* fill new allocations up to this size */
+#define POISON_LIMIT ((size_t)1 << 30)  /* fill new allocations up to this size */
 #define POISON_BYTE 0xFF                /* all-ones floats are NaN: uninitialised reads show */
+#define FREED_MAX 4096                  /* freed ranges remembered, for messages */
+/* Guard zones before and after each allocation's bytes, filled with a
+ * pattern and checked after every kernel that was handed a pointer into
+ * it: a kernel writing a little out of bounds fails with 700 and a message,
+ * in every build (AddressSanitizer builds also catch reads, and writes
+ * beyond the zones). */
+#define GUARD 256u
+#define GUARD_BYTE 0xA5
 
 typedef struct fc_alloc {
   CUdeviceptr base;
   size_t size;    /* as requested */
   size_t charged; /* rounded up to ALLOC_ALIGN, counted against the device */
-  unsigned char *host;
+  unsigned char *host; /* the bytes; GUARD bytes of pattern lie on each side */
   const struct CUctx_st *ctx;
 } fc_alloc;
 
-struct CUstream_st {
-  const struct CUctx_st *ctx;
-  unsigned flags;
-};
+typedef struct fc_freed {
+  CUdeviceptr base;
+  size_t size;
+} fc_freed;
 
 static fc_alloc *allocs;
 static size_t n_allocs, cap_allocs;
 static CUdeviceptr next_offset[FC_MAX_DEVICES];
-static struct CUstream_st **streams;
-static size_t n_streams, cap_streams;
+static fc_freed freed[FREED_MAX]; /* a ring of the latest frees */
+static size_t n_freed;
 
 /* ------------------------------------------------------------ lookup --- */
 
@@ -55,39 +81,89 @@ static void drop_alloc(size_t i) {
   fc_alloc *a = &allocs[i];
   fc_device *d = fc_ctx_device(a->ctx);
   d->mem_used -= a->charged < d->mem_used ? a->charged : d->mem_used;
-  free(a->host);
+  free(a->host - GUARD);
+  freed[n_freed++ % FREED_MAX] = (fc_freed){a->base, a->size};
   allocs[i] = allocs[--n_allocs];
-}
-
-static size_t stream_index(const struct CUstream_st *s) {
-  for (size_t i = 0; i < n_streams; i++)
-    if (streams[i] == s) return i;
-  return SIZE_MAX;
-}
-
-int fc_stream_is_valid(CUstream s) {
-  if (!s) return 1;
-  size_t i = stream_index(s);
-  return i != SIZE_MAX && fc_ctx_is_live(streams[i]->ctx);
 }
 
 void fc_memory_release(const struct CUctx_st *ctx) {
   for (size_t i = n_allocs; i-- > 0;)
     if (!ctx || allocs[i].ctx == ctx) drop_alloc(i);
-  for (size_t i = n_streams; i-- > 0;) {
-    if (!ctx || streams[i]->ctx == ctx) {
-      free(streams[i]);
-      streams[i] = streams[--n_streams];
-    }
-  }
   if (!ctx) {
     free(allocs);
-    free(streams);
     allocs = NULL;
-    streams = NULL;
-    n_allocs = cap_allocs = n_streams = cap_streams = 0;
+    n_allocs = cap_allocs = 0;
+    n_freed = 0;
     memset(next_offset, 0, sizeof next_offset); /* a new configuration starts a new address space */
   }
+}
+
+/* The allocation p points into, or else the one p points just past (a
+ * pointer C lets a kernel form). */
+static fc_alloc *holding(CUdeviceptr p) {
+  for (size_t i = 0; i < n_allocs; i++)
+    if (p >= allocs[i].base && p - allocs[i].base < allocs[i].size) return &allocs[i];
+  for (size_t i = 0; i < n_allocs; i++)
+    if (p == allocs[i].base + allocs[i].size) return &allocs[i];
+  return NULL;
+}
+
+CUresult fc_mem_translate(const struct CUctx_st *ctx, CUdeviceptr p, void **host, char *msg, size_t cap) {
+  if (!p) {
+    *host = NULL;
+    return CUDA_SUCCESS;
+  }
+  fc_alloc *a = holding(p);
+  if (a && a->ctx != ctx) {
+    snprintf(msg, cap, "0x%llx is memory of CUDA device %d, not of device %d that runs the kernel", p, a->ctx->ordinal,
+             ctx->ordinal);
+    return CUDA_ERROR_ILLEGAL_ADDRESS;
+  }
+  if (a) {
+    *host = a->host + (p - a->base);
+    return CUDA_SUCCESS;
+  }
+  for (size_t k = 0; k < n_freed && k < FREED_MAX; k++) {
+    const fc_freed *f = &freed[k];
+    if (p >= f->base && p - f->base <= f->size) {
+      snprintf(msg, cap, "0x%llx points into freed memory (an allocation of %zu bytes at 0x%llx, freed)", p, f->size,
+               f->base);
+      return CUDA_ERROR_ILLEGAL_ADDRESS;
+    }
+  }
+  if (p >= DEVICE_BASE && p - DEVICE_BASE < DEVICE_SPAN * FC_MAX_DEVICES)
+    snprintf(msg, cap, "0x%llx is in no allocation of any device (out of bounds, or never allocated)", p);
+  else
+    snprintf(msg, cap, "0x%llx is not device memory (a host pointer?)", p);
+  return CUDA_ERROR_ILLEGAL_ADDRESS;
+}
+
+/* The first and last guard bytes that differ from the pattern, or -1. */
+static void guard_damage(const unsigned char *g, long *first, long *last) {
+  *first = *last = -1;
+  for (long i = 0; i < (long)GUARD; i++) {
+    if (g[i] == GUARD_BYTE) continue;
+    if (*first < 0) *first = i;
+    *last = i;
+  }
+}
+
+CUresult fc_mem_check_guards(CUdeviceptr p, char *msg, size_t cap) {
+  fc_alloc *a = p ? holding(p) : NULL;
+  if (!a) return CUDA_SUCCESS;
+  long f0, l0, f1, l1;
+  guard_damage(a->host - GUARD, &f0, &l0);
+  guard_damage(a->host + a->size, &f1, &l1);
+  if (f0 < 0 && f1 < 0) return CUDA_SUCCESS;
+  if (f1 >= 0)
+    snprintf(msg, cap, "wrote past the end of its allocation (%zu bytes at 0x%llx): bytes %ld to %ld after the end", a->size,
+             a->base, f1, l1);
+  else
+    snprintf(msg, cap, "wrote before the start of its allocation (%zu bytes at 0x%llx): bytes %ld to %ld before it",
+             a->size, a->base, (long)GUARD - l0, (long)GUARD - f0);
+  memset(a->host - GUARD, GUARD_BYTE, GUARD);
+  memset(a->host + a->size, GUARD_BYTE, GUARD);
+  return CUDA_ERROR_ILLEGAL_ADDRESS;
 }
 
 /* -------------------------------------------------------- allocation --- */
@@ -109,12 +185,15 @@ static CUresult mem_alloc(CUdeviceptr *p, size_t bytes) {
     allocs = grown;
     cap_allocs = cap;
   }
-  unsigned char *host = malloc(bytes);
-  if (!host) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (bytes > SIZE_MAX - 2 * GUARD) return CUDA_ERROR_OUT_OF_MEMORY;
+  unsigned char *block = malloc(bytes + 2 * GUARD), *host = block + GUARD;
+  if (!block) return CUDA_ERROR_OUT_OF_MEMORY;
+  memset(block, GUARD_BYTE, GUARD);
+  memset(host + bytes, GUARD_BYTE, GUARD);
   if (bytes <= POISON_LIMIT) memset(host, POISON_BYTE, bytes);
   /* Addresses only grow: a freed range is never handed out again. */
   int ord = ctx->ordinal;
-  CUdeviceptr base = DEVICE_SPAN * (CUdeviceptr)(ord + 1) + next_offset[ord];
+  CUdeviceptr base = DEVICE_BASE + DEVICE_SPAN * (CUdeviceptr)ord + next_offset[ord];
   next_offset[ord] += charged;
   allocs[n_allocs++] = (fc_alloc){base, bytes, charged, host, ctx};
   d->mem_used += charged;
@@ -124,15 +203,21 @@ static CUresult mem_alloc(CUdeviceptr *p, size_t bytes) {
 
 /* A pointer that is not the start of a live allocation (0, an interior
  * pointer, a double free) is CUDA_ERROR_INVALID_VALUE [U for 0: cudaFree(NULL)
- * succeeds in the runtime; the driver's answer for cuMemFree(0) is unconfirmed]. */
+ * succeeds in the runtime; the driver's answer for cuMemFree(0) is unconfirmed].
+ * The context's pending work runs first: freeing waits for the device, as
+ * cudaFree does [S: documented for the runtime's cudaFree ("implicit
+ * synchronization"), and the reason caching allocators exist]. */
 static CUresult mem_free(CUdeviceptr p) {
   struct CUctx_st *ctx;
   CUresult r = fc_current_ctx(&ctx);
   if (r != CUDA_SUCCESS) return r;
   size_t i = find_base(p);
   if (i == SIZE_MAX) return CUDA_ERROR_INVALID_VALUE;
-  drop_alloc(i);
-  return CUDA_SUCCESS;
+  r = fc_run_ctx(ctx);
+  if (ctx->sticky) return ctx->sticky;
+  i = find_base(p);
+  if (i != SIZE_MAX) drop_alloc(i);
+  return r;
 }
 
 static CUresult mem_info(size_t *free_bytes, size_t *total_bytes) {
@@ -151,72 +236,110 @@ static CUresult mem_info(size_t *free_bytes, size_t *total_bytes) {
 /* Which of a copy's pointers are device pointers. */
 enum { HTOD, DTOH, DTOD };
 
+typedef struct copy_op {
+  int dir;
+  CUdeviceptr dst, src;
+  void *host_dst;         /* DTOH: written when the copy runs */
+  unsigned char *staged;  /* HTOD: the host bytes, taken at the call */
+  size_t n;
+} copy_op;
+
+static void copy_release(void *p) {
+  copy_op *c = p;
+  free(c->staged);
+  free(c);
+}
+
+/* Device ranges were checked when the copy was issued, and memory is freed
+ * only after its context's work ran; another context's free can still pull
+ * a buffer from under pending work, which is a device fault. */
+static CUresult copy_run(void *p, char *msg, size_t cap) {
+  copy_op *c = p;
+  fc_alloc *d = c->dir != DTOH ? find_range(c->dst, c->n) : NULL;
+  fc_alloc *s = c->dir != HTOD ? find_range(c->src, c->n) : NULL;
+  if ((c->dir != DTOH && !d) || (c->dir != HTOD && !s)) {
+    snprintf(msg, cap, "a copy of %zu bytes: its device memory was freed before the copy ran", c->n);
+    return CUDA_ERROR_ILLEGAL_ADDRESS;
+  }
+  if (c->dir == HTOD) memcpy(d->host + (c->dst - d->base), c->staged, c->n);
+  else if (c->dir == DTOH) memcpy(c->host_dst, s->host + (c->src - s->base), c->n);
+  else memmove(d->host + (c->dst - d->base), s->host + (c->src - s->base), c->n);
+  return CUDA_SUCCESS;
+}
+
 /* Every copy: a current context; a live stream; zero bytes do nothing [U];
  * host pointers non-NULL; device ranges inside one live allocation (of any
- * device: the address space is unified) else CUDA_ERROR_INVALID_VALUE. Async
- * copies complete before returning (the fake has no queue). */
+ * device: the address space is unified) else CUDA_ERROR_INVALID_VALUE.
+ * `wait`: a synchronous device-to-host copy, which returns when done. */
 static CUresult copy(int dir, void *host_dst, const void *host_src, CUdeviceptr dst, CUdeviceptr src, size_t n,
-                     CUstream stream) {
+                     CUstream stream, int wait) {
   struct CUctx_st *ctx;
   CUresult r = fc_current_ctx(&ctx);
   if (r != CUDA_SUCCESS) return r;
   if (!fc_stream_is_valid(stream)) return CUDA_ERROR_INVALID_HANDLE;
   if (n == 0) return CUDA_SUCCESS;
+  if ((dir == HTOD && !host_src) || (dir == DTOH && !host_dst)) return CUDA_ERROR_INVALID_VALUE;
+  if ((dir != DTOH && !find_range(dst, n)) || (dir != HTOD && !find_range(src, n))) return CUDA_ERROR_INVALID_VALUE;
+  copy_op *c = calloc(1, sizeof *c);
+  if (!c) return CUDA_ERROR_OUT_OF_MEMORY;
+  *c = (copy_op){dir, dst, src, host_dst, NULL, n};
   if (dir == HTOD) {
-    fc_alloc *d = find_range(dst, n);
-    if (!host_src || !d) return CUDA_ERROR_INVALID_VALUE;
-    memcpy(d->host + (dst - d->base), host_src, n);
-  } else if (dir == DTOH) {
-    fc_alloc *s = find_range(src, n);
-    if (!host_dst || !s) return CUDA_ERROR_INVALID_VALUE;
-    memcpy(host_dst, s->host + (src - s->base), n);
+    c->staged = malloc(n);
+    if (!c->staged) {
+      free(c);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    memcpy(c->staged, host_src, n);
+  }
+  static const char *const what[] = {"cuMemcpyHtoD", "cuMemcpyDtoH", "cuMemcpyDtoD"};
+  unsigned long long seq;
+  r = fc_enqueue(stream, copy_run, copy_release, c, what[dir], &seq);
+  if (r != CUDA_SUCCESS || !wait) return r;
+  return fc_sync_op(seq);
+}
+
+/* ----------------------------------------------------------- memsets --- */
+
+typedef struct memset_op {
+  CUdeviceptr dst;
+  unsigned value;
+  size_t elem, count;
+} memset_op;
+
+static CUresult memset_run(void *p, char *msg, size_t cap) {
+  memset_op *m = p;
+  fc_alloc *a = find_range(m->dst, m->elem * m->count);
+  if (!a) {
+    snprintf(msg, cap, "a memset of %zu bytes: its device memory was freed before it ran", m->elem * m->count);
+    return CUDA_ERROR_ILLEGAL_ADDRESS;
+  }
+  unsigned char *d = a->host + (m->dst - a->base);
+  if (m->elem == 1) {
+    memset(d, (int)(m->value & 0xff), m->count);
   } else {
-    fc_alloc *d = find_range(dst, n), *s = find_range(src, n);
-    if (!d || !s) return CUDA_ERROR_INVALID_VALUE;
-    memmove(d->host + (dst - d->base), s->host + (src - s->base), n);
+    for (size_t i = 0; i < m->count; i++) memcpy(d + 4 * i, &m->value, 4);
   }
   return CUDA_SUCCESS;
 }
 
-/* ----------------------------------------------------------- streams --- */
-
-static CUresult stream_create(CUstream *out, unsigned flags) {
+/* cuda.h: cuMemsetD32's destination must be 4-byte aligned
+ * (CUDA_ERROR_INVALID_VALUE otherwise [U: the documentation says only that
+ * it "must be four byte aligned"]). The synchronous forms are asynchronous
+ * with respect to the host ("The synchronous memset functions are
+ * asynchronous with respect to the host except when the target is pinned
+ * host memory", API synchronization behavior): they go on the legacy
+ * stream like the others. */
+static CUresult memset_issue(CUdeviceptr dst, unsigned value, size_t elem, size_t count, CUstream s) {
   struct CUctx_st *ctx;
   CUresult r = fc_current_ctx(&ctx);
   if (r != CUDA_SUCCESS) return r;
-  /* CU_STREAM_DEFAULT 0 and CU_STREAM_NON_BLOCKING 1 are the only flags (cuda.h). */
-  if (!out || (flags & ~1u)) return CUDA_ERROR_INVALID_VALUE;
-  if (n_streams == cap_streams) {
-    size_t cap = cap_streams ? cap_streams * 2 : 16;
-    struct CUstream_st **grown = realloc(streams, cap * sizeof *grown);
-    if (!grown) return CUDA_ERROR_OUT_OF_MEMORY;
-    streams = grown;
-    cap_streams = cap;
-  }
-  struct CUstream_st *s = malloc(sizeof *s);
-  if (!s) return CUDA_ERROR_OUT_OF_MEMORY;
-  s->ctx = ctx;
-  s->flags = flags;
-  streams[n_streams++] = s;
-  *out = s;
-  return CUDA_SUCCESS;
-}
-
-/* Destroying the NULL stream or an unknown handle: CUDA_ERROR_INVALID_HANDLE [U]. */
-static CUresult stream_destroy(CUstream s) {
-  size_t i = s ? stream_index(s) : SIZE_MAX;
-  if (i == SIZE_MAX) return CUDA_ERROR_INVALID_HANDLE;
-  free(streams[i]);
-  streams[i] = streams[--n_streams];
-  return CUDA_SUCCESS;
-}
-
-static CUresult stream_synchronize(CUstream s) {
-  if (!s) {
-    struct CUctx_st *ctx;
-    return fc_current_ctx(&ctx);
-  }
-  return fc_stream_is_valid(s) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  if (!fc_stream_is_valid(s)) return CUDA_ERROR_INVALID_HANDLE;
+  if (count == 0) return CUDA_SUCCESS;
+  if (count > SIZE_MAX / elem || (elem == 4 && dst % 4) || !find_range(dst, elem * count)) return CUDA_ERROR_INVALID_VALUE;
+  memset_op *m = malloc(sizeof *m);
+  if (!m) return CUDA_ERROR_OUT_OF_MEMORY;
+  *m = (memset_op){dst, value, elem, count};
+  return fc_enqueue(s, memset_run, free, m, elem == 1 ? "cuMemsetD8" : "cuMemsetD32", NULL);
 }
 
 /* ----------------------------------------------------------- exports --- */
@@ -227,28 +350,35 @@ FC_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
   FC_CALL(cuMemGetInfo_v2, mem_info(free_bytes, total_bytes));
 }
 FC_EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) {
-  FC_CALL(cuMemcpyHtoD_v2, copy(HTOD, NULL, src, dst, 0, n, NULL));
+  FC_CALL(cuMemcpyHtoD_v2, copy(HTOD, NULL, src, dst, 0, n, NULL, 0));
 }
 FC_EXPORT CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
-  FC_CALL(cuMemcpyDtoH_v2, copy(DTOH, dst, NULL, 0, src, n, NULL));
+  FC_CALL(cuMemcpyDtoH_v2, copy(DTOH, dst, NULL, 0, src, n, NULL, 1));
 }
 FC_EXPORT CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n) {
-  FC_CALL(cuMemcpyDtoD_v2, copy(DTOD, NULL, NULL, dst, src, n, NULL));
+  FC_CALL(cuMemcpyDtoD_v2, copy(DTOD, NULL, NULL, dst, src, n, NULL, 0));
 }
 FC_EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream s) {
-  FC_CALL(cuMemcpyHtoDAsync_v2, copy(HTOD, NULL, src, dst, 0, n, s));
+  FC_CALL(cuMemcpyHtoDAsync_v2, copy(HTOD, NULL, src, dst, 0, n, s, 0));
 }
 FC_EXPORT CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream s) {
-  FC_CALL(cuMemcpyDtoHAsync_v2, copy(DTOH, dst, NULL, 0, src, n, s));
+  FC_CALL(cuMemcpyDtoHAsync_v2, copy(DTOH, dst, NULL, 0, src, n, s, 0));
 }
 FC_EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
-  FC_CALL(cuMemcpyDtoDAsync_v2, copy(DTOD, NULL, NULL, dst, src, n, s));
+  FC_CALL(cuMemcpyDtoDAsync_v2, copy(DTOD, NULL, NULL, dst, src, n, s, 0));
 }
-FC_EXPORT CUresult cuStreamCreate(CUstream *s, unsigned flags) { FC_CALL(cuStreamCreate, stream_create(s, flags)); }
-FC_EXPORT CUresult cuStreamDestroy_v2(CUstream s) { FC_CALL(cuStreamDestroy_v2, stream_destroy(s)); }
-/* Same signature as _v2. */
-FC_EXPORT CUresult cuStreamDestroy(CUstream s) { FC_CALL(cuStreamDestroy_v2, stream_destroy(s)); }
-FC_EXPORT CUresult cuStreamSynchronize(CUstream s) { FC_CALL(cuStreamSynchronize, stream_synchronize(s)); }
+FC_EXPORT CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char v, size_t n) {
+  FC_CALL(cuMemsetD8_v2, memset_issue(dst, v, 1, n, NULL));
+}
+FC_EXPORT CUresult cuMemsetD32_v2(CUdeviceptr dst, unsigned v, size_t n) {
+  FC_CALL(cuMemsetD32_v2, memset_issue(dst, v, 4, n, NULL));
+}
+FC_EXPORT CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream s) {
+  FC_CALL(cuMemsetD8Async, memset_issue(dst, v, 1, n, s));
+}
+FC_EXPORT CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned v, size_t n, CUstream s) {
+  FC_CALL(cuMemsetD32Async, memset_issue(dst, v, 4, n, s));
+}
 
 FC_SAME_TYPE(cuMemAlloc_v2, PFN_cuMemAlloc);
 FC_SAME_TYPE(cuMemFree_v2, PFN_cuMemFree);
@@ -259,10 +389,10 @@ FC_SAME_TYPE(cuMemcpyDtoD_v2, PFN_cuMemcpyDtoD);
 FC_SAME_TYPE(cuMemcpyHtoDAsync_v2, PFN_cuMemcpyHtoDAsync);
 FC_SAME_TYPE(cuMemcpyDtoHAsync_v2, PFN_cuMemcpyDtoHAsync);
 FC_SAME_TYPE(cuMemcpyDtoDAsync_v2, PFN_cuMemcpyDtoDAsync);
-FC_SAME_TYPE(cuStreamCreate, PFN_cuStreamCreate);
-FC_SAME_TYPE(cuStreamDestroy_v2, PFN_cuStreamDestroy);
-FC_SAME_TYPE(cuStreamDestroy, PFN_cuStreamDestroy);
-FC_SAME_TYPE(cuStreamSynchronize, PFN_cuStreamSynchronize);
+FC_SAME_TYPE(cuMemsetD8_v2, PFN_cuMemsetD8);
+FC_SAME_TYPE(cuMemsetD32_v2, PFN_cuMemsetD32);
+FC_SAME_TYPE(cuMemsetD8Async, PFN_cuMemsetD8Async);
+FC_SAME_TYPE(cuMemsetD32Async, PFN_cuMemsetD32Async);
 
 /* ------------------------------------------------- legacy plain names --- */
 
@@ -322,6 +452,14 @@ FC_EXPORT CUresult cuMemcpyDtoHAsync(void *dst, legacy_ptr src, unsigned int n, 
 FC_EXPORT CUresult cuMemcpyDtoDAsync(legacy_ptr dst, legacy_ptr src, unsigned int n, CUstream s) {
   (void)dst, (void)src, (void)n, (void)s;
   FC_CALL(cuMemcpyDtoDAsync_v2, legacy("cuMemcpyDtoDAsync"));
+}
+FC_EXPORT CUresult cuMemsetD8(legacy_ptr dst, unsigned char v, unsigned int n) {
+  (void)dst, (void)v, (void)n;
+  FC_CALL(cuMemsetD8_v2, legacy("cuMemsetD8"));
+}
+FC_EXPORT CUresult cuMemsetD32(legacy_ptr dst, unsigned v, unsigned int n) {
+  (void)dst, (void)v, (void)n;
+  FC_CALL(cuMemsetD32_v2, legacy("cuMemsetD32"));
 }
 
 /* -------------------------------------------------------- test hooks --- */

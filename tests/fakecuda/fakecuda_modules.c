@@ -1,15 +1,21 @@
 /* Modules, functions, the JIT linker and kernel launches of the fake libcuda.
  * Images are judged by fakecuda_images.c; this file keeps the handles, the
- * JIT option and log plumbing, and the launch checks. Nothing runs. */
+ * JIT option and log plumbing, binds each function to its kernel's host
+ * build (fakecuda_kernels.h), checks launches and issues them on their
+ * stream; fakecuda_exec.c runs them when the queue gets to them. */
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fakecuda_internal.h"
+#include "fakecuda_kernels.h"
 
 struct CUfunc_st {
   struct CUmod_st *mod;
   char name[FC_NAME_MAX];
+  const fc_kernel_def *def; /* the host build, NULL when the double has none */
 };
 
 struct CUmod_st {
@@ -222,8 +228,15 @@ static CUresult module_get_function(CUfunction *out, CUmodule hmod, const char *
   }
   f->mod = m;
   snprintf(f->name, sizeof f->name, "%s", name);
+  f->def = fc_kernel_find(name);
   *out = f;
   return CUDA_SUCCESS;
+}
+
+const fc_kernel_def *fc_kernel_find(const char *name) {
+  for (size_t i = 0; i < fc_kernel_def_count; i++)
+    if (strcmp(fc_kernel_defs[i].name, name) == 0) return &fc_kernel_defs[i];
+  return NULL;
 }
 
 static CUresult module_unload(CUmodule hmod) {
@@ -388,14 +401,79 @@ FC_SAME_TYPE(cuLinkDestroy, PFN_cuLinkDestroy);
 
 /* ------------------------------------------------------------ launch --- */
 
-/* Launch checks (limits as in device_attribute, fakecuda.c): a current
- * context that owns the function (another context's function is
+/* A launch waiting on its stream: the kernel, the geometry and a copy of
+ * every parameter's value taken at the call (cuda.h: kernelParams are read
+ * when cuLaunchKernel is called). */
+typedef struct launch_op {
+  const struct CUctx_st *ctx;
+  const fc_kernel_def *def;
+  unsigned grid[3], block[3], shmem;
+  uint64_t values[FC_KERNEL_MAX_PARAMS][2]; /* 16 bytes each: every subset type fits */
+} launch_op;
+
+/* Pointer parameters are checked again when the launch runs (a buffer can
+ * be freed in between by another context) and translated to the host
+ * memory behind them. */
+static CUresult launch_run(void *p, char *msg, size_t cap) {
+  launch_op *l = p;
+  const fc_kernel_def *d = l->def;
+  uint64_t host[FC_KERNEL_MAX_PARAMS][2];
+  void *args[FC_KERNEL_MAX_PARAMS];
+  memcpy(host, l->values, sizeof host);
+  for (int i = 0; i < d->n_params; i++) {
+    args[i] = host[i];
+    if (!d->param_is_ptr[i]) continue;
+    CUdeviceptr dp;
+    memcpy(&dp, l->values[i], sizeof dp);
+    void *h;
+    char why[256];
+    if (fc_mem_translate(l->ctx, dp, &h, why, sizeof why) != CUDA_SUCCESS) {
+      snprintf(msg, cap, "kernel %s, parameter %d (%s): %s", d->name, i, d->param_name[i], why);
+      return CUDA_ERROR_ILLEGAL_ADDRESS;
+    }
+    memcpy(host[i], &h, sizeof h);
+  }
+  CUresult r = fc_exec_launch(d->name, d->call, args, l->grid, l->block, l->shmem, msg, cap);
+  for (int i = 0; i < d->n_params && r == CUDA_SUCCESS; i++) {
+    if (!d->param_is_ptr[i]) continue;
+    CUdeviceptr dp;
+    memcpy(&dp, l->values[i], sizeof dp);
+    char why[256];
+    r = fc_mem_check_guards(dp, why, sizeof why);
+    if (r != CUDA_SUCCESS) snprintf(msg, cap, "kernel %s, parameter %d (%s): %s", d->name, i, d->param_name[i], why);
+  }
+  return r;
+}
+
+static void launch_refused(const char *kernel, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void launch_refused(const char *kernel, const char *fmt, ...) {
+  char why[384];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, sizeof why, fmt, ap);
+  va_end(ap);
+  fc_note_error("cuLaunchKernel: kernel %s: %s", kernel, why);
+}
+
+/* Launch checks (limits as in device_attribute, fakecuda.c): a function
+ * handle that is live (NULL or stale: CUDA_ERROR_INVALID_HANDLE), a current
+ * context that owns it (another context's function is
  * CUDA_ERROR_INVALID_CONTEXT [U]); a live stream; every dimension >= 1; block
  * <= 1024 x 1024 x 64 and <= 1024 threads; grid <= (2^31-1) x 65535 x 65535;
  * dynamic shared memory <= 48 KiB [S: larger needs an opt-in attribute the
  * fake does not model]; not both kernelParams and extra (cuda.h). Errors:
  * CUDA_ERROR_INVALID_VALUE [S: the runtime reports these as
- * cudaErrorInvalidConfiguration; the driver's code is not documented]. */
+ * cudaErrorInvalidConfiguration, "a kernel launch is requesting resources
+ * that can never be satisfied by the current device"; the driver's code is
+ * not documented].
+ *
+ * Then the parameters: the double unpacks kernelParams with the kernel's
+ * signature; every pointer parameter must be NULL or point into a live
+ * allocation of the launch's device, else CUDA_ERROR_ILLEGAL_ADDRESS (700)
+ * and a message naming the kernel and the parameter. (A real GPU would fault
+ * when the kernel touches the address, report 700 at the next
+ * synchronisation and keep the context unusable; the double says it at the
+ * launch, where the mistake was made, and leaves the context usable.) */
 static CUresult launch(CUfunction hf, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                        unsigned shmem, CUstream s, void **params, void **extra) {
   struct CUctx_st *ctx;
@@ -410,6 +488,40 @@ static CUresult launch(CUfunction hf, unsigned gx, unsigned gy, unsigned gz, uns
   if (gx > 2147483647u || gy > 65535 || gz > 65535) return CUDA_ERROR_INVALID_VALUE;
   if (shmem > 49152) return CUDA_ERROR_INVALID_VALUE;
   if (params && extra) return CUDA_ERROR_INVALID_VALUE;
+  const fc_kernel_def *d = f->def;
+  if (!d) {
+    launch_refused(f->name, "the test double has no host build of it (it builds the kernels/ sources)");
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  if (d->n_params > 0 && !params) {
+    /* The extra form (CU_LAUNCH_PARAM_BUFFER_POINTER) is not modelled. */
+    launch_refused(f->name, "pass the parameters through kernelParams (the double does not read 'extra')");
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  launch_op *l = calloc(1, sizeof *l);
+  if (!l) return CUDA_ERROR_OUT_OF_MEMORY;
+  *l = (launch_op){ctx, d, {gx, gy, gz}, {bx, by, bz}, shmem, {{0}}};
+  for (int i = 0; i < d->n_params; i++) {
+    if (!params[i]) {
+      launch_refused(f->name, "kernelParams[%d] (%s) is NULL", i, d->param_name[i]);
+      free(l);
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    memcpy(l->values[i], params[i], d->param_size[i]);
+    if (!d->param_is_ptr[i]) continue;
+    CUdeviceptr dp = 0;
+    memcpy(&dp, l->values[i], sizeof(void *));
+    void *h;
+    char why[256];
+    if (fc_mem_translate(ctx, dp, &h, why, sizeof why) != CUDA_SUCCESS) {
+      launch_refused(f->name, "parameter %d (%s): %s", i, d->param_name[i], why);
+      snprintf(fc_g.last_kernel, sizeof fc_g.last_kernel, "%s", f->name);
+      free(l);
+      return CUDA_ERROR_ILLEGAL_ADDRESS;
+    }
+  }
+  r = fc_enqueue(s, launch_run, free, l, d->name, NULL);
+  if (r != CUDA_SUCCESS) return r;
   fc_g.launches++;
   snprintf(fc_g.last_kernel, sizeof fc_g.last_kernel, "%s", f->name);
   return CUDA_SUCCESS;

@@ -33,239 +33,13 @@
 /* cmocka.h needs setjmp.h, stdarg.h and stddef.h first. */
 #include <cmocka.h>
 
-#include "cuda_abi.h"
-#include "fakecuda/fakecuda.h"
-
-/* ------------------------------------------------------------ loading --- */
-
-typedef CUresult (*PFN_cuCtxSetCurrent)(CUcontext);
-typedef CUresult (*PFN_cuCtxGetCurrent)(CUcontext *);
-typedef CUresult (*PFN_legacy_cuMemAlloc)(unsigned int *, unsigned int);
-
-static struct {
-  void *handle;
-  PFN_cuInit Init;
-  PFN_cuDriverGetVersion DriverGetVersion;
-  PFN_cuGetErrorName GetErrorName;
-  PFN_cuGetErrorString GetErrorString;
-  PFN_cuDeviceGetCount DeviceGetCount;
-  PFN_cuDeviceGet DeviceGet;
-  PFN_cuDeviceGetName DeviceGetName;
-  PFN_cuDeviceGetAttribute DeviceGetAttribute;
-  PFN_cuDeviceTotalMem DeviceTotalMem;
-  PFN_cuDeviceGetUuid DeviceGetUuid;
-  PFN_cuDeviceGetPCIBusId DeviceGetPCIBusId;
-  PFN_cuDevicePrimaryCtxRetain PrimaryCtxRetain;
-  PFN_cuDevicePrimaryCtxRelease PrimaryCtxRelease;
-  PFN_cuCtxPushCurrent CtxPushCurrent, CtxPushCurrentPlain;
-  PFN_cuCtxPopCurrent CtxPopCurrent;
-  PFN_cuCtxSetCurrent CtxSetCurrent;
-  PFN_cuCtxGetCurrent CtxGetCurrent;
-  PFN_cuCtxSynchronize CtxSynchronize;
-  PFN_cuModuleLoadData ModuleLoadData;
-  PFN_cuModuleLoadDataEx ModuleLoadDataEx;
-  PFN_cuModuleGetFunction ModuleGetFunction;
-  PFN_cuModuleUnload ModuleUnload;
-  PFN_cuLinkCreate LinkCreate;
-  PFN_cuLinkAddData LinkAddData;
-  PFN_cuLinkComplete LinkComplete;
-  PFN_cuLinkDestroy LinkDestroy;
-  PFN_cuMemAlloc MemAlloc;
-  PFN_cuMemFree MemFree;
-  PFN_cuMemGetInfo MemGetInfo;
-  PFN_cuMemcpyHtoD MemcpyHtoD;
-  PFN_cuMemcpyDtoH MemcpyDtoH;
-  PFN_cuMemcpyDtoD MemcpyDtoD;
-  PFN_cuMemcpyHtoDAsync MemcpyHtoDAsync;
-  PFN_cuStreamCreate StreamCreate;
-  PFN_cuStreamDestroy StreamDestroy, StreamDestroyPlain;
-  PFN_cuStreamSynchronize StreamSynchronize;
-  PFN_cuLaunchKernel LaunchKernel;
-  PFN_legacy_cuMemAlloc LegacyMemAlloc;
-  fakecuda_reset_fn reset;
-  fakecuda_count_fn launch_count, jit_count;
-  fakecuda_size_fn bytes_allocated, live_allocations;
-  fakecuda_text_fn last_launch, config_error;
-  fakecuda_call_count_fn call_count;
-} fk;
-
-static char fixture_dir[4096];
-
-static void *sym(const char *name) {
-  void *p = dlsym(fk.handle, name);
-  if (!p) fprintf(stderr, "test_fakecuda: %s does not export %s\n", getenv("FAKECUDA_LIB"), name);
-  return p;
-}
-
-#define BIND(field, name) (*(void **)&fk.field = sym(name), fk.field != NULL)
-
-static int bind_all(void) {
-  return BIND(Init, "cuInit") & BIND(DriverGetVersion, "cuDriverGetVersion") & BIND(GetErrorName, "cuGetErrorName") &
-         BIND(GetErrorString, "cuGetErrorString") & BIND(DeviceGetCount, "cuDeviceGetCount") &
-         BIND(DeviceGet, "cuDeviceGet") & BIND(DeviceGetName, "cuDeviceGetName") &
-         BIND(DeviceGetAttribute, "cuDeviceGetAttribute") & BIND(DeviceTotalMem, "cuDeviceTotalMem_v2") &
-         BIND(DeviceGetUuid, "cuDeviceGetUuid_v2") & BIND(DeviceGetPCIBusId, "cuDeviceGetPCIBusId") &
-         BIND(PrimaryCtxRetain, "cuDevicePrimaryCtxRetain") & BIND(PrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2") &
-         BIND(CtxPushCurrent, "cuCtxPushCurrent_v2") & BIND(CtxPushCurrentPlain, "cuCtxPushCurrent") &
-         BIND(CtxPopCurrent, "cuCtxPopCurrent_v2") & BIND(CtxSetCurrent, "cuCtxSetCurrent") &
-         BIND(CtxGetCurrent, "cuCtxGetCurrent") & BIND(CtxSynchronize, "cuCtxSynchronize") &
-         BIND(ModuleLoadData, "cuModuleLoadData") & BIND(ModuleLoadDataEx, "cuModuleLoadDataEx") &
-         BIND(ModuleGetFunction, "cuModuleGetFunction") & BIND(ModuleUnload, "cuModuleUnload") &
-         BIND(LinkCreate, "cuLinkCreate_v2") & BIND(LinkAddData, "cuLinkAddData_v2") &
-         BIND(LinkComplete, "cuLinkComplete") & BIND(LinkDestroy, "cuLinkDestroy") & BIND(MemAlloc, "cuMemAlloc_v2") &
-         BIND(MemFree, "cuMemFree_v2") & BIND(MemGetInfo, "cuMemGetInfo_v2") & BIND(MemcpyHtoD, "cuMemcpyHtoD_v2") &
-         BIND(MemcpyDtoH, "cuMemcpyDtoH_v2") & BIND(MemcpyDtoD, "cuMemcpyDtoD_v2") &
-         BIND(MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2") & BIND(StreamCreate, "cuStreamCreate") &
-         BIND(StreamDestroy, "cuStreamDestroy_v2") & BIND(StreamDestroyPlain, "cuStreamDestroy") &
-         BIND(StreamSynchronize, "cuStreamSynchronize") & BIND(LaunchKernel, "cuLaunchKernel") &
-         BIND(LegacyMemAlloc, "cuMemAlloc") & BIND(reset, "fakecuda_reset") &
-         BIND(launch_count, "fakecuda_launch_count") & BIND(jit_count, "fakecuda_jit_count") &
-         BIND(bytes_allocated, "fakecuda_bytes_allocated") & BIND(live_allocations, "fakecuda_live_allocations") &
-         BIND(last_launch, "fakecuda_last_launch") & BIND(config_error, "fakecuda_config_error") &
-         BIND(call_count, "fakecuda_call_count");
-}
-
-static int has_fixtures(const char *dir) {
-  char p[4200];
-  snprintf(p, sizeof p, "%s/k.cu", dir);
-  return access(p, R_OK) == 0;
-}
-
-/* Looks for tests/fixtures/fakecuda in dir and up to 8 of its parents. */
-static int find_up(const char *start) {
-  char dir[2048];
-  snprintf(dir, sizeof dir, "%s", start);
-  for (int up = 0; up < 9; up++) {
-    snprintf(fixture_dir, sizeof fixture_dir, "%s/tests/fixtures/fakecuda", dir);
-    if (has_fixtures(fixture_dir)) return 1;
-    char *slash = strrchr(dir, '/');
-    if (!slash || slash == dir) break;
-    *slash = '\0';
-  }
-  return 0;
-}
-
-/* $FAKECUDA_FIXTURES, else found from the working directory, the test
- * binary (build/tests/unit/) or the library (build/tests/fakecuda/). */
-static int find_fixtures(void) {
-  const char *env = getenv("FAKECUDA_FIXTURES");
-  if (env) {
-    snprintf(fixture_dir, sizeof fixture_dir, "%s", env);
-    return has_fixtures(fixture_dir);
-  }
-  char buf[2048];
-  if (getcwd(buf, sizeof buf) && find_up(buf)) return 1;
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n > 0) {
-    buf[n] = '\0';
-    if (find_up(buf)) return 1;
-  }
-  return find_up(getenv("FAKECUDA_LIB"));
-}
-
-static int group_setup(void **state) {
-  (void)state;
-  const char *path = getenv("FAKECUDA_LIB");
-  if (!path || !*path) {
-    fprintf(stderr,
-            "test_fakecuda: FAKECUDA_LIB is not set (the path of build/tests/fakecuda/libcuda.so.1); "
-            "skipping every test\n");
-    return 0;
-  }
-  fk.handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  if (!fk.handle) {
-    fprintf(stderr, "test_fakecuda: cannot load FAKECUDA_LIB=%s: %s\n", path, dlerror());
-    return -1;
-  }
-  if (!bind_all()) return -1;
-  if (!find_fixtures()) {
-    fprintf(stderr, "test_fakecuda: fixtures (tests/fixtures/fakecuda) not found; set FAKECUDA_FIXTURES\n");
-    return -1;
-  }
-  return 0;
-}
-
-static int group_teardown(void **state) {
-  (void)state;
-  if (fk.handle) {
-    fk.reset(); /* frees everything the fake still holds, so leak checkers see only real leaks */
-    dlclose(fk.handle);
-  }
-  return 0;
-}
-
-/* Every test starts from a clean environment and a forgotten fake. */
-static int test_setup(void **state) {
-  (void)state;
-  static const char *const vars[] = {"FAKECUDA_DEVICES",     "FAKECUDA_DRIVER",    "FAKECUDA_MEM_MB",
-                                     "FAKECUDA_FAIL",        "FAKECUDA_NO_JIT",    "FAKECUDA_STUB",
-                                     "CUDA_DISABLE_PTX_JIT", "CUDA_FORCE_PTX_JIT", "CUDA_VISIBLE_DEVICES"};
-  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
-  if (fk.handle) fk.reset();
-  return 0;
-}
-
-#define NEED_FAKE()         \
-  do {                      \
-    if (!fk.handle) skip(); \
-  } while (0)
-
-/* ------------------------------------------------------------ helpers --- */
-
-typedef struct blob {
-  char *data; /* NUL-terminated copy of the file */
-  size_t size;
-} blob;
-
-static blob fixture(const char *name) {
-  char path[4300];
-  snprintf(path, sizeof path, "%s/%s", fixture_dir, name);
-  blob b = {0};
-  FILE *f = fopen(path, "rb");
-  assert_non_null(f);
-  assert_int_equal(fseek(f, 0, SEEK_END), 0);
-  long n = ftell(f);
-  assert_true(n > 0);
-  rewind(f);
-  b.data = malloc((size_t)n + 1);
-  assert_non_null(b.data);
-  assert_int_equal(fread(b.data, 1, (size_t)n, f), (size_t)n);
-  fclose(f);
-  b.data[n] = '\0';
-  b.size = (size_t)n;
-  return b;
-}
-
-static void set(const char *var, const char *value) {
-  if (value)
-    setenv(var, value, 1);
-  else
-    unsetenv(var);
-}
-
-/* Configures the fake (devices, driver version or NULL for the default) and calls cuInit. */
-static CUresult init_with(const char *devices, const char *driver) {
-  set("FAKECUDA_DEVICES", devices);
-  set("FAKECUDA_DRIVER", driver);
-  fk.reset();
-  return fk.Init(0);
-}
-
-/* Retains and pushes the primary context of device `ordinal`. */
-static CUcontext use_device(int ordinal) {
-  CUdevice dev;
-  CUcontext ctx = NULL;
-  assert_int_equal(fk.DeviceGet(&dev, ordinal), CUDA_SUCCESS);
-  assert_int_equal(fk.PrimaryCtxRetain(&ctx, dev), CUDA_SUCCESS);
-  assert_int_equal(fk.CtxPushCurrent(ctx), CUDA_SUCCESS);
-  return ctx;
-}
+#include "fake_driver.h"
 
 /* cuModuleLoadData of a fixture on one fake device (CC, driver); unloads on success. */
 static CUresult load_on(const char *cc, const char *driver, const char *file) {
-  assert_int_equal(init_with(cc, driver), CUDA_SUCCESS);
-  use_device(0);
-  blob b = fixture(file);
+  assert_int_equal(fake_init_with(cc, driver), CUDA_SUCCESS);
+  fake_use_device(0);
+  fake_blob b = fake_fixture(file);
   CUmodule m = NULL;
   CUresult r = fk.ModuleLoadData(&m, b.data);
   if (r == CUDA_SUCCESS) assert_int_equal(fk.ModuleUnload(m), CUDA_SUCCESS);
@@ -274,8 +48,8 @@ static CUresult load_on(const char *cc, const char *driver, const char *file) {
 }
 
 static CUresult load_text_on(const char *cc, const char *driver, const char *text) {
-  assert_int_equal(init_with(cc, driver), CUDA_SUCCESS);
-  use_device(0);
+  assert_int_equal(fake_init_with(cc, driver), CUDA_SUCCESS);
+  fake_use_device(0);
   CUmodule m = NULL;
   return fk.ModuleLoadData(&m, text);
 }
@@ -284,7 +58,7 @@ static CUresult load_text_on(const char *cc, const char *driver, const char *tex
 
 static void cubin_same_major_rule(void **state) {
   (void)state;
-  NEED_FAKE();
+  FAKE_NEED();
   assert_int_equal(load_on("7.5", "13000", "k.sm_75.cubin"), CUDA_SUCCESS);
   assert_int_equal(load_on("7.0", "13000", "k.sm_75.cubin"), CUDA_ERROR_NO_BINARY_FOR_GPU); /* lower minor */
   assert_int_equal(load_on("8.6", "13000", "k.sm_75.cubin"), CUDA_ERROR_NO_BINARY_FOR_GPU); /* other major */
@@ -295,7 +69,7 @@ static void cubin_same_major_rule(void **state) {
 
 static void cubin_arch_specific_only_on_its_sm(void **state) {
   (void)state;
-  NEED_FAKE();
+  FAKE_NEED();
   assert_int_equal(load_on("9.0", "13000", "k.sm_90a.cubin"), CUDA_SUCCESS);
   assert_int_equal(load_on("9.1", "13000", "k.sm_90a.cubin"), CUDA_ERROR_NO_BINARY_FOR_GPU);
   assert_int_equal(load_on("10.0", "13000", "k.sm_90a.cubin"), CUDA_ERROR_NO_BINARY_FOR_GPU);
@@ -303,7 +77,7 @@ static void cubin_arch_specific_only_on_its_sm(void **state) {
 
 static void cubin_from_newer_toolkit_is_invalid_image(void **state) {
   (void)state;
-  NEED_FAKE();
+  FAKE_NEED();
   /* A CUDA 13.0 cubin: no CUDA 12 driver loads it. */
   assert_int_equal(load_on("7.5", "12080", "k.sm_75.cubin"), CUDA_ERROR_INVALID_IMAGE);
   assert_int_equal(load_on("7.5", "12090", "k.sm_75.cubin"), CUDA_ERROR_INVALID_IMAGE);
@@ -315,8 +89,8 @@ static void cubin_from_newer_toolkit_is_invalid_image(void **state) {
  * CUDA 12.8 cubin, which minor-version compatibility lets any 12.x driver load. */
 static void cubin_minor_version_compatibility(void **state) {
   (void)state;
-  NEED_FAKE();
-  blob b = fixture("k.sm_75.cubin");
+  FAKE_NEED();
+  fake_blob b = fake_fixture("k.sm_75.cubin");
   static const unsigned char note[8] = {0x02, 0x00, 0x4b, 0x00, 0x82, 0x00, 0x00, 0x00};
   int found = 0;
   for (size_t i = 0; i + sizeof note <= b.size; i++) {
@@ -333,8 +107,8 @@ static void cubin_minor_version_compatibility(void **state) {
   } cases[] = {
       {"12020", CUDA_SUCCESS}, {"12000", CUDA_SUCCESS}, {"13000", CUDA_SUCCESS}, {"11080", CUDA_ERROR_INVALID_IMAGE}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    assert_int_equal(init_with("7.5", cases[i].driver), CUDA_SUCCESS);
-    use_device(0);
+    assert_int_equal(fake_init_with("7.5", cases[i].driver), CUDA_SUCCESS);
+    fake_use_device(0);
     assert_int_equal(fk.ModuleLoadData(&m, b.data), cases[i].want);
   }
   free(b.data);
@@ -342,10 +116,10 @@ static void cubin_minor_version_compatibility(void **state) {
 
 static void cubin_truncated_or_garbage_is_invalid_image(void **state) {
   (void)state;
-  NEED_FAKE();
-  assert_int_equal(init_with("7.5", NULL), CUDA_SUCCESS);
-  use_device(0);
-  blob b = fixture("k.sm_75.cubin");
+  FAKE_NEED();
+  assert_int_equal(fake_init_with("7.5", NULL), CUDA_SUCCESS);
+  fake_use_device(0);
+  fake_blob b = fake_fixture("k.sm_75.cubin");
   CUlinkState st;
   assert_int_equal(fk.LinkCreate(0, NULL, NULL, &st), CUDA_SUCCESS);
   assert_int_equal(fk.LinkAddData(st, CU_JIT_INPUT_CUBIN, b.data, b.size / 2, "half", 0, NULL, NULL),
@@ -362,7 +136,7 @@ static void cubin_truncated_or_garbage_is_invalid_image(void **state) {
 
 static void ptx_isa_against_driver(void **state) {
   (void)state;
-  NEED_FAKE();
+  FAKE_NEED();
   assert_int_equal(load_on("7.5", "13000", "k.compute_75.ptx"), CUDA_SUCCESS);
   assert_int_equal(load_on("8.6", "13000", "k.compute_75.ptx"), CUDA_SUCCESS); /* later major: JIT */
   assert_int_equal(load_on("12.0", "13000", "k.compute_75.ptx"), CUDA_SUCCESS);
@@ -375,14 +149,14 @@ static void ptx_isa_against_driver(void **state) {
 
 static void ptx_target_above_device(void **state) {
   (void)state;
-  NEED_FAKE();
+  FAKE_NEED();
   assert_int_equal(load_on("7.0", "13000", "k.compute_75.ptx"), CUDA_ERROR_INVALID_PTX);
   assert_int_equal(load_on("5.2", "13000", "k.compute_75.ptx"), CUDA_ERROR_INVALID_PTX);
 }
 
 static void ptx_legacy_clang(void **state) {
   (void)state;
-  NEED_FAKE();
+  FAKE_NEED();
   assert_int_equal(load_on("3.7", "11040", "k.sm_35.clang.ptx"), CUDA_SUCCESS);
   assert_int_equal(load_on("3.5", "13000", "k.sm_35.clang.ptx"), CUDA_SUCCESS);
   assert_int_equal(load_on("9.0", "13000", "k.sm_35.clang.ptx"), CUDA_SUCCESS);
@@ -393,7 +167,7 @@ static void ptx_legacy_clang(void **state) {
 
 static void ptx_arch_specific_target(void **state) {
   (void)state;
-  NEED_FAKE();
+  FAKE_NEED();
   static const char ptx[] =
       "// hand-written\n.version 8.0\n.target sm_90a\n.address_size 64\n"
       ".visible .entry only_on_hopper()\n{\n\tret;\n}\n";
@@ -405,7 +179,7 @@ static void ptx_arch_specific_target(void **state) {
 /* compute_100f: JIT only within the family, CC 10.0 and 10.3 (cuda-compat.md 3.2). */
 static void ptx_family_specific_target(void **state) {
   (void)state;
-  NEED_FAKE();
+  FAKE_NEED();
   static const char ptx[] =
       ".version 8.8\n.target sm_100f\n.address_size 64\n"
       ".visible .entry blackwell_family()\n{\n\tret;\n}\n";
@@ -419,7 +193,7 @@ static void ptx_family_specific_target(void **state) {
 
 static void ptx_unknown_isa_and_not_ptx(void **state) {
   (void)state;
-  NEED_FAKE();
+  FAKE_NEED();
   static const char future[] = ".version 9.9\n.target sm_75\n.address_size 64\n.visible .entry k()\n{\n\tret;\n}\n";
   assert_int_equal(load_text_on("7.5", "13010", future), CUDA_ERROR_UNSUPPORTED_PTX_VERSION);
   static const char no_target[] = ".version 7.0\n.address_size 64\n";
@@ -430,7 +204,7 @@ static void ptx_unknown_isa_and_not_ptx(void **state) {
 
 static void ptx_jit_disabled_or_missing(void **state) {
   (void)state;
-  NEED_FAKE();
+  FAKE_NEED();
   setenv("CUDA_DISABLE_PTX_JIT", "1", 1);
   assert_int_equal(load_on("7.5", "13000", "k.compute_75.ptx"), CUDA_ERROR_JIT_COMPILATION_DISABLED);
   assert_int_equal(load_on("7.5", "13000", "k.sm_75.cubin"), CUDA_SUCCESS); /* a cubin needs no JIT */
@@ -441,10 +215,10 @@ static void ptx_jit_disabled_or_missing(void **state) {
 
 static void ptx_error_log_buffer(void **state) {
   (void)state;
-  NEED_FAKE();
-  assert_int_equal(init_with("8.6", "12080"), CUDA_SUCCESS);
-  use_device(0);
-  blob b = fixture("k.compute_75.ptx");
+  FAKE_NEED();
+  assert_int_equal(fake_init_with("8.6", "12080"), CUDA_SUCCESS);
+  fake_use_device(0);
+  fake_blob b = fake_fixture("k.compute_75.ptx");
   char log[256] = "untouched";
   CUjit_option opts[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
   void *vals[] = {log, (void *)(uintptr_t)sizeof log};
@@ -460,7 +234,7 @@ static void ptx_error_log_buffer(void **state) {
 
 static void fatbin_prefers_cubin_then_ptx(void **state) {
   (void)state;
-  NEED_FAKE();
+  FAKE_NEED();
   const char *fb = "k.sm_75_compute_75.fatbin";
   assert_int_equal(load_on("7.5", "13000", fb), CUDA_SUCCESS);
   assert_int_equal(fk.jit_count(), 0); /* the sm_75 cubin was taken */
@@ -478,7 +252,7 @@ static void fatbin_prefers_cubin_then_ptx(void **state) {
 
 static void fatbin_driver_rules(void **state) {
   (void)state;
-  NEED_FAKE();
+  FAKE_NEED();
   const char *fb = "k.sm_75_compute_75.fatbin";
   assert_int_equal(load_on("8.6", "12080", fb), CUDA_ERROR_UNSUPPORTED_PTX_VERSION); /* zstd readable, ISA 9.0 not */
   assert_int_equal(load_on("8.6", "12020", fb), CUDA_ERROR_INVALID_IMAGE);           /* zstd before R550 */
@@ -489,12 +263,12 @@ static void fatbin_driver_rules(void **state) {
 
 static void module_functions(void **state) {
   (void)state;
-  NEED_FAKE();
+  FAKE_NEED();
   const char *files[] = {"k.sm_75.cubin", "k.compute_75.ptx", "k.sm_75_compute_75.fatbin"};
   for (size_t i = 0; i < 3; i++) {
-    assert_int_equal(init_with("7.5", NULL), CUDA_SUCCESS);
-    use_device(0);
-    blob b = fixture(files[i]);
+    assert_int_equal(fake_init_with("7.5", NULL), CUDA_SUCCESS);
+    fake_use_device(0);
+    fake_blob b = fake_fixture(files[i]);
     CUmodule m;
     CUfunction f1, f2, f3;
     assert_int_equal(fk.ModuleLoadData(&m, b.data), CUDA_SUCCESS);
@@ -514,9 +288,9 @@ static void module_functions(void **state) {
 
 static void module_needs_context(void **state) {
   (void)state;
-  NEED_FAKE();
-  assert_int_equal(init_with("7.5", NULL), CUDA_SUCCESS);
-  blob b = fixture("k.sm_75.cubin");
+  FAKE_NEED();
+  assert_int_equal(fake_init_with("7.5", NULL), CUDA_SUCCESS);
+  fake_blob b = fake_fixture("k.sm_75.cubin");
   CUmodule m;
   assert_int_equal(fk.ModuleLoadData(&m, b.data), CUDA_ERROR_INVALID_CONTEXT);
   CUlinkState st;
@@ -528,10 +302,10 @@ static void module_needs_context(void **state) {
 
 /* Links the compute_75 PTX on a CC 8.6 device of a CUDA 13.0 driver and
  * returns a copy of the FAKECUBIN (sm_86, made by driver 13000). */
-static blob link_ptx_for_86(void) {
-  assert_int_equal(init_with("8.6", "13000"), CUDA_SUCCESS);
-  use_device(0);
-  blob ptx = fixture("k.compute_75.ptx");
+static fake_blob link_ptx_for_86(void) {
+  assert_int_equal(fake_init_with("8.6", "13000"), CUDA_SUCCESS);
+  fake_use_device(0);
+  fake_blob ptx = fake_fixture("k.compute_75.ptx");
   CUlinkState st;
   void *out = NULL;
   size_t n = 0;
@@ -548,7 +322,7 @@ static blob link_ptx_for_86(void) {
   assert_int_equal(fk.ModuleGetFunction(&f, m, "fc_fill"), CUDA_SUCCESS);
   assert_int_equal(fk.ModuleGetFunction(&f, m, "fc_axpy"), CUDA_SUCCESS);
   assert_int_equal(fk.ModuleGetFunction(&f, m, "nope"), CUDA_ERROR_NOT_FOUND);
-  blob copy = {malloc(n), n};
+  fake_blob copy = {malloc(n), n};
   assert_non_null(copy.data);
   memcpy(copy.data, out, n);
   assert_int_equal(fk.LinkDestroy(st), CUDA_SUCCESS);
@@ -558,8 +332,8 @@ static blob link_ptx_for_86(void) {
 
 static void link_output_follows_cubin_rules(void **state) {
   (void)state;
-  NEED_FAKE();
-  blob fake = link_ptx_for_86();
+  FAKE_NEED();
+  fake_blob fake = link_ptx_for_86();
   const struct {
     const char *cc, *driver;
     CUresult want;
@@ -571,8 +345,8 @@ static void link_output_follows_cubin_rules(void **state) {
       {"8.6", "12090", CUDA_ERROR_NO_BINARY_FOR_GPU}, /* made by a newer driver */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    assert_int_equal(init_with(cases[i].cc, cases[i].driver), CUDA_SUCCESS);
-    use_device(0);
+    assert_int_equal(fake_init_with(cases[i].cc, cases[i].driver), CUDA_SUCCESS);
+    fake_use_device(0);
     CUmodule m;
     assert_int_equal(fk.ModuleLoadData(&m, fake.data), cases[i].want);
   }
@@ -581,10 +355,10 @@ static void link_output_follows_cubin_rules(void **state) {
 
 static void link_inputs_validated(void **state) {
   (void)state;
-  NEED_FAKE();
-  assert_int_equal(init_with("8.6", "12080"), CUDA_SUCCESS);
-  use_device(0);
-  blob ptx = fixture("k.compute_75.ptx"), cubin = fixture("k.sm_80.cubin"), fb = fixture("k.sm_75_compute_75.fatbin");
+  FAKE_NEED();
+  assert_int_equal(fake_init_with("8.6", "12080"), CUDA_SUCCESS);
+  fake_use_device(0);
+  fake_blob ptx = fake_fixture("k.compute_75.ptx"), cubin = fake_fixture("k.sm_80.cubin"), fb = fake_fixture("k.sm_75_compute_75.fatbin");
   char log[256] = "";
   CUjit_option opts[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
   void *vals[] = {log, (void *)(uintptr_t)sizeof log};
@@ -616,8 +390,8 @@ static void link_inputs_validated(void **state) {
 
 static void devices_from_environment(void **state) {
   (void)state;
-  NEED_FAKE();
-  assert_int_equal(init_with("3.7=Tesla K80, 9.0=NVIDIA H100 80GB HBM3,12.0", "11040"), CUDA_SUCCESS);
+  FAKE_NEED();
+  assert_int_equal(fake_init_with("3.7=Tesla K80, 9.0=NVIDIA H100 80GB HBM3,12.0", "11040"), CUDA_SUCCESS);
   int n = -1, v = -1;
   assert_int_equal(fk.DeviceGetCount(&n), CUDA_SUCCESS);
   assert_int_equal(n, 3);
@@ -652,8 +426,8 @@ static void devices_from_environment(void **state) {
 
 static void device_pci_and_uuid(void **state) {
   (void)state;
-  NEED_FAKE();
-  assert_int_equal(init_with("7.5,8.0", NULL), CUDA_SUCCESS);
+  FAKE_NEED();
+  assert_int_equal(fake_init_with("7.5,8.0", NULL), CUDA_SUCCESS);
   char bus[32];
   assert_int_equal(fk.DeviceGetPCIBusId(bus, sizeof bus, 0), CUDA_SUCCESS);
   assert_string_equal(bus, "0000:01:00.0");
@@ -672,9 +446,9 @@ static void device_pci_and_uuid(void **state) {
 
 static void defaults_and_memory_size(void **state) {
   (void)state;
-  NEED_FAKE();
+  FAKE_NEED();
   setenv("FAKECUDA_MEM_MB", "2", 1);
-  assert_int_equal(init_with("6.1", NULL), CUDA_SUCCESS);
+  assert_int_equal(fake_init_with("6.1", NULL), CUDA_SUCCESS);
   int v;
   assert_int_equal(fk.DriverGetVersion(&v), CUDA_SUCCESS);
   assert_int_equal(v, 13000);
@@ -685,27 +459,27 @@ static void defaults_and_memory_size(void **state) {
 
 static void no_devices_is_no_device(void **state) {
   (void)state;
-  NEED_FAKE();
+  FAKE_NEED();
   int n = -1;
-  assert_int_equal(init_with(NULL, NULL), CUDA_ERROR_NO_DEVICE);
+  assert_int_equal(fake_init_with(NULL, NULL), CUDA_ERROR_NO_DEVICE);
   assert_int_equal(fk.DeviceGetCount(&n), CUDA_ERROR_NOT_INITIALIZED);
-  assert_int_equal(init_with("", NULL), CUDA_ERROR_NO_DEVICE);
+  assert_int_equal(fake_init_with("", NULL), CUDA_ERROR_NO_DEVICE);
 }
 
 static void malformed_configuration_refused(void **state) {
   (void)state;
-  NEED_FAKE();
-  assert_int_equal(init_with("9", NULL), CUDA_ERROR_INVALID_VALUE);
+  FAKE_NEED();
+  assert_int_equal(fake_init_with("9", NULL), CUDA_ERROR_INVALID_VALUE);
   assert_non_null(strstr(fk.config_error(), "FAKECUDA_DEVICES"));
-  assert_int_equal(init_with("8.6", "12.8"), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(fake_init_with("8.6", "12.8"), CUDA_ERROR_INVALID_VALUE);
   assert_non_null(strstr(fk.config_error(), "FAKECUDA_DRIVER"));
   setenv("FAKECUDA_FAIL", "cuNoSuchCall=2", 1);
-  assert_int_equal(init_with("8.6", NULL), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(fake_init_with("8.6", NULL), CUDA_ERROR_INVALID_VALUE);
   assert_non_null(strstr(fk.config_error(), "cuNoSuchCall"));
   setenv("FAKECUDA_FAIL", "cuMemAlloc_v2=2@0", 1);
-  assert_int_equal(init_with("8.6", NULL), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(fake_init_with("8.6", NULL), CUDA_ERROR_INVALID_VALUE);
   unsetenv("FAKECUDA_FAIL");
-  assert_int_equal(init_with("8.6", NULL), CUDA_SUCCESS);
+  assert_int_equal(fake_init_with("8.6", NULL), CUDA_SUCCESS);
   assert_string_equal(fk.config_error(), "");
 }
 
@@ -713,10 +487,10 @@ static void malformed_configuration_refused(void **state) {
  * is a no-op (state kept) when nothing changed. */
 static void cuinit_rereads_changed_environment(void **state) {
   (void)state;
-  NEED_FAKE();
+  FAKE_NEED();
   int n;
-  assert_int_equal(init_with("7.5", NULL), CUDA_SUCCESS);
-  use_device(0);
+  assert_int_equal(fake_init_with("7.5", NULL), CUDA_SUCCESS);
+  fake_use_device(0);
   CUdeviceptr p;
   assert_int_equal(fk.MemAlloc(&p, 64), CUDA_SUCCESS);
   assert_int_equal(fk.Init(0), CUDA_SUCCESS);
@@ -732,7 +506,7 @@ static void cuinit_rereads_changed_environment(void **state) {
 
 static int visible_ccs(const char *visible, int out[8]) {
   setenv("CUDA_VISIBLE_DEVICES", visible, 1);
-  CUresult r = init_with("7.5,8.0,8.6,9.0", NULL);
+  CUresult r = fake_init_with("7.5,8.0,8.6,9.0", NULL);
   if (r != CUDA_SUCCESS) return -(int)r;
   int n = 0;
   assert_int_equal(fk.DeviceGetCount(&n), CUDA_SUCCESS);
@@ -747,7 +521,7 @@ static int visible_ccs(const char *visible, int out[8]) {
 
 static void visible_devices_ordinals(void **state) {
   (void)state;
-  NEED_FAKE();
+  FAKE_NEED();
   int cc[8];
   assert_int_equal(visible_ccs("2,0", cc), 2);
   assert_int_equal(cc[0], 86);
@@ -764,7 +538,7 @@ static void visible_devices_ordinals(void **state) {
 
 static void visible_devices_uuids(void **state) {
   (void)state;
-  NEED_FAKE();
+  FAKE_NEED();
   /* Physical device 3: first UUID bytes (111+0x5a)=0xc9, (111+13+0x5a)=0xd6 ... */
   char uuid3[48];
   int pos = snprintf(uuid3, sizeof uuid3, "GPU-");
@@ -791,9 +565,9 @@ static void visible_devices_uuids(void **state) {
    * = 0x5d: "GPU-5" is ambiguous and names no device, "GPU-5d" names device 7. */
   int n = -1;
   setenv("CUDA_VISIBLE_DEVICES", "GPU-5", 1);
-  assert_int_equal(init_with("5.0,5.2,6.0,6.1,7.0,7.5,8.0,8.6", NULL), CUDA_ERROR_NO_DEVICE);
+  assert_int_equal(fake_init_with("5.0,5.2,6.0,6.1,7.0,7.5,8.0,8.6", NULL), CUDA_ERROR_NO_DEVICE);
   setenv("CUDA_VISIBLE_DEVICES", "GPU-5d", 1);
-  assert_int_equal(init_with("5.0,5.2,6.0,6.1,7.0,7.5,8.0,8.6", NULL), CUDA_SUCCESS);
+  assert_int_equal(fake_init_with("5.0,5.2,6.0,6.1,7.0,7.5,8.0,8.6", NULL), CUDA_SUCCESS);
   assert_int_equal(fk.DeviceGetCount(&n), CUDA_SUCCESS);
   assert_int_equal(n, 1);
   char name[64];
@@ -805,7 +579,7 @@ static void visible_devices_uuids(void **state) {
 
 static void stub_library(void **state) {
   (void)state;
-  NEED_FAKE();
+  FAKE_NEED();
   setenv("FAKECUDA_DEVICES", "8.6", 1);
   setenv("FAKECUDA_STUB", "1", 1);
   fk.reset();
@@ -823,7 +597,7 @@ static void stub_library(void **state) {
 
 static void calls_before_cuinit(void **state) {
   (void)state;
-  NEED_FAKE();
+  FAKE_NEED();
   setenv("FAKECUDA_DEVICES", "8.6", 1);
   setenv("FAKECUDA_DRIVER", "12020", 1);
   int v = 0;
@@ -844,7 +618,7 @@ static void calls_before_cuinit(void **state) {
 
 static void error_names_and_strings(void **state) {
   (void)state;
-  NEED_FAKE();
+  FAKE_NEED();
   const struct {
     CUresult code;
     const char *name, *text;
@@ -877,10 +651,10 @@ static void error_names_and_strings(void **state) {
 
 static void fault_injection_nth_call(void **state) {
   (void)state;
-  NEED_FAKE();
+  FAKE_NEED();
   setenv("FAKECUDA_FAIL", "cuMemAlloc_v2=2@3,cuLinkComplete=218", 1);
-  assert_int_equal(init_with("8.6", NULL), CUDA_SUCCESS);
-  use_device(0);
+  assert_int_equal(fake_init_with("8.6", NULL), CUDA_SUCCESS);
+  fake_use_device(0);
   CUdeviceptr p;
   assert_int_equal(fk.MemAlloc(&p, 16), CUDA_SUCCESS);
   assert_int_equal(fk.MemAlloc(&p, 16), CUDA_SUCCESS);
@@ -888,7 +662,7 @@ static void fault_injection_nth_call(void **state) {
   assert_int_equal(fk.MemAlloc(&p, 16), CUDA_SUCCESS);
   assert_int_equal(fk.live_allocations(), 3);
   assert_int_equal(fk.call_count("cuMemAlloc_v2"), 4);
-  blob ptx = fixture("k.compute_75.ptx");
+  fake_blob ptx = fake_fixture("k.compute_75.ptx");
   CUlinkState st;
   void *out;
   size_t n;
@@ -901,9 +675,9 @@ static void fault_injection_nth_call(void **state) {
 
 static void fault_injection_plain_name_shares_counter(void **state) {
   (void)state;
-  NEED_FAKE();
+  FAKE_NEED();
   setenv("FAKECUDA_FAIL", "cuCtxPushCurrent=201@2", 1); /* plain name in the rule */
-  assert_int_equal(init_with("8.6", NULL), CUDA_SUCCESS);
+  assert_int_equal(fake_init_with("8.6", NULL), CUDA_SUCCESS);
   CUcontext ctx;
   assert_int_equal(fk.PrimaryCtxRetain(&ctx, 0), CUDA_SUCCESS);
   assert_int_equal(fk.CtxPushCurrentPlain(ctx), CUDA_SUCCESS);          /* call 1 */
@@ -914,13 +688,13 @@ static void fault_injection_plain_name_shares_counter(void **state) {
 
 static void fault_injection_on_cuinit(void **state) {
   (void)state;
-  NEED_FAKE();
+  FAKE_NEED();
   setenv("FAKECUDA_FAIL", "cuInit=999", 1);
   int n;
-  assert_int_equal(init_with("8.6", NULL), CUDA_ERROR_UNKNOWN);
+  assert_int_equal(fake_init_with("8.6", NULL), CUDA_ERROR_UNKNOWN);
   assert_int_equal(fk.DeviceGetCount(&n), CUDA_ERROR_NOT_INITIALIZED);
   setenv("FAKECUDA_FAIL", "cuInit=100@1", 1);
-  assert_int_equal(init_with("8.6", NULL), CUDA_ERROR_NO_DEVICE);
+  assert_int_equal(fake_init_with("8.6", NULL), CUDA_ERROR_NO_DEVICE);
   assert_int_equal(fk.Init(0), CUDA_SUCCESS); /* same environment: the counter went on to 2 */
 }
 
@@ -928,9 +702,9 @@ static void fault_injection_on_cuinit(void **state) {
 
 static void memory_round_trip(void **state) {
   (void)state;
-  NEED_FAKE();
-  assert_int_equal(init_with("8.6", NULL), CUDA_SUCCESS);
-  use_device(0);
+  FAKE_NEED();
+  assert_int_equal(fake_init_with("8.6", NULL), CUDA_SUCCESS);
+  fake_use_device(0);
   float in[64], out[64];
   for (int i = 0; i < 64; i++) in[i] = (float)i * 0.5f - 3.0f;
   CUdeviceptr a, b;
@@ -964,9 +738,9 @@ static void memory_round_trip(void **state) {
 
 static void memory_bounds_checked(void **state) {
   (void)state;
-  NEED_FAKE();
-  assert_int_equal(init_with("8.6", NULL), CUDA_SUCCESS);
-  use_device(0);
+  FAKE_NEED();
+  assert_int_equal(fake_init_with("8.6", NULL), CUDA_SUCCESS);
+  fake_use_device(0);
   char buf[512] = {0};
   CUdeviceptr a, b;
   assert_int_equal(fk.MemAlloc(&a, 100), CUDA_SUCCESS);
@@ -992,10 +766,10 @@ static void memory_bounds_checked(void **state) {
 
 static void memory_limit(void **state) {
   (void)state;
-  NEED_FAKE();
+  FAKE_NEED();
   setenv("FAKECUDA_MEM_MB", "1", 1);
-  assert_int_equal(init_with("8.6", NULL), CUDA_SUCCESS);
-  use_device(0);
+  assert_int_equal(fake_init_with("8.6", NULL), CUDA_SUCCESS);
+  fake_use_device(0);
   CUdeviceptr a, b;
   size_t free_b, total_b;
   assert_int_equal(fk.MemAlloc(&a, (1u << 20) + 1), CUDA_ERROR_OUT_OF_MEMORY);
@@ -1012,9 +786,9 @@ static void memory_limit(void **state) {
 
 static void legacy_plain_memory_names_refused(void **state) {
   (void)state;
-  NEED_FAKE();
-  assert_int_equal(init_with("8.6", NULL), CUDA_SUCCESS);
-  use_device(0);
+  FAKE_NEED();
+  assert_int_equal(fake_init_with("8.6", NULL), CUDA_SUCCESS);
+  fake_use_device(0);
   unsigned int p32 = 0;
   assert_int_equal(fk.LegacyMemAlloc(&p32, 16), CUDA_ERROR_NOT_SUPPORTED);
   assert_int_equal(fk.live_allocations(), 0);
@@ -1025,8 +799,8 @@ static void legacy_plain_memory_names_refused(void **state) {
 
 static void contexts_stack_and_release(void **state) {
   (void)state;
-  NEED_FAKE();
-  assert_int_equal(init_with("7.5,8.6", NULL), CUDA_SUCCESS);
+  FAKE_NEED();
+  assert_int_equal(fake_init_with("7.5,8.6", NULL), CUDA_SUCCESS);
   CUcontext c0, c1, cur = (CUcontext)1;
   CUdeviceptr p;
   assert_int_equal(fk.CtxGetCurrent(&cur), CUDA_SUCCESS);
@@ -1067,10 +841,10 @@ static void contexts_stack_and_release(void **state) {
 
 static void launch_checks(void **state) {
   (void)state;
-  NEED_FAKE();
-  assert_int_equal(init_with("7.5,8.6", NULL), CUDA_SUCCESS);
-  use_device(0);
-  blob b = fixture("k.sm_75.cubin");
+  FAKE_NEED();
+  assert_int_equal(fake_init_with("7.5,8.6", NULL), CUDA_SUCCESS);
+  fake_use_device(0);
+  fake_blob b = fake_fixture("k.sm_75.cubin");
   CUmodule m;
   CUfunction f;
   assert_int_equal(fk.ModuleLoadData(&m, b.data), CUDA_SUCCESS);
@@ -1097,7 +871,7 @@ static void launch_checks(void **state) {
   assert_int_equal(fk.LaunchKernel((CUfunction)&v, 1, 1, 1, 32, 1, 1, 0, NULL, args, NULL), CUDA_ERROR_INVALID_HANDLE);
   assert_int_equal(fk.LaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, (CUstream)&n, args, NULL), CUDA_ERROR_INVALID_HANDLE);
   /* Another device's context is current: the function is not its own. */
-  use_device(1);
+  fake_use_device(1);
   assert_int_equal(fk.LaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, args, NULL), CUDA_ERROR_INVALID_CONTEXT);
   CUcontext popped;
   assert_int_equal(fk.CtxPopCurrent(&popped), CUDA_SUCCESS);
@@ -1109,45 +883,45 @@ static void launch_checks(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup(cubin_same_major_rule, test_setup),
-      cmocka_unit_test_setup(cubin_arch_specific_only_on_its_sm, test_setup),
-      cmocka_unit_test_setup(cubin_from_newer_toolkit_is_invalid_image, test_setup),
-      cmocka_unit_test_setup(cubin_minor_version_compatibility, test_setup),
-      cmocka_unit_test_setup(cubin_truncated_or_garbage_is_invalid_image, test_setup),
-      cmocka_unit_test_setup(ptx_isa_against_driver, test_setup),
-      cmocka_unit_test_setup(ptx_target_above_device, test_setup),
-      cmocka_unit_test_setup(ptx_legacy_clang, test_setup),
-      cmocka_unit_test_setup(ptx_arch_specific_target, test_setup),
-      cmocka_unit_test_setup(ptx_family_specific_target, test_setup),
-      cmocka_unit_test_setup(ptx_unknown_isa_and_not_ptx, test_setup),
-      cmocka_unit_test_setup(ptx_jit_disabled_or_missing, test_setup),
-      cmocka_unit_test_setup(ptx_error_log_buffer, test_setup),
-      cmocka_unit_test_setup(fatbin_prefers_cubin_then_ptx, test_setup),
-      cmocka_unit_test_setup(fatbin_driver_rules, test_setup),
-      cmocka_unit_test_setup(module_functions, test_setup),
-      cmocka_unit_test_setup(module_needs_context, test_setup),
-      cmocka_unit_test_setup(link_output_follows_cubin_rules, test_setup),
-      cmocka_unit_test_setup(link_inputs_validated, test_setup),
-      cmocka_unit_test_setup(devices_from_environment, test_setup),
-      cmocka_unit_test_setup(device_pci_and_uuid, test_setup),
-      cmocka_unit_test_setup(defaults_and_memory_size, test_setup),
-      cmocka_unit_test_setup(no_devices_is_no_device, test_setup),
-      cmocka_unit_test_setup(malformed_configuration_refused, test_setup),
-      cmocka_unit_test_setup(cuinit_rereads_changed_environment, test_setup),
-      cmocka_unit_test_setup(visible_devices_ordinals, test_setup),
-      cmocka_unit_test_setup(visible_devices_uuids, test_setup),
-      cmocka_unit_test_setup(stub_library, test_setup),
-      cmocka_unit_test_setup(calls_before_cuinit, test_setup),
-      cmocka_unit_test_setup(error_names_and_strings, test_setup),
-      cmocka_unit_test_setup(fault_injection_nth_call, test_setup),
-      cmocka_unit_test_setup(fault_injection_plain_name_shares_counter, test_setup),
-      cmocka_unit_test_setup(fault_injection_on_cuinit, test_setup),
-      cmocka_unit_test_setup(memory_round_trip, test_setup),
-      cmocka_unit_test_setup(memory_bounds_checked, test_setup),
-      cmocka_unit_test_setup(memory_limit, test_setup),
-      cmocka_unit_test_setup(legacy_plain_memory_names_refused, test_setup),
-      cmocka_unit_test_setup(contexts_stack_and_release, test_setup),
-      cmocka_unit_test_setup(launch_checks, test_setup),
+      cmocka_unit_test_setup(cubin_same_major_rule, fake_test_setup),
+      cmocka_unit_test_setup(cubin_arch_specific_only_on_its_sm, fake_test_setup),
+      cmocka_unit_test_setup(cubin_from_newer_toolkit_is_invalid_image, fake_test_setup),
+      cmocka_unit_test_setup(cubin_minor_version_compatibility, fake_test_setup),
+      cmocka_unit_test_setup(cubin_truncated_or_garbage_is_invalid_image, fake_test_setup),
+      cmocka_unit_test_setup(ptx_isa_against_driver, fake_test_setup),
+      cmocka_unit_test_setup(ptx_target_above_device, fake_test_setup),
+      cmocka_unit_test_setup(ptx_legacy_clang, fake_test_setup),
+      cmocka_unit_test_setup(ptx_arch_specific_target, fake_test_setup),
+      cmocka_unit_test_setup(ptx_family_specific_target, fake_test_setup),
+      cmocka_unit_test_setup(ptx_unknown_isa_and_not_ptx, fake_test_setup),
+      cmocka_unit_test_setup(ptx_jit_disabled_or_missing, fake_test_setup),
+      cmocka_unit_test_setup(ptx_error_log_buffer, fake_test_setup),
+      cmocka_unit_test_setup(fatbin_prefers_cubin_then_ptx, fake_test_setup),
+      cmocka_unit_test_setup(fatbin_driver_rules, fake_test_setup),
+      cmocka_unit_test_setup(module_functions, fake_test_setup),
+      cmocka_unit_test_setup(module_needs_context, fake_test_setup),
+      cmocka_unit_test_setup(link_output_follows_cubin_rules, fake_test_setup),
+      cmocka_unit_test_setup(link_inputs_validated, fake_test_setup),
+      cmocka_unit_test_setup(devices_from_environment, fake_test_setup),
+      cmocka_unit_test_setup(device_pci_and_uuid, fake_test_setup),
+      cmocka_unit_test_setup(defaults_and_memory_size, fake_test_setup),
+      cmocka_unit_test_setup(no_devices_is_no_device, fake_test_setup),
+      cmocka_unit_test_setup(malformed_configuration_refused, fake_test_setup),
+      cmocka_unit_test_setup(cuinit_rereads_changed_environment, fake_test_setup),
+      cmocka_unit_test_setup(visible_devices_ordinals, fake_test_setup),
+      cmocka_unit_test_setup(visible_devices_uuids, fake_test_setup),
+      cmocka_unit_test_setup(stub_library, fake_test_setup),
+      cmocka_unit_test_setup(calls_before_cuinit, fake_test_setup),
+      cmocka_unit_test_setup(error_names_and_strings, fake_test_setup),
+      cmocka_unit_test_setup(fault_injection_nth_call, fake_test_setup),
+      cmocka_unit_test_setup(fault_injection_plain_name_shares_counter, fake_test_setup),
+      cmocka_unit_test_setup(fault_injection_on_cuinit, fake_test_setup),
+      cmocka_unit_test_setup(memory_round_trip, fake_test_setup),
+      cmocka_unit_test_setup(memory_bounds_checked, fake_test_setup),
+      cmocka_unit_test_setup(memory_limit, fake_test_setup),
+      cmocka_unit_test_setup(legacy_plain_memory_names_refused, fake_test_setup),
+      cmocka_unit_test_setup(contexts_stack_and_release, fake_test_setup),
+      cmocka_unit_test_setup(launch_checks, fake_test_setup),
   };
-  return cmocka_run_group_tests(tests, group_setup, group_teardown);
+  return cmocka_run_group_tests(tests, fake_group_setup, fake_group_teardown);
 }

@@ -294,7 +294,7 @@ int ember_selftest(int json) {
     return 1;
   }
   /* Ember's test double of libcuda validates and loads images but runs no kernels. */
-  int runs_kernels = strstr(drv.library_path, "fakecuda") == NULL;
+  int runs_kernels = 1;
   const char *seed_env = getenv("EMBER_SELFTEST_SEED");
   uint64_t seed = seed_env ? strtoull(seed_env, NULL, 0) : (uint64_t)time(NULL);
   rng_state = seed ? seed : 1;

@@ -1,0 +1,571 @@
+/* Streams, events and the work queue of the fake libcuda.
+ *
+ * Every copy, memset and launch is an operation on a stream. Nothing runs
+ * when it is issued: operations run only at a synchronisation point
+ * (cuStreamSynchronize, cuCtxSynchronize, cuEventSynchronize, a synchronous
+ * device-to-host copy, cuMemFree, a query that finds work pending), which is
+ * all a program can count on with a real GPU. So a host read of a result
+ * without synchronising first reads what was there before, as it often
+ * would on a real GPU, and a test sees it.
+ *
+ * Ordering is CUDA's ("Stream synchronization behavior" in the CUDA Driver
+ * API reference, and the Programming Guide's "Implicit Synchronization"):
+ * - operations on one stream run in issue order;
+ * - the legacy default stream (NULL, CU_STREAM_LEGACY) waits for all earlier
+ *   work on every blocking stream of the context, and every blocking stream
+ *   (created with flags 0) waits for earlier work on the legacy stream;
+ *   streams made with CU_STREAM_NON_BLOCKING (1) do neither;
+ * - cuStreamWaitEvent makes later work on a stream wait for the work the
+ *   event captured when it was recorded.
+ * Among operations that do not depend on each other, the order is drawn from
+ * FAKECUDA_SEED, so two streams that race without an event show it.
+ *
+ * An operation that fails while running (a kernel's pointer into freed
+ * memory, barrier divergence) leaves its context with a sticky error, as a
+ * real device fault does: every later call that needs the context returns it
+ * until the primary context is released (fakecuda_internal.h). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fakecuda.h"
+#include "fakecuda_internal.h"
+
+struct CUstream_st {
+  const struct CUctx_st *ctx;
+  unsigned flags;
+  unsigned long long last; /* seq of the last operation issued on it (0: none) */
+};
+
+struct CUevent_st {
+  const struct CUctx_st *ctx;
+  unsigned flags;
+  unsigned long long seq; /* the record operation, 0 if never recorded */
+  int done;               /* that operation ran */
+  double time_ms;         /* when it ran */
+};
+
+typedef struct fc_op {
+  unsigned long long seq;
+  const struct CUctx_st *ctx;
+  fc_op_fn run;
+  void (*release)(void *payload);
+  void *payload;
+  unsigned long long *deps;
+  size_t n_deps;
+  unsigned long long mark; /* the collection pass that wants it */
+  char what[96];
+} fc_op;
+
+/* Pending operations, in issue (seq) order; finished ones are removed. */
+static fc_op **ops;
+static size_t n_ops, cap_ops;
+static unsigned long long next_seq = 1, pass;
+
+static struct CUstream_st **streams;
+static size_t n_streams, cap_streams;
+static struct CUevent_st **events;
+static size_t n_events, cap_events;
+
+static char last_error[512];
+
+/* ------------------------------------------------------------ lookup --- */
+
+static int grow(void ***list, size_t *cap, size_t need) {
+  if (need <= *cap) return 0;
+  size_t c = *cap ? *cap * 2 : 32;
+  while (c < need) c *= 2;
+  void **g = realloc(*list, c * sizeof *g);
+  if (!g) return -1;
+  *list = g;
+  *cap = c;
+  return 0;
+}
+
+/* The pending operation with this seq, or NULL (finished or never issued). */
+static fc_op *find_op(unsigned long long seq) {
+  size_t lo = 0, hi = n_ops;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (ops[mid]->seq < seq) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < n_ops && ops[lo]->seq == seq ? ops[lo] : NULL;
+}
+
+static size_t stream_index(const struct CUstream_st *s) {
+  for (size_t i = 0; i < n_streams; i++)
+    if (streams[i] == s) return i;
+  return SIZE_MAX;
+}
+
+static struct CUevent_st *live_event(CUevent e) {
+  for (size_t i = 0; i < n_events; i++)
+    if (events[i] == e) return fc_ctx_is_live(events[i]->ctx) ? events[i] : NULL;
+  return NULL;
+}
+
+/* CU_STREAM_LEGACY (0x1) is another name of the legacy default stream (cuda.h). */
+#define STREAM_LEGACY ((CUstream)0x1)
+/* CU_STREAM_PER_THREAD (0x2): not modelled. */
+#define STREAM_PER_THREAD ((CUstream)0x2)
+
+int fc_stream_is_valid(CUstream s) {
+  if (!s || s == STREAM_LEGACY) return 1;
+  size_t i = stream_index(s);
+  return i != SIZE_MAX && fc_ctx_is_live(streams[i]->ctx);
+}
+
+/* ------------------------------------------------------------- issue --- */
+
+static int add_dep(fc_op *op, unsigned long long seq) {
+  if (!seq || !find_op(seq)) return 0; /* finished work is no dependency */
+  for (size_t i = 0; i < op->n_deps; i++)
+    if (op->deps[i] == seq) return 0;
+  unsigned long long *g = realloc(op->deps, (op->n_deps + 1) * sizeof *g);
+  if (!g) return -1;
+  op->deps = g;
+  op->deps[op->n_deps++] = seq;
+  return 0;
+}
+
+static void free_op(fc_op *op) {
+  if (op->release) op->release(op->payload);
+  free(op->deps);
+  free(op);
+}
+
+CUresult fc_enqueue(CUstream s, fc_op_fn run, void (*release)(void *), void *payload, const char *what,
+                    unsigned long long *seq_out) {
+  struct CUctx_st *ctx;
+  CUresult r = fc_current_ctx(&ctx);
+  if (r == CUDA_SUCCESS && !fc_stream_is_valid(s)) r = CUDA_ERROR_INVALID_HANDLE;
+  fc_op *op = r == CUDA_SUCCESS ? calloc(1, sizeof *op) : NULL;
+  if (r == CUDA_SUCCESS && (!op || grow((void ***)&ops, &cap_ops, n_ops + 1) != 0)) r = CUDA_ERROR_OUT_OF_MEMORY;
+  if (r != CUDA_SUCCESS) {
+    free(op);
+    if (release) release(payload);
+    return r;
+  }
+  op->seq = next_seq++;
+  op->ctx = ctx;
+  op->run = run;
+  op->release = release;
+  op->payload = payload;
+  snprintf(op->what, sizeof op->what, "%s", what);
+  int bad = 0;
+  struct CUstream_st *st = (s && s != STREAM_LEGACY) ? streams[stream_index(s)] : NULL;
+  if (st) {
+    bad |= add_dep(op, st->last);
+    if (!(st->flags & 1)) bad |= add_dep(op, ctx->legacy_last); /* blocking stream: after the legacy stream */
+    st->last = op->seq;
+  } else {
+    bad |= add_dep(op, ctx->legacy_last);
+    for (size_t i = 0; i < n_streams; i++) /* legacy stream: after every blocking stream */
+      if (streams[i]->ctx == ctx && !(streams[i]->flags & 1)) bad |= add_dep(op, streams[i]->last);
+    ctx->legacy_last = op->seq;
+  }
+  if (bad) {
+    free_op(op);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  ops[n_ops++] = op;
+  if (seq_out) *seq_out = op->seq;
+  return CUDA_SUCCESS;
+}
+
+/* --------------------------------------------------------------- run --- */
+
+void fc_note_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(last_error, sizeof last_error, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "fakecuda: %s\n", last_error);
+}
+
+static int deps_done(const fc_op *op) {
+  for (size_t i = 0; i < op->n_deps; i++)
+    if (find_op(op->deps[i])) return 0;
+  return 1;
+}
+
+static void remove_op(fc_op *op) {
+  size_t i = 0;
+  while (i < n_ops && ops[i] != op) i++;
+  if (i == n_ops) return;
+  memmove(&ops[i], &ops[i + 1], (n_ops - i - 1) * sizeof *ops);
+  n_ops--;
+  free_op(op);
+}
+
+/* Runs every operation marked with the current pass, each after its
+ * dependencies, picking at random among those ready. */
+static CUresult run_marked(void) {
+  CUresult first = CUDA_SUCCESS;
+  fc_op **ready = NULL;
+  for (;;) {
+    size_t n_ready = 0, wanted = 0;
+    fc_op **g = realloc(ready, (n_ops ? n_ops : 1) * sizeof *g);
+    if (!g) {
+      free(ready);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    ready = g;
+    for (size_t i = 0; i < n_ops; i++) {
+      if (ops[i]->mark != pass) continue;
+      wanted++;
+      if (deps_done(ops[i])) ready[n_ready++] = ops[i];
+    }
+    if (!wanted) break;
+    if (!n_ready) { /* cannot happen: dependencies point only to earlier operations */
+      free(ready);
+      return CUDA_ERROR_UNKNOWN;
+    }
+    fc_op *op = ready[fc_random() % n_ready];
+    struct CUctx_st *ctx = (struct CUctx_st *)op->ctx;
+    CUresult r = ctx->sticky;
+    if (r == CUDA_SUCCESS) {
+      char msg[sizeof last_error];
+      msg[0] = '\0';
+      r = op->run(op->payload, msg, sizeof msg);
+      if (r != CUDA_SUCCESS) {
+        fc_note_error("%s (FAKECUDA_SEED=%llu repeats this run's orders)", msg[0] ? msg : op->what,
+                      (unsigned long long)fc_g.seed);
+        ctx->sticky = r;
+      }
+    }
+    if (r != CUDA_SUCCESS && first == CUDA_SUCCESS) first = r;
+    remove_op(op);
+  }
+  free(ready);
+  return first;
+}
+
+/* Marks seq and everything it depends on. */
+static int mark_closure(unsigned long long seq) {
+  fc_op *op = find_op(seq);
+  if (!op || op->mark == pass) return 0;
+  size_t n = 0, cap = 16;
+  fc_op **stack = malloc(cap * sizeof *stack);
+  if (!stack) return -1;
+  op->mark = pass;
+  stack[n++] = op;
+  while (n) {
+    fc_op *o = stack[--n];
+    for (size_t i = 0; i < o->n_deps; i++) {
+      fc_op *d = find_op(o->deps[i]);
+      if (!d || d->mark == pass) continue;
+      if (n == cap) {
+        fc_op **g = realloc(stack, (cap *= 2) * sizeof *g);
+        if (!g) {
+          free(stack);
+          return -1;
+        }
+        stack = g;
+      }
+      d->mark = pass;
+      stack[n++] = d;
+    }
+  }
+  free(stack);
+  return 0;
+}
+
+CUresult fc_run_until(unsigned long long seq) {
+  pass++;
+  if (mark_closure(seq) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  return run_marked();
+}
+
+CUresult fc_run_ctx(const struct CUctx_st *ctx) {
+  pass++;
+  for (size_t i = 0; i < n_ops; i++)
+    if (!ctx || ops[i]->ctx == ctx) ops[i]->mark = pass;
+  return run_marked();
+}
+
+int fc_ctx_has_pending(const struct CUctx_st *ctx) {
+  for (size_t i = 0; i < n_ops; i++)
+    if (ops[i]->ctx == ctx) return 1;
+  return 0;
+}
+
+/* The sticky error of the current context after running up to seq. */
+static CUresult sync_to(unsigned long long seq) {
+  struct CUctx_st *ctx;
+  CUresult r = fc_current_ctx(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  r = fc_run_until(seq);
+  return ctx->sticky ? ctx->sticky : r;
+}
+
+CUresult fc_sync_op(unsigned long long seq) { return sync_to(seq); }
+
+/* ----------------------------------------------------------- streams --- */
+
+static CUresult stream_create(CUstream *out, unsigned flags) {
+  struct CUctx_st *ctx;
+  CUresult r = fc_current_ctx(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  /* CU_STREAM_DEFAULT 0 and CU_STREAM_NON_BLOCKING 1 are the only flags (cuda.h). */
+  if (!out || (flags & ~1u)) return CUDA_ERROR_INVALID_VALUE;
+  if (grow((void ***)&streams, &cap_streams, n_streams + 1) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  struct CUstream_st *s = calloc(1, sizeof *s);
+  if (!s) return CUDA_ERROR_OUT_OF_MEMORY;
+  s->ctx = ctx;
+  s->flags = flags;
+  streams[n_streams++] = s;
+  *out = s;
+  return CUDA_SUCCESS;
+}
+
+/* cuda.h: "In case the device is still doing work in the stream hStream when
+ * cuStreamDestroy() is called, the function will return immediately and the
+ * resources associated with hStream will be released automatically once the
+ * device has completed all work": pending work stays queued (it refers to the
+ * stream by seq only). The NULL stream or an unknown handle: 400 [U]. */
+static CUresult stream_destroy(CUstream s) {
+  size_t i = s ? stream_index(s) : SIZE_MAX;
+  if (i == SIZE_MAX) return CUDA_ERROR_INVALID_HANDLE;
+  free(streams[i]);
+  streams[i] = streams[--n_streams];
+  return CUDA_SUCCESS;
+}
+
+/* The last operation issued on s (the legacy stream for NULL). */
+static unsigned long long stream_last(CUstream s, const struct CUctx_st *ctx) {
+  if (!s || s == STREAM_LEGACY) return ctx->legacy_last;
+  return streams[stream_index(s)]->last;
+}
+
+static CUresult stream_synchronize(CUstream s) {
+  struct CUctx_st *ctx;
+  CUresult r = fc_current_ctx(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  if (s == STREAM_PER_THREAD) return CUDA_ERROR_NOT_SUPPORTED;
+  if (!fc_stream_is_valid(s)) return CUDA_ERROR_INVALID_HANDLE;
+  return sync_to(stream_last(s, ctx));
+}
+
+/* A query is no synchronisation point, but work cannot stay pending forever
+ * either: the first query that finds work pending answers NOT_READY and lets
+ * the work run, so a caller polling in a loop sees it finish. */
+static CUresult stream_query(CUstream s) {
+  struct CUctx_st *ctx;
+  CUresult r = fc_current_ctx(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  if (s == STREAM_PER_THREAD) return CUDA_ERROR_NOT_SUPPORTED;
+  if (!fc_stream_is_valid(s)) return CUDA_ERROR_INVALID_HANDLE;
+  unsigned long long last = stream_last(s, ctx);
+  if (!find_op(last)) return CUDA_SUCCESS;
+  r = sync_to(last);
+  return r != CUDA_SUCCESS ? r : CUDA_ERROR_NOT_READY;
+}
+
+static CUresult ctx_synchronize(void) {
+  struct CUctx_st *ctx;
+  CUresult r = fc_current_ctx(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  r = fc_run_ctx(ctx);
+  return ctx->sticky ? ctx->sticky : r;
+}
+
+/* ------------------------------------------------------------ events --- */
+
+/* Flags: CU_EVENT_DEFAULT 0, BLOCKING_SYNC 1, DISABLE_TIMING 2, INTERPROCESS 4 (cuda.h). */
+#define EVENT_DISABLE_TIMING 2u
+
+static CUresult event_create(CUevent *out, unsigned flags) {
+  struct CUctx_st *ctx;
+  CUresult r = fc_current_ctx(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  if (!out || (flags & ~7u)) return CUDA_ERROR_INVALID_VALUE;
+  /* cuda.h: INTERPROCESS requires DISABLE_TIMING. */
+  if ((flags & 4u) && !(flags & EVENT_DISABLE_TIMING)) return CUDA_ERROR_INVALID_VALUE;
+  if (grow((void ***)&events, &cap_events, n_events + 1) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  struct CUevent_st *e = calloc(1, sizeof *e);
+  if (!e) return CUDA_ERROR_OUT_OF_MEMORY;
+  e->ctx = ctx;
+  e->flags = flags;
+  e->done = 1; /* an event never recorded counts as complete (cuEventQuery: CUDA_SUCCESS) */
+  events[n_events++] = e;
+  *out = e;
+  return CUDA_SUCCESS;
+}
+
+static double now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+static CUresult record_run(void *payload, char *msg, size_t cap) {
+  (void)msg, (void)cap;
+  struct CUevent_st *e = payload; /* an event destroyed while pending: payload is NULL */
+  if (e) {
+    e->done = 1;
+    e->time_ms = now_ms();
+  }
+  return CUDA_SUCCESS;
+}
+
+static CUresult event_record(CUevent he, CUstream s) {
+  struct CUevent_st *e = live_event(he);
+  if (!e) return CUDA_ERROR_INVALID_HANDLE;
+  struct CUctx_st *ctx;
+  CUresult r = fc_current_ctx(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  if (e->ctx != ctx) return CUDA_ERROR_INVALID_CONTEXT; /* [U] */
+  if (s == STREAM_PER_THREAD) return CUDA_ERROR_NOT_SUPPORTED;
+  unsigned long long seq;
+  r = fc_enqueue(s, record_run, NULL, e, "cuEventRecord", &seq);
+  if (r != CUDA_SUCCESS) return r;
+  e->seq = seq;
+  e->done = 0;
+  return CUDA_SUCCESS;
+}
+
+static CUresult wait_run(void *payload, char *msg, size_t cap) {
+  (void)payload, (void)msg, (void)cap;
+  return CUDA_SUCCESS;
+}
+
+/* The stream's next work waits for what the event captured: a no-op
+ * operation on the stream that depends on the record operation. An event
+ * never recorded makes nothing wait. */
+static CUresult stream_wait_event(CUstream s, CUevent he, unsigned flags) {
+  struct CUevent_st *e = live_event(he);
+  if (!e) return CUDA_ERROR_INVALID_HANDLE;
+  if (flags & ~1u) return CUDA_ERROR_INVALID_VALUE; /* CU_EVENT_WAIT_DEFAULT 0, CU_EVENT_WAIT_EXTERNAL 1 */
+  if (s == STREAM_PER_THREAD) return CUDA_ERROR_NOT_SUPPORTED;
+  unsigned long long seq;
+  CUresult r = fc_enqueue(s, wait_run, NULL, NULL, "cuStreamWaitEvent", &seq);
+  if (r != CUDA_SUCCESS || e->done) return r;
+  fc_op *op = find_op(seq);
+  return op && add_dep(op, e->seq) != 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+}
+
+static CUresult event_synchronize(CUevent he) {
+  struct CUevent_st *e = live_event(he);
+  if (!e) return CUDA_ERROR_INVALID_HANDLE;
+  if (e->done) return CUDA_SUCCESS;
+  return sync_to(e->seq);
+}
+
+static CUresult event_query(CUevent he) {
+  struct CUevent_st *e = live_event(he);
+  if (!e) return CUDA_ERROR_INVALID_HANDLE;
+  if (e->done) return CUDA_SUCCESS;
+  CUresult r = sync_to(e->seq); /* see stream_query */
+  return r != CUDA_SUCCESS ? r : CUDA_ERROR_NOT_READY;
+}
+
+/* cuda.h: NOT_READY when either event has not completed; INVALID_HANDLE when
+ * either was made with DISABLE_TIMING or never recorded. */
+static CUresult event_elapsed(float *ms, CUevent hs, CUevent he) {
+  struct CUevent_st *a = live_event(hs), *b = live_event(he);
+  if (!ms) return CUDA_ERROR_INVALID_VALUE;
+  if (!a || !b || !a->seq || !b->seq || ((a->flags | b->flags) & EVENT_DISABLE_TIMING)) return CUDA_ERROR_INVALID_HANDLE;
+  if (!a->done || !b->done) return CUDA_ERROR_NOT_READY;
+  *ms = (float)(b->time_ms - a->time_ms);
+  return CUDA_SUCCESS;
+}
+
+/* An event destroyed with its record still pending: the operation runs
+ * later and must not touch the freed event. */
+static CUresult event_destroy(CUevent he) {
+  size_t i = 0;
+  while (i < n_events && events[i] != he) i++;
+  if (i == n_events) return CUDA_ERROR_INVALID_HANDLE;
+  fc_op *op = events[i]->done ? NULL : find_op(events[i]->seq);
+  if (op) op->payload = NULL;
+  free(events[i]);
+  events[i] = events[--n_events];
+  return CUDA_SUCCESS;
+}
+
+/* ----------------------------------------------------------- release --- */
+
+void fc_queue_release(const struct CUctx_st *ctx) {
+  for (size_t i = n_ops; i-- > 0;) {
+    if (ctx && ops[i]->ctx != ctx) continue;
+    free_op(ops[i]);
+    memmove(&ops[i], &ops[i + 1], (n_ops - i - 1) * sizeof *ops);
+    n_ops--;
+  }
+  for (size_t i = n_streams; i-- > 0;) {
+    if (ctx && streams[i]->ctx != ctx) continue;
+    free(streams[i]);
+    streams[i] = streams[--n_streams];
+  }
+  for (size_t i = n_events; i-- > 0;) {
+    if (ctx && events[i]->ctx != ctx) continue;
+    free(events[i]);
+    events[i] = events[--n_events];
+  }
+  if (!ctx) {
+    free(ops), free(streams), free(events);
+    ops = NULL, streams = NULL, events = NULL;
+    n_ops = cap_ops = n_streams = cap_streams = n_events = cap_events = 0;
+    last_error[0] = '\0';
+  }
+}
+
+/* ----------------------------------------------------------- exports --- */
+
+FC_EXPORT CUresult cuStreamCreate(CUstream *s, unsigned flags) { FC_CALL(cuStreamCreate, stream_create(s, flags)); }
+FC_EXPORT CUresult cuStreamDestroy_v2(CUstream s) { FC_CALL(cuStreamDestroy_v2, stream_destroy(s)); }
+/* Same signature as _v2. */
+FC_EXPORT CUresult cuStreamDestroy(CUstream s) { FC_CALL(cuStreamDestroy_v2, stream_destroy(s)); }
+FC_EXPORT CUresult cuStreamSynchronize(CUstream s) { FC_CALL(cuStreamSynchronize, stream_synchronize(s)); }
+FC_EXPORT CUresult cuStreamQuery(CUstream s) { FC_CALL(cuStreamQuery, stream_query(s)); }
+FC_EXPORT CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned flags) {
+  FC_CALL(cuStreamWaitEvent, stream_wait_event(s, e, flags));
+}
+FC_EXPORT CUresult cuCtxSynchronize(void) { FC_CALL(cuCtxSynchronize, ctx_synchronize()); }
+FC_EXPORT CUresult cuEventCreate(CUevent *e, unsigned flags) { FC_CALL(cuEventCreate, event_create(e, flags)); }
+FC_EXPORT CUresult cuEventRecord(CUevent e, CUstream s) { FC_CALL(cuEventRecord, event_record(e, s)); }
+FC_EXPORT CUresult cuEventSynchronize(CUevent e) { FC_CALL(cuEventSynchronize, event_synchronize(e)); }
+FC_EXPORT CUresult cuEventQuery(CUevent e) { FC_CALL(cuEventQuery, event_query(e)); }
+FC_EXPORT CUresult cuEventElapsedTime_v2(float *ms, CUevent a, CUevent b) {
+  FC_CALL(cuEventElapsedTime_v2, event_elapsed(ms, a, b));
+}
+/* Same signature as _v2. */
+FC_EXPORT CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b) {
+  FC_CALL(cuEventElapsedTime_v2, event_elapsed(ms, a, b));
+}
+FC_EXPORT CUresult cuEventDestroy_v2(CUevent e) { FC_CALL(cuEventDestroy_v2, event_destroy(e)); }
+FC_EXPORT CUresult cuEventDestroy(CUevent e) { FC_CALL(cuEventDestroy_v2, event_destroy(e)); }
+
+FC_SAME_TYPE(cuStreamCreate, PFN_cuStreamCreate);
+FC_SAME_TYPE(cuStreamDestroy_v2, PFN_cuStreamDestroy);
+FC_SAME_TYPE(cuStreamDestroy, PFN_cuStreamDestroy);
+FC_SAME_TYPE(cuStreamSynchronize, PFN_cuStreamSynchronize);
+FC_SAME_TYPE(cuStreamQuery, PFN_cuStreamQuery);
+FC_SAME_TYPE(cuStreamWaitEvent, PFN_cuStreamWaitEvent);
+FC_SAME_TYPE(cuCtxSynchronize, PFN_cuCtxSynchronize);
+FC_SAME_TYPE(cuEventCreate, PFN_cuEventCreate);
+FC_SAME_TYPE(cuEventRecord, PFN_cuEventRecord);
+FC_SAME_TYPE(cuEventSynchronize, PFN_cuEventSynchronize);
+FC_SAME_TYPE(cuEventQuery, PFN_cuEventQuery);
+FC_SAME_TYPE(cuEventElapsedTime_v2, PFN_cuEventElapsedTime);
+FC_SAME_TYPE(cuEventElapsedTime, PFN_cuEventElapsedTime);
+FC_SAME_TYPE(cuEventDestroy_v2, PFN_cuEventDestroy);
+FC_SAME_TYPE(cuEventDestroy, PFN_cuEventDestroy);
+
+/* -------------------------------------------------------- test hooks --- */
+
+FC_EXPORT size_t fakecuda_pending_ops(void) {
+  fc_lock_raw();
+  size_t n = n_ops;
+  fc_leave();
+  return n;
+}
+
+FC_EXPORT const char *fakecuda_last_error(void) { return last_error; }
+
+FC_SAME_TYPE(fakecuda_pending_ops, fakecuda_size_fn);
+FC_SAME_TYPE(fakecuda_last_error, fakecuda_text_fn);

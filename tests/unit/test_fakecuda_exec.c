@@ -1,0 +1,554 @@
+/* The test double of libcuda runs kernels (tests/fakecuda/README.md,
+ * "Running kernels"): results, geometry, barriers and shared memory, the
+ * ordering of streams, events and the legacy default stream, and each class
+ * of mistake it exists to catch: a write out of bounds, a missing barrier, a
+ * host pointer, a freed buffer, another GPU's buffer, a launch larger than
+ * the device allows, barrier divergence, a result read before synchronising.
+ *
+ * The kernels are tests/fakecuda/test_kernels.cu (and the fixture images'
+ * fc_fill / fc_axpy). Expected values are computed here from what each
+ * kernel is specified to do, never read back from the double. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* cmocka.h needs setjmp.h, stdarg.h and stddef.h first. */
+#include <cmocka.h>
+
+#include "fake_driver.h"
+
+/* ------------------------------------------------------------ helpers --- */
+
+/* A PTX module that declares the given entries: the double binds each to
+ * its host build (the bodies do not matter to it). */
+static CUmodule load_entries(const char *const *names, int n) {
+  char text[4096];
+  int len = snprintf(text, sizeof text, ".version 6.0\n.target sm_50\n.address_size 64\n");
+  for (int i = 0; i < n; i++)
+    len += snprintf(text + len, sizeof text - (size_t)len, ".visible .entry %s()\n{\n\tret;\n}\n", names[i]);
+  CUmodule m = NULL;
+  assert_int_equal(fk.ModuleLoadData(&m, text), CUDA_SUCCESS);
+  return m;
+}
+
+static CUfunction function(CUmodule m, const char *name) {
+  CUfunction f = NULL;
+  assert_int_equal(fk.ModuleGetFunction(&f, m, name), CUDA_SUCCESS);
+  return f;
+}
+
+/* One fake GPU of CC 7.5, its context current, and a module with `entry`. */
+static CUfunction one_kernel(const char *entry) {
+  assert_int_equal(fake_init_with("7.5", NULL), CUDA_SUCCESS);
+  fake_use_device(0);
+  const char *names[] = {entry};
+  return function(load_entries(names, 1), entry);
+}
+
+static CUdeviceptr dev_alloc(size_t bytes) {
+  CUdeviceptr p = 0;
+  assert_int_equal(fk.MemAlloc(&p, bytes), CUDA_SUCCESS);
+  return p;
+}
+
+static CUresult launch1(CUfunction f, unsigned grid, unsigned block, unsigned shmem, CUstream s, void **args) {
+  return fk.LaunchKernel(f, grid, 1, 1, block, 1, 1, shmem, s, args, NULL);
+}
+
+static int contains(const char *text, const char *part) { return text && strstr(text, part) != NULL; }
+
+#define ASSERT_LAST_ERROR_HAS(part)                                                                   \
+  do {                                                                                                \
+    if (!contains(fk.last_error(), part)) fail_msg("last error \"%s\" lacks \"%s\"", fk.last_error(), part); \
+  } while (0)
+
+/* ----------------------------------------------------------- results --- */
+
+/* The fixture cubin's fc_fill and fc_axpy, run through the double: the
+ * kernel's own arithmetic (a rounded product, then the add) done here. */
+static void fixture_kernels_compute(void **state) {
+  (void)state;
+  FAKE_NEED();
+  assert_int_equal(fake_init_with("7.5", NULL), CUDA_SUCCESS);
+  fake_use_device(0);
+  fake_blob b = fake_fixture("k.sm_75.cubin");
+  CUmodule m;
+  assert_int_equal(fk.ModuleLoadData(&m, b.data), CUDA_SUCCESS);
+  free(b.data);
+  enum { N = 1000 };
+  float x[N], y[N], got[N];
+  for (int i = 0; i < N; i++) x[i] = (float)i * 0.37f - 50.0f, y[i] = 1.0f / (float)(i + 1);
+  CUdeviceptr dx = dev_alloc(sizeof x), dy = dev_alloc(sizeof y);
+  assert_int_equal(fk.MemcpyHtoD(dx, x, sizeof x), CUDA_SUCCESS);
+  float v = 3.25f, a = -1.5f;
+  int n = N;
+  void *fill_args[] = {&dy, &v, &n}, *axpy_args[] = {&a, &dx, &dy, &n};
+  assert_int_equal(launch1(function(m, "fc_fill"), 4, 256, 0, NULL, fill_args), CUDA_SUCCESS);
+  assert_int_equal(launch1(function(m, "fc_axpy"), 4, 256, 0, NULL, axpy_args), CUDA_SUCCESS);
+  assert_int_equal(fk.MemcpyDtoH(got, dy, sizeof got), CUDA_SUCCESS);
+  for (int i = 0; i < N; i++) {
+    volatile float p = a * x[i];
+    float want = p + 3.25f;
+    assert_memory_equal(&got[i], &want, sizeof want);
+  }
+  (void)y;
+}
+
+/* Only what the loaded image declares can be called, even though the double
+ * has a host build of every kernel it knows. */
+static void functions_come_from_the_image(void **state) {
+  (void)state;
+  FAKE_NEED();
+  assert_int_equal(fake_init_with("7.5", NULL), CUDA_SUCCESS);
+  fake_use_device(0);
+  const char *names[] = {"fc_test_copy"};
+  CUmodule m = load_entries(names, 1);
+  CUfunction f;
+  assert_int_equal(fk.ModuleGetFunction(&f, m, "fc_test_copy"), CUDA_SUCCESS);
+  assert_int_equal(fk.ModuleGetFunction(&f, m, "fc_test_geometry"), CUDA_ERROR_NOT_FOUND);
+  assert_int_equal(fk.ModuleGetFunction(&f, m, "em_fill_f32"), CUDA_ERROR_NOT_FOUND);
+  /* A kernel the image has and the double has no host build of: found, but
+   * its launch is refused with a message. */
+  const char *other[] = {"not_a_kernel_of_ember"};
+  CUmodule m2 = load_entries(other, 1);
+  assert_int_equal(fk.ModuleGetFunction(&f, m2, "not_a_kernel_of_ember"), CUDA_SUCCESS);
+  assert_int_equal(fk.LaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL), CUDA_ERROR_NOT_SUPPORTED);
+  ASSERT_LAST_ERROR_HAS("no host build");
+}
+
+/* A 3-D grid of 3-D blocks: every thread sees its own coordinates. */
+static void geometry_in_three_dimensions(void **state) {
+  (void)state;
+  FAKE_NEED();
+  CUfunction f = one_kernel("fc_test_geometry");
+  const unsigned g[3] = {3, 2, 2}, bl[3] = {4, 3, 2};
+  size_t threads = (size_t)g[0] * g[1] * g[2] * bl[0] * bl[1] * bl[2];
+  int *got = malloc(threads * 12 * sizeof *got);
+  CUdeviceptr out = dev_alloc(threads * 12 * sizeof *got);
+  void *args[] = {&out};
+  assert_int_equal(fk.LaunchKernel(f, g[0], g[1], g[2], bl[0], bl[1], bl[2], 0, NULL, args, NULL), CUDA_SUCCESS);
+  assert_int_equal(fk.MemcpyDtoH(got, out, threads * 12 * sizeof *got), CUDA_SUCCESS);
+  size_t k = 0;
+  for (unsigned bz = 0; bz < g[2]; bz++)
+    for (unsigned by = 0; by < g[1]; by++)
+      for (unsigned bx = 0; bx < g[0]; bx++)
+        for (unsigned tz = 0; tz < bl[2]; tz++)
+          for (unsigned ty = 0; ty < bl[1]; ty++)
+            for (unsigned tx = 0; tx < bl[0]; tx++, k++) {
+              const int want[12] = {(int)tx, (int)ty, (int)tz, (int)bx,    (int)by,    (int)bz,
+                                    (int)bl[0], (int)bl[1], (int)bl[2], (int)g[0], (int)g[1], (int)g[2]};
+              assert_memory_equal(&got[k * 12], want, sizeof want);
+            }
+  free(got);
+}
+
+/* ------------------------------------------------ barriers and shared --- */
+
+enum { REV_BLOCK = 256, REV_BLOCKS = 3, REV_N = REV_BLOCK * REV_BLOCKS };
+
+static void reverse_input(float *in) {
+  for (int i = 0; i < REV_N; i++) in[i] = (float)i;
+}
+
+/* Element i of a per-block reversal. */
+static float reversed(int i, int block) { return (float)(i / block * block + (block - 1 - i % block)); }
+
+/* Runs fc_test_block_reverse under one seed; returns how many outputs are wrong. */
+static int block_reverse_errors(CUfunction f, unsigned long long seed, int use_barrier) {
+  float in[REV_N], got[REV_N];
+  reverse_input(in);
+  CUdeviceptr din = dev_alloc(sizeof in), dout = dev_alloc(sizeof got);
+  assert_int_equal(fk.MemcpyHtoD(din, in, sizeof in), CUDA_SUCCESS);
+  fk.set_seed(seed);
+  void *args[] = {&din, &dout, &use_barrier};
+  assert_int_equal(launch1(f, REV_BLOCKS, REV_BLOCK, 0, NULL, args), CUDA_SUCCESS);
+  assert_int_equal(fk.MemcpyDtoH(got, dout, sizeof got), CUDA_SUCCESS);
+  int wrong = 0;
+  for (int i = 0; i < REV_N; i++) wrong += got[i] != reversed(i, REV_BLOCK);
+  assert_int_equal(fk.MemFree(din), CUDA_SUCCESS);
+  assert_int_equal(fk.MemFree(dout), CUDA_SUCCESS);
+  return wrong;
+}
+
+static void barrier_makes_shared_exchange_right(void **state) {
+  (void)state;
+  FAKE_NEED();
+  CUfunction f = one_kernel("fc_test_block_reverse");
+  for (unsigned long long seed = 1; seed <= 5; seed++) assert_int_equal(block_reverse_errors(f, seed, 1), 0);
+}
+
+/* Without the barrier, a thread reads its mirror's slot before the mirror
+ * wrote it whenever the mirror runs later: wrong under every seed (each of
+ * the 128 pairs per block gets it right with probability 1/2). */
+static void missing_barrier_gives_wrong_results(void **state) {
+  (void)state;
+  FAKE_NEED();
+  CUfunction f = one_kernel("fc_test_block_reverse");
+  for (unsigned long long seed = 1; seed <= 5; seed++) {
+    int wrong = block_reverse_errors(f, seed, 0);
+    if (wrong == 0) fail_msg("seed %llu: a missing barrier went unnoticed", seed);
+  }
+}
+
+/* Dynamic shared memory of the launch's size, a barrier inside a helper
+ * called in a loop: three rounds of reversal leave each block reversed. */
+static void dynamic_shared_and_barriers_in_helpers(void **state) {
+  (void)state;
+  FAKE_NEED();
+  CUfunction f = one_kernel("fc_test_dynamic_reverse");
+  enum { B = 128, G = 4, N = B * G };
+  float in[N], got[N];
+  for (int i = 0; i < N; i++) in[i] = (float)i;
+  CUdeviceptr din = dev_alloc(sizeof in), dout = dev_alloc(sizeof got);
+  assert_int_equal(fk.MemcpyHtoD(din, in, sizeof in), CUDA_SUCCESS);
+  for (int rounds = 2; rounds <= 3; rounds++) {
+    void *args[] = {&din, &dout, &rounds};
+    assert_int_equal(launch1(f, G, B, B * sizeof(float), NULL, args), CUDA_SUCCESS);
+    assert_int_equal(fk.MemcpyDtoH(got, dout, sizeof got), CUDA_SUCCESS);
+    for (int i = 0; i < N; i++) assert_true(got[i] == (rounds % 2 ? reversed(i, B) : (float)i));
+  }
+}
+
+/* Threads returning while others wait at a barrier: undefined on a GPU, a
+ * launch failure here, reported at the synchronisation with its reason, and
+ * the context stays unusable until it is released (as after a device fault). */
+static void barrier_divergence_fails_the_launch(void **state) {
+  (void)state;
+  FAKE_NEED();
+  CUfunction f = one_kernel("fc_test_barrier_divergence");
+  CUdeviceptr y = dev_alloc(64 * sizeof(float));
+  void *args[] = {&y};
+  assert_int_equal(launch1(f, 1, 64, 0, NULL, args), CUDA_SUCCESS);
+  assert_int_equal(fk.CtxSynchronize(), CUDA_ERROR_LAUNCH_FAILED);
+  ASSERT_LAST_ERROR_HAS("fc_test_barrier_divergence");
+  ASSERT_LAST_ERROR_HAS("barrier divergence");
+  CUdeviceptr p;
+  assert_int_equal(fk.MemAlloc(&p, 16), CUDA_ERROR_LAUNCH_FAILED);
+  assert_int_equal(fk.PrimaryCtxRelease(0), CUDA_SUCCESS);
+  fake_use_device(0); /* a fresh context works */
+  assert_int_equal(fk.MemAlloc(&p, 16), CUDA_SUCCESS);
+}
+
+/* ------------------------------------------------------------ memory --- */
+
+static void write_out_of_bounds_is_caught(void **state) {
+  (void)state;
+  FAKE_NEED();
+  assert_int_equal(fake_init_with("7.5", NULL), CUDA_SUCCESS);
+  fake_use_device(0);
+  const char *names[] = {"fc_test_write_past_end", "fc_test_write_before_start"};
+  CUmodule m = load_entries(names, 2);
+  int n = 100;
+  CUdeviceptr y = dev_alloc((size_t)n * sizeof(float));
+  void *args[] = {&y, &n};
+  assert_int_equal(launch1(function(m, "fc_test_write_past_end"), 1, 32, 0, NULL, args), CUDA_SUCCESS);
+  assert_int_equal(fk.CtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
+  ASSERT_LAST_ERROR_HAS("fc_test_write_past_end, parameter 0 (y)");
+  ASSERT_LAST_ERROR_HAS("past the end");
+  /* The context is unusable until released, as after a real fault. */
+  CUdeviceptr p;
+  assert_int_equal(fk.MemAlloc(&p, 16), CUDA_ERROR_ILLEGAL_ADDRESS);
+  assert_int_equal(fk.PrimaryCtxRelease(0), CUDA_SUCCESS);
+  fake_use_device(0);
+  m = load_entries(names, 2);
+  y = dev_alloc((size_t)n * sizeof(float));
+  void *args2[] = {&y};
+  assert_int_equal(launch1(function(m, "fc_test_write_before_start"), 1, 32, 0, NULL, args2), CUDA_SUCCESS);
+  assert_int_equal(fk.CtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
+  ASSERT_LAST_ERROR_HAS("before the start");
+}
+
+static void host_pointer_is_refused(void **state) {
+  (void)state;
+  FAKE_NEED();
+  CUfunction f = one_kernel("fc_fill");
+  float host[32];
+  float *hp = host, v = 1.0f;
+  int n = 32;
+  void *args[] = {&hp, &v, &n};
+  assert_int_equal(launch1(f, 1, 32, 0, NULL, args), CUDA_ERROR_ILLEGAL_ADDRESS);
+  ASSERT_LAST_ERROR_HAS("kernel fc_fill: parameter 0 (y)");
+  ASSERT_LAST_ERROR_HAS("not device memory");
+  assert_int_equal(fk.launch_count(), 0);
+  /* Refused at the launch, where the mistake is: the context goes on. */
+  CUdeviceptr ok = dev_alloc(sizeof host);
+  void *good[] = {&ok, &v, &n};
+  assert_int_equal(launch1(f, 1, 32, 0, NULL, good), CUDA_SUCCESS);
+  assert_int_equal(fk.CtxSynchronize(), CUDA_SUCCESS);
+}
+
+static void freed_buffer_is_refused(void **state) {
+  (void)state;
+  FAKE_NEED();
+  CUfunction f = one_kernel("fc_fill");
+  CUdeviceptr y = dev_alloc(128);
+  assert_int_equal(fk.MemFree(y), CUDA_SUCCESS);
+  float v = 1.0f;
+  int n = 32;
+  CUdeviceptr inside = y + 64;
+  void *args[] = {&inside, &v, &n};
+  assert_int_equal(launch1(f, 1, 32, 0, NULL, args), CUDA_ERROR_ILLEGAL_ADDRESS);
+  ASSERT_LAST_ERROR_HAS("freed memory");
+}
+
+static void other_gpus_buffer_is_refused(void **state) {
+  (void)state;
+  FAKE_NEED();
+  assert_int_equal(fake_init_with("7.5,8.6", NULL), CUDA_SUCCESS);
+  fake_use_device(1);
+  CUdeviceptr on_1 = dev_alloc(128);
+  CUcontext c;
+  assert_int_equal(fk.CtxPopCurrent(&c), CUDA_SUCCESS);
+  fake_use_device(0);
+  const char *names[] = {"fc_fill"};
+  CUfunction f = function(load_entries(names, 1), "fc_fill");
+  float v = 1.0f;
+  int n = 32;
+  void *args[] = {&on_1, &v, &n};
+  assert_int_equal(launch1(f, 1, 32, 0, NULL, args), CUDA_ERROR_ILLEGAL_ADDRESS);
+  ASSERT_LAST_ERROR_HAS("memory of CUDA device 1");
+}
+
+/* Beyond the device's limits (1024 threads, 1024 x 1024 x 64, 48 KiB of
+ * dynamic shared memory without opting in): CUDA_ERROR_INVALID_VALUE. */
+static void launch_larger_than_the_device_is_refused(void **state) {
+  (void)state;
+  FAKE_NEED();
+  CUfunction f = one_kernel("fc_test_copy");
+  CUdeviceptr a = dev_alloc(64), b = dev_alloc(64);
+  int n = 16;
+  void *args[] = {&a, &b, &n};
+  assert_int_equal(fk.LaunchKernel(f, 1, 1, 1, 32, 32, 2, 0, NULL, args, NULL), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(fk.LaunchKernel(f, 1, 1, 1, 2048, 1, 1, 0, NULL, args, NULL), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(fk.LaunchKernel(f, 1, 1, 1, 1, 1, 65, 0, NULL, args, NULL), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(fk.LaunchKernel(f, 1, 65536, 1, 32, 1, 1, 0, NULL, args, NULL), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(fk.LaunchKernel(f, 1, 1, 1, 32, 1, 1, 48 * 1024 + 1, NULL, args, NULL), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(fk.LaunchKernel(NULL, 1, 1, 1, 32, 1, 1, 0, NULL, args, NULL), CUDA_ERROR_INVALID_HANDLE);
+  assert_int_equal(fk.launch_count(), 0);
+  assert_int_equal(fk.LaunchKernel(f, 1, 1, 1, 32, 32, 1, 48 * 1024, NULL, args, NULL), CUDA_SUCCESS);
+}
+
+/* Fresh device memory holds a NaN pattern: a kernel reading what nobody
+ * wrote gets NaN, not a convenient zero. */
+static void fresh_memory_reads_as_nan(void **state) {
+  (void)state;
+  FAKE_NEED();
+  CUfunction f = one_kernel("fc_test_copy");
+  enum { N = 300 };
+  float got[N];
+  CUdeviceptr in = dev_alloc(sizeof got), out = dev_alloc(sizeof got);
+  int n = N;
+  void *args[] = {&in, &out, &n};
+  assert_int_equal(launch1(f, 2, 256, 0, NULL, args), CUDA_SUCCESS);
+  assert_int_equal(fk.MemcpyDtoH(got, out, sizeof got), CUDA_SUCCESS);
+  for (int i = 0; i < N; i++) assert_true(got[i] != got[i]);
+}
+
+/* ------------------------------------------------- streams and order --- */
+
+/* A result copied back asynchronously is there only after synchronising:
+ * reading it before shows what the buffer held. */
+static void result_read_before_sync_is_stale(void **state) {
+  (void)state;
+  FAKE_NEED();
+  CUfunction f = one_kernel("fc_fill");
+  CUstream s;
+  assert_int_equal(fk.StreamCreate(&s, 0), CUDA_SUCCESS);
+  enum { N = 64 };
+  float got[N];
+  for (int i = 0; i < N; i++) got[i] = -7.0f;
+  CUdeviceptr y = dev_alloc(sizeof got);
+  float v = 2.5f;
+  int n = N;
+  void *args[] = {&y, &v, &n};
+  assert_int_equal(launch1(f, 1, N, 0, s, args), CUDA_SUCCESS);
+  assert_int_equal(fk.MemcpyDtoHAsync(got, y, sizeof got, s), CUDA_SUCCESS);
+  for (int i = 0; i < N; i++) assert_true(got[i] == -7.0f); /* nothing ran yet */
+  assert_int_equal(fk.pending_ops(), 2);
+  assert_int_equal(fk.StreamSynchronize(s), CUDA_SUCCESS);
+  for (int i = 0; i < N; i++) assert_true(got[i] == 2.5f);
+  assert_int_equal(fk.pending_ops(), 0);
+  assert_int_equal(fk.StreamDestroy(s), CUDA_SUCCESS);
+}
+
+/* Kernel parameters and host-to-device sources are taken at the call. */
+static void call_arguments_are_taken_at_the_call(void **state) {
+  (void)state;
+  FAKE_NEED();
+  CUfunction f = one_kernel("fc_test_affine");
+  CUstream s;
+  assert_int_equal(fk.StreamCreate(&s, 0), CUDA_SUCCESS);
+  float host[4] = {1, 2, 3, 4}, got[4];
+  CUdeviceptr y = dev_alloc(sizeof host);
+  assert_int_equal(fk.MemcpyHtoDAsync(y, host, sizeof host, s), CUDA_SUCCESS);
+  for (int i = 0; i < 4; i++) host[i] = 100.0f; /* after the call: not copied */
+  float a = 2.0f, b = 0.5f;
+  int n = 4;
+  void *args[] = {&y, &a, &b, &n};
+  assert_int_equal(launch1(f, 1, 4, 0, s, args), CUDA_SUCCESS);
+  a = 10.0f; /* after the launch: not seen */
+  assert_int_equal(fk.StreamSynchronize(s), CUDA_SUCCESS);
+  assert_int_equal(fk.MemcpyDtoH(got, y, sizeof got), CUDA_SUCCESS);
+  for (int i = 0; i < 4; i++) assert_true(got[i] == (float)(i + 1) * 2.0f + 0.5f);
+  assert_int_equal(fk.StreamDestroy(s), CUDA_SUCCESS);
+}
+
+/* y = 1; then y = y*2 on stream A and y = y+1 on stream B: 3 in issue order,
+ * 4 in the other. Returns the result. */
+static float two_stream_result(CUfunction f, CUstream sa, CUstream sb, int wait_event, unsigned long long seed) {
+  fk.set_seed(seed);
+  float one = 1.0f, got;
+  CUdeviceptr y = dev_alloc(sizeof one);
+  assert_int_equal(fk.MemcpyHtoD(y, &one, sizeof one), CUDA_SUCCESS);
+  assert_int_equal(fk.CtxSynchronize(), CUDA_SUCCESS);
+  float two = 2.0f, zero = 0.0f, unit = 1.0f;
+  int n = 1;
+  void *doubling[] = {&y, &two, &zero, &n}, *increment[] = {&y, &unit, &unit, &n};
+  CUevent e;
+  assert_int_equal(fk.EventCreate(&e, 0), CUDA_SUCCESS);
+  assert_int_equal(launch1(f, 1, 1, 0, sa, doubling), CUDA_SUCCESS);
+  assert_int_equal(fk.EventRecord(e, sa), CUDA_SUCCESS);
+  if (wait_event) assert_int_equal(fk.StreamWaitEvent(sb, e, 0), CUDA_SUCCESS);
+  assert_int_equal(launch1(f, 1, 1, 0, sb, increment), CUDA_SUCCESS);
+  assert_int_equal(fk.CtxSynchronize(), CUDA_SUCCESS);
+  assert_int_equal(fk.MemcpyDtoH(&got, y, sizeof got), CUDA_SUCCESS);
+  assert_int_equal(fk.EventDestroy(e), CUDA_SUCCESS);
+  assert_int_equal(fk.MemFree(y), CUDA_SUCCESS);
+  return got;
+}
+
+/* Counts the results over 24 seeds: [0] in issue order (3), [1] reversed (4). */
+static void count_orders(CUfunction f, CUstream sa, CUstream sb, int wait_event, int counts[2]) {
+  counts[0] = counts[1] = 0;
+  for (unsigned long long seed = 1; seed <= 24; seed++) {
+    float r = two_stream_result(f, sa, sb, wait_event, seed);
+    assert_true(r == 3.0f || r == 4.0f);
+    counts[r == 4.0f]++;
+  }
+}
+
+static void streams_race_unless_an_event_orders_them(void **state) {
+  (void)state;
+  FAKE_NEED();
+  CUfunction f = one_kernel("fc_test_affine");
+  CUstream sa, sb;
+  assert_int_equal(fk.StreamCreate(&sa, 0), CUDA_SUCCESS);
+  assert_int_equal(fk.StreamCreate(&sb, 0), CUDA_SUCCESS);
+  int counts[2];
+  count_orders(f, sa, sb, 1, counts);
+  assert_int_equal(counts[1], 0); /* the event orders them, whatever the seed */
+  count_orders(f, sa, sb, 0, counts);
+  assert_true(counts[0] > 0 && counts[1] > 0); /* the race shows both ways */
+}
+
+/* The legacy default stream waits for blocking streams and they for it;
+ * a CU_STREAM_NON_BLOCKING stream does neither. */
+static void legacy_stream_orders_blocking_streams_only(void **state) {
+  (void)state;
+  FAKE_NEED();
+  CUfunction f = one_kernel("fc_test_affine");
+  CUstream blocking, nonblocking;
+  assert_int_equal(fk.StreamCreate(&blocking, 0), CUDA_SUCCESS);
+  assert_int_equal(fk.StreamCreate(&nonblocking, 1), CUDA_SUCCESS);
+  int counts[2];
+  count_orders(f, blocking, NULL, 0, counts);
+  assert_int_equal(counts[1], 0);
+  count_orders(f, NULL, blocking, 0, counts);
+  assert_int_equal(counts[1], 0);
+  count_orders(f, nonblocking, NULL, 0, counts);
+  assert_true(counts[0] > 0 && counts[1] > 0);
+}
+
+/* Queries do not block: work pending answers NOT_READY (and then runs). */
+static void queries_and_events(void **state) {
+  (void)state;
+  FAKE_NEED();
+  CUfunction f = one_kernel("fc_fill");
+  CUstream s;
+  assert_int_equal(fk.StreamCreate(&s, 0), CUDA_SUCCESS);
+  CUevent start, end, untimed;
+  assert_int_equal(fk.EventCreate(&start, 0), CUDA_SUCCESS);
+  assert_int_equal(fk.EventCreate(&end, 0), CUDA_SUCCESS);
+  assert_int_equal(fk.EventCreate(&untimed, 2), CUDA_SUCCESS); /* CU_EVENT_DISABLE_TIMING */
+  assert_int_equal(fk.EventQuery(end), CUDA_SUCCESS);           /* never recorded: complete */
+  assert_int_equal(fk.StreamQuery(s), CUDA_SUCCESS);
+  CUdeviceptr y = dev_alloc(256 * sizeof(float));
+  float v = 1.0f;
+  int n = 256;
+  void *args[] = {&y, &v, &n};
+  assert_int_equal(fk.EventRecord(start, s), CUDA_SUCCESS);
+  assert_int_equal(launch1(f, 1, 256, 0, s, args), CUDA_SUCCESS);
+  assert_int_equal(fk.EventRecord(end, s), CUDA_SUCCESS);
+  assert_int_equal(fk.EventRecord(untimed, s), CUDA_SUCCESS);
+  float ms = -1.0f;
+  assert_int_equal(fk.EventElapsedTime(&ms, start, end), CUDA_ERROR_NOT_READY);
+  assert_int_equal(fk.EventQuery(end), CUDA_ERROR_NOT_READY);
+  assert_int_equal(fk.EventQuery(end), CUDA_SUCCESS);
+  assert_int_equal(fk.StreamQuery(s), CUDA_ERROR_NOT_READY); /* `untimed` was recorded after `end` */
+  assert_int_equal(fk.StreamQuery(s), CUDA_SUCCESS);
+  assert_int_equal(fk.EventElapsedTime(&ms, start, end), CUDA_SUCCESS);
+  assert_true(ms >= 0.0f);
+  assert_int_equal(fk.EventElapsedTime(&ms, start, untimed), CUDA_ERROR_INVALID_HANDLE);
+  assert_int_equal(launch1(f, 1, 256, 0, s, args), CUDA_SUCCESS);
+  assert_int_equal(fk.StreamQuery(s), CUDA_ERROR_NOT_READY);
+  assert_int_equal(fk.StreamQuery(s), CUDA_SUCCESS);
+  assert_int_equal(fk.EventDestroy(start), CUDA_SUCCESS);
+  assert_int_equal(fk.EventDestroy(end), CUDA_SUCCESS);
+  assert_int_equal(fk.EventDestroy(untimed), CUDA_SUCCESS);
+  assert_int_equal(fk.EventDestroy(untimed), CUDA_ERROR_INVALID_HANDLE);
+  assert_int_equal(fk.StreamDestroy(s), CUDA_SUCCESS);
+}
+
+static void memsets(void **state) {
+  (void)state;
+  FAKE_NEED();
+  assert_int_equal(fake_init_with("7.5", NULL), CUDA_SUCCESS);
+  fake_use_device(0);
+  CUstream s;
+  assert_int_equal(fk.StreamCreate(&s, 0), CUDA_SUCCESS);
+  unsigned char got[64];
+  CUdeviceptr p = dev_alloc(sizeof got);
+  assert_int_equal(fk.MemsetD8(p, 0x11, 64), CUDA_SUCCESS);
+  assert_int_equal(fk.MemsetD32Async(p + 8, 0xAABBCCDDu, 4, s), CUDA_SUCCESS);
+  assert_int_equal(fk.MemsetD8Async(p + 60, 0x22, 4, s), CUDA_SUCCESS);
+  assert_int_equal(fk.StreamSynchronize(s), CUDA_SUCCESS);
+  assert_int_equal(fk.MemcpyDtoH(got, p, sizeof got), CUDA_SUCCESS);
+  for (int i = 0; i < 64; i++) {
+    unsigned char want = 0x11;
+    if (i >= 8 && i < 24) want = (unsigned char)(0xAABBCCDDu >> (8 * (i % 4))); /* little-endian words */
+    if (i >= 60) want = 0x22;
+    assert_int_equal(got[i], want);
+  }
+  assert_int_equal(fk.MemsetD32(p + 2, 0, 1), CUDA_ERROR_INVALID_VALUE); /* not 4-byte aligned */
+  assert_int_equal(fk.MemsetD32(p, 0, 17), CUDA_ERROR_INVALID_VALUE);    /* past the end */
+  assert_int_equal(fk.StreamDestroy(s), CUDA_SUCCESS);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup(fixture_kernels_compute, fake_test_setup),
+      cmocka_unit_test_setup(functions_come_from_the_image, fake_test_setup),
+      cmocka_unit_test_setup(geometry_in_three_dimensions, fake_test_setup),
+      cmocka_unit_test_setup(barrier_makes_shared_exchange_right, fake_test_setup),
+      cmocka_unit_test_setup(missing_barrier_gives_wrong_results, fake_test_setup),
+      cmocka_unit_test_setup(dynamic_shared_and_barriers_in_helpers, fake_test_setup),
+      cmocka_unit_test_setup(barrier_divergence_fails_the_launch, fake_test_setup),
+      cmocka_unit_test_setup(write_out_of_bounds_is_caught, fake_test_setup),
+      cmocka_unit_test_setup(host_pointer_is_refused, fake_test_setup),
+      cmocka_unit_test_setup(freed_buffer_is_refused, fake_test_setup),
+      cmocka_unit_test_setup(other_gpus_buffer_is_refused, fake_test_setup),
+      cmocka_unit_test_setup(launch_larger_than_the_device_is_refused, fake_test_setup),
+      cmocka_unit_test_setup(fresh_memory_reads_as_nan, fake_test_setup),
+      cmocka_unit_test_setup(result_read_before_sync_is_stale, fake_test_setup),
+      cmocka_unit_test_setup(call_arguments_are_taken_at_the_call, fake_test_setup),
+      cmocka_unit_test_setup(streams_race_unless_an_event_orders_them, fake_test_setup),
+      cmocka_unit_test_setup(legacy_stream_orders_blocking_streams_only, fake_test_setup),
+      cmocka_unit_test_setup(queries_and_events, fake_test_setup),
+      cmocka_unit_test_setup(memsets, fake_test_setup),
+  };
+  return cmocka_run_group_tests(tests, fake_group_setup, fake_group_teardown);
+}
