@@ -252,3 +252,31 @@ const em_arch_support_row *em_arch_support_lookup(const char *arch) {
     if (!strcmp(em_at_arch_support_rows[i].arch, arch)) return &em_at_arch_support_rows[i];
   return NULL;
 }
+
+/* ---- sources ---- */
+
+size_t em_source_count(void) { return em_at_source_count; }
+
+const em_source_row *em_source_at(size_t i) {
+  return i < em_at_source_count ? &em_at_source_rows[i] : NULL;
+}
+
+const em_source_row *em_source_lookup(const char *key) {
+  for (size_t i = 0; key && i < em_at_source_count; i++)
+    if (!strcmp(em_at_source_rows[i].key, key)) return &em_at_source_rows[i];
+  return NULL;
+}
+
+const char *em_source_url(const char *keys) {
+  const char *p = keys;
+  while (p && *p) {
+    size_t len = strcspn(p, ",");
+    for (size_t i = 0; i < em_at_source_count; i++) {
+      const em_source_row *r = &em_at_source_rows[i];
+      if (strlen(r->key) == len && !strncmp(r->key, p, len) && r->url[0]) return r->url;
+    }
+    p += len;
+    if (*p == ',') p++;
+  }
+  return NULL;
+}

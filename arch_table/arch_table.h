@@ -142,7 +142,8 @@ typedef struct em_cuda_error_row {
   const char *message;     /* cudaGetErrorString text (runtime), nvmlErrorString as quoted (nvml); "" unknown */
   const char *causes;      /* usual causes; "" when Ember has written none */
   const char *check;       /* what to check and the fix; "" when Ember has written none */
-  const char *pains;       /* "P1,P2": user pains of gpucheck-anchors.md section 2; "" none */
+  const char *pains;       /* "P1,P2": user-pain categories of Ember's research notes (gpucheck-anchors.md
+                              section 2; labels, not citations: the public threads are in source); "" none */
   char conf;
   const char *source;
 } em_cuda_error_row;
@@ -154,6 +155,21 @@ const em_cuda_error_row *em_cuda_error_lookup(const char *api, int number);
 /* The row of a name of any API, compared case-insensitively
  * ("cudaerrornokernelimagefordevice" finds cudaErrorNoKernelImageForDevice); NULL if unknown. */
 const em_cuda_error_row *em_cuda_error_by_name(const char *name);
+
+/* Sources (sources.tsv): the key every row's `source` names, what it is, and
+ * the address a user can open. gpucheck cites sources by their url, never by
+ * the research notes the rows were written from. */
+typedef struct em_source_row {
+  const char *key;   /* "MVC" */
+  const char *where; /* what the source is (a URL with notes, or repo:path) */
+  const char *url;   /* "https://docs.nvidia.com/..."; "" when there is none (LOCAL, notes) */
+} em_source_row;
+size_t em_source_count(void);
+const em_source_row *em_source_at(size_t i);
+const em_source_row *em_source_lookup(const char *key); /* exact key; NULL if unknown */
+/* The url of the first key in a comma-separated list ("CUDA13-HDR,MVC") that
+ * has one; NULL when none has (or keys is NULL). */
+const char *em_source_url(const char *keys);
 
 /* The last driver branch that supports an architecture ("Kepler" -> 470). */
 typedef struct em_arch_support_row {

@@ -25,6 +25,8 @@ typedef struct em_at_mvc_row {
 } em_at_mvc_row;
 
 /* Every array has at least one row (gen.sh refuses an empty table). */
+extern const em_source_row em_at_source_rows[];
+extern const size_t em_at_source_count;
 extern const em_arch_row em_at_arch_rows[];
 extern const size_t em_at_arch_count;
 extern const em_toolkit_row em_at_toolkit_rows[];

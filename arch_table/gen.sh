@@ -52,8 +52,9 @@ done
 prog='
 # Column specs: "name:type" in TSV order, which is also the C struct field order.
 function spec_init() {
-  spec["sources"] = "key:word where:str"
+  spec["sources"] = "key:word where:str url:url"
   keycols["sources"] = "1"
+  ctype["sources"] = "em_source_row"; cname["sources"] = "em_at_source"
 
   spec["cc"] = "cc:cc arch:str codename:str0 gpus:str0 tegra:bool features:feat first_toolkit:cuda last_toolkit:cuda0 conf:conf source:source"
   keycols["cc"] = "1"
@@ -95,7 +96,7 @@ function spec_init() {
   keycols["arch_support"] = "1"
   ctype["arch_support"] = "em_arch_support_row"; cname["arch_support"] = "em_at_arch_support"
 
-  order = "cc toolkit ptx_isa mvc driver_branch nvrtc libreq torch cuda_errors arch_support"
+  order = "sources cc toolkit ptx_isa mvc driver_branch nvrtc libreq torch cuda_errors arch_support"
 
   nfeat = split("fp16 tensor bf16 tf32 fp8 dp4a", featname, " ")
   split("EM_FEAT_FP16_ARITH EM_FEAT_TENSOR_CORES EM_FEAT_BF16 EM_FEAT_TF32 EM_FEAT_FP8 EM_FEAT_INT8_DP4A", featmacro, " ")
@@ -193,6 +194,11 @@ function conv(v, ty, name,   n, parts, i, flags, found, j) {
     if (v !~ /^[A-Za-z_][A-Za-z0-9_]*$/) { err(name ": \"" v "\" is not a C identifier"); return "" }
     return cstr(v)
   }
+  if (ty == "url") {
+    if (v == "-") return cstr("")
+    if (v !~ /^https:\/\/[^ \t"\\]+$/) { err(name ": \"" v "\" must be - or one https:// address without spaces (the page a user can open)"); return "" }
+    return cstr(v)
+  }
   if (ty == "pains") {
     if (v == "-") return cstr("")
     if (v !~ /^P([1-9]|10)(,P([1-9]|10))*$/) { err(name ": \"" v "\" must be - or pains P1 to P10 of gpucheck-anchors.md section 2, separated by commas (P1,P7)"); return "" }
@@ -285,7 +291,7 @@ FNR == 1 {
   if (k in seen) { err("duplicate row: the key columns repeat line " seen[k]); next }
   seen[k] = FNR
 
-  if (t == "sources") { srckey[$1] = 1; rows[t]++; next }
+  if (t == "sources") srckey[$1] = 1
 
   # Checks across columns.
   if (t == "cc" && val[8] != 0 && val[8] < val[7]) { err("last_toolkit is older than first_toolkit"); next }
