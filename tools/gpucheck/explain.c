@@ -247,12 +247,40 @@ static json_t *pains_json(const char *pains) {
 
 static json_t *text_or_null(const char *s) { return s[0] ? json_string(s) : json_null(); }
 
+/* The NVIDIA reference page of an API's codes (sources.tsv keys). */
+static const char *api_source(const char *api) {
+  if (!strcmp(api, "driver")) return "CUDA-DRV-TYPES";
+  if (!strcmp(api, "runtime")) return "CUDART-TYPES";
+  return "NVML-RETURN";
+}
+
+/* Every url behind a row: its API's reference page, then the row's own sources. */
+static json_t *sources_json(const em_cuda_error_row *r) {
+  json_t *a = json_array();
+  const char *ref = em_source_url(api_source(r->api));
+  if (ref) json_array_append_new(a, json_string(ref));
+  for (const char *p = r->source; *p;) {
+    char key[64];
+    size_t len = strcspn(p, ",");
+    if (len < sizeof key) {
+      memcpy(key, p, len);
+      key[len] = '\0';
+      const char *url = em_source_url(key);
+      int dup = 0;
+      for (size_t i = 0; url && i < json_array_size(a); i++) dup |= !strcmp(json_string_value(json_array_get(a, i)), url);
+      if (url && !dup) json_array_append_new(a, json_string(url));
+    }
+    p += len + (p[len] == ',');
+  }
+  return a;
+}
+
 static json_t *row_json(const em_cuda_error_row *r) {
   char conf[2] = {r->conf, '\0'};
-  return json_pack("{s:s, s:i, s:s, s:s, s:o, s:o, s:o, s:o, s:s, s:s}", "api", r->api, "number", r->number, "name",
-                   r->name, "description", r->description, "message", text_or_null(r->message), "causes",
+  return json_pack("{s:s, s:i, s:s, s:s, s:o, s:o, s:o, s:o, s:s, s:s, s:o}", "api", r->api, "number", r->number,
+                   "name", r->name, "description", r->description, "message", text_or_null(r->message), "causes",
                    text_or_null(r->causes), "check", text_or_null(r->check), "pains", pains_json(r->pains), "conf",
-                   conf, "source", r->source);
+                   conf, "source", r->source, "sources", sources_json(r));
 }
 
 static const char *api_label(const char *api) {
@@ -286,11 +314,11 @@ static const char *conf_note(char conf) {
  * the rows say the same, else one pair per API). */
 static void add_advice(gc_section *s, const char *idbase, const em_cuda_error_row *r, const char *label) {
   char id[64];
-  const char *pains = r->pains[0] ? r->pains : NULL;
   snprintf(id, sizeof id, "%s.causes", idbase);
-  gc_check *c = gc_check_add(s, GC_INFO, id, "Usual causes%s%s%s%s%s", label, pains ? " (gpucheck-anchors " : "",
-                             pains ? pains : "", pains ? ")" : "", conf_note(r->conf));
+  gc_check *c = gc_check_add(s, GC_INFO, id, "Usual causes%s%s", label, conf_note(r->conf));
   gc_check_detail(c, "%s", r->causes);
+  /* The row's sources: an NVIDIA page or a public issue thread that shows these causes. */
+  gc_check_source(c, r->source);
   gc_check_set(c, "source", json_string(r->source));
   snprintf(id, sizeof id, "%s.check", idbase);
   c = gc_check_add(s, GC_INFO, id, "What to check%s", label);
@@ -322,6 +350,8 @@ static void explain_group(gc_report *rep, const group *g, json_t *codes) {
       c = gc_check_add(s, GC_INFO, id, "%s: %s Message: \"%s\"", r->name, desc, r->message);
     else
       c = gc_check_add(s, GC_INFO, id, "%s: %s", r->name, desc);
+    /* The description is the header's doc comment, which NVIDIA's API reference shows. */
+    gc_check_source(c, api_source(r->api));
     gc_check_set(c, "api", json_string(r->api));
     gc_check_set(c, "number", json_integer(r->number));
     gc_check_set(c, "name", json_string(r->name));

@@ -35,6 +35,8 @@ typedef struct fleet_gpu {
   char detail[TEXT];   /* the deciding check's detail ("" if none) */
   char fix[TEXT];
   const char *run;     /* with --binary: "native", "ptx-jit", ... (SCHEMA.md); NULL otherwise */
+  char source[TEXT];   /* the deciding check's first source URL, or sources.tsv keys with --binary; "" none */
+  int source_is_keys;  /* 1: source holds keys for gc_check_source, 0: a URL */
   int good;            /* passes its host's checks (verdict not fail), or runs the binary (natively or by JIT) */
 } fleet_gpu;
 
@@ -346,6 +348,10 @@ static void host_verdict(const fleet_host *h, fleet_gpu *g) {
   snprintf(g->why, sizeof g->why, "%s (%s)", title ? title : str_field(worst, "id"), str_field(worst, "id"));
   snprintf(g->detail, sizeof g->detail, "%s", detail ? detail : "");
   snprintf(g->fix, sizeof g->fix, "%s", fix ? fix : "run `gpucheck` on the host for details");
+  /* The host check's citation travels with its detail. */
+  json_t *src = json_object_get(worst, "sources");
+  if (json_is_array(src) && json_is_string(json_array_get(src, 0)))
+    snprintf(g->source, sizeof g->source, "%s", json_string_value(json_array_get(src, 0)));
 }
 
 /* Whether the binary's code runs on one GPU of a host, and what to change if not. */
@@ -371,6 +377,7 @@ static void binary_verdict(const fleet_host *h, fleet_gpu *g, const gc_image_set
   gc_images_verdict(set, g->cc, h->driver_cuda, &v);
   g->run = gc_run_key(v.run);
   g->good = v.run == GC_RUN_NATIVE || v.run == GC_RUN_PTX_JIT;
+  if (gc_run_sources(v.run)) snprintf(g->source, sizeof g->source, "%s", gc_run_sources(v.run)), g->source_is_keys = 1;
   snprintf(g->why, sizeof g->why, "%.40s: %.350s", gc_run_name(v.run), v.why);
   const gc_image *img = v.image >= 0 && (size_t)v.image < set->n ? &set->images[v.image] : NULL;
   switch (v.run) {
@@ -507,6 +514,8 @@ static void add_host(gc_report *rep, size_t i, const fleet_host *h, int with_bin
     gc_check *c = gc_check_add(s, g->verdict, id, "GPU %d %s (CC %s): %s", g->index, g->name[0] ? g->name : "?", cc,
                                with_binary ? verdict_word(g, 1) : gc_verdict_name(g->verdict));
     gc_check_detail(c, "%s%s%s", g->why, g->detail[0] ? ": " : "", g->detail);
+    if (g->source_is_keys) gc_check_source(c, g->source);
+    else gc_check_source_url(c, g->source);
     if (g->fix[0]) gc_check_fix(c, "%s", g->fix);
     json_t *gj = json_pack("{s:i, s:s, s:s}", "index", g->index, "verdict", gc_verdict_name(g->verdict), "why", g->why);
     json_object_set_new(gj, "name", g->name[0] ? json_string(g->name) : json_null());

@@ -400,6 +400,7 @@ static void check_mismatch(gc_section *s, host *h) {
                     h->nvml.path);
     gc_check_fix(c, "Reboot after a driver upgrade (or reload the modules: sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia "
                     "&& sudo modprobe nvidia).");
+    gc_check_source(c, "SHINE-30");
     return;
   }
   if (!strcmp(h->cuda.version, h->kmod.v.text)) {
@@ -412,6 +413,7 @@ static void check_mismatch(gc_section *s, host *h) {
                      "driver / cuda driver combination\") and nvidia-smi says \"Failed to initialize NVML: Driver/library version "
                      "mismatch\".%s",
                   h->kmod.source, h->kmod.v.text, h->cuda.path, nvml18 ? " NVML confirms it (nvmlInit_v2 returned 18)." : "");
+  gc_check_source(c, "SHINE-30");
   gc_check_fix(c, "%s", h->ct.inside
                             ? "The image carries its own driver libraries: remove them from the image (nvidia-container-toolkit "
                               "mounts the host's matching ones) or rebuild it on the host's driver release."
@@ -458,6 +460,7 @@ static void check_compat(gc_section *s, host *h) {
                       "loader path.",
                    kmod_branch(h), dir_of(h->cuda.link, dir, sizeof dir));
     }
+    gc_check_source(c, "FWD");
     json_t *d = json_object();
     json_object_set_new(d, "path", json_string(h->cuda.path));
     json_object_set_new(d, "cuda", n->cuda[0] ? json_string(n->cuda) : json_null());
@@ -481,6 +484,7 @@ static void check_compat(gc_section *s, host *h) {
     gc_check_detail(c, "If a program put it on its loader path: %s%s. The driver in use supports CUDA %s.",
                     rc == 0 ? "it would work: " : rc > 0 ? "cuInit would fail: " : "not decidable: ", why,
                     cuda_text(h->cuda_version, b1));
+    gc_check_source(c, "FWD");
   }
 }
 
@@ -946,12 +950,14 @@ static void check_lib(gc_section *s, host *h, size_t i) {
   if (rc == 35) {
     snprintf(detail + strlen(detail), sizeof detail - strlen(detail),
              ". Programs using it fail with cudaErrorInsufficientDriver (35): \"CUDA driver version is insufficient for CUDA runtime version\"");
+    gc_check_source(c, "MVC");
     gc_check_fix(c, "Upgrade the driver to >= %s, or use a build for CUDA %s or older (e.g. a PyTorch wheel of that CUDA "
                     "variant). Forward compatibility (cuda-compat-%d-x) is an option only on data-center GPUs.",
                  need[0] ? need : "a newer release", cuda_text(h->cuda_version, b1), lib_cuda / 1000);
   } else if (rc == 1) {
     gc_check_fix(c, "Upgrade the driver to >= %s for full CUDA %s support, or ship SASS (cubins) for every GPU instead of relying on PTX.",
                  need[0] ? need : "the toolkit's own", cuda_text(lib_cuda, b1));
+    gc_check_source(c, "MVC");
   }
   /* Lowest CC of cuDNN and cuBLAS against every GPU. */
   const char *family = !strcmp(l->name, "cudnn") ? "cudnn" : !strcmp(l->name, "cublas") || !strcmp(l->name, "cublasLt") ? "cublas" : NULL;

@@ -517,6 +517,17 @@ const char *gc_run_name(gc_run r) {
   return "?";
 }
 
+const char *gc_run_sources(gc_run r) {
+  switch (r) {
+  case GC_RUN_NATIVE: return NULL;
+  case GC_RUN_PTX_JIT: return "BW-COMPAT,PTXMAP";
+  case GC_RUN_PTX_TOO_NEW: return "PTXMAP";
+  case GC_RUN_NO_IMAGE: return "BW-COMPAT";
+  case GC_RUN_CUBIN_TOO_NEW: return "MVC";
+  }
+  return NULL;
+}
+
 /* cuda-compat.md 3.2: a cubin sm_XY runs on CC X.Z with Z >= Y (same major);
  * sm_XYa only on exactly X.Y; sm_XYf within its family, i.e. the same major
  * with a minor >= Y (sm_100f -> 10.0, 10.3; sm_120f -> 12.0, 12.1). */

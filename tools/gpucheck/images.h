@@ -71,6 +71,10 @@ typedef struct gc_run_verdict {
 
 void gc_images_verdict(const gc_image_set *s, int cc, int driver, gc_run_verdict *out);
 const char *gc_run_name(gc_run r); /* "runs natively", "runs through PTX JIT", ... */
+/* The sources.tsv keys of the public pages behind a verdict's rule (for
+ * gc_check_source): the binary-compatibility rules, the PTX ISA -> driver
+ * table, minor-version compatibility. NULL for a native run. */
+const char *gc_run_sources(gc_run r);
 
 /* images_json.c: the shapes of SCHEMA.md, shared by inspect, whatif, fleet. */
 #include <jansson.h>

@@ -401,6 +401,7 @@ static void target_check(gc_section *sec, const gc_image_set *s, const target *t
                                                                : gc_run_name(v.run));
   gc_check_detail(c, "%s%s%s%s", v.why, a->driver_from[0] ? " [driver: " : "", a->driver_from,
                   a->driver_from[0] ? "]" : "");
+  gc_check_source(c, gc_run_sources(v.run));
   if (verdict != GC_OK) fix_for(c, s, &v, t->cc, a->driver);
   char cc[16];
   snprintf(cc, sizeof cc, "%d.%d", t->cc / 10, t->cc % 10);

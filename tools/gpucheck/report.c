@@ -1,6 +1,8 @@
 /* The report model and its two renderings (report.h). */
 #include "report.h"
 
+#include "arch_table.h"
+
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +27,7 @@ void gc_report_free(gc_report *r) {
     gc_section *s = &r->sections[i];
     for (size_t j = 0; j < s->n; j++) {
       gc_check *c = &s->checks[j];
-      free(c->id), free(c->title), free(c->detail), free(c->fix);
+      free(c->id), free(c->title), free(c->detail), free(c->fix), free(c->sources);
       json_decref(c->data);
     }
     free(s->checks);
@@ -88,6 +90,36 @@ void gc_check_fix(gc_check *c, const char *fmt, ...) {
   va_end(ap);
 }
 
+void gc_check_source_url(gc_check *c, const char *url) {
+  if (!c->id || !url || !url[0] || strchr(url, ' ')) return; /* the sink; nothing; not one URL */
+  size_t n = strlen(url);
+  for (const char *p = c->sources; p && *p;) { /* once */
+    size_t len = strcspn(p, " ");
+    if (len == n && !strncmp(p, url, n)) return;
+    p += len + (p[len] == ' ');
+  }
+  size_t have = c->sources ? strlen(c->sources) : 0;
+  char *t = realloc(c->sources, have + (have ? 1 : 0) + n + 1);
+  if (!t) return;
+  if (have) t[have++] = ' ';
+  memcpy(t + have, url, n + 1);
+  c->sources = t;
+}
+
+void gc_check_source(gc_check *c, const char *keys) {
+  for (const char *p = keys; p && *p;) {
+    char key[64];
+    size_t len = strcspn(p, ",");
+    if (len < sizeof key) {
+      memcpy(key, p, len);
+      key[len] = '\0';
+      const em_source_row *r = em_source_lookup(key);
+      if (r) gc_check_source_url(c, r->url);
+    }
+    p += len + (p[len] == ',');
+  }
+}
+
 void gc_check_set(gc_check *c, const char *key, json_t *value) {
   if (!c->id) { /* the sink */
     json_decref(value);
@@ -140,7 +172,16 @@ void gc_report_print(const gc_report *r, FILE *out, int color) {
     for (size_t j = 0; j < s->n; j++) {
       const gc_check *c = &s->checks[j];
       fprintf(out, "  %s %s\n", mark(c->verdict, color), c->title ? c->title : "");
-      if (c->detail) fprintf(out, "         why: %s\n", c->detail);
+      /* One URL per check keeps the line readable; the JSON has them all. The
+       * citation goes before the detail's final full stop. */
+      int first = c->sources ? (int)strcspn(c->sources, " ") : 0;
+      size_t dl = c->detail ? strlen(c->detail) : 0;
+      int stop = dl && c->detail[dl - 1] == '.';
+      if (c->detail && first)
+        fprintf(out, "         why: %.*s (source: %.*s)%s\n", (int)(dl - (size_t)stop), c->detail, first, c->sources,
+                stop ? "." : "");
+      else if (c->detail) fprintf(out, "         why: %s\n", c->detail);
+      else if (first) fprintf(out, "         source: %.*s\n", first, c->sources);
       if (c->fix) fprintf(out, "         fix: %s\n", c->fix);
     }
     fputc('\n', out);
@@ -162,6 +203,15 @@ json_t *gc_report_json(const gc_report *r) {
                             "title", c->title ? c->title : "");
       if (c->detail) json_object_set_new(o, "detail", json_string(c->detail));
       if (c->fix) json_object_set_new(o, "fix", json_string(c->fix));
+      if (c->sources) {
+        json_t *a = json_array();
+        for (const char *p = c->sources; *p;) {
+          size_t len = strcspn(p, " ");
+          json_array_append_new(a, json_stringn(p, len));
+          p += len + (p[len] == ' ');
+        }
+        json_object_set_new(o, "sources", a);
+      }
       if (c->data) json_object_set(o, "data", c->data);
       json_array_append_new(checks, o);
     }

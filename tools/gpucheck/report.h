@@ -26,6 +26,7 @@ typedef struct gc_check {
   char *detail;      /* why (may be NULL) */
   char *fix;         /* what to do (may be NULL; expected for warn and fail) */
   json_t *data;      /* structured facts of this check (object, may be NULL) */
+  char *sources;     /* the pages that back the detail, space-separated URLs (may be NULL) */
 } gc_check;
 
 typedef struct gc_section {
@@ -49,6 +50,15 @@ gc_check *gc_check_add(gc_section *s, gc_verdict v, const char *id, const char *
     __attribute__((format(printf, 4, 5)));
 void gc_check_detail(gc_check *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void gc_check_fix(gc_check *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Cites the sources behind a check's detail: a comma-separated list of
+ * arch_table sources.tsv keys ("MVC", or a data row's source column). Keys
+ * with a url add it (once); keys without one (local experiments, research
+ * notes) add nothing, so a check never cites a file the user cannot open.
+ * The text output ends the why line with "(source: URL)" of the first url;
+ * the JSON lists every url in the check's "sources". */
+void gc_check_source(gc_check *c, const char *keys);
+/* The same with a URL already resolved (one from another report). */
+void gc_check_source_url(gc_check *c, const char *url);
 /* Takes ownership of a JSON value under key in c->data. */
 void gc_check_set(gc_check *c, const char *key, json_t *value);
 

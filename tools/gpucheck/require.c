@@ -400,7 +400,7 @@ int gc_req_libnvc_message(const gc_req *r, char *buf, size_t cap) {
  * .note.cuda.fwd_compatibility (gpucheck-anchors.md 1.4: an inference there,
  * consistent with "data-center GPUs and select RTX, not GeForce" of
  * docs.nvidia.com/deploy/cuda-compatibility/forward-compatibility.html). */
-#define BRAND_SRC "nvml.h nvmlBrandType_t; libnvidia-container src/driver.c; compat ELF note (anchors 1.4, inference)"
+#define BRAND_SRC "nvml.h nvmlBrandType_t; libnvidia-container src/driver.c; compat ELF note (inferred eligibility)"
 static const gc_brand brands[] = {
     {"unknown", 0, "Unknown", -1, BRAND_SRC},
     {"quadro", 1, "Quadro", 1, BRAND_SRC},

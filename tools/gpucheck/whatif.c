@@ -1,9 +1,11 @@
 /* gpucheck whatif: would this combination of GPU, driver, CUDA runtime,
  * container image requirement, PyTorch wheel and binary run? Offline: every
  * answer comes from arch_table's data and the rules of cuda-compat.md, never
- * from a GPU. Each rule is its own check, with the reason and the fix.
+ * from a GPU. Each rule is its own check, with the reason and the fix; the
+ * output cites the public page that states the rule (gc_check_source with a
+ * sources.tsv key: MVC, FWD, PTXMAP, ...), never the notes below.
  *
- * Rules and where they come from (shared/reference):
+ * Rules and where they come from (shared/reference, for developers):
  *   compat.backward  a driver runs any runtime up to the CUDA version it reports   cuda-compat.md 0.1, 2.2
  *   compat.minor     CUDA 11+: same major and driver >= the major's MVC floor; newer
  *                    APIs fail with 36, newer PTX fails to JIT with 222            cuda-compat.md 2.2
@@ -470,11 +472,12 @@ static void check_forward(gc_section *s, const wi_in *in, int rt, const char *id
                              rt / 1000, rt % 1000 / 10, cv(rt));
   sbuf b = {.n = 0};
   sb_add(&b, "A newer user-mode driver from the image's cuda-compat package runs on an older kernel driver only on "
-             "data-center GPUs, select NGC-ready RTX and Jetson, never GeForce (cuda-compat.md 2.2 [FWD]); on other "
-             "GPUs it fails with 804, and a user-mode/kernel mismatch gives 803 (cuda-compat.md 6).");
+             "data-center GPUs, select NGC-ready RTX and Jetson, never GeForce; on other GPUs it fails with 804, and a "
+             "user-mode/kernel mismatch gives 803.");
   for (size_t i = 0; i < in->n_gpus; i++) sb_add(&b, " %s: %s.", gpu_label(in, i), fwd_brand_text(in, i));
   if (!in->n_gpus) sb_add(&b, " Give --gpu and --brand to check a GPU.");
   gc_check_detail(c, "%s", b.s);
+  gc_check_source(c, "FWD");
   gc_check_set(c, "runtime", json_integer(rt));
 }
 
@@ -492,14 +495,14 @@ static gc_verdict check_compat(gc_section *s, const wi_in *in, int rt, const cha
   case CP_BACKWARD:
     snprintf(id, sizeof id, "%s.backward", id_prefix);
     c = gc_check_add(s, GC_OK, id, "%s on %s: runs (backward compatibility)", what, driver_label(d));
-    gc_check_detail(c, "A driver runs every CUDA runtime up to the version it reports: %s >= %s "
-                       "(cuda-compat.md 0.1 step 2).", cv(d->cuda), cv(rt));
+    gc_check_detail(c, "A driver runs every CUDA runtime up to the version it reports: %s >= %s.", cv(d->cuda),
+                    cv(rt));
     break;
   case CP_PRE11:
     snprintf(id, sizeof id, "%s.backward", id_prefix);
     c = gc_check_add(s, GC_FAIL, id, "%s on %s: fails with cudaErrorInsufficientDriver (35)", what, driver_label(d));
     gc_check_detail(c, "Before CUDA 11 there is no minor-version compatibility: the driver must report at least the "
-                       "runtime's version, %s > %s (cuda-compat.md 2.2). The runtime reports 'CUDA driver version is "
+                       "runtime's version, %s > %s. The runtime reports 'CUDA driver version is "
                        "insufficient for CUDA runtime version'.", cv(rt), cv(d->cuda));
     gc_check_fix(c, "Install a driver %s%s, or use a runtime <= CUDA %s.", min_driver_text(rt), gpu_caveat(in, rt),
                  cv(d->cuda));
@@ -510,11 +513,11 @@ static gc_verdict check_compat(gc_section *s, const wi_in *in, int rt, const cha
     c = gc_check_add(s, GC_WARN, id, "%s on %s: runs through minor-version compatibility, with limits", what,
                      driver_label(d));
     gc_check_detail(c,
-                    "Same major (%d) and the driver is at or above the CUDA %d minor-version-compatibility floor %s%s "
-                    "(cuda-compat.md 2.2). Limits: an API newer than CUDA %s fails with "
+                    "Same major (%d) and the driver is at or above the CUDA %d minor-version-compatibility floor %s%s. "
+                    "Limits: an API newer than CUDA %s fails with "
                     "cudaErrorCallRequiresNewerDriver (36); PTX made by CUDA %s (PTX ISA %d.%d) cannot be JIT-compiled "
                     "by this driver: cudaErrorUnsupportedPtxVersion (222) -- minor-version compatibility never covers "
-                    "PTX (cuda-compat.md 1 note 3).",
+                    "PTX.",
                     rt / 1000, rt / 1000, floor ? floor : "?",
                     k == CP_MVC_UNSURE ? " -- only if the R-branch point release is at least that" : "", cv(d->cuda),
                     cv(rt), isa / 10, isa % 10);
@@ -527,7 +530,7 @@ static gc_verdict check_compat(gc_section *s, const wi_in *in, int rt, const cha
     snprintf(id, sizeof id, "%s.minor", id_prefix);
     c = gc_check_add(s, GC_FAIL, id, "%s on %s: fails with cudaErrorInsufficientDriver (35)", what, driver_label(d));
     gc_check_detail(c, "Same major (%d), but minor-version compatibility needs a driver >= %s, the CUDA %d floor "
-                       "(cuda-compat.md 2.2); %s is below it.",
+                       "; %s is below it.",
                     rt / 1000, floor, rt / 1000, d->version);
     gc_check_fix(c, "Install a driver >= %s (runs every CUDA %d.x through minor-version compatibility) or %s for full "
                     "support%s.", floor, rt / 1000, min_driver_text(rt), gpu_caveat(in, rt));
@@ -537,7 +540,7 @@ static gc_verdict check_compat(gc_section *s, const wi_in *in, int rt, const cha
     floor = em_mvc_floor_linux(rt / 1000);
     c = gc_check_add(s, GC_FAIL, id, "%s on %s: fails with cudaErrorInsufficientDriver (35)", what, driver_label(d));
     gc_check_detail(c, "The runtime's major (%d) is newer than the driver's (CUDA %s). Minor-version compatibility "
-                       "works only within a major (cuda-compat.md 2.2); the runtime reports 'CUDA driver version is "
+                       "works only within a major; the runtime reports 'CUDA driver version is "
                        "insufficient for CUDA runtime version'.", rt / 1000, cv(d->cuda));
     if (floor) {
       char mvc[160] = "", fwd[64] = "";
@@ -553,6 +556,9 @@ static gc_verdict check_compat(gc_section *s, const wi_in *in, int rt, const cha
       gc_check_fix(c, "Install a driver %s, or use a runtime of CUDA %d.x.", min_driver_text(rt), d->cuda / 1000);
     break;
   }
+  /* The MVC page states backward compatibility, the pre-11 rule, the floors and the
+   * per-major limit; PTXMAP maps a PTX ISA to the driver that can JIT it. */
+  gc_check_source(c, k == CP_MVC || k == CP_MVC_UNSURE ? "MVC,PTXMAP" : "MVC");
   gc_check_set(c, "runtime", json_integer(rt));
   gc_check_set(c, "driver_cuda", json_integer(d->cuda));
   static const char *const kinds[] = {"backward", "none (pre-11)", "minor-version", "minor-version (floor unsure)",
@@ -653,8 +659,9 @@ static void check_gpu_arch(gc_section *s, const wi_in *in, size_t i) {
                              named ? "" : g->row->arch, g->row->tegra ? " (Jetson)" : "", named && !g->row->tegra ? "" : ", ", cv(g->row->first_toolkit),
                              g->row->last_toolkit ? " to " : " on (still current)",
                              g->row->last_toolkit ? cv(g->row->last_toolkit) : "");
-  gc_check_detail(c, "arch_table cc.tsv (conf %c, %s); brand: %s.", g->row->conf, g->row->source,
-                  g->brand ? g->brand->name : "not given (--brand)");
+  gc_check_detail(c, "Brand: %s; arch_table cc.tsv, conf %c.", g->brand ? g->brand->name : "not given (--brand)",
+                  g->row->conf);
+  gc_check_source(c, g->row->source);
   gc_check_set(c, "cc", json_string(cc_str(g->cc)));
   if (g->row->conf == 'U') c->verdict = GC_WARN, gc_check_fix(c, "This CC's row is unconfirmed [U]; check it.");
 }
@@ -675,15 +682,19 @@ static void check_gpu_driver(gc_section *s, const wi_in *in, size_t i) {
   if (d->cuda < ft) {
     gc_check *c = gc_check_add(s, GC_FAIL, id, "%s is newer than %s: it needs a driver for CUDA >= %s",
                                gpu_label(in, i), driver_label(d), cv(ft));
-    gc_check_detail(c, "nvcc targets CC %s from CUDA %s (cuda-compat.md 3.1); a driver older than the first toolkit "
-                       "of an architecture does not support its GPUs [inference: the first driver for an architecture "
-                       "ships with that toolkit, cuda-compat.md 2.1].", cc_str(g->cc), cv(ft));
+    gc_check_detail(c, "nvcc targets CC %s from CUDA %s; a driver older than the first toolkit of an architecture "
+                       "does not support its GPUs [inference: the first driver for an architecture ships with that "
+                       "toolkit].", cc_str(g->cc), cv(ft));
+    /* The toolkit -> driver table (RN13.1), then the row's first toolkit. */
+    gc_check_source(c, "RN13.1,CLANG-CUDA");
+    gc_check_source(c, g->row->source);
     gc_check_fix(c, "Install a driver %s.", min_driver_text(ft));
   } else if (lb && d->branch > lb) {
     gc_check *c = gc_check_add(s, GC_FAIL, id, "%s: %s GPUs are not supported after driver branch R%d; %s is newer",
                                gpu_label(in, i), g->row->arch, lb, driver_label(d));
     gc_check_detail(c, "R%d is the last driver branch for %s [secondary source: NVIDIA's driver roadmap and "
-                       "deprecation notices as quoted by the press; see whatif.c].", lb, g->row->arch);
+                       "deprecation notices as quoted by the press].", lb, g->row->arch);
+    gc_check_source(c, em_arch_support_lookup(g->row->arch)->source);
     char bs[16];
     snprintf(bs, sizeof bs, "%d", lb);
     int lbc = em_driver_cuda_version(bs, NULL);
@@ -710,23 +721,26 @@ static int check_gpu_toolkit(gc_section *s, const wi_in *in, size_t i) {
   toolkit_fit(rt, g->cc, &same, &lowest);
   if (same == g->cc) {
     gc_check *c = gc_check_add(s, GC_OK, id, "CUDA %s builds SASS for %s (sm_%d)", cv(rt), gpu_label(in, i), g->cc);
-    gc_check_detail(c, "sm_%d is among CUDA %s's nvcc targets (cuda-compat.md 1).", g->cc, cv(rt));
+    gc_check_detail(c, "sm_%d is among CUDA %s's nvcc targets.", g->cc, cv(rt));
+    gc_check_source(c, "CLANG-CUDA");
     return 2;
   }
   if (same) {
     gc_check *c = gc_check_add(s, GC_OK, id, "CUDA %s has no sm_%d target; its sm_%d SASS runs on %s", cv(rt), g->cc,
                                same, gpu_label(in, i));
-    gc_check_detail(c, "A cubin for sm_XY runs on CC X.Z with Z >= Y, same major (cuda-compat.md 3.2); nvcc targets "
-                       "sm_%d from CUDA %s.", g->cc, g->row ? cv(g->row->first_toolkit) : "?");
+    gc_check_detail(c, "A cubin for sm_XY runs on CC X.Z with Z >= Y, same major; nvcc targets sm_%d from CUDA %s.",
+                    g->cc, g->row ? cv(g->row->first_toolkit) : "?");
+    gc_check_source(c, "BW-COMPAT,CLANG-CUDA");
     return 2;
   }
   if (lowest && lowest < g->cc) {
     gc_check *c = gc_check_add(s, GC_WARN, id, "CUDA %s cannot build SASS for %s: only PTX JIT-compiled by the driver "
                                                "runs on it", cv(rt), gpu_label(in, i));
     gc_check_detail(c, "CUDA %s targets nothing of major %d%s; PTX for compute_XY runs on any newer CC through the "
-                       "driver's JIT (cuda-compat.md 3.2) -- if the application ships PTX at all (see gpu%zu.ptx).",
+                       "driver's JIT -- if the application ships PTX at all (see gpu%zu.ptx).",
                     cv(rt), g->cc / 10,
                     g->row ? (g->row->first_toolkit > rt ? " (its first toolkit is newer)" : " any more") : "", i);
+    gc_check_source(c, "BW-COMPAT,CLANG-CUDA");
     if (g->row && g->row->first_toolkit > rt)
       gc_check_fix(c, "Build with CUDA >= %s for sm_%d (-gencode arch=compute_%d,code=sm_%d), or embed PTX of the "
                       "highest target (code=compute_XY) so the driver can JIT it.",
@@ -742,14 +756,16 @@ static int check_gpu_toolkit(gc_section *s, const wi_in *in, size_t i) {
   if (g->row && g->row->last_toolkit && g->row->last_toolkit < rt) {
     int after = toolkit_after(g->row->last_toolkit);
     dropped_sms(g->row->last_toolkit, drop, sizeof drop);
-    gc_check_detail(c, "CUDA %s dropped %s; the last toolkit for CC %s is %s (cuda-compat.md 1, 3.1). Its lowest "
+    gc_check_detail(c, "CUDA %s dropped %s; the last toolkit for CC %s is %s. Its lowest "
                        "target is sm_%d, and PTX never runs on a lower CC, so neither SASS nor PTX fits.",
                     cv(after), drop, cc_str(g->cc), cv(g->row->last_toolkit), lowest);
+    gc_check_source(c, "CLANG-CUDA,BW-COMPAT");
     old_gpu_fix(g, fix, sizeof fix);
     gc_check_fix(c, "%s", fix);
   } else {
     gc_check_detail(c, "CUDA %s's lowest target is sm_%d, above CC %s; PTX never runs on a lower CC.", cv(rt), lowest,
                     cc_str(g->cc));
+    gc_check_source(c, "CLANG-CUDA,BW-COMPAT");
     gc_check_fix(c, "Use a toolkit that targets sm_%d.", g->cc);
   }
   return 0;
@@ -769,14 +785,14 @@ static void check_gpu_ptx(gc_section *s, const wi_in *in, size_t i, int fit) {
     c = gc_check_add(s, GC_WARN, id, "%s runs CUDA %s code only through PTX JIT; %s can JIT PTX ISA %d.%d",
                      gpu_label(in, i), cv(rt), driver_label(d), isa / 10, isa % 10);
     gc_check_detail(c, "The first launch JIT-compiles every kernel (slow start; the driver caches the result). PTX ISA "
-                       "%d.%d needs a driver reporting CUDA >= %s (cuda-compat.md 1 note 3).", isa / 10, isa % 10,
+                       "%d.%d needs a driver reporting CUDA >= %s.", isa / 10, isa % 10,
                     cv(need));
     gc_check_fix(c, "Ship SASS for sm_%d (needs CUDA >= %s) to avoid the JIT.", g->cc,
                  g->row ? cv(g->row->first_toolkit) : "?");
   } else if (fit == 1) {
     c = gc_check_add(s, GC_FAIL, id, "%s needs PTX JIT, but %s cannot JIT PTX ISA %d.%d from CUDA %s: 222",
                      gpu_label(in, i), driver_label(d), isa / 10, isa % 10, cv(rt));
-    gc_check_detail(c, "PTX ISA %d.%d needs a driver reporting CUDA >= %s (cuda-compat.md 1 note 3); older drivers "
+    gc_check_detail(c, "PTX ISA %d.%d needs a driver reporting CUDA >= %s; older drivers "
                        "fail with cudaErrorUnsupportedPtxVersion (222) 'the provided PTX was compiled with an "
                        "unsupported toolchain'. Minor-version compatibility does not cover PTX.",
                     isa / 10, isa % 10, cv(need));
@@ -787,13 +803,14 @@ static void check_gpu_ptx(gc_section *s, const wi_in *in, size_t i, int fit) {
                      gpu_label(in, i), cv(rt), isa / 10, isa % 10, driver_label(d));
     gc_check_detail(c, "Kernels with SASS for this GPU load natively; any kernel present only as PTX (or made at run "
                        "time by NVRTC as PTX) fails with 222, because PTX ISA %d.%d needs a driver reporting CUDA >= "
-                       "%s (cuda-compat.md 1 note 3).", isa / 10, isa % 10, cv(need));
+                       "%s.", isa / 10, isa % 10, cv(need));
     gc_check_fix(c, "Build SASS for sm_%d for every kernel; NVRTC users compile to a cubin (-arch=sm_%d); or install "
                     "a driver %s%s.", g->cc, g->cc, min_driver_text(need), gpu_caveat(in, need));
   } else {
     c = gc_check_add(s, GC_OK, id, "%s: PTX from CUDA %s (ISA %d.%d) can also be JIT-compiled by %s", gpu_label(in, i),
                      cv(rt), isa / 10, isa % 10, driver_label(d));
   }
+  if (c->detail) gc_check_source(c, "PTXMAP");
   gc_check_set(c, "ptx_isa", json_integer(isa));
   gc_check_set(c, "min_driver_cuda", json_integer(need));
 }
@@ -852,8 +869,8 @@ static void check_gpu_torch(gc_section *s, const wi_in *in, size_t i) {
   snprintf(id, sizeof id, "gpu%zu.torch", i);
   if (g->row && g->row->tegra) {
     gc_check *c = gc_check_add(s, GC_WARN, id, "torch %s on %s: not judged (Jetson)", t->spec, gpu_label(in, i));
-    gc_check_detail(c, "arch_table's wheel table lists the Linux x86_64 wheels (cuda-compat.md 8.2); Jetson uses "
-                       "NVIDIA's JetPack builds of PyTorch.");
+    gc_check_detail(c, "arch_table's wheel table lists the Linux x86_64 wheels; Jetson uses NVIDIA's JetPack builds "
+                       "of PyTorch.");
     gc_check_fix(c, "Use the PyTorch build for your JetPack release.");
     return;
   }
@@ -861,32 +878,40 @@ static void check_gpu_torch(gc_section *s, const wi_in *in, size_t i) {
   gc_check *c;
   if (how == 2) {
     c = gc_check_add(s, GC_OK, id, "torch %s has SASS for %s (sm_%d)", t->spec, gpu_label(in, i), by);
-    gc_check_detail(c, "TORCH_CUDA_ARCH_LIST %s (cuda-compat.md 8.2): %s covers CC %s (same major, minor <=; "
-                       "cuda-compat.md 3.2).", t->row->arch_list, cc_str(by), cc_str(g->cc));
+    gc_check_detail(c, "TORCH_CUDA_ARCH_LIST %s: %s covers CC %s (same major, minor <=).", t->row->arch_list,
+                    cc_str(by), cc_str(g->cc));
+    gc_check_source(c, t->row->source);
+    gc_check_source(c, "BW-COMPAT");
   } else if (how == 1) {
     int isa = em_toolkit_ptx_isa(t->row->cuda), need = em_ptx_isa_min_driver(isa);
     if (in->drv.given && in->drv.cuda < need) {
       c = gc_check_add(s, GC_FAIL, id, "torch %s reaches %s only through PTX, which %s cannot JIT (222)", t->spec,
                        gpu_label(in, i), driver_label(&in->drv));
       gc_check_detail(c, "TORCH_CUDA_ARCH_LIST %s: no SASS for CC %s, PTX compute_%d made by CUDA %s (ISA %d.%d) "
-                         "needs a driver reporting CUDA >= %s (cuda-compat.md 1 note 3).",
+                         "needs a driver reporting CUDA >= %s.",
                       t->row->arch_list, cc_str(g->cc), by, cv(t->row->cuda), isa / 10, isa % 10, cv(need));
+      gc_check_source(c, t->row->source);
+      gc_check_source(c, "PTXMAP");
       gc_check_fix(c, "Install a driver %s.", min_driver_text(need));
     } else {
       c = gc_check_add(s, GC_WARN, id, "torch %s runs on %s only through PTX JIT (compute_%d)", t->spec,
                        gpu_label(in, i), by);
       gc_check_detail(c, "TORCH_CUDA_ARCH_LIST %s: no SASS for CC %s; the driver JIT-compiles the compute_%d PTX on "
-                         "first use (slow start, cached; cuda-compat.md 3.2).", t->row->arch_list, cc_str(g->cc), by);
+                         "first use (slow start, cached).", t->row->arch_list, cc_str(g->cc), by);
+      gc_check_source(c, t->row->source);
+      gc_check_source(c, "BW-COMPAT");
       gc_check_fix(c, "Use a wheel variant with SASS for CC %s if one exists, or build with TORCH_CUDA_ARCH_LIST=\"%s\".",
                    cc_str(g->cc), cc_str(g->cc));
     }
   } else {
     c = gc_check_add(s, GC_FAIL, id, "torch %s has no code for %s: 'no kernel image is available' (209)", t->spec,
                      gpu_label(in, i));
-    gc_check_detail(c, "The wheel's TORCH_CUDA_ARCH_LIST is %s (cuda-compat.md 8.2, conf %c): no SASS of major %d "
-                       "with minor <= %d and no +PTX entry <= %s (cuda-compat.md 3.2). PyTorch warns '... with CUDA "
+    gc_check_detail(c, "The wheel's TORCH_CUDA_ARCH_LIST is %s (conf %c): no SASS of major %d with minor <= %d and "
+                       "no +PTX entry <= %s. PyTorch warns '... with CUDA "
                        "capability sm_%d is not compatible with the current PyTorch installation', then kernels fail.",
                     t->row->arch_list, t->row->conf, g->cc / 10, g->cc % 10, cc_str(g->cc), g->cc);
+    gc_check_source(c, t->row->source);
+    gc_check_source(c, "BW-COMPAT");
     size_t n = 0;
     char rel[32];
     snprintf(rel, sizeof rel, "%s", t->row->release);
@@ -926,8 +951,8 @@ static void check_torch(gc_report *r, const wi_in *in) {
   gc_check *c = gc_check_add(s, t->row->conf == 'U' ? GC_WARN : GC_INFO, "torch.wheel",
                              "torch %s: CUDA %s runtime, TORCH_CUDA_ARCH_LIST %s", t->spec, cv(t->row->cuda),
                              t->row->arch_list);
-  gc_check_detail(c, "Linux x86_64 wheel (arch_table torch.tsv, conf %c, source %s; cuda-compat.md 8.2).",
-                  t->row->conf, t->row->source);
+  gc_check_detail(c, "Linux x86_64 wheel; arch_table torch.tsv, conf %c.", t->row->conf);
+  gc_check_source(c, t->row->source);
   if (t->row->conf == 'U') gc_check_fix(c, "This row is unconfirmed [U]: check with cuobjdump --list-elf on libtorch_cuda.so.");
   gc_check_set(c, "variant", json_string(t->row->variant));
   gc_check_set(c, "cuda", json_integer(t->row->cuda));
@@ -1080,15 +1105,17 @@ static void check_image(gc_report *r, const wi_in *in, size_t qi) {
     c = gc_check_add(s, in->disable_require ? GC_INFO : GC_OK, id, "image requirement holds%s: term %d '%s'%s",
                      in->n_gpus > 1 ? " for every GPU" : "", res.per[0].satisfied_term + 1, ts,
                      in->disable_require ? " (not checked: NVIDIA_DISABLE_REQUIRE=true)" : "");
-    gc_check_detail(c, "Terms are alternatives, conditions in a term must all hold (libnvidia-container "
-                       "src/cli/dsl.c; gpucheck-anchors.md 1.4).");
+    gc_check_detail(c, "Terms are alternatives, conditions in a term must all hold (libnvidia-container's "
+                       "src/cli/dsl.c).");
+    gc_check_source(c, "LIBNVC-DSL");
   } else if (res.verdict == GC_TRI_FALSE) {
     snprintf(line, sizeof line, "image requirement not met for %s on %s: the container will not start", who,
              in->drv.given ? driver_label(&in->drv) : "this driver");
     c = gc_check_add(s, in->disable_require ? GC_INFO : GC_FAIL, id, "%s%s", line,
                      in->disable_require ? " (but NVIDIA_DISABLE_REQUIRE=true skips the check)" : "");
     gc_check_detail(c, "nvidia-container-cli: requirement error: %s. It names the first term of the string, not "
-                       "what failed: %s (gpucheck-anchors.md 1.4, P4).", msg, b.s);
+                       "what failed: %s.", msg, b.s);
+    gc_check_source(c, "LIBNVC-DSL");
     sbuf f = {.n = 0};
     char br[200];
     hatch_branches(q, br, sizeof br);
@@ -1141,18 +1168,19 @@ static void check_image(gc_report *r, const wi_in *in, size_t qi) {
                                                     "compatibility: SASS-only code works, newer PTX fails (222)",
                      lead, cv(img_cuda));
     int isa = em_toolkit_ptx_isa(img_cuda);
-    gc_check_detail(d, "Driver CUDA %s, same major, at or above the floor %s (cuda-compat.md 2.2). Code shipped as "
-                       "SASS for the GPU runs; PTX made by CUDA %s (ISA %d.%d) fails to JIT with 222, APIs newer than "
-                       "CUDA %s fail with 36 (gpucheck-anchors.md P4, P6).",
+    gc_check_detail(d, "Driver CUDA %s, same major, at or above the floor %s. Code shipped as SASS for the GPU runs; "
+                       "PTX made by CUDA %s (ISA %d.%d) fails to JIT with 222, APIs newer than CUDA %s fail with 36.",
                     cv(in->drv.cuda), floor ? floor : "?", cv(img_cuda), isa / 10, isa % 10, cv(in->drv.cuda));
+    gc_check_source(d, "MVC,PTXMAP,NVCT-152");
     gc_check_fix(d, "Prefer a driver %s; keep NVIDIA_DISABLE_REQUIRE only for SASS-only workloads.",
                  min_driver_text(img_cuda));
   } else {
     d = gc_check_add(s, v, "image.disable_require", "%s, but its CUDA %s runtime then fails with 35 on %s", lead,
                      cv(img_cuda), driver_label(&in->drv));
-    gc_check_detail(d, "A runtime of a newer major (or below the minor-version floor) needs a newer driver "
-                       "(cuda-compat.md 2.2). The image's cuda-compat libraries would help only on data-center GPUs "
-                       "and select RTX; on GeForce they fail with 804 (gpucheck-anchors.md P5).");
+    gc_check_detail(d, "A runtime of a newer major (or below the minor-version floor) needs a newer driver. The "
+                       "image's cuda-compat libraries would help only on data-center GPUs and select RTX; on GeForce "
+                       "they fail with 804.");
+    gc_check_source(d, "MVC,FWD");
     gc_check_fix(d, "Install a driver %s; NVIDIA_DISABLE_REQUIRE does not help here.", min_driver_text(img_cuda));
   }
   gc_check_set(d, "image_cuda", json_integer(img_cuda));
@@ -1192,6 +1220,7 @@ static int check_binary(gc_report *r, const wi_in *in, size_t bi, json_t *files)
     gc_verdict verdict = v.run == GC_RUN_NATIVE ? GC_OK : v.run == GC_RUN_PTX_JIT ? GC_WARN : GC_FAIL;
     gc_check *k = gc_check_add(s, verdict, id, "%s: %s", gpu_label(in, g), gc_run_name(v.run));
     if (v.why[0]) gc_check_detail(k, "%s", v.why);
+    gc_check_source(k, gc_run_sources(v.run));
     const gc_image *im = v.image >= 0 && (size_t)v.image < set.n ? &set.images[v.image] : NULL;
     switch (v.run) {
     case GC_RUN_NATIVE: break;
@@ -1247,8 +1276,9 @@ static void inputs_section(gc_report *r, const wi_in *in) {
     const char *floor = em_mvc_floor_linux(d->cuda / 1000);
     char major[128] = "";
     if (floor) snprintf(major, sizeof major, " and every CUDA %d.x runtime through minor-version compatibility", d->cuda / 1000);
-    gc_check_detail(c, "It runs CUDA runtimes <= %s directly%s (arch_table driver_branch.tsv; cuda-compat.md 2.3).",
-                    cv(d->cuda), major);
+    gc_check_detail(c, "It runs CUDA runtimes <= %s directly%s.", cv(d->cuda), major);
+    /* The branch -> CUDA table is derived from the release notes' Table 3. */
+    gc_check_source(c, floor ? "RN13.1,MVC" : "RN13.1");
     if (d->estimated)
       gc_check_fix(c, "R%d is not in arch_table: its CUDA version is estimated from the branch below; check with "
                       "nvidia-smi (CUDA Version).", d->branch);
