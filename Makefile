@@ -364,6 +364,30 @@ $(BUILD)/tests/unit/test_onnx_conformance: onnx/onnx_import.h onnx/onnx_reader.h
 fuzz-run: build/gen/onnx/onnx.pb-c.c
 # ---- end onnx ----
 
+# ---- compiler sweeps (tests/toolchains/sweep.c) ----
+# `make test-toolchains`: NVRTC 11.8 and 12.9 (.tools/) and the system's NVRTC
+# compile every kernel source embedded in libember for every SM they offer,
+# straight to cubins, through Ember's NVRTC loader; ptxas 11.8 and the
+# system's assemble every committed PTX file for every target its .target
+# allows. Each output is checked with the cubin reader. A cell of
+# docs/nvrtc-sm.md that was ok and now fails, or any ptxas failure, fails the
+# target; an absent toolchain is skipped with one line. `make nvrtc-table`
+# rewrites docs/nvrtc-sm.md. Separate from tests/unit/: the sweeps take about
+# a minute and a half on 2 cores and need no second run under sanitizers.
+SWEEP := $(BUILD)/tests/toolchains/sweep
+SWEEP_ARGS = --lib $(BUILD)/lib/libember.so $(foreach n,$(PYPI_NVRTC),--nvrtc $(n)) --nvrtc-system \
+  --ptxas "$(or $(PTXAS_LEGACY),$(PYPI_PTXAS))" --ptxas "$(PTXAS)" --ptx-dir ptx --jobs 2
+$(SWEEP): tests/toolchains/sweep.c $(LIB_A) $(wildcard runtime/*.h arch_table/*.h include/*.h include/ember/*.h)
+	@mkdir -p $(@D)
+	$(say) LINK $@
+	$(Q)$(CC) $(CFLAGS_ALL) $< $(LIB_A) $(LDFLAGS_ALL) $(LIBS) -o $@
+.PHONY: test-toolchains nvrtc-table
+test-toolchains: $(SWEEP) $(LIB_SO)
+	@$(SWEEP) $(SWEEP_ARGS) --table docs/nvrtc-sm.md
+nvrtc-table: $(SWEEP) $(LIB_SO)
+	@$(SWEEP) $(SWEEP_ARGS) --write docs/nvrtc-sm.md --commit "$$(git describe --always --dirty 2>/dev/null || echo unknown)"
+# ---- end compiler sweeps ----
+
 # ------------------------------------------------------------------ targets ---
 .PHONY: all lib tools tests deps test test-unit test-san test-valgrind test-nocuda test-install fuzz-run demo install clean test-gpu
 
@@ -399,6 +423,7 @@ test-install: lib tools
 test: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory check-ptx
+	@$(MAKE) --no-print-directory test-toolchains
 	@$(MAKE) --no-print-directory test-unit
 	@$(MAKE) --no-print-directory test-san
 	@$(MAKE) --no-print-directory test-valgrind
