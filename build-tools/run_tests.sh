@@ -18,6 +18,10 @@ scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 export EMBER_CACHE_DIR=$scratch/cache
 unset EMBER_FORCE EMBER_STRICT EMBER_LOG CUDA_VISIBLE_DEVICES
+# The test double of libcuda draws the order of threads, blocks and streams
+# from FAKECUDA_SEED: a new seed each run explores other orders, and a
+# failure names the seed that repeats it.
+export FAKECUDA_SEED=${FAKECUDA_SEED:-$(( (RANDOM << 15 | RANDOM) + 1 ))}
 # OpenMP worker threads sleep between parallel loops instead of spinning: on a
 # loaded CI machine (and under valgrind) spinning multiplies test time.
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
@@ -35,7 +39,7 @@ for t in "$build"/tests/unit/test_*; do
   if [ $rc -ne 0 ] || [ "$f" -ne 0 ]; then
     bad_bins+=("$(basename "$t")")
     [ "$f" -eq 0 ] && failed=$((failed + 1)) # crashed or exited non-zero outside cmocka's count
-    echo "---- $(basename "$t") (exit $rc) ----"
+    echo "---- $(basename "$t") (exit $rc; FAKECUDA_SEED=$FAKECUDA_SEED repeats the double's orders) ----"
     tail -n 40 "$log"
   else
     printf '%-28s %4d passed %3d skipped\n' "$(basename "$t")" "$p" "$s"

@@ -2,6 +2,7 @@
 #include "nvrtc.h"
 
 #include <dlfcn.h>
+#include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,25 @@ static void note_tried(em_nvrtc_set *set, const char *what) {
   if (len + 2 < sizeof set->tried) snprintf(set->tried + len, sizeof set->tried - len, "%s%s", len ? "; " : "", what);
 }
 
+/* NVRTC opens its builtins library (libnvrtc-builtins.so.X.Y) by bare name
+ * when it compiles. That finds the copy beside it only through NVRTC's own
+ * $ORIGIN run path, which a dlopen interposer (AddressSanitizer's, say) hides;
+ * and a NVRTC of a pip wheel or unpacked toolkit is off the loader path. So
+ * the builtins beside a NVRTC opened by path are opened first: the later
+ * lookup by name then finds them already loaded. (The 'alt' builtins of
+ * NVRTC 12.x are its own business.) */
+static void open_builtins_beside(const char *path) {
+  const char *slash = strrchr(path, '/');
+  if (!slash) return;
+  char pattern[1100];
+  snprintf(pattern, sizeof pattern, "%.*s/libnvrtc-builtins.so.*", (int)(slash - path), path);
+  glob_t g;
+  if (glob(pattern, 0, NULL, &g) != 0) return;
+  for (size_t i = 0; i < g.gl_pathc; i++)
+    if (!strstr(g.gl_pathv[i], ".alt.")) dlopen(g.gl_pathv[i], RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+  globfree(&g);
+}
+
 /* Opens one candidate; fills the entry and returns 1 if usable. A path the
  * user named (explicit) that cannot be opened is noted in set->tried; the
  * sonames and folders searched by default are not, as most are absent. */
@@ -22,6 +42,7 @@ static int open_one(em_nvrtc_set *set, const char *path, int explicit, em_nvrtc_
   /* RTLD_NODELETE: NVRTC pulls in C++ runtimes (libnvrtc-builtins, libstdc++)
    * whose one-time allocations are lost on every unload; dlclose only drops
    * the reference, so em_shutdown and re-initialisation cycles leak nothing. */
+  open_builtins_beside(path);
   void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (!h) {
     if (explicit) {

@@ -471,6 +471,120 @@ static void test_selftest_through_fake(void **state) {
   assert_non_null(strstr(r.out, "0 failures"));
 }
 
+/* Every kernel through every path, each forced in turn (EMBER_FORCE, with
+ * EMBER_STRICT=1 so nothing falls back), on a fake fleet chosen from this
+ * build's own image table: a GPU of every SM a cubin targets, of every arch
+ * of nvcc's PTX and one between them, a spread for the legacy PTX, and for
+ * NVRTC every SM from Kepler to Blackwell (those the NVRTCs found support).
+ * The self-test compares every result with the CPU twin bit for bit. */
+typedef struct fleet {
+  char devices[512];
+  int n;
+} fleet;
+
+static void fleet_add(fleet *f, int cc) {
+  for (const char *p = f->devices; *p;) { /* once each */
+    int major, minor;
+    if (sscanf(p, "%d.%d", &major, &minor) == 2 && major * 10 + minor == cc) return;
+    p = strchr(p, ',');
+    p = p ? p + 1 : "";
+  }
+  size_t n = strlen(f->devices);
+  snprintf(f->devices + n, sizeof f->devices - n, "%s%d.%d", n ? "," : "", cc / 10, cc % 10);
+  f->n++;
+}
+
+/* The NVRTCs of the project's tools folder (build-tools/pypi_tools.sh), for
+ * EMBER_NVRTC: NVRTC 11.8 is the one that still targets Kepler. */
+static void tools_nvrtc(char *out, size_t cap) {
+  char pattern[PATH_MAX];
+  snprintf(pattern, sizeof pattern, "%s/.tools/nvrtc-*/nvidia/cuda_nvrtc/lib/libnvrtc.so.[0-9]*", src_dir);
+  glob_t g;
+  out[0] = '\0';
+  if (glob(pattern, 0, NULL, &g) != 0) return;
+  for (size_t i = 0; i < g.gl_pathc; i++) {
+    size_t n = strlen(out);
+    snprintf(out + n, cap - n, "%s%s", n ? ":" : "", g.gl_pathv[i]);
+  }
+  globfree(&g);
+}
+
+/* Runs the self-test with one path forced; returns the devices on which the
+ * path ran every kernel (all of them bit-exact), and fails on anything else
+ * except, when `may_be_unviable`, a device no candidate of the path fits. */
+static int selftest_forced(const char *path, const fleet *f, const char *nvrtc, int may_be_unviable) {
+  char devs[600], force[64], nv[PATH_MAX * 4];
+  snprintf(devs, sizeof devs, "FAKECUDA_DEVICES=%s", f->devices);
+  snprintf(force, sizeof force, "EMBER_FORCE=%s", path);
+  snprintf(nv, sizeof nv, "EMBER_NVRTC=%s", nvrtc);
+  run_result r = run_cli(SETTINGS(devs, "FAKECUDA_DRIVER=13000", force, "EMBER_STRICT=1", nv), ARGS("selftest", "--json"));
+  json_t *root = parse(&r);
+  assert_true(json_is_true(json_object_get(root, "kernels_run")));
+  json_t *devices = array_at(root, "devices");
+  assert_int_equal((int)json_array_size(devices), f->n);
+  int ran_all = 0;
+  for (size_t d = 0; d < json_array_size(devices); d++) {
+    json_t *dev = json_array_get(devices, d), *results = array_at(dev, "results");
+    size_t ok = 0, unviable = 0;
+    for (size_t i = 0; i < json_array_size(results); i++) {
+      json_t *res = json_array_get(results, i);
+      int good = json_is_true(json_object_get(res, "ok")) && json_is_true(json_object_get(res, "ran")) &&
+                 !strcmp(str_at(res, "path"), path);
+      char no_candidate[64];
+      snprintf(no_candidate, sizeof no_candidate, "no %s candidate", path);
+      if (good) ok++;
+      else if (may_be_unviable && strstr(str_at(res, "error"), no_candidate)) unviable++;
+      else
+        fail_msg("EMBER_FORCE=%s, %s (CC %d.%d), %s: path %s, mismatches %d: %s (FAKECUDA_SEED in stderr: %.300s)", path,
+                 str_at(dev, "name"), (int)int_at(dev, "cc_major"), (int)int_at(dev, "cc_minor"), str_at(res, "kernel"),
+                 str_at(res, "path"), (int)int_at(res, "mismatches"), str_at(res, "error"), r.err);
+    }
+    if (unviable && ok)
+      fail_msg("EMBER_FORCE=%s, CC %d.%d: some modules ran and others had no candidate", path,
+               (int)int_at(dev, "cc_major"), (int)int_at(dev, "cc_minor"));
+    ran_all += ok == json_array_size(results) && ok > 0;
+  }
+  return ran_all;
+}
+
+static void test_selftest_every_path_through_fake(void **state) {
+  (void)state;
+  NEED_CLI();
+  run_result r = run_cli(NO_SETTINGS, ARGS("images", "--json"));
+  expect_status(&r, 0);
+  json_t *imgs = array_at(parse(&r), "images");
+  fleet cubin = {"", 0}, ptx = {"", 0}, legacy = {"", 0}, nvrtc = {"", 0};
+  for (size_t i = 0; i < json_array_size(imgs); i++) {
+    json_t *img = json_array_get(imgs, i);
+    const char *kind = str_at(img, "kind"), *variant = str_at(img, "variant");
+    int arch = (int)int_at(img, "arch"), is_legacy = json_is_true(json_object_get(img, "legacy"));
+    if (!strcmp(kind, "cubin") && !*variant) fleet_add(&cubin, arch);
+    if (!strcmp(kind, "ptx") && !*variant && !is_legacy) fleet_add(&ptx, arch);
+  }
+  if (ptx.n >= 2) fleet_add(&ptx, 90); /* between nvcc's two PTX arches: JITs the older one */
+  static const int spread[] = {35, 52, 61, 86, 120};
+  for (size_t i = 0; i < sizeof spread / sizeof spread[0]; i++) fleet_add(&legacy, spread[i]);
+  static const int every[] = {35, 37, 50, 52, 60, 61, 70, 75, 80, 86, 89, 90, 100, 120};
+  for (size_t i = 0; i < sizeof every / sizeof every[0]; i++) fleet_add(&nvrtc, every[i]);
+  char nv[PATH_MAX * 4];
+  tools_nvrtc(nv, sizeof nv);
+
+  /* The build always embeds clang's legacy PTX. */
+  assert_int_equal(selftest_forced("ptx-legacy", &legacy, nv, 0), legacy.n);
+  if (cubin.n) assert_int_equal(selftest_forced("cubin", &cubin, nv, 0), cubin.n);
+  else fprintf(stderr, "test_cli: no cubin in this build (no CUDA compiler): the cubin path is not run\n");
+  if (ptx.n) assert_int_equal(selftest_forced("ptx", &ptx, nv, 0), ptx.n);
+  else fprintf(stderr, "test_cli: no nvcc PTX in ptx/: the ptx path is not run\n");
+  int ran = selftest_forced("nvrtc", &nvrtc, nv, 1);
+  if (!ran) fprintf(stderr, "test_cli: no NVRTC found (none on the loader path, none in .tools/): the nvrtc path is not run\n");
+  /* NVRTC 11.8 of the tools folder still targets Kepler. */
+  if (strstr(nv, "libnvrtc.so.11")) {
+    fleet k80 = {"", 0};
+    fleet_add(&k80, 37);
+    assert_int_equal(selftest_forced("nvrtc", &k80, nv, 0), 1);
+  }
+}
+
 /* --------------------------------------------------------------- usage --- */
 
 /* `ember ops --json` lists the core ops the engine relies on, with the
@@ -529,6 +643,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_images_of_file_equal_own_table, free_owned),
       cmocka_unit_test_teardown(test_images_of_non_ember_file, free_owned),
       cmocka_unit_test_teardown(test_selftest_through_fake, free_owned),
+      cmocka_unit_test_teardown(test_selftest_every_path_through_fake, free_owned),
       cmocka_unit_test_teardown(test_ops_json, free_owned),
       cmocka_unit_test_teardown(test_usage_errors, free_owned),
   };
