@@ -389,7 +389,7 @@ nvrtc-table: $(SWEEP) $(LIB_SO)
 # ---- end compiler sweeps ----
 
 # ------------------------------------------------------------------ targets ---
-.PHONY: all lib tools tests deps test test-unit test-san test-valgrind test-nocuda test-install fuzz-run demo install clean test-gpu
+.PHONY: all lib tools tests deps test test-unit test-san test-valgrind test-nocuda test-install fuzz-run demo install clean test-gpu test-gpu-double gpu-bundle
 
 all: deps lib tools tests
 lib: $(LIB_SO) $(LIB_A) $(BUILD)/lib/ember.pc
@@ -425,6 +425,7 @@ test: deps
 	@$(MAKE) --no-print-directory check-ptx
 	@$(MAKE) --no-print-directory test-toolchains
 	@$(MAKE) --no-print-directory test-unit
+	@$(MAKE) --no-print-directory test-gpu-double
 	@$(MAKE) --no-print-directory test-san
 	@$(MAKE) --no-print-directory test-valgrind
 	@$(MAKE) --no-print-directory test-nocuda
@@ -436,6 +437,17 @@ fuzz-run:
 
 test-gpu: all
 	@bash tests/gpu/run.sh $(BUILD)
+
+# The same script against the test double of libcuda: a pretend H100 runs
+# every kernel from its host build, every path forced in turn.
+test-gpu-double: all
+	@set -o pipefail; EMBER_LIBCUDA=$(abspath $(FAKECUDA)) FAKECUDA_DEVICES="9.0=NVIDIA H100 80GB HBM3 (test double)" \
+	  FAKECUDA_DRIVER=13000 EMBER_GPU_RESULTS=$(BUILD)/gpu-paths-double.md bash tests/gpu/run.sh $(BUILD) | tail -n 2
+
+# An archive of bin/ember, libember and the shared libraries they load, for a
+# GPU machine without our Debian packages (tests/gpu/README.md).
+gpu-bundle: lib tools
+	@bash build-tools/gpu_bundle.sh $(BUILD) .device
 
 demo: all
 	@bash build-tools/demo.sh $(BUILD)

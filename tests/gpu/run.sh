@@ -6,10 +6,13 @@
 # cache: cold (compiles) and warm (from the cache). Prints a table and writes
 # it, with date, GPU, driver and commit, to $EMBER_GPU_RESULTS (default
 # bench/results/gpu-paths-<date>.md).
-# usage: run.sh BUILD
+# usage: run.sh BUILD   (a build folder, or an unpacked `make gpu-bundle`)
 set -uo pipefail
 build=$1
 ember=$build/bin/ember
+# A bundle from `make gpu-bundle` carries libember's own dependencies in lib/:
+# the executable's run path covers only its direct ones.
+export LD_LIBRARY_PATH=$build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 state=$("$ember" devices --json | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["driver"]["state"], len(d["devices"]))')
 if [ "${state%% *}" != ok ] || [ "${state##* }" = 0 ]; then
   echo "test-gpu: SKIPPED: no usable CUDA GPU here ($("$ember" devices | sed -n 's/^driver: //p'))"
