@@ -8,8 +8,9 @@
 #   .tools/nvrtc-12.9   nvidia-cuda-nvrtc-cu12  NVRTC 12.9 (make test-toolchains)
 # and writes .tools/tools.mk, which the Makefile includes (the paths below).
 #
-# Idempotent: a package whose folder records the pinned version is not fetched
-# again, so a second run takes milliseconds. Without pip or without access to
+# Idempotent: a package whose folder holds the pinned version (pip's
+# <name>-<version>.dist-info, whoever ran pip) is not fetched again, so a
+# second run takes milliseconds. Without pip or without access to
 # the package index nothing fails: the build goes on without these tools and
 # one line says what is missing and the exact command that installs it.
 #
@@ -36,7 +37,8 @@ PACKAGES=(
 field() { echo "$1" | cut -d'|' -f"$2"; }
 
 installed() { # name requirement file
-  [ -f "$tools/$1/.ember-installed" ] && [ "$(cat "$tools/$1/.ember-installed")" = "$2" ] && [ -e "$tools/$1/$3" ]
+  local dist=${2//-/_}
+  [ -d "$tools/$1/${dist/==/-}.dist-info" ] && [ -e "$tools/$1/$3" ]
 }
 
 pip_cmd() {
@@ -53,7 +55,6 @@ write_mk() {
     echo "# The Makefile uses each path only when the file exists."
     echo "PYPI_PTXAS := $tools/$(field "${PACKAGES[0]}" 1)/$(field "${PACKAGES[0]}" 3)"
     echo "PYPI_NVRTC := $tools/$(field "${PACKAGES[1]}" 1)/$(field "${PACKAGES[1]}" 3) $tools/$(field "${PACKAGES[2]}" 1)/$(field "${PACKAGES[2]}" 3)"
-    echo "PYPI_INSTALL_CMD := bash build-tools/pypi_tools.sh"
   } > "$tmp" && mv -f "$tmp" "$mk"
 }
 
@@ -68,10 +69,15 @@ missing_line() { # prints nothing when everything is installed
     reqs+=("$(field "$p" 2)")
     cmds+=("${pip:-python3 -m pip} install --no-deps --target $tools/$(field "$p" 1) $(field "$p" 2)")
   done
-  local joined why
+  local joined why effect=()
   joined=$(printf ' && %s' "${cmds[@]}")
   if [ -z "$pip" ]; then why="no pip found"; else why="pip failed, see $tools/.pip-*.log"; fi
-  echo "ember: not installed: ${reqs[*]} ($why): building without the CUDA 11.8 cubins for sm_35..sm_72 and skipping those compiler sweeps; to add them run: ${joined# && }"
+  [[ " ${reqs[*]}" == *" nvidia-cuda-nvcc-"* ]] && effect+=("building without the CUDA 11.8 cubins for sm_35..sm_72")
+  [[ " ${reqs[*]}" == *" nvidia-cuda-nvrtc-"* ]] && effect+=("make test-toolchains skips those NVRTCs")
+  local what eff
+  what=$(printf ', %s' "${reqs[@]}")
+  eff=$(printf '; %s' "${effect[@]}")
+  echo "ember: not installed: ${what#, } ($why): ${eff#; }; to add them run: ${joined# && }"
 }
 
 mkdir -p "$tools"
@@ -84,10 +90,11 @@ if [ "$mode" = "--report" ] && [ -f "$mk" ] && [ "$mk" -nt "$0" ]; then
   exit 0
 fi
 
-pip=$(pip_cmd)
+pip= looked=
 for p in "${PACKAGES[@]}"; do
   name=$(field "$p" 1) req=$(field "$p" 2) file=$(field "$p" 3)
   installed "$name" "$req" "$file" && continue
+  [ -n "$looked" ] || { pip=$(pip_cmd); looked=1; }
   [ -n "$pip" ] || break
   printf '  %-8s %s -> %s\n' PYPI "$req" "$tools/$name"
   stage=$tools/.stage.$name.$$
@@ -96,7 +103,6 @@ for p in "${PACKAGES[@]}"; do
   if $pip install --quiet --no-deps --disable-pip-version-check --no-warn-script-location \
       --timeout 20 --retries 1 --target "$stage" "$req" >"$tools/.pip-$name.log" 2>&1 &&
      [ -e "$stage/$file" ]; then
-    echo "$req" > "$stage/.ember-installed"
     rm -rf "${tools:?}/$name"
     mv "$stage" "$tools/$name"
     rm -f "$tools/.pip-$name.log"
