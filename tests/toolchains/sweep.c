@@ -25,6 +25,8 @@
  * usage: sweep --lib LIBEMBER.so [--nvrtc PATH]... [--nvrtc-system] [--ptxas PATH]...
  *              [--ptx-dir DIR] [--table FILE] [--write FILE] [--commit TEXT] [--jobs N] */
 #include <dirent.h>
+#include <dlfcn.h>
+#include <link.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <spawn.h>
@@ -529,6 +531,38 @@ static cell nv_cell(int tool, int sm) {
 
 static void nv_label(int tool, char *buf, size_t cap) { v_str(g_nv[tool].lib.version, buf, cap); }
 
+/* Where a library came from, for the table: a pip package with its version
+ * (the <name>-<version>.dist-info beside the nvidia/ folder it sits in), or
+ * the file the dynamic loader opened. */
+static void nv_origin(const nvrtc_tool *t, char *out, size_t cap) {
+  const char *path = t->lib.path, *cut = strstr(path, "/nvidia/");
+  const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+  if (cut) {
+    char root[512];
+    snprintf(root, sizeof root, "%.*s", (int)(cut - path), path);
+    DIR *d = opendir(root);
+    for (struct dirent *e; d && (e = readdir(d)) != NULL;) {
+      size_t n = strlen(e->d_name);
+      if (n < 11 || strcmp(e->d_name + n - 10, ".dist-info")) continue;
+      char pkg[256];
+      snprintf(pkg, sizeof pkg, "%.*s", (int)(n - 10), e->d_name);
+      char *dash = strchr(pkg, '-');
+      if (dash) *dash = ' ';
+      for (char *p = pkg; *p; p++)
+        if (*p == '_') *p = '-';
+      snprintf(out, cap, "PyPI %s, %s", pkg, base);
+      closedir(d);
+      return;
+    }
+    if (d) closedir(d);
+  }
+  struct link_map *lm = NULL;
+  if (t->lib.handle && dlinfo(t->lib.handle, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name && lm->l_name[0])
+    snprintf(out, cap, "%s%s", strncmp(t->where, "system", 6) ? "" : "system, ", lm->l_name);
+  else
+    snprintf(out, cap, "%s", path);
+}
+
 /* The committed table: per row "NVRTC x.y", per column sm_N: 'o' ok, 'F' failed, '-' not offered. */
 typedef struct old_table {
   int present;
@@ -674,12 +708,9 @@ static void write_table(const char *path, const char *commit, double nv_secs, do
   for (int i = 0; i < g_nnv; i++) {
     char row[16];
     nv_label(i, row, sizeof row);
-    const char *lib = strrchr(g_nv[i].lib.path, '/');
-    lib = lib ? lib + 1 : g_nv[i].lib.path;
-    const char *from = strstr(g_nv[i].where, "nvrtc-11") ? "PyPI nvidia-cuda-nvrtc-cu11, "
-                       : strstr(g_nv[i].where, "nvrtc-12") ? "PyPI nvidia-cuda-nvrtc-cu12, "
-                       : !strncmp(g_nv[i].where, "system", 6) ? "system, " : "";
-    fprintf(f, "| %s | %s%s |", row, from, lib);
+    char origin[600];
+    nv_origin(&g_nv[i], origin, sizeof origin);
+    fprintf(f, "| %s | %s |", row, origin);
     for (int c = 0; c < g_ncols; c++) {
       cell cl = nv_cell(i, g_cols[c]);
       fprintf(f, " %s |", !cl.offered ? "–" : cl.ok ? "ok" : "FAIL");
