@@ -512,8 +512,10 @@ static void test_verdict_table(void **state) {
   check_rows(&b.s, r5, sizeof r5 / sizeof r5[0]);
   start(&b, "cubin");
   add(&b, GC_IMG_CUBIN, 70, 0, 10020, 0);
+  /* A Xavier (7.2, Tegra) runs no sm_70 cubin: the higher-minor rule is for
+   * desktop GPUs only (Programming Guide, Binary Compatibility). */
   const row r6[] = {{70, 10010, GC_RUN_CUBIN_TOO_NEW, 0, NULL}, {70, 10020, GC_RUN_NATIVE, 0, NULL},
-                    {72, 11000, GC_RUN_NATIVE, 0, NULL}};
+                    {75, 11000, GC_RUN_NATIVE, 0, NULL}, {72, 11000, GC_RUN_NO_IMAGE, -1, NULL}};
   check_rows(&b.s, r6, sizeof r6 / sizeof r6[0]);
 
   /* Old PTX JITs everywhere above it; an ISA unknown to every table does not. */
@@ -534,8 +536,9 @@ static void test_verdict_table(void **state) {
   add(&b, GC_IMG_CUBIN, 86, 0, 12000, 0);
   add(&b, GC_IMG_CUBIN, 90, 0, 12000, 0);
   add(&b, GC_IMG_CUBIN, 90, 'a', 12000, 0);
-  const row r9[] = {{86, 12020, GC_RUN_NATIVE, 1, "exact"}, {87, 12020, GC_RUN_NATIVE, 1, NULL},
-                    {90, 12020, GC_RUN_NATIVE, 3, NULL}};
+  /* An Orin (8.7, Tegra) runs neither: no desktop cubin crosses to Tegra. */
+  const row r9[] = {{86, 12020, GC_RUN_NATIVE, 1, "exact"}, {89, 12020, GC_RUN_NATIVE, 1, NULL},
+                    {87, 12020, GC_RUN_NO_IMAGE, -1, NULL}, {90, 12020, GC_RUN_NATIVE, 3, NULL}};
   check_rows(&b.s, r9, sizeof r9 / sizeof r9[0]);
 
   /* zstd on a CUDA 12 driver before R550: still native, with the caveat. */

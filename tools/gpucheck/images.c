@@ -528,11 +528,22 @@ const char *gc_run_sources(gc_run r) {
   return NULL;
 }
 
+static int is_tegra(int cc) {
+  const em_arch_row *row = em_arch_lookup(cc);
+  return row && row->tegra;
+}
+
 /* cuda-compat.md 3.2: a cubin sm_XY runs on CC X.Z with Z >= Y (same major);
  * sm_XYa only on exactly X.Y; sm_XYf within its family, i.e. the same major
- * with a minor >= Y (sm_100f -> 10.0, 10.3; sm_120f -> 12.0, 12.1). */
+ * with a minor >= Y (sm_100f -> 10.0, 10.3; sm_120f -> 12.0, 12.1). The
+ * higher-minor rule holds between desktop GPUs only: "Binary compatibility is
+ * supported only for the desktop. It is not supported for Tegra. Also, the
+ * binary compatibility between desktop and Tegra is not supported." (CUDA C++
+ * Programming Guide, Binary Compatibility): an sm_86 cubin does not run on an
+ * Orin (8.7), nor an sm_70 one on a Xavier (7.2). */
 static int cubin_fits(const gc_image *m, int cc) {
-  if (m->variant == 'a') return m->arch == cc;
+  if (m->variant == 'a' || m->arch == cc) return m->arch == cc;
+  if (is_tegra(m->arch) || is_tegra(cc)) return 0;
   return m->arch / 10 == cc / 10 && m->arch % 10 <= cc % 10;
 }
 
