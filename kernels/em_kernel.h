@@ -70,7 +70,12 @@ typedef struct em_host_thread_state {
   void *dynamic_shared; /* the launch's dynamic shared memory, per block */
 } em_host_thread_state;
 extern const em_host_thread_state *em_host_thread;
-void em_host_sync(void);
+/* `site` names the EM_SYNC() in the source (__COUNTER__ is unique per use
+ * in a file): the double tells barriers apart by it, never by the call's
+ * return address, because the compiler may duplicate one EM_SYNC() into
+ * several call sites (jump threading on a thread-dependent condition) or
+ * merge several into one. */
+void em_host_sync(int site);
 
 #ifdef EM_LIST_KERNELS
 /* build-tools/kernel_wrappers.sh finds kernels by this marker. */
@@ -95,7 +100,7 @@ void em_host_sync(void);
 #define EM_GDIM_X (em_host_thread->gdim[0])
 #define EM_GDIM_Y (em_host_thread->gdim[1])
 #define EM_GDIM_Z (em_host_thread->gdim[2])
-#define EM_SYNC() em_host_sync()
+#define EM_SYNC() em_host_sync(__COUNTER__)
 #endif
 
 typedef long long em_i64;

@@ -42,7 +42,7 @@ typedef struct fc_thread {
   fc_fiber fiber;
   int fiber_ready;  /* fiber.stack is mapped */
   int state;
-  void *site;       /* the EM_SYNC call it waits at */
+  int site;         /* the EM_SYNC() it waits at (em_kernel.h numbers them) */
 } fc_thread;
 
 const em_host_thread_state *em_host_thread;
@@ -92,9 +92,9 @@ static uint64_t gcd(uint64_t a, uint64_t b) {
 
 /* ---------------------------------------------------------- threads --- */
 
-__attribute__((noinline)) void em_host_sync(void) {
+void em_host_sync(int site) {
   fc_thread *t = running;
-  t->site = __builtin_return_address(0);
+  t->site = site;
   t->state = T_WAITING;
   fc_fiber_yield();
   t->state = T_RUNNING;
@@ -112,7 +112,7 @@ static int thread_prepare(fc_thread *t) {
   }
   fc_fiber_start(&t->fiber, thread_main, t);
   t->state = T_RUNNING;
-  t->site = NULL;
+  t->site = -1;
   return 0;
 }
 
@@ -166,16 +166,14 @@ static CUresult run_block(const launch_run *r, const unsigned bid[3], int *order
       if (t->fiber.finished) t->state = T_DONE;
     }
     /* Who waits, who returned, and at which barrier. */
-    int waiting = 0;
-    void *site = NULL;
-    int mixed_sites = 0;
+    int waiting = 0, site = -1, mixed_sites = 0;
     for (int k = 0; k < active; k++) {
       fc_thread *t = &threads[order[k]];
       if (t->state == T_DONE) {
         exited++;
         continue;
       }
-      if (!site) site = t->site;
+      if (site < 0) site = t->site;
       else if (t->site != site) mixed_sites = 1;
       order[waiting++] = order[k];
     }

@@ -93,3 +93,61 @@ EM_GLOBAL void fc_test_copy(const float *in, float *out, int n) {
   int i = EM_BID_X * EM_BDIM_X + EM_TID_X;
   if (i < n) out[i] = in[i];
 }
+
+/* Rotates y[0..n) by one place through shared memory in a block of at least
+ * n threads (at most 256): y[t] = old y[(t + 1) % n]. Every thread of the
+ * block reaches the one barrier, the inactive ones too, so this is correct
+ * CUDA. The thread-dependent `active` tested on both sides of the barrier is
+ * the shape the host compiler's jump threading duplicates the barrier for:
+ * one EM_SYNC() in the source, two call sites in the object code (gcc 12, at
+ * -O1 and above). */
+EM_GLOBAL void fc_test_rotate_active(float *y, int n) {
+  EM_SHARED float sh[256];
+  int t = EM_TID_X;
+  int active = t < n;
+  float v = 0.0f;
+  if (active) v = y[t];
+  sh[t] = v;
+  EM_SYNC();
+  if (active) y[t] = sh[(t + 1) % n];
+}
+
+/* The same shape with both barriers in a loop: `rounds` times,
+ * v[t] = v[t] + v[(t + 1) % n] for t < n. */
+EM_GLOBAL void fc_test_neighbour_sums(float *y, int n, int rounds) {
+  EM_SHARED float sh[256];
+  int t = EM_TID_X;
+  int active = t < n;
+  float v = active ? y[t] : 0.0f;
+  for (int k = 0; k < rounds; k++) {
+    if (active) sh[t] = v;
+    EM_SYNC();
+    if (active) v = v + sh[(t + 1) % n];
+    EM_SYNC();
+  }
+  if (active) y[t] = v;
+}
+
+/* Thread (0,0,0) of every block adds one to out[linear block index]: after
+ * one launch each block's slot must hold exactly 1. */
+EM_GLOBAL void fc_test_count_blocks(int *out) {
+  if (EM_TID_X != 0 || EM_TID_Y != 0 || EM_TID_Z != 0) return;
+  long long b = ((long long)EM_BID_Z * EM_GDIM_Y + EM_BID_Y) * EM_GDIM_X + EM_BID_X;
+  out[b] = out[b] + 1;
+}
+
+/* Reverses each block's `words` floats through the launch's dynamic shared
+ * memory (which must hold them), the threads of a 1-D to 3-D block striding
+ * over the words: out[b*words + w] = in[b*words + words-1-w]. */
+EM_GLOBAL void fc_test_shared_reverse(const float *in, float *out, int words) {
+  EM_DYNAMIC_SHARED(float, sh);
+  int nt = EM_BDIM_X * EM_BDIM_Y * EM_BDIM_Z;
+  int t = (EM_TID_Z * EM_BDIM_Y + EM_TID_Y) * EM_BDIM_X + EM_TID_X;
+  long long base = (long long)EM_BID_X * words;
+  for (int w = t; w < words; w += nt) sh[w] = in[base + w];
+  EM_SYNC();
+  for (int w = t; w < words; w += nt) out[base + w] = sh[words - 1 - w];
+}
+
+/* No parameters at all: launched with kernelParams NULL. */
+EM_GLOBAL void fc_test_no_params(void) {}

@@ -528,6 +528,143 @@ static void memsets(void **state) {
   assert_int_equal(fk.StreamDestroy(s), CUDA_SUCCESS);
 }
 
+
+/* ------------------------------------ compiled barriers, big launches --- */
+
+/* One EM_SYNC() in the source that the host compiler turned into two call
+ * sites (jump threading on a thread-dependent flag tested on both sides of
+ * the barrier, fc_test_rotate_active): every thread reaches the same
+ * barrier, which is correct CUDA, and must not be called divergence. */
+static void barrier_the_compiler_duplicated_is_one_barrier(void **state) {
+  (void)state;
+  FAKE_NEED();
+  assert_int_equal(fake_init_with("7.5", NULL), CUDA_SUCCESS);
+  fake_use_device(0);
+  const char *names[] = {"fc_test_rotate_active", "fc_test_neighbour_sums"};
+  CUmodule m = load_entries(names, 2);
+  enum { B = 128, N = 100 };
+  float in[B], got[B], want[B];
+  for (int i = 0; i < B; i++) in[i] = (float)(i * 3 + 1);
+  CUdeviceptr y = dev_alloc(sizeof in);
+  for (unsigned long long seed = 1; seed <= 3; seed++) {
+    fk.set_seed(seed);
+    int n = N;
+    assert_int_equal(fk.MemcpyHtoD(y, in, sizeof in), CUDA_SUCCESS);
+    void *args[] = {&y, &n};
+    assert_int_equal(launch1(function(m, "fc_test_rotate_active"), 1, B, 0, NULL, args), CUDA_SUCCESS);
+    assert_int_equal(fk.MemcpyDtoH(got, y, sizeof got), CUDA_SUCCESS);
+    for (int i = 0; i < B; i++) want[i] = i < N ? in[(i + 1) % N] : in[i];
+    assert_memory_equal(got, want, sizeof want);
+
+    int rounds = 3;
+    assert_int_equal(fk.MemcpyHtoD(y, in, sizeof in), CUDA_SUCCESS);
+    void *args2[] = {&y, &n, &rounds};
+    assert_int_equal(launch1(function(m, "fc_test_neighbour_sums"), 1, B, 0, NULL, args2), CUDA_SUCCESS);
+    assert_int_equal(fk.MemcpyDtoH(got, y, sizeof got), CUDA_SUCCESS);
+    float v[B];
+    memcpy(v, in, sizeof v);
+    for (int k = 0; k < rounds; k++) {
+      float next[B];
+      for (int i = 0; i < N; i++) next[i] = v[i] + v[(i + 1) % N];
+      memcpy(v, next, N * sizeof *v);
+    }
+    assert_memory_equal(got, v, sizeof v);
+  }
+}
+
+/* Every block of a large 3-D grid runs exactly once (the block order is a
+ * permutation drawn from the seed). */
+static void every_block_of_a_large_grid_runs_once(void **state) {
+  (void)state;
+  FAKE_NEED();
+  CUfunction f = one_kernel("fc_test_count_blocks");
+  const unsigned g[3] = {1000, 67, 3};
+  size_t blocks = (size_t)g[0] * g[1] * g[2];
+  int *got = malloc(blocks * sizeof *got);
+  assert_non_null(got);
+  CUdeviceptr out = dev_alloc(blocks * sizeof *got);
+  assert_int_equal(fk.MemsetD32(out, 0, blocks), CUDA_SUCCESS);
+  void *args[] = {&out};
+  assert_int_equal(fk.LaunchKernel(f, g[0], g[1], g[2], 2, 2, 1, 0, NULL, args, NULL), CUDA_SUCCESS);
+  assert_int_equal(fk.MemcpyDtoH(got, out, blocks * sizeof *got), CUDA_SUCCESS);
+  for (size_t b = 0; b < blocks; b++)
+    if (got[b] != 1) fail_msg("block %zu ran %d times", b, got[b]);
+  free(got);
+}
+
+/* 1024-thread blocks (1-D and 16x8x8) with the whole 48 KiB of dynamic
+ * shared memory, and a launch with none. */
+static void full_blocks_and_all_shared_memory(void **state) {
+  (void)state;
+  FAKE_NEED();
+  CUfunction f = one_kernel("fc_test_shared_reverse");
+  enum { WORDS = 48 * 1024 / 4, G = 3, N = WORDS * G };
+  float *in = malloc(N * sizeof *in), *got = malloc(N * sizeof *got);
+  assert_true(in && got);
+  for (int i = 0; i < N; i++) in[i] = (float)i;
+  CUdeviceptr din = dev_alloc(N * sizeof *in), dout = dev_alloc(N * sizeof *got);
+  assert_int_equal(fk.MemcpyHtoD(din, in, N * sizeof *in), CUDA_SUCCESS);
+  const unsigned shapes[2][3] = {{1024, 1, 1}, {16, 8, 8}};
+  for (int s = 0; s < 2; s++) {
+    int words = WORDS;
+    void *args[] = {&din, &dout, &words};
+    assert_int_equal(fk.LaunchKernel(f, G, 1, 1, shapes[s][0], shapes[s][1], shapes[s][2], WORDS * 4, NULL, args, NULL),
+                     CUDA_SUCCESS);
+    assert_int_equal(fk.MemcpyDtoH(got, dout, N * sizeof *got), CUDA_SUCCESS);
+    for (int i = 0; i < N; i++) {
+      float want = (float)(i / WORDS * WORDS + (WORDS - 1 - i % WORDS));
+      if (got[i] != want) fail_msg("shape %d: out[%d] = %g, want %g", s, i, got[i], want);
+    }
+  }
+  int zero = 0;
+  void *args0[] = {&din, &dout, &zero};
+  assert_int_equal(launch1(f, 1, 1024, 0, NULL, args0), CUDA_SUCCESS);
+  assert_int_equal(fk.CtxSynchronize(), CUDA_SUCCESS);
+  free(in);
+  free(got);
+}
+
+/* A kernel without parameters takes kernelParams NULL. */
+static void kernel_without_parameters(void **state) {
+  (void)state;
+  FAKE_NEED();
+  CUfunction f = one_kernel("fc_test_no_params");
+  assert_int_equal(fk.LaunchKernel(f, 2, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL), CUDA_SUCCESS);
+  assert_int_equal(fk.CtxSynchronize(), CUDA_SUCCESS);
+  assert_int_equal(fk.launch_count(), 1);
+}
+
+/* A launch that failed mid-block (barrier divergence) abandons fibers in the
+ * middle of the kernel; the next context's launches reuse those stacks and
+ * must compute right (and, under ASan, find them clean). */
+static void launch_after_a_failed_block_reuses_the_stacks(void **state) {
+  (void)state;
+  FAKE_NEED();
+  assert_int_equal(fake_init_with("7.5", NULL), CUDA_SUCCESS);
+  fake_use_device(0);
+  const char *names[] = {"fc_test_barrier_divergence", "fc_test_shared_reverse"};
+  CUmodule m = load_entries(names, 2);
+  CUdeviceptr y = dev_alloc(1024 * sizeof(float));
+  void *args[] = {&y};
+  assert_int_equal(launch1(function(m, "fc_test_barrier_divergence"), 1, 1024, 0, NULL, args), CUDA_SUCCESS);
+  assert_int_equal(fk.CtxSynchronize(), CUDA_ERROR_LAUNCH_FAILED);
+  assert_int_equal(fk.PrimaryCtxRelease(0), CUDA_SUCCESS);
+  CUcontext c;
+  assert_int_equal(fk.CtxPopCurrent(&c), CUDA_SUCCESS);
+  fake_use_device(0);
+  m = load_entries(names, 2);
+  enum { WORDS = 4096 };
+  float in[WORDS], got[WORDS];
+  for (int i = 0; i < WORDS; i++) in[i] = (float)(i % 977) - 3.0f;
+  CUdeviceptr din = dev_alloc(sizeof in), dout = dev_alloc(sizeof got);
+  assert_int_equal(fk.MemcpyHtoD(din, in, sizeof in), CUDA_SUCCESS);
+  int words = WORDS;
+  void *args2[] = {&din, &dout, &words};
+  assert_int_equal(launch1(function(m, "fc_test_shared_reverse"), 1, 1024, sizeof in, NULL, args2), CUDA_SUCCESS);
+  assert_int_equal(fk.MemcpyDtoH(got, dout, sizeof got), CUDA_SUCCESS);
+  for (int i = 0; i < WORDS; i++) assert_true(got[i] == in[WORDS - 1 - i]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup(fixture_kernels_compute, fake_test_setup),
@@ -549,6 +686,11 @@ int main(void) {
       cmocka_unit_test_setup(legacy_stream_orders_blocking_streams_only, fake_test_setup),
       cmocka_unit_test_setup(queries_and_events, fake_test_setup),
       cmocka_unit_test_setup(memsets, fake_test_setup),
+      cmocka_unit_test_setup(barrier_the_compiler_duplicated_is_one_barrier, fake_test_setup),
+      cmocka_unit_test_setup(every_block_of_a_large_grid_runs_once, fake_test_setup),
+      cmocka_unit_test_setup(full_blocks_and_all_shared_memory, fake_test_setup),
+      cmocka_unit_test_setup(kernel_without_parameters, fake_test_setup),
+      cmocka_unit_test_setup(launch_after_a_failed_block_reuses_the_stacks, fake_test_setup),
   };
   return cmocka_run_group_tests(tests, fake_group_setup, fake_group_teardown);
 }
