@@ -191,10 +191,13 @@ static CUresult mem_alloc(CUdeviceptr *p, size_t bytes) {
   memset(block, GUARD_BYTE, GUARD);
   memset(host + bytes, GUARD_BYTE, GUARD);
   if (bytes <= POISON_LIMIT) memset(host, POISON_BYTE, bytes);
-  /* Addresses only grow: a freed range is never handed out again. */
+  /* Addresses only grow: a freed range is never handed out again. A gap of
+   * ALLOC_ALIGN unallocated bytes follows each allocation, so a pointer one
+   * past the end of one (which a kernel may be handed) is never the start
+   * of the next: it can only mean the first. */
   int ord = ctx->ordinal;
   CUdeviceptr base = DEVICE_BASE + DEVICE_SPAN * (CUdeviceptr)ord + next_offset[ord];
-  next_offset[ord] += charged;
+  next_offset[ord] += charged + ALLOC_ALIGN;
   allocs[n_allocs++] = (fc_alloc){base, bytes, charged, host, ctx};
   d->mem_used += charged;
   *p = base;

@@ -665,6 +665,32 @@ static void launch_after_a_failed_block_reuses_the_stacks(void **state) {
   for (int i = 0; i < WORDS; i++) assert_true(got[i] == in[WORDS - 1 - i]);
 }
 
+/* --------------------------------------------- allocation boundaries --- */
+
+/* A pointer one past the end of an allocation is a pointer into that
+ * allocation, even when the next allocation starts at that very address:
+ * fc_test_write_before_start handed a + 64 floats writes a's last float. */
+static void one_past_the_end_is_not_the_next_allocation(void **state) {
+  (void)state;
+  FAKE_NEED();
+  CUfunction f = one_kernel("fc_test_write_before_start");
+  enum { N = 64 }; /* 256 bytes: a whole number of the double's alignment */
+  CUdeviceptr a = dev_alloc(N * sizeof(float)), b = dev_alloc(N * sizeof(float));
+  assert_int_equal(fk.MemsetD32(a, 0, N), CUDA_SUCCESS);
+  assert_int_equal(fk.MemsetD32(b, 0, N), CUDA_SUCCESS);
+  CUdeviceptr end = a + N * sizeof(float);
+  void *args[] = {&end};
+  assert_int_equal(launch1(f, 1, 1, 0, NULL, args), CUDA_SUCCESS);
+  assert_int_equal(fk.CtxSynchronize(), CUDA_SUCCESS);
+  float got_a[N], got_b[N];
+  assert_int_equal(fk.MemcpyDtoH(got_a, a, sizeof got_a), CUDA_SUCCESS);
+  assert_int_equal(fk.MemcpyDtoH(got_b, b, sizeof got_b), CUDA_SUCCESS);
+  for (int i = 0; i < N; i++) {
+    assert_true(got_a[i] == (i == N - 1 ? 1.0f : 0.0f));
+    assert_true(got_b[i] == 0.0f);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup(fixture_kernels_compute, fake_test_setup),
@@ -691,6 +717,7 @@ int main(void) {
       cmocka_unit_test_setup(full_blocks_and_all_shared_memory, fake_test_setup),
       cmocka_unit_test_setup(kernel_without_parameters, fake_test_setup),
       cmocka_unit_test_setup(launch_after_a_failed_block_reuses_the_stacks, fake_test_setup),
+      cmocka_unit_test_setup(one_past_the_end_is_not_the_next_allocation, fake_test_setup),
   };
   return cmocka_run_group_tests(tests, fake_group_setup, fake_group_teardown);
 }
