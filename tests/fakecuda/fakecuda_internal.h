@@ -237,6 +237,9 @@ void fc_exec_release(void);
 /* 1 when s is NULL or CU_STREAM_LEGACY (the current context's legacy default
  * stream) or a live stream of a live context. */
 int fc_stream_is_valid(CUstream s);
+/* The context a valid stream belongs to (the current one for the legacy
+ * stream); NULL when there is none. */
+const struct CUctx_st *fc_stream_ctx(CUstream s);
 
 /* Work on a stream (fakecuda_queue.c). run does the work when the queue gets
  * to it: CUDA_SUCCESS, or an error with a message in msg; release frees the

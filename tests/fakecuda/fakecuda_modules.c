@@ -458,7 +458,7 @@ static void launch_refused(const char *kernel, const char *fmt, ...) {
 /* Launch checks (limits as in device_attribute, fakecuda.c): a function
  * handle that is live (NULL or stale: CUDA_ERROR_INVALID_HANDLE), a current
  * context that owns it (another context's function is
- * CUDA_ERROR_INVALID_CONTEXT [U]); a live stream; every dimension >= 1; block
+ * CUDA_ERROR_INVALID_CONTEXT [U]); a live stream of that context; every dimension >= 1; block
  * <= 1024 x 1024 x 64 and <= 1024 threads; grid <= (2^31-1) x 65535 x 65535;
  * dynamic shared memory <= 48 KiB [S: larger needs an opt-in attribute the
  * fake does not model]; not both kernelParams and extra (cuda.h). Errors:
@@ -482,7 +482,10 @@ static CUresult launch(CUfunction hf, unsigned gx, unsigned gy, unsigned gz, uns
   struct CUfunc_st *f = live_function(hf);
   if (!f) return CUDA_ERROR_INVALID_HANDLE;
   if (f->mod->ctx != ctx) return CUDA_ERROR_INVALID_CONTEXT;
-  if (!fc_stream_is_valid(s)) return CUDA_ERROR_INVALID_HANDLE;
+  /* "A kernel launch will fail if it is issued to a stream that is not
+   * associated to the current device" (CUDA C Programming Guide, Stream and
+   * Event Behavior; the code is [U]). */
+  if (!fc_stream_is_valid(s) || fc_stream_ctx(s) != ctx) return CUDA_ERROR_INVALID_HANDLE;
   if (!gx || !gy || !gz || !bx || !by || !bz) return CUDA_ERROR_INVALID_VALUE;
   if (bx > 1024 || by > 1024 || bz > 64 || (unsigned long long)bx * by * bz > 1024) return CUDA_ERROR_INVALID_VALUE;
   if (gx > 2147483647u || gy > 65535 || gz > 65535) return CUDA_ERROR_INVALID_VALUE;

@@ -56,6 +56,9 @@ typedef struct fc_op {
   unsigned long long *deps;
   size_t n_deps;
   unsigned long long mark; /* the collection pass that wants it */
+  /* Scratch of run_marked: pending dependencies, dependents, ran. */
+  size_t waiting, first_dependent, n_dependents;
+  int ran;
   char what[96];
 } fc_op;
 
@@ -116,6 +119,13 @@ int fc_stream_is_valid(CUstream s) {
   if (!s || s == STREAM_LEGACY) return 1;
   size_t i = stream_index(s);
   return i != SIZE_MAX && fc_ctx_is_live(streams[i]->ctx);
+}
+
+const struct CUctx_st *fc_stream_ctx(CUstream s) {
+  struct CUctx_st *ctx;
+  if (!s || s == STREAM_LEGACY) return fc_current_ctx(&ctx) == CUDA_SUCCESS ? ctx : NULL;
+  size_t i = stream_index(s);
+  return i == SIZE_MAX ? NULL : streams[i]->ctx;
 }
 
 /* ------------------------------------------------------------- issue --- */
@@ -186,61 +196,103 @@ void fc_note_error(const char *fmt, ...) {
   fprintf(stderr, "fakecuda: %s\n", last_error);
 }
 
-static int deps_done(const fc_op *op) {
-  for (size_t i = 0; i < op->n_deps; i++)
-    if (find_op(op->deps[i])) return 0;
-  return 1;
-}
-
-static void remove_op(fc_op *op) {
-  size_t i = 0;
-  while (i < n_ops && ops[i] != op) i++;
-  if (i == n_ops) return;
-  memmove(&ops[i], &ops[i + 1], (n_ops - i - 1) * sizeof *ops);
-  n_ops--;
-  free_op(op);
+/* Runs the operation (or skips it under its context's sticky error). */
+static CUresult run_one(fc_op *op) {
+  struct CUctx_st *ctx = (struct CUctx_st *)op->ctx;
+  CUresult r = ctx->sticky;
+  if (r == CUDA_SUCCESS) {
+    char msg[sizeof last_error];
+    msg[0] = '\0';
+    r = op->run(op->payload, msg, sizeof msg);
+    if (r != CUDA_SUCCESS) {
+      fc_note_error("%s (FAKECUDA_SEED=%llu repeats this run's orders)", msg[0] ? msg : op->what,
+                    (unsigned long long)fc_g.seed);
+      ctx->sticky = r;
+    }
+  }
+  op->ran = 1;
+  return r;
 }
 
 /* Runs every operation marked with the current pass, each after its
- * dependencies, picking at random among those ready. */
+ * dependencies, picking at random among those ready. Linear in the
+ * operations and their dependencies (a long queue run at one
+ * synchronisation point must stay cheap): each marked operation counts its
+ * pending dependencies, and running one releases its dependents. Every
+ * pending dependency of a marked operation is marked (mark_closure). */
 static CUresult run_marked(void) {
-  CUresult first = CUDA_SUCCESS;
-  fc_op **ready = NULL;
-  for (;;) {
-    size_t n_ready = 0, wanted = 0;
-    fc_op **g = realloc(ready, (n_ops ? n_ops : 1) * sizeof *g);
-    if (!g) {
-      free(ready);
+  size_t n = 0, n_edges = 0;
+  for (size_t i = 0; i < n_ops; i++)
+    if (ops[i]->mark == pass) n++;
+  if (!n) return CUDA_SUCCESS;
+  fc_op **marked = malloc(n * sizeof *marked), **ready = malloc(n * sizeof *ready), **edges = NULL;
+  if (!marked || !ready) {
+    free(marked), free(ready);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  n = 0;
+  for (size_t i = 0; i < n_ops; i++) {
+    fc_op *o = ops[i];
+    if (o->mark != pass) continue;
+    marked[n++] = o;
+    o->waiting = o->n_dependents = o->first_dependent = 0;
+    o->ran = 0;
+  }
+  for (size_t k = 0; k < n; k++)
+    for (size_t i = 0; i < marked[k]->n_deps; i++) {
+      fc_op *d = find_op(marked[k]->deps[i]);
+      if (!d) continue; /* finished */
+      marked[k]->waiting++;
+      if (d->mark == pass) d->n_dependents++, n_edges++;
+    }
+  if (n_edges) {
+    edges = malloc(n_edges * sizeof *edges);
+    if (!edges) {
+      free(marked), free(ready);
       return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    ready = g;
-    for (size_t i = 0; i < n_ops; i++) {
-      if (ops[i]->mark != pass) continue;
-      wanted++;
-      if (deps_done(ops[i])) ready[n_ready++] = ops[i];
-    }
-    if (!wanted) break;
-    if (!n_ready) { /* cannot happen: dependencies point only to earlier operations */
-      free(ready);
-      return CUDA_ERROR_UNKNOWN;
-    }
-    fc_op *op = ready[fc_random() % n_ready];
-    struct CUctx_st *ctx = (struct CUctx_st *)op->ctx;
-    CUresult r = ctx->sticky;
-    if (r == CUDA_SUCCESS) {
-      char msg[sizeof last_error];
-      msg[0] = '\0';
-      r = op->run(op->payload, msg, sizeof msg);
-      if (r != CUDA_SUCCESS) {
-        fc_note_error("%s (FAKECUDA_SEED=%llu repeats this run's orders)", msg[0] ? msg : op->what,
-                      (unsigned long long)fc_g.seed);
-        ctx->sticky = r;
-      }
-    }
-    if (r != CUDA_SUCCESS && first == CUDA_SUCCESS) first = r;
-    remove_op(op);
   }
-  free(ready);
+  size_t at = 0;
+  for (size_t k = 0; k < n; k++) {
+    marked[k]->first_dependent = at;
+    at += marked[k]->n_dependents;
+    marked[k]->n_dependents = 0;
+  }
+  size_t n_ready = 0;
+  for (size_t k = 0; k < n; k++) {
+    fc_op *o = marked[k];
+    for (size_t i = 0; i < o->n_deps; i++) {
+      fc_op *d = find_op(o->deps[i]);
+      if (d && d->mark == pass) edges[d->first_dependent + d->n_dependents++] = o;
+    }
+    if (!o->waiting) ready[n_ready++] = o;
+  }
+
+  CUresult first = CUDA_SUCCESS;
+  size_t done = 0;
+  while (n_ready) {
+    size_t pick = (size_t)(fc_random() % n_ready);
+    fc_op *op = ready[pick];
+    ready[pick] = ready[--n_ready];
+    CUresult r = run_one(op);
+    if (r != CUDA_SUCCESS && first == CUDA_SUCCESS) first = r;
+    done++;
+    for (size_t i = 0; i < op->n_dependents; i++) {
+      fc_op *o = edges[op->first_dependent + i];
+      if (--o->waiting == 0) ready[n_ready++] = o;
+    }
+  }
+  /* Drop what ran, keeping the others in issue order. */
+  size_t kept = 0;
+  for (size_t i = 0; i < n_ops; i++) {
+    if (ops[i]->mark == pass && ops[i]->ran) free_op(ops[i]);
+    else ops[kept++] = ops[i];
+  }
+  n_ops = kept;
+  free(marked), free(ready), free(edges);
+  /* Cannot happen: dependencies point only to earlier operations, and every
+   * pending one of a marked operation is marked. */
+  if (done < n && first == CUDA_SUCCESS) first = CUDA_ERROR_UNKNOWN;
   return first;
 }
 
@@ -280,10 +332,14 @@ CUresult fc_run_until(unsigned long long seq) {
   return run_marked();
 }
 
+/* Every pending operation of ctx (NULL: of all), and what they depend on in
+ * other contexts (a cuStreamWaitEvent on another context's event): a real
+ * GPU runs that work by itself, the double only at a synchronisation. */
 CUresult fc_run_ctx(const struct CUctx_st *ctx) {
   pass++;
   for (size_t i = 0; i < n_ops; i++)
-    if (!ctx || ops[i]->ctx == ctx) ops[i]->mark = pass;
+    if ((!ctx || ops[i]->ctx == ctx) && ops[i]->mark != pass && mark_closure(ops[i]->seq) != 0)
+      return CUDA_ERROR_OUT_OF_MEMORY;
   return run_marked();
 }
 
@@ -402,27 +458,47 @@ static double now_ms(void) {
   return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
 }
 
+/* A record operation names its event and itself: when it runs, the event
+ * completes only if this is still its latest record (cuda.h: a later
+ * cuEventRecord overwrites what the event captured) and the event still
+ * exists (cuEventDestroy with records pending returns at once). */
+typedef struct record_op {
+  CUevent event;
+  unsigned long long seq;
+} record_op;
+
 static CUresult record_run(void *payload, char *msg, size_t cap) {
   (void)msg, (void)cap;
-  struct CUevent_st *e = payload; /* an event destroyed while pending: payload is NULL */
-  if (e) {
+  const record_op *rec = payload;
+  for (size_t i = 0; i < n_events; i++) {
+    struct CUevent_st *e = events[i];
+    if (e != rec->event || e->seq != rec->seq) continue;
     e->done = 1;
     e->time_ms = now_ms();
   }
   return CUDA_SUCCESS;
 }
 
+/* cuda.h: "hEvent and hStream must be from the same context otherwise
+ * CUDA_ERROR_INVALID_HANDLE is returned". The legacy stream (NULL) is the
+ * current context's. An event of a context that is not current: 201 [U]. */
 static CUresult event_record(CUevent he, CUstream s) {
   struct CUevent_st *e = live_event(he);
   if (!e) return CUDA_ERROR_INVALID_HANDLE;
   struct CUctx_st *ctx;
   CUresult r = fc_current_ctx(&ctx);
   if (r != CUDA_SUCCESS) return r;
-  if (e->ctx != ctx) return CUDA_ERROR_INVALID_CONTEXT; /* [U] */
   if (s == STREAM_PER_THREAD) return CUDA_ERROR_NOT_SUPPORTED;
+  if (!fc_stream_is_valid(s)) return CUDA_ERROR_INVALID_HANDLE;
+  if (fc_stream_ctx(s) != e->ctx) return CUDA_ERROR_INVALID_HANDLE;
+  if (e->ctx != ctx) return CUDA_ERROR_INVALID_CONTEXT; /* [U] */
+  record_op *rec = malloc(sizeof *rec);
+  if (!rec) return CUDA_ERROR_OUT_OF_MEMORY;
+  *rec = (record_op){he, 0};
   unsigned long long seq;
-  r = fc_enqueue(s, record_run, NULL, e, "cuEventRecord", &seq);
+  r = fc_enqueue(s, record_run, free, rec, "cuEventRecord", &seq);
   if (r != CUDA_SUCCESS) return r;
+  rec->seq = seq;
   e->seq = seq;
   e->done = 0;
   return CUDA_SUCCESS;
@@ -474,14 +550,12 @@ static CUresult event_elapsed(float *ms, CUevent hs, CUevent he) {
   return CUDA_SUCCESS;
 }
 
-/* An event destroyed with its record still pending: the operation runs
- * later and must not touch the freed event. */
+/* An event destroyed with records still pending: they run later and find
+ * it gone (record_run). */
 static CUresult event_destroy(CUevent he) {
   size_t i = 0;
   while (i < n_events && events[i] != he) i++;
   if (i == n_events) return CUDA_ERROR_INVALID_HANDLE;
-  fc_op *op = events[i]->done ? NULL : find_op(events[i]->seq);
-  if (op) op->payload = NULL;
   free(events[i]);
   events[i] = events[--n_events];
   return CUDA_SUCCESS;

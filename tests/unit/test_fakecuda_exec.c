@@ -8,6 +8,7 @@
  * The kernels are tests/fakecuda/test_kernels.cu (and the fixture images'
  * fc_fill / fc_axpy). Expected values are computed here from what each
  * kernel is specified to do, never read back from the double. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <valgrind/valgrind.h>
 
 /* cmocka.h needs setjmp.h, stdarg.h and stddef.h first. */
 #include <cmocka.h>
@@ -691,6 +694,344 @@ static void one_past_the_end_is_not_the_next_allocation(void **state) {
   }
 }
 
+/* ------------------------------------- events, streams and contexts --- */
+
+/* cuEventRecord on an event already recorded replaces what it captures
+ * (cuda.h: later queries and waits look at the most recent record only):
+ * when the first record's work has run and the second's has not, the event
+ * is not complete, cuEventSynchronize waits for the second, and a stream
+ * waiting on it waits for the second. */
+static void event_recorded_twice_stands_for_the_last_record(void **state) {
+  (void)state;
+  FAKE_NEED();
+  CUfunction f = one_kernel("fc_fill");
+  CUstream sa, sb;
+  assert_int_equal(fk.StreamCreate(&sa, 0), CUDA_SUCCESS);
+  assert_int_equal(fk.StreamCreate(&sb, 0), CUDA_SUCCESS);
+  CUevent e;
+  assert_int_equal(fk.EventCreate(&e, 0), CUDA_SUCCESS);
+  enum { N = 64 };
+  CUdeviceptr y = dev_alloc(N * sizeof(float));
+  assert_int_equal(fk.CtxSynchronize(), CUDA_SUCCESS);
+  float got[N];
+  for (int i = 0; i < N; i++) got[i] = -1.0f;
+  float v = 4.0f;
+  int n = N;
+  void *args[] = {&y, &v, &n};
+  assert_int_equal(fk.EventRecord(e, sa), CUDA_SUCCESS); /* first record: nothing before it */
+  assert_int_equal(launch1(f, 1, N, 0, sb, args), CUDA_SUCCESS);
+  assert_int_equal(fk.MemcpyDtoHAsync(got, y, sizeof got, sb), CUDA_SUCCESS);
+  assert_int_equal(fk.EventRecord(e, sb), CUDA_SUCCESS); /* second record: after the fill and the copy */
+  assert_int_equal(fk.StreamSynchronize(sa), CUDA_SUCCESS); /* the first record's work is done */
+  assert_int_not_equal(fk.EventQuery(e), CUDA_SUCCESS);
+  assert_int_equal(fk.EventSynchronize(e), CUDA_SUCCESS);
+  for (int i = 0; i < N; i++) assert_true(got[i] == 4.0f);
+
+  /* The same through cuStreamWaitEvent: a stream waiting on the event waits
+   * for the second record's work. */
+  for (int i = 0; i < N; i++) got[i] = -1.0f;
+  float w = 9.0f;
+  void *args2[] = {&y, &w, &n};
+  CUstream sc;
+  assert_int_equal(fk.StreamCreate(&sc, 1), CUDA_SUCCESS);
+  assert_int_equal(fk.EventRecord(e, sa), CUDA_SUCCESS);
+  assert_int_equal(launch1(f, 1, N, 0, sb, args2), CUDA_SUCCESS);
+  assert_int_equal(fk.EventRecord(e, sb), CUDA_SUCCESS);
+  assert_int_equal(fk.StreamSynchronize(sa), CUDA_SUCCESS);
+  assert_int_equal(fk.StreamWaitEvent(sc, e, 0), CUDA_SUCCESS);
+  assert_int_equal(fk.MemcpyDtoHAsync(got, y, sizeof got, sc), CUDA_SUCCESS);
+  assert_int_equal(fk.StreamSynchronize(sc), CUDA_SUCCESS);
+  for (int i = 0; i < N; i++) assert_true(got[i] == 9.0f);
+  assert_int_equal(fk.CtxSynchronize(), CUDA_SUCCESS);
+  assert_int_equal(fk.EventDestroy(e), CUDA_SUCCESS);
+}
+
+/* An event destroyed while two of its records are pending: both records
+ * still run later and must not touch the freed event, nor an event made
+ * later at the same address (ASan and valgrind see the use after free; the
+ * plain build sees a new event complete before its work ran). */
+static void event_destroyed_with_two_records_pending(void **state) {
+  (void)state;
+  FAKE_NEED();
+  CUfunction f = one_kernel("fc_fill");
+  CUstream sa, sb;
+  assert_int_equal(fk.StreamCreate(&sa, 0), CUDA_SUCCESS);
+  assert_int_equal(fk.StreamCreate(&sb, 0), CUDA_SUCCESS);
+  CUdeviceptr y = dev_alloc(64 * sizeof(float));
+  float v = 1.0f;
+  int n = 64;
+  void *args[] = {&y, &v, &n};
+  enum { K = 8 };
+  for (int k = 0; k < K; k++) {
+    CUevent e;
+    assert_int_equal(fk.EventCreate(&e, 0), CUDA_SUCCESS);
+    assert_int_equal(launch1(f, 1, 64, 0, sa, args), CUDA_SUCCESS);
+    assert_int_equal(fk.EventRecord(e, sa), CUDA_SUCCESS);
+    assert_int_equal(fk.EventRecord(e, sa), CUDA_SUCCESS);
+    assert_int_equal(fk.EventDestroy(e), CUDA_SUCCESS);
+  }
+  /* New events (the allocator may hand out the freed ones' memory), each
+   * recorded after its own pending launch on the other stream. */
+  CUevent keep[K];
+  for (int k = 0; k < K; k++) {
+    assert_int_equal(fk.EventCreate(&keep[k], 0), CUDA_SUCCESS);
+    assert_int_equal(launch1(f, 1, 64, 0, sb, args), CUDA_SUCCESS);
+    assert_int_equal(fk.EventRecord(keep[k], sb), CUDA_SUCCESS);
+  }
+  assert_int_equal(fk.StreamSynchronize(sa), CUDA_SUCCESS); /* the destroyed events' records run */
+  for (int k = 0; k < K; k++) {
+    if (fk.EventQuery(keep[k]) != CUDA_ERROR_NOT_READY) fail_msg("event %d complete before its work ran", k);
+  }
+  assert_int_equal(fk.CtxSynchronize(), CUDA_SUCCESS);
+  for (int k = 0; k < K; k++) {
+    assert_int_equal(fk.EventQuery(keep[k]), CUDA_SUCCESS);
+    assert_int_equal(fk.EventDestroy(keep[k]), CUDA_SUCCESS);
+  }
+}
+
+/* cuStreamWaitEvent with an event of another context (another GPU): the
+ * waiting context's synchronisation points run the other context's work
+ * the wait depends on, and cuCtxSynchronize, cuMemFree and the stream
+ * synchronisation all succeed. */
+static void wait_on_another_contexts_event(void **state) {
+  (void)state;
+  FAKE_NEED();
+  assert_int_equal(fake_init_with("7.5,8.6", NULL), CUDA_SUCCESS);
+  const char *names[] = {"fc_fill", "fc_test_copy"};
+  CUcontext c1 = fake_use_device(1);
+  CUfunction fill1 = function(load_entries(names, 2), "fc_fill");
+  CUstream s1;
+  assert_int_equal(fk.StreamCreate(&s1, 0), CUDA_SUCCESS);
+  CUevent e1;
+  assert_int_equal(fk.EventCreate(&e1, 0), CUDA_SUCCESS);
+  enum { N = 64 };
+  CUdeviceptr y1 = dev_alloc(N * sizeof(float));
+  float v = 6.0f, got[N];
+  int n = N;
+  void *fill_args[] = {&y1, &v, &n};
+  assert_int_equal(launch1(fill1, 1, N, 0, s1, fill_args), CUDA_SUCCESS);
+  assert_int_equal(fk.EventRecord(e1, s1), CUDA_SUCCESS);
+  CUcontext popped;
+  assert_int_equal(fk.CtxPopCurrent(&popped), CUDA_SUCCESS);
+  assert_ptr_equal(popped, c1);
+
+  fake_use_device(0);
+  CUstream s0;
+  assert_int_equal(fk.StreamCreate(&s0, 0), CUDA_SUCCESS);
+  CUdeviceptr scratch = dev_alloc(16);
+  assert_int_equal(fk.StreamWaitEvent(s0, e1, 0), CUDA_SUCCESS);
+  /* Peer copy of device 1's result on device 0's stream, after the wait. */
+  assert_int_equal(fk.MemcpyDtoHAsync(got, y1, sizeof got, s0), CUDA_SUCCESS);
+  assert_int_equal(fk.CtxSynchronize(), CUDA_SUCCESS);
+  for (int i = 0; i < N; i++) assert_true(got[i] == 6.0f);
+
+  /* Again, with cuMemFree as the synchronisation point. */
+  float w = 7.0f;
+  void *fill_args2[] = {&y1, &w, &n};
+  assert_int_equal(fk.CtxPushCurrent(c1), CUDA_SUCCESS);
+  assert_int_equal(launch1(fill1, 1, N, 0, s1, fill_args2), CUDA_SUCCESS);
+  assert_int_equal(fk.EventRecord(e1, s1), CUDA_SUCCESS);
+  assert_int_equal(fk.CtxPopCurrent(&popped), CUDA_SUCCESS);
+  assert_int_equal(fk.StreamWaitEvent(s0, e1, 0), CUDA_SUCCESS);
+  assert_int_equal(fk.MemcpyDtoHAsync(got, y1, sizeof got, s0), CUDA_SUCCESS);
+  assert_int_equal(fk.MemFree(scratch), CUDA_SUCCESS);
+  for (int i = 0; i < N; i++) assert_true(got[i] == 7.0f);
+}
+
+/* "A kernel launch will fail if it is issued to a stream that is not
+ * associated to the current device" (CUDA C Programming Guide, Stream and
+ * Event Behavior). */
+static void launch_on_another_devices_stream_is_refused(void **state) {
+  (void)state;
+  FAKE_NEED();
+  assert_int_equal(fake_init_with("7.5,8.6", NULL), CUDA_SUCCESS);
+  fake_use_device(1);
+  CUstream s1;
+  assert_int_equal(fk.StreamCreate(&s1, 0), CUDA_SUCCESS);
+  CUcontext popped;
+  assert_int_equal(fk.CtxPopCurrent(&popped), CUDA_SUCCESS);
+  fake_use_device(0);
+  const char *names[] = {"fc_fill"};
+  CUfunction f = function(load_entries(names, 1), "fc_fill");
+  CUdeviceptr y = dev_alloc(64 * sizeof(float));
+  float v = 1.0f;
+  int n = 64;
+  void *args[] = {&y, &v, &n};
+  assert_int_equal(launch1(f, 1, 64, 0, s1, args), CUDA_ERROR_INVALID_HANDLE);
+  assert_int_equal(fk.launch_count(), 0);
+  assert_int_equal(fk.pending_ops(), 0);
+}
+
+/* cuEventRecord: "hEvent and hStream must be from the same context
+ * otherwise CUDA_ERROR_INVALID_HANDLE is returned" (CUDA Driver API). */
+static void event_and_stream_of_different_contexts(void **state) {
+  (void)state;
+  FAKE_NEED();
+  assert_int_equal(fake_init_with("7.5,8.6", NULL), CUDA_SUCCESS);
+  fake_use_device(1);
+  CUstream s1;
+  assert_int_equal(fk.StreamCreate(&s1, 0), CUDA_SUCCESS);
+  CUcontext popped;
+  assert_int_equal(fk.CtxPopCurrent(&popped), CUDA_SUCCESS);
+  fake_use_device(0);
+  CUevent e0;
+  assert_int_equal(fk.EventCreate(&e0, 0), CUDA_SUCCESS);
+  assert_int_equal(fk.EventRecord(e0, s1), CUDA_ERROR_INVALID_HANDLE);
+  assert_int_equal(fk.pending_ops(), 0);
+  assert_int_equal(fk.EventQuery(e0), CUDA_SUCCESS);
+}
+
+/* cuStreamDestroy with work pending returns at once and the work still runs
+ * (cuda.h); the last release of a primary context runs its pending work
+ * before it destroys the context. */
+static void work_outlives_its_stream_and_runs_before_release(void **state) {
+  (void)state;
+  FAKE_NEED();
+  CUfunction f = one_kernel("fc_fill");
+  enum { N = 128 };
+  float got[N];
+  for (int i = 0; i < N; i++) got[i] = -1.0f;
+  CUdeviceptr y = dev_alloc(sizeof got);
+  float v = 3.0f;
+  int n = N;
+  void *args[] = {&y, &v, &n};
+  CUstream s;
+  assert_int_equal(fk.StreamCreate(&s, 1), CUDA_SUCCESS);
+  assert_int_equal(launch1(f, 1, N, 0, s, args), CUDA_SUCCESS);
+  assert_int_equal(fk.MemcpyDtoHAsync(got, y, sizeof got, s), CUDA_SUCCESS);
+  assert_int_equal(fk.StreamDestroy(s), CUDA_SUCCESS);
+  assert_int_equal(fk.StreamSynchronize(s), CUDA_ERROR_INVALID_HANDLE);
+  assert_int_equal(fk.pending_ops(), 2);
+  assert_int_equal(fk.CtxSynchronize(), CUDA_SUCCESS);
+  for (int i = 0; i < N; i++) assert_true(got[i] == 3.0f);
+
+  float w = 5.0f;
+  void *args2[] = {&y, &w, &n};
+  assert_int_equal(fk.StreamCreate(&s, 0), CUDA_SUCCESS);
+  assert_int_equal(launch1(f, 1, N, 0, s, args2), CUDA_SUCCESS);
+  assert_int_equal(fk.MemcpyDtoHAsync(got, y, sizeof got, s), CUDA_SUCCESS);
+  assert_int_equal(fk.PrimaryCtxRelease(0), CUDA_SUCCESS);
+  assert_int_equal(fk.pending_ops(), 0);
+  for (int i = 0; i < N; i++) assert_true(got[i] == 5.0f);
+  assert_int_equal(fk.live_allocations(), 0);
+}
+
+/* ------------------------------------------------------- performance --- */
+
+static double seconds_now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* Under ASan or valgrind everything is several times slower. */
+static double time_budget(double plain) {
+#if defined(__SANITIZE_ADDRESS__)
+  return plain * 10.0;
+#else
+  return RUNNING_ON_VALGRIND ? plain * 100.0 : plain;
+#endif
+}
+
+/* A launch over a million elements, and a queue of many thousand pending
+ * operations run at one synchronisation, each take well under a second. */
+static void a_million_elements_and_a_long_queue_are_fast(void **state) {
+  (void)state;
+  FAKE_NEED();
+  CUfunction f = one_kernel("fc_fill");
+  enum { N = 1 << 20 };
+  CUdeviceptr y = dev_alloc((size_t)N * sizeof(float));
+  float v = 0.5f;
+  int n = N;
+  void *args[] = {&y, &v, &n};
+  double t0 = seconds_now();
+  assert_int_equal(launch1(f, N / 256, 256, 0, NULL, args), CUDA_SUCCESS);
+  assert_int_equal(fk.CtxSynchronize(), CUDA_SUCCESS);
+  double launch_s = seconds_now() - t0;
+  float last;
+  assert_int_equal(fk.MemcpyDtoH(&last, y + (N - 1) * sizeof(float), sizeof last), CUDA_SUCCESS);
+  assert_true(last == 0.5f);
+
+  enum { OPS = 20000 };
+  CUdeviceptr word = dev_alloc(4);
+  t0 = seconds_now();
+  for (unsigned i = 0; i < OPS; i++) assert_int_equal(fk.MemsetD32(word, i, 1), CUDA_SUCCESS);
+  assert_int_equal(fk.CtxSynchronize(), CUDA_SUCCESS);
+  double queue_s = seconds_now() - t0;
+  unsigned got;
+  assert_int_equal(fk.MemcpyDtoH(&got, word, sizeof got), CUDA_SUCCESS);
+  assert_int_equal(got, OPS - 1);
+  print_message("1M-element launch %.3f s, %d queued memsets %.3f s\n", launch_s, OPS, queue_s);
+  if (launch_s > time_budget(0.5)) fail_msg("a launch of 2^20 threads took %.2f s", launch_s);
+  if (queue_s > time_budget(0.5)) fail_msg("%d queued operations took %.2f s to run", OPS, queue_s);
+}
+
+/* ------------------------------------------------------ host threads --- */
+
+typedef struct worker {
+  int ordinal, iterations;
+  CUfunction f;
+  CUcontext ctx;
+  int failures;
+  char first_failure[160];
+} worker;
+
+#define WORKER_CHECK(w, cond)                                                                                  \
+  do {                                                                                                         \
+    if (!(cond) && (w)->failures++ == 0) snprintf((w)->first_failure, sizeof (w)->first_failure, "%s", #cond); \
+  } while (0)
+
+/* Each host thread uses its own GPU: a stream, copies, launches of
+ * fc_test_affine and checks, over and over, while the other does the same. */
+static void *worker_main(void *p) {
+  worker *w = p;
+  WORKER_CHECK(w, fk.CtxPushCurrent(w->ctx) == CUDA_SUCCESS);
+  CUstream s = NULL;
+  WORKER_CHECK(w, fk.StreamCreate(&s, 0) == CUDA_SUCCESS);
+  enum { N = 2048 };
+  static _Thread_local float host[N], got[N];
+  for (int it = 0; it < w->iterations && !w->failures; it++) {
+    CUdeviceptr y = 0;
+    WORKER_CHECK(w, fk.MemAlloc(&y, sizeof host) == CUDA_SUCCESS);
+    for (int i = 0; i < N; i++) host[i] = (float)(i + it + w->ordinal * 1000);
+    WORKER_CHECK(w, fk.MemcpyHtoDAsync(y, host, sizeof host, s) == CUDA_SUCCESS);
+    float a = (float)(w->ordinal + 2), b = (float)it;
+    int n = N;
+    void *args[] = {&y, &a, &b, &n};
+    WORKER_CHECK(w, fk.LaunchKernel(w->f, N / 128, 1, 1, 128, 1, 1, 0, s, args, NULL) == CUDA_SUCCESS);
+    WORKER_CHECK(w, fk.MemcpyDtoHAsync(got, y, sizeof got, s) == CUDA_SUCCESS);
+    WORKER_CHECK(w, fk.StreamSynchronize(s) == CUDA_SUCCESS);
+    for (int i = 0; i < N; i++) WORKER_CHECK(w, got[i] == host[i] * a + b);
+    WORKER_CHECK(w, fk.MemFree(y) == CUDA_SUCCESS);
+  }
+  WORKER_CHECK(w, fk.StreamDestroy(s) == CUDA_SUCCESS);
+  CUcontext popped;
+  WORKER_CHECK(w, fk.CtxPopCurrent(&popped) == CUDA_SUCCESS);
+  return NULL;
+}
+
+static void two_host_threads_at_once(void **state) {
+  (void)state;
+  FAKE_NEED();
+  assert_int_equal(fake_init_with("7.5,8.6", NULL), CUDA_SUCCESS);
+  worker w[2];
+  memset(w, 0, sizeof w);
+  const char *names[] = {"fc_test_affine"};
+  for (int d = 0; d < 2; d++) {
+    w[d].ordinal = d;
+    w[d].iterations = 40;
+    w[d].ctx = fake_use_device(d);
+    w[d].f = function(load_entries(names, 1), "fc_test_affine");
+    CUcontext popped;
+    assert_int_equal(fk.CtxPopCurrent(&popped), CUDA_SUCCESS);
+  }
+  pthread_t t[2];
+  for (int d = 0; d < 2; d++) assert_int_equal(pthread_create(&t[d], NULL, worker_main, &w[d]), 0);
+  for (int d = 0; d < 2; d++) assert_int_equal(pthread_join(t[d], NULL), 0);
+  for (int d = 0; d < 2; d++)
+    if (w[d].failures) fail_msg("thread %d: %d failures, first: %s", d, w[d].failures, w[d].first_failure);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup(fixture_kernels_compute, fake_test_setup),
@@ -718,6 +1059,14 @@ int main(void) {
       cmocka_unit_test_setup(kernel_without_parameters, fake_test_setup),
       cmocka_unit_test_setup(launch_after_a_failed_block_reuses_the_stacks, fake_test_setup),
       cmocka_unit_test_setup(one_past_the_end_is_not_the_next_allocation, fake_test_setup),
+      cmocka_unit_test_setup(event_recorded_twice_stands_for_the_last_record, fake_test_setup),
+      cmocka_unit_test_setup(event_destroyed_with_two_records_pending, fake_test_setup),
+      cmocka_unit_test_setup(wait_on_another_contexts_event, fake_test_setup),
+      cmocka_unit_test_setup(launch_on_another_devices_stream_is_refused, fake_test_setup),
+      cmocka_unit_test_setup(event_and_stream_of_different_contexts, fake_test_setup),
+      cmocka_unit_test_setup(work_outlives_its_stream_and_runs_before_release, fake_test_setup),
+      cmocka_unit_test_setup(a_million_elements_and_a_long_queue_are_fast, fake_test_setup),
+      cmocka_unit_test_setup(two_host_threads_at_once, fake_test_setup),
   };
   return cmocka_run_group_tests(tests, fake_group_setup, fake_group_teardown);
 }
