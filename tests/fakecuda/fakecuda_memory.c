@@ -12,7 +12,10 @@
  * pageable host memory to device memory, ... the function will return once
  * the pageable buffer has been copied to the staging memory", CUDA Driver
  * API, API synchronization behavior); what the host gets is written when the
- * copy runs. A synchronous device-to-host copy runs the queue up to itself.
+ * copy runs. A synchronous device-to-host copy runs the queue up to itself,
+ * and so does a synchronous host-to-device one (same section: "a stream sync
+ * is performed before the copy is initiated"; from pinned memory the copy is
+ * synchronous).
  * An asynchronous one is left for a synchronisation point even for pageable
  * memory (where the real driver returns only once it is done): the double
  * behaves like pinned memory, the case where reading before synchronising
@@ -273,7 +276,8 @@ static CUresult copy_run(void *p, char *msg, size_t cap) {
 /* Every copy: a current context; a live stream; zero bytes do nothing [U];
  * host pointers non-NULL; device ranges inside one live allocation (of any
  * device: the address space is unified) else CUDA_ERROR_INVALID_VALUE.
- * `wait`: a synchronous device-to-host copy, which returns when done. */
+ * `wait`: a synchronous copy to or from the host, which returns when its
+ * stream has run up to it. */
 static CUresult copy(int dir, void *host_dst, const void *host_src, CUdeviceptr dst, CUdeviceptr src, size_t n,
                      CUstream stream, int wait) {
   struct CUctx_st *ctx;
@@ -353,7 +357,7 @@ FC_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
   FC_CALL(cuMemGetInfo_v2, mem_info(free_bytes, total_bytes));
 }
 FC_EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) {
-  FC_CALL(cuMemcpyHtoD_v2, copy(HTOD, NULL, src, dst, 0, n, NULL, 0));
+  FC_CALL(cuMemcpyHtoD_v2, copy(HTOD, NULL, src, dst, 0, n, NULL, 1));
 }
 FC_EXPORT CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
   FC_CALL(cuMemcpyDtoH_v2, copy(DTOH, dst, NULL, 0, src, n, NULL, 1));

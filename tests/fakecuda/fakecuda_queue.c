@@ -3,7 +3,7 @@
  * Every copy, memset and launch is an operation on a stream. Nothing runs
  * when it is issued: operations run only at a synchronisation point
  * (cuStreamSynchronize, cuCtxSynchronize, cuEventSynchronize, a synchronous
- * device-to-host copy, cuMemFree, a query that finds work pending), which is
+ * copy to or from the host, cuMemFree, a query that finds work pending), which is
  * all a program can count on with a real GPU. So a host read of a result
  * without synchronising first reads what was there before, as it often
  * would on a real GPU, and a test sees it.

@@ -916,6 +916,32 @@ static void work_outlives_its_stream_and_runs_before_release(void **state) {
   assert_int_equal(fk.live_allocations(), 0);
 }
 
+/* A synchronous cuMemcpyHtoD synchronises its stream first ("For transfers
+ * from pageable host memory to device memory, a stream sync is performed
+ * before the copy is initiated"; from pinned memory it is synchronous; CUDA
+ * Driver API, API synchronization behavior): after it returns, earlier work
+ * on the legacy stream, and so on every blocking stream, is done, including
+ * an asynchronous copy back to the host. */
+static void synchronous_copy_to_the_device_syncs_its_stream(void **state) {
+  (void)state;
+  FAKE_NEED();
+  CUfunction f = one_kernel("fc_fill");
+  CUstream s;
+  assert_int_equal(fk.StreamCreate(&s, 0), CUDA_SUCCESS);
+  enum { N = 64 };
+  float got[N], src[N];
+  for (int i = 0; i < N; i++) got[i] = -1.0f, src[i] = (float)i;
+  CUdeviceptr y = dev_alloc(sizeof got), z = dev_alloc(sizeof src);
+  float v = 8.0f;
+  int n = N;
+  void *args[] = {&y, &v, &n};
+  assert_int_equal(launch1(f, 1, N, 0, s, args), CUDA_SUCCESS);
+  assert_int_equal(fk.MemcpyDtoHAsync(got, y, sizeof got, s), CUDA_SUCCESS);
+  assert_int_equal(fk.MemcpyHtoD(z, src, sizeof src), CUDA_SUCCESS); /* legacy stream: after s's work */
+  for (int i = 0; i < N; i++) assert_true(got[i] == 8.0f);
+  assert_int_equal(fk.StreamDestroy(s), CUDA_SUCCESS);
+}
+
 /* ------------------------------------------------------- performance --- */
 
 static double seconds_now(void) {
@@ -1065,6 +1091,7 @@ int main(void) {
       cmocka_unit_test_setup(launch_on_another_devices_stream_is_refused, fake_test_setup),
       cmocka_unit_test_setup(event_and_stream_of_different_contexts, fake_test_setup),
       cmocka_unit_test_setup(work_outlives_its_stream_and_runs_before_release, fake_test_setup),
+      cmocka_unit_test_setup(synchronous_copy_to_the_device_syncs_its_stream, fake_test_setup),
       cmocka_unit_test_setup(a_million_elements_and_a_long_queue_are_fast, fake_test_setup),
       cmocka_unit_test_setup(two_host_threads_at_once, fake_test_setup),
   };
