@@ -370,8 +370,10 @@ fuzz-run: build/gen/onnx/onnx.pb-c.c
 # straight to cubins, through Ember's NVRTC loader; ptxas 11.8 and the
 # system's assemble every committed PTX file for every target its .target
 # allows. Each output is checked with the cubin reader. A cell of
-# docs/nvrtc-sm.md that was ok and now fails, or any ptxas failure, fails the
-# target; an absent toolchain is skipped with one line. `make nvrtc-table`
+# docs/nvrtc-sm.md that was ok and now fails or is no longer offered, an NVRTC
+# file Ember's loader refuses, or any ptxas failure, fails the target (and
+# tests/toolchains/sweep_selftest.sh shows the sweep failing on the first two);
+# an absent toolchain is skipped with one line. `make nvrtc-table`
 # rewrites docs/nvrtc-sm.md. Separate from tests/unit/: the sweeps take about
 # a minute and a half on 2 cores and need no second run under sanitizers.
 SWEEP := $(BUILD)/tests/toolchains/sweep
@@ -384,6 +386,7 @@ $(SWEEP): tests/toolchains/sweep.c $(LIB_A) $(wildcard runtime/*.h arch_table/*.
 .PHONY: test-toolchains nvrtc-table
 test-toolchains: $(SWEEP) $(LIB_SO)
 	@$(SWEEP) $(SWEEP_ARGS) --table docs/nvrtc-sm.md
+	@bash tests/toolchains/sweep_selftest.sh $(SWEEP) $(BUILD)/lib/libember.so docs/nvrtc-sm.md $(PYPI_NVRTC)
 nvrtc-table: $(SWEEP) $(LIB_SO)
 	@$(SWEEP) $(SWEEP_ARGS) --write docs/nvrtc-sm.md --commit "$$(git describe --always --dirty 2>/dev/null || echo unknown)"
 # ---- end compiler sweeps ----

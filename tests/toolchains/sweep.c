@@ -9,8 +9,10 @@
  *    result: its SM, the CUDA version that made it, and its kernels, which must
  *    be exactly the module's kernel list in the image table. The result is an
  *    NVRTC version x SM table; against the committed one (--table) a cell that
- *    was ok and now fails is a regression and fails the sweep, a version or an
- *    SM the table lacks is only reported. --write writes the table.
+ *    was ok and now fails, or that the NVRTC no longer offers, is a regression
+ *    and fails the sweep; a version or an SM the table lacks is only reported.
+ *    An NVRTC file that exists but that Ember's loader refuses fails the sweep
+ *    (an absent one is skipped). --write writes the table.
  *
  *  ptxas: every ptxas given assembles every committed PTX file (ptx/, *.ptx) for
  *    every target its .target allows (ptxas --help: ".target sm_XY can be
@@ -78,6 +80,9 @@ typedef struct nvrtc_tool {
 
 static nvrtc_tool g_nv[MAX_NVRTC];
 static int g_nnv;
+/* NVRTC files that exist but that Ember's loader did not load: a loader
+ * regression, or a broken install; either way step 4 lost a compiler. */
+static int g_nv_refused;
 static em_nvrtc_set g_sets[MAX_NVRTC + 1]; /* kept loaded: the tools point into them */
 static int g_nsets;
 
@@ -202,7 +207,11 @@ static void add_nvrtc(const char *path) {
     snprintf(g_nv[g_nnv++].where, sizeof g_nv[0].where, "%s", path);
     return;
   }
-  note("skip NVRTC %s: Ember's loader did not load it (%s)", path, set->tried[0] ? set->tried : "no reason given");
+  /* Not a skip: the file is there, so Ember's loader is what failed (or the
+   * install is broken); either way the sweep no longer covers this NVRTC. */
+  note("FAIL: NVRTC %s: the file exists but Ember's loader did not load it (%s)", path,
+       set->tried[0] ? set->tried : "no reason given");
+  g_nv_refused++;
 }
 
 /* Whatever Ember's loader finds on this system by itself (no EMBER_NVRTC). */
@@ -648,6 +657,15 @@ static int compare_with_table(const char *path) {
       news += n;
       continue;
     }
+    /* An SM that was ok and that this NVRTC no longer offers (through Ember's
+     * loader, nvrtcGetSupportedArchs) lost its step-4 compiler as surely as
+     * one that fails: a regression too. */
+    for (int c = 0; c < t.ncols; c++) {
+      if (t.cols[c] < 0 || old_mark(&t, row, t.cols[c]) != 'o' || nv_cell(i, t.cols[c]).offered) continue;
+      note("REGRESSION: NVRTC %s sm_%d was ok in %s, now not offered (nvrtcGetSupportedArchs through Ember's loader)",
+           row, t.cols[c], path);
+      regressions++;
+    }
     for (int c = 0; c < g_ncols; c++) {
       cell cl = nv_cell(i, g_cols[c]);
       if (!cl.offered) continue;
@@ -683,8 +701,9 @@ static void write_table(const char *path, const char *commit, double nv_secs, do
   strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
   fprintf(f, "# NVRTC x SM: every embedded kernel source compiled to a cubin\n\n");
   fprintf(f, "Written by `make nvrtc-table` (tests/toolchains/sweep.c) on %s at commit %s; `make test-toolchains`\n"
-             "compiles everything again and fails when a cell that is ok here fails (a version or an SM missing\n"
-             "here is only reported). This is step 4 of the selection policy (DESIGN.md) with real compilers.\n\n",
+             "compiles everything again and fails when a cell that is ok here fails or is no longer offered (a\n"
+             "version or an SM missing here is only reported). This is step 4 of the selection policy (DESIGN.md)\n"
+             "with real compilers.\n\n",
           date, commit);
   fprintf(f, "Each NVRTC compiles every module of the image table (");
   int nk = 0;
@@ -874,6 +893,7 @@ int main(int argc, char **argv) {
          g_nptx - skipped, bad, skipped ? "; files of a newer PTX ISA than it reads were left out" : "");
     failed += bad;
   }
+  failed += g_nv_refused;
   if (table) failed += compare_with_table(table);
   if (write) write_table(write, commit, t1 - t0, t2 - t1);
   note("NVRTC sweep %.0f s, ptxas sweep %.0f s (%d jobs at a time): %s", t1 - t0, t2 - t1, jobs,
