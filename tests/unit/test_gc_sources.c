@@ -336,6 +336,52 @@ static void test_explain_cites_threads(void **state) {
   gc_report_free(r);
 }
 
+/* The text output cites one URL per check, the first of the row's keys that
+ * has one (cuda_errors.tsv's header): for the causes that must be a page that
+ * shows them, not the API reference, which only lists the code (it is cited on
+ * the description line already). NVML 999 and 18 once cited the NVML reference
+ * for "systemctl daemon-reload" and "upgraded without a reboot". */
+static const char *first_causes_url(const char *query, const char *id) {
+  static char url[512];
+  gc_report *r = run(gc_cmd_explain, NULL, 1, "explain", query, NULL);
+  url[0] = '\0';
+  for (size_t k = 0; k < r->n; k++)
+    for (size_t c = 0; c < r->sections[k].n; c++) {
+      const gc_check *ck = &r->sections[k].checks[c];
+      if (!strcmp(ck->id, id) && ck->sources)
+        snprintf(url, sizeof url, "%.*s", (int)strcspn(ck->sources, " "), ck->sources);
+    }
+  gc_report_free(r);
+  return url;
+}
+
+static void test_explain_causes_cite_their_page(void **state) {
+  (void)state;
+  static const char *const refs[] = {"CUDA-DRV-TYPES", "CUDART-TYPES", "NVML-RETURN"};
+  for (size_t i = 0; i < em_cuda_error_count(); i++) {
+    const em_cuda_error_row *row = em_cuda_error_at(i);
+    const char *first = em_source_url(row->source);
+    if (!first || !row->causes[0]) continue;
+    int first_is_ref = 0, other = 0;
+    for (size_t k = 0; k < sizeof refs / sizeof *refs; k++) first_is_ref |= !strcmp(first, em_source_url(refs[k]));
+    for (const char *p = row->source; *p;) {
+      char key[64];
+      size_t len = strcspn(p, ",");
+      snprintf(key, sizeof key, "%.*s", (int)len, p);
+      const char *u = em_source_url(key);
+      other |= u && strcmp(u, first) != 0;
+      p += len + (p[len] == ',');
+    }
+    if (first_is_ref && other)
+      fail_msg("%s %d %s: its causes would cite the API reference %s before the page that shows them (%s)", row->api,
+               row->number, row->name, first, row->source);
+  }
+  assert_string_equal(first_causes_url("NVML_ERROR_UNKNOWN", "nvml.999.causes"),
+                      "https://github.com/NVIDIA/nvidia-container-toolkit/issues/48");
+  assert_string_equal(first_causes_url("NVML_ERROR_LIB_RM_VERSION_MISMATCH", "nvml.18.causes"),
+                      "https://github.com/lyulyul/shine-cluster/issues/30");
+}
+
 static void fixture(char *out, size_t cap, const char *name) { snprintf(out, cap, "%s/tests/fixtures/%s", src_dir, name); }
 
 /* whatif: each rule, the classic cases of docs/gpucheck.md, and binaries. */
@@ -631,6 +677,7 @@ int main(void) {
       cmocka_unit_test(test_check_source),
       cmocka_unit_test(test_explain_every_code),
       cmocka_unit_test(test_explain_cites_threads),
+      cmocka_unit_test(test_explain_causes_cite_their_page),
       cmocka_unit_test(test_whatif_cases),
       cmocka_unit_test(test_whatif_cites_rules),
       cmocka_unit_test(test_inspect_fixtures),
