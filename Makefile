@@ -168,7 +168,15 @@ PACK_ARGS = \
   $(foreach m,$(MODULES),--source $(m) kernels/$(m).cu) \
   $(foreach h,$(KERNEL_HEADERS),--header $(notdir $(h)) $(h))
 
-$(GEN)/images.bin: $(PACK) $(CUBINS) $(LEGACY_CUBINS) $(PTXAS_CUBINS) $(PTX_NEW) $(PTX_LEGACY) $(wildcard kernels/*) ptx/STAMP.mk
+# What goes into the table depends on the configuration too (NVCC, PTXAS,
+# .tools/, EMBER_ARCHS), not only on the files: pack-args.txt changes when the
+# list does, so `make NVCC= PTXAS=` in a folder built with the compilers packs
+# a table without their cubins instead of keeping the old one.
+$(GEN)/pack-args.txt: FORCE
+	@mkdir -p $(@D)
+	@printf '%s\n' '$(PACK_ARGS)' | cmp -s - $@ || printf '%s\n' '$(PACK_ARGS)' > $@
+$(GEN)/images.bin: $(PACK) $(CUBINS) $(LEGACY_CUBINS) $(PTXAS_CUBINS) $(PTX_NEW) $(PTX_LEGACY) $(wildcard kernels/*) ptx/STAMP.mk \
+  $(GEN)/pack-args.txt
 	@mkdir -p $(@D)
 	$(say) PACK $@
 	$(Q)$(PACK) $@ $(PACK_ARGS)
