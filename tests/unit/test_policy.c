@@ -335,6 +335,15 @@ static policy_case k_cases[] = {
   {"DEF RTX5090 R470",                    120, R470, EW, DEF,  N0,               NOF,  0, 0,  PTXL,  3, 35,    0, 0}, /* 1: sm_120 needs 13000; 3: ISA 9.0 needs 13000; legacy */
   {"DEF RTX5090 R580",                    120, R580, EW, DEF,  N0,               NOF,  0, 0,  CUBIN, 1, 120,   0, 0}, /* 1 */
   {"DEF TK1 3.2 R470",                     32, R470, EW, DEF,  N0,               NOF,  0, 0,  CPU,   5, 0,     0, 0}, /* 1,2: sm_35/37 have a higher minor; 3: compute_35 above 3.2 */
+/* Jetsons on the drivers their JetPack really ships: Nano and TX2 end at JetPack 4.6
+ * (a CUDA 10.2 driver), Orin runs JetPack 6 (CUDA 12.2), Thor reports 10.1 on a 12.8/12.9
+ * driver and 11.0 on a CUDA 13 one. */
+  {"DEF Nano 5.3 CUDA 10.2 driver",        53, DRV102,EW, DEF, N0,               NOF,  0, 0,  PTXL,  3, 35,    0, 0}, /* 1: sm_53 needs 11000 > 10020; 2: sm_50/52 desktop, 5.3 Tegra; 3: compute_75/120 above 5.3; legacy ISA 3.2 needs 5050 */
+  {"DEF TX2 6.2 CUDA 10.2 driver",         62, DRV102,EW, DEF, N0,               NOF,  0, 0,  PTXL,  3, 35,    0, 0}, /* 1: sm_62 needs 11000 > 10020; 2: sm_60/61 desktop, 6.2 Tegra; 3: legacy */
+  {"DEF Orin 8.7 R535",                    87, R535, EW, DEF,  N0,               NOF,  0, 0,  PTXL,  3, 35,    0, 0}, /* 1: no sm_87; 2: sm_80/86 desktop (and 13000); 3: compute_75 ISA 9.0 needs 13000 > 12020; legacy */
+  {"DEF Orin 8.7 R535 no-legacy nvrtc12.2",87, R535, EW, DEF & ~(unsigned)B_CLANG, N122, NOF, 0, 0, NVRTC, 4, 12020, 0, 0}, /* 1-3 as above, no legacy PTX; 4: 12.2 has sm_87, its cubin needs major 12 */
+  {"DEF Thor 10.1 R570",                  101, R570, EW, DEF,  N0,               NOF,  0, 0,  PTXL,  3, 35,    0, 0}, /* 1: no sm_101; 2: sm_100 is desktop, 10.1 Tegra (and 13000); 3: ISA 9.0 needs 13000 > 12080; legacy */
+  {"DEF Thor 11.0 R580",                  110, R580, EW, DEF,  N0,               NOF,  0, 0,  PTX,   3, 75,    0, 0}, /* 1,2: no cubin of major 11; 3: compute_120 above 11.0, compute_75 ISA 9.0 on 13000 */
 /* a module with no images at all */
   {"H100 R580 unknown module nvrtc13",     90, R580, NOSUCH, NOPY, N13,           NOF,  0, 0,  CPU,   5, 0,     0, 0}, /* other modules' images and sources are ignored */
 };
