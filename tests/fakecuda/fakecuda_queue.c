@@ -515,7 +515,9 @@ static CUresult wait_run(void *payload, char *msg, size_t cap) {
 static CUresult stream_wait_event(CUstream s, CUevent he, unsigned flags) {
   struct CUevent_st *e = live_event(he);
   if (!e) return CUDA_ERROR_INVALID_HANDLE;
-  if (flags & ~1u) return CUDA_ERROR_INVALID_VALUE; /* CU_EVENT_WAIT_DEFAULT 0, CU_EVENT_WAIT_EXTERNAL 1 */
+  /* CU_EVENT_WAIT_DEFAULT 0; CU_EVENT_WAIT_EXTERNAL 1 "is invalid outside of
+   * stream capture" (cuda.h), which the double does not model. */
+  if (flags) return CUDA_ERROR_INVALID_VALUE;
   if (s == STREAM_PER_THREAD) return CUDA_ERROR_NOT_SUPPORTED;
   unsigned long long seq;
   CUresult r = fc_enqueue(s, wait_run, NULL, NULL, "cuStreamWaitEvent", &seq);

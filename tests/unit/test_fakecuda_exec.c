@@ -738,6 +738,8 @@ static void event_recorded_twice_stands_for_the_last_record(void **state) {
   assert_int_equal(launch1(f, 1, N, 0, sb, args2), CUDA_SUCCESS);
   assert_int_equal(fk.EventRecord(e, sb), CUDA_SUCCESS);
   assert_int_equal(fk.StreamSynchronize(sa), CUDA_SUCCESS);
+  /* CU_EVENT_WAIT_EXTERNAL "is invalid outside of stream capture" (cuda.h). */
+  assert_int_equal(fk.StreamWaitEvent(sc, e, 1), CUDA_ERROR_INVALID_VALUE);
   assert_int_equal(fk.StreamWaitEvent(sc, e, 0), CUDA_SUCCESS);
   assert_int_equal(fk.MemcpyDtoHAsync(got, y, sizeof got, sc), CUDA_SUCCESS);
   assert_int_equal(fk.StreamSynchronize(sc), CUDA_SUCCESS);
