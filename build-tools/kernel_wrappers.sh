@@ -15,10 +15,11 @@ tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT
 for cu in "$@"; do
   # One line per kernel: "name|param;param;...". The subset has no function
-  # pointers, so a parameter list holds no parentheses.
+  # pointers, so a parameter list holds no parentheses. Only definitions (the
+  # list followed by a body) count: a forward declaration is not a second kernel.
   "$cc" -E -P -x c -DEM_LIST_KERNELS -I"$inc" -I"$(dirname "$cu")" "$cu" | tr '\n' ' ' |
-    grep -o 'em_kernel_marker *void *[A-Za-z_][A-Za-z0-9_]* *([^)]*)' |
-    sed -e 's/^em_kernel_marker *void *//' -e 's/ *(/|/' -e 's/)$//' -e 's/ *, */;/g' -e 's/  */ /g' \
+    grep -o 'em_kernel_marker *void *[A-Za-z_][A-Za-z0-9_]* *([^)]*) *{' |
+    sed -e 's/^em_kernel_marker *void *//' -e 's/ *(/|/' -e 's/) *{$//' -e 's/ *, */;/g' -e 's/  */ /g' \
     >>"$tmp" || true
 done
 

@@ -149,5 +149,8 @@ EM_GLOBAL void fc_test_shared_reverse(const float *in, float *out, int words) {
   for (int w = t; w < words; w += nt) out[base + w] = sh[words - 1 - w];
 }
 
-/* No parameters at all: launched with kernelParams NULL. */
+/* No parameters at all: launched with kernelParams NULL. Declared before it
+ * is defined: build-tools/kernel_wrappers.sh must take the declaration for
+ * no second kernel of the same name. */
+EM_GLOBAL void fc_test_no_params(void);
 EM_GLOBAL void fc_test_no_params(void) {}
