@@ -59,8 +59,23 @@ static int ptx_isa_max_for_driver(int driver) {
  * sm_XYa only on X.Y; sm_XYf within its family, which for every family listed
  * there is the same as the plain rule (sm_100f -> 10.0, 10.3; sm_120f ->
  * 12.0, 12.1). SM numbers are 10*major + minor (sm_120 -> 12.0). */
+/* The Tegra (Jetson) SMs: TK1 3.2, TX1 / Nano 5.3, TX2 6.2, Xavier 7.2,
+ * Orin 8.7, Thor 10.1 (CUDA 12.8-12.9 numbering) and 11.0 (NVIDIA's CUDA GPUs
+ * page and the Jetson module pages). Kept here, not taken from arch_table:
+ * the double's rules are written independently of the code they judge. */
+static int tegra_sm(int sm) {
+  return sm == 32 || sm == 53 || sm == 62 || sm == 72 || sm == 87 || sm == 101 || sm == 110;
+}
+
+/* A cubin sm_XY runs on sm_XZ, Z >= Y, but "binary compatibility is
+ * supported only for the desktop. It is not supported for Tegra. Also, the
+ * binary compatibility between desktop and Tegra is not supported" (CUDA C++
+ * Programming Guide, Binary Compatibility): to or from a Tegra SM only the
+ * exact SM loads [S: the driver's code for the refusal is not documented;
+ * the double answers as for any cubin that does not fit, 209]. */
 static int cubin_fits(int sm, char variant, int target) {
-  if (variant == 'a') return sm == target;
+  if (variant == 'a' || sm == target) return sm == target;
+  if (tegra_sm(sm) || tegra_sm(target)) return 0;
   return sm / 10 == target / 10 && sm % 10 <= target % 10;
 }
 
@@ -68,7 +83,7 @@ static int cubin_fits(int sm, char variant, int target) {
  * majors included; compute_XYa only for X.Y; compute_XYf within the family. */
 static int ptx_fits(int sm, char variant, int target) {
   if (variant == 'a') return sm == target;
-  if (variant == 'f') return cubin_fits(sm, 0, target);
+  if (variant == 'f') return sm / 10 == target / 10 && sm % 10 <= target % 10;
   return sm <= target;
 }
 

@@ -64,6 +64,9 @@ static void cubin_same_major_rule(void **state) {
   assert_int_equal(load_on("8.6", "13000", "k.sm_75.cubin"), CUDA_ERROR_NO_BINARY_FOR_GPU); /* other major */
   assert_int_equal(load_on("8.0", "13000", "k.sm_80.cubin"), CUDA_SUCCESS);
   assert_int_equal(load_on("8.6", "13000", "k.sm_80.cubin"), CUDA_SUCCESS); /* higher minor, same major */
+  /* Not to a Tegra SM: no binary compatibility to or from Tegra (Programming
+   * Guide, Binary Compatibility); an Orin (8.7) needs an sm_87 cubin. */
+  assert_int_equal(load_on("8.7", "13000", "k.sm_80.cubin"), CUDA_ERROR_NO_BINARY_FOR_GPU);
   assert_int_equal(load_on("9.0", "13000", "k.sm_80.cubin"), CUDA_ERROR_NO_BINARY_FOR_GPU);
 }
 

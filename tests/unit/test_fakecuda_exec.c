@@ -16,8 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <valgrind/valgrind.h>
 
 /* cmocka.h needs setjmp.h, stdarg.h and stddef.h first. */
 #include <cmocka.h>
@@ -944,26 +942,14 @@ static void synchronous_copy_to_the_device_syncs_its_stream(void **state) {
   assert_int_equal(fk.StreamDestroy(s), CUDA_SUCCESS);
 }
 
-/* ------------------------------------------------------- performance --- */
+/* ----------------------------------------------------------- volume --- */
 
-static double seconds_now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-/* Under ASan or valgrind everything is several times slower. */
-static double time_budget(double plain) {
-#if defined(__SANITIZE_ADDRESS__)
-  return plain * 10.0;
-#else
-  return RUNNING_ON_VALGRIND ? plain * 100.0 : plain;
-#endif
-}
-
-/* A launch over a million elements, and a queue of many thousand pending
- * operations run at one synchronisation, each take well under a second. */
-static void a_million_elements_and_a_long_queue_are_fast(void **state) {
+/* A launch over a million elements, and a queue of twenty thousand pending
+ * operations run at one synchronisation, in issue order. (Tests never time
+ * things; on this project's 2-core machines the launch takes about 0.06 s and
+ * the queue 0.01 s with the x86-64 context switch, 0.7 s for the launch with
+ * the ucontext fallback; a scheduler quadratic in the queue took 6.6 s.) */
+static void a_million_elements_and_a_long_queue(void **state) {
   (void)state;
   FAKE_NEED();
   CUfunction f = one_kernel("fc_fill");
@@ -972,28 +958,21 @@ static void a_million_elements_and_a_long_queue_are_fast(void **state) {
   float v = 0.5f;
   int n = N;
   void *args[] = {&y, &v, &n};
-  double t0 = seconds_now();
   assert_int_equal(launch1(f, N / 256, 256, 0, NULL, args), CUDA_SUCCESS);
   assert_int_equal(fk.CtxSynchronize(), CUDA_SUCCESS);
-  double launch_s = seconds_now() - t0;
   float last;
   assert_int_equal(fk.MemcpyDtoH(&last, y + (N - 1) * sizeof(float), sizeof last), CUDA_SUCCESS);
   assert_true(last == 0.5f);
 
   enum { OPS = 20000 };
   CUdeviceptr word = dev_alloc(4);
-  t0 = seconds_now();
   for (unsigned i = 0; i < OPS; i++) assert_int_equal(fk.MemsetD32(word, i, 1), CUDA_SUCCESS);
+  assert_int_equal(fk.pending_ops(), OPS);
   assert_int_equal(fk.CtxSynchronize(), CUDA_SUCCESS);
-  double queue_s = seconds_now() - t0;
   unsigned got;
   assert_int_equal(fk.MemcpyDtoH(&got, word, sizeof got), CUDA_SUCCESS);
-  assert_int_equal(got, OPS - 1);
-  print_message("1M-element launch %.3f s, %d queued memsets %.3f s\n", launch_s, OPS, queue_s);
-  /* About 0.06 s and 0.01 s with the x86-64 context switch; the ucontext
-   * fallback (other machines) takes about 0.7 s for the launch. */
-  if (launch_s > time_budget(1.0)) fail_msg("a launch of 2^20 threads took %.2f s", launch_s);
-  if (queue_s > time_budget(1.0)) fail_msg("%d queued operations took %.2f s to run", OPS, queue_s);
+  assert_int_equal(got, OPS - 1); /* the last one issued ran last */
+  assert_int_equal(fk.pending_ops(), 0);
 }
 
 /* ------------------------------------------------------ host threads --- */
@@ -1096,7 +1075,7 @@ int main(void) {
       cmocka_unit_test_setup(event_and_stream_of_different_contexts, fake_test_setup),
       cmocka_unit_test_setup(work_outlives_its_stream_and_runs_before_release, fake_test_setup),
       cmocka_unit_test_setup(synchronous_copy_to_the_device_syncs_its_stream, fake_test_setup),
-      cmocka_unit_test_setup(a_million_elements_and_a_long_queue_are_fast, fake_test_setup),
+      cmocka_unit_test_setup(a_million_elements_and_a_long_queue, fake_test_setup),
       cmocka_unit_test_setup(two_host_threads_at_once, fake_test_setup),
   };
   return cmocka_run_group_tests(tests, fake_group_setup, fake_group_teardown);
