@@ -30,6 +30,8 @@ void gc_images_verdict(const gc_image_set *s, int cc, int driver, gc_run_verdict
 }
 
 const char *gc_run_name(gc_run r) { return r == GC_RUN_NATIVE ? "runs natively" : "no usable image"; }
+/* A real key of sources.tsv for the verdicts that cite one (images.c does). */
+const char *gc_run_sources(gc_run r) { return r == GC_RUN_NATIVE ? NULL : "BW-COMPAT"; }
 
 static void must_be_utf8(const char *s) {
   json_t *j = json_string(s);
