@@ -163,8 +163,11 @@ static em_status read_compat(const uint8_t *b, size_t n, uint64_t file_off, em_c
 
 /* Copies the tool strings of a tkinfo note as one printable line, "; "-separated. */
 static void read_tkinfo(const uint8_t *desc, size_t n, em_cubin_info *out) {
-  /* The first word is 2 in every note seen; another value means an unknown layout. */
-  if (n <= TKINFO_HEADER_SIZE || rd16(desc) != 2 || rd16(desc + 2) != 0) return;
+  /* The first word is 2 in every note of CUDA 13 and 0x81 in the V2 cubins of
+   * CUDA 12.9 (sm_100 and up), with the same layout after it (six u32 words,
+   * then the strings; tests/fixtures/README.md); another value means an
+   * unknown layout. */
+  if (n <= TKINFO_HEADER_SIZE || (rd16(desc) != 2 && rd16(desc) != 0x81) || rd16(desc + 2) != 0) return;
   size_t len = 0, cap = sizeof out->tool_info;
   int pending_sep = 0;
   for (size_t i = TKINFO_HEADER_SIZE; i < n && len + 1 < cap; i++) {
@@ -299,6 +302,21 @@ static em_status read_sections(Elf *elf, const GElf_Ehdr *eh, size_t size, em_cu
   return EM_OK;
 }
 
+/* The CUDA version in the tool strings, "Cuda compilation tools, release
+ * 12.9, V12.9.86" -> 12090; 0 if they do not say. A V2 cubin of CUDA 12.9
+ * (sm_100 and up) has no cuinfo note, only these strings. */
+static int toolkit_from_tool_info(const char *s) {
+  static const char key[] = "Cuda compilation tools, release ";
+  const char *p = strstr(s, key);
+  if (!p) return 0;
+  p += sizeof key - 1;
+  int major = 0, digits = 0;
+  for (; *p >= '0' && *p <= '9' && digits < 3; p++, digits++) major = major * 10 + (*p - '0');
+  /* "MAJOR.MINOR," with a one-digit minor, as every CUDA release is numbered. */
+  if (!digits || major == 0 || p[0] != '.' || p[1] < '0' || p[1] > '9' || p[2] != ',') return 0;
+  return major * 1000 + (p[1] - '0') * 10;
+}
+
 /* Fills what the ELF header alone says. */
 static void read_header(const GElf_Ehdr *eh, em_cubin_info *out) {
   out->abi_version = eh->e_ident[EI_ABIVERSION];
@@ -335,6 +353,8 @@ em_status em_cubin_read(const void *data, size_t size, em_cubin_info *out, char 
   } else {
     read_header(&eh, out);
     s = read_sections(elf, &eh, size, out, kernels, kernels_cap);
+    /* V1 gives the toolkit in e_version, V2 in the cuinfo note; else the tool strings. */
+    if (s == EM_OK && out->abi_version >= ABI_V2 && !out->toolkit) out->toolkit = toolkit_from_tool_info(out->tool_info);
   }
   elf_end(elf);
   if (s != EM_OK) {

@@ -13,7 +13,8 @@ typedef struct em_cubin_info {
   int os_abi;          /* EI_OSABI: 0x33 (V1) or 0x41 (V2) */
   char variant;        /* 'a' when marked arch-specific (V1: e_flags 0x800; V2: .nv.compat attr 9 = 1), else 0.
                           'f' is not visible in a cubin (only in a fatbin entry's flags). */
-  int toolkit;         /* CUDA version that made it, 1000*major+10*minor (V2: .note.nv.cuinfo;
+  int toolkit;         /* CUDA version that made it, 1000*major+10*minor (V2: .note.nv.cuinfo, else
+                          the "release X.Y" of the tool strings, as in CUDA 12.9's V2 cubins;
                           V1: e_version/10, e.g. 123 -> 12030); 0 if unknown */
   int is_relocatable;  /* e_type == ET_REL (-rdc) */
   char tool_info[160]; /* first line of .note.nv.tkinfo tool strings, "" if absent */

@@ -88,6 +88,38 @@ static void test_sm100(void **state) {
   check_v2(&w);
 }
 
+/* NVRTC 12.9's V2 cubin (sm_100): no cuinfo note, a tkinfo note whose first
+ * word is 0x81; the CUDA version comes from its "release 12.9" string
+ * (tests/fixtures/README.md). */
+static void test_sm100_nvrtc129(void **state) {
+  (void)state;
+  blob b = load_fixture("k_sm100_nvrtc129.cubin");
+  assert_int_equal(b.size, 8400);
+  em_cubin_info info;
+  char kernels[256];
+  em_status s = em_cubin_read(b.data, b.size, &info, kernels, sizeof kernels);
+  if (s != EM_OK) fail_msg("k_sm100_nvrtc129.cubin: %s", em_last_error());
+  assert_int_equal(info.sm, 100);
+  assert_int_equal(info.abi_version, 8);
+  assert_int_equal(info.os_abi, 0x41);
+  assert_int_equal(info.variant, 0);
+  assert_int_equal(info.toolkit, 12090);
+  assert_int_equal(info.is_relocatable, 0);
+  assert_string_equal(info.tool_info, "ptxas; Cuda compilation tools, release 12.9, V12.9.86; Build system must define "
+                                      "TOOLS_VERSION_EXTENDED; -arch sm_100 -fmad false");
+  assert_int_equal(info.n_kernels, 2);
+  assert_string_equal(kernels, "ember_fill,ember_saxpy");
+  /* The version string is all there is: spoil it and the toolkit is unknown,
+   * not guessed (offset of "release 12.9": tkinfo data at 0x648, desc at
+   * +0x18, strings at desc+24, the string at +7, "release " 24 bytes in). */
+  size_t at = 0x648 + 0x18 + 24 + 7 + 24;
+  assert_memory_equal(b.data + at, "release 12.9,", 13);
+  b.data[at + 8] = 'x';
+  assert_int_equal(em_cubin_read(b.data, b.size, &info, NULL, 0), EM_OK);
+  assert_int_equal(info.toolkit, 0);
+  free(b.data);
+}
+
 /* The -rdc device function ember_twice is FUNC in .text.ember_twice but has
  * no STO_CUDA_ENTRY bit: it is not a kernel. */
 static void test_rdc_device_function_is_not_a_kernel(void **state) {
@@ -240,6 +272,7 @@ int main(void) {
       cmocka_unit_test(test_sm90_plain),
       cmocka_unit_test(test_sm90a),
       cmocka_unit_test(test_sm100),
+      cmocka_unit_test(test_sm100_nvrtc129),
       cmocka_unit_test(test_rdc_device_function_is_not_a_kernel),
       cmocka_unit_test(test_kernel_list_truncated_and_optional),
       cmocka_unit_test(test_v1_header),

@@ -87,6 +87,23 @@ static void cubin_from_newer_toolkit_is_invalid_image(void **state) {
   assert_int_equal(load_on("7.5", "13010", "k.sm_75.cubin"), CUDA_SUCCESS);
 }
 
+/* NVRTC 12.9's sm_100 cubin (tests/fixtures/k_sm100_nvrtc129.cubin): ABI V2
+ * with no cuinfo note, "release 12.9" only in its tool strings
+ * (tests/fixtures/README.md). A CUDA 12.x cubin: any driver of CUDA 12 or
+ * later loads it (minor-version compatibility, cuda-compat.md 2.2), an 11.x
+ * one cannot; on 10.3 it runs as a lower minor of a desktop GPU. */
+static void cubin_v2_of_cuda_12_9(void **state) {
+  (void)state;
+  FAKE_NEED();
+  const char *f = "../k_sm100_nvrtc129.cubin";
+  assert_int_equal(load_on("10.0", "12000", f), CUDA_SUCCESS);
+  assert_int_equal(load_on("10.0", "12040", f), CUDA_SUCCESS);
+  assert_int_equal(load_on("10.0", "13000", f), CUDA_SUCCESS);
+  assert_int_equal(load_on("10.0", "11080", f), CUDA_ERROR_INVALID_IMAGE);
+  assert_int_equal(load_on("10.3", "12080", f), CUDA_SUCCESS);
+  assert_int_equal(load_on("9.0", "12080", f), CUDA_ERROR_NO_BINARY_FOR_GPU);
+}
+
 /* The V2 cubin's .note.nv.cuinfo desc is 02 00 <sm u16> <10*major+minor u16>
  * 00 00 (cuda-compat.md 5.2): rewriting 130 (13.0) to 128 (12.8) makes a
  * CUDA 12.8 cubin, which minor-version compatibility lets any 12.x driver load. */
@@ -889,6 +906,7 @@ int main(void) {
       cmocka_unit_test_setup(cubin_same_major_rule, fake_test_setup),
       cmocka_unit_test_setup(cubin_arch_specific_only_on_its_sm, fake_test_setup),
       cmocka_unit_test_setup(cubin_from_newer_toolkit_is_invalid_image, fake_test_setup),
+      cmocka_unit_test_setup(cubin_v2_of_cuda_12_9, fake_test_setup),
       cmocka_unit_test_setup(cubin_minor_version_compatibility, fake_test_setup),
       cmocka_unit_test_setup(cubin_truncated_or_garbage_is_invalid_image, fake_test_setup),
       cmocka_unit_test_setup(ptx_isa_against_driver, fake_test_setup),
