@@ -5,6 +5,8 @@
  *   1 cubin for exactly this SM      2 cubin of the same major, highest lower minor
  *   3 PTX, highest compute_XY <= SM  4 NVRTC, newest that supports this SM
  *   5 the CPU
+ * Within steps 1 and 2, cubins of one SM from several toolkits (nvcc 13.0,
+ * NVRTC 12.9, NVRTC 11.8) go newest toolkit first.
  * An image the driver cannot load is listed, rejected, with the reason. */
 #include "policy.h"
 
@@ -138,36 +140,72 @@ static int driver_can_load(plan_builder *b, const em_image_info *img, char *why,
   return 0;
 }
 
+/* The order in which steps 1 and 2 consider the module's cubins: does image
+ * x come before image y?
+ *  - The highest arch first, so that step 2 picks the highest lower minor.
+ *  - At one arch (the build embeds sm_80 from nvcc 13.0, NVRTC 12.9 and NVRTC
+ *    11.8), the newest toolkit first: its compiler has the latest fixes and
+ *    tuning, so of the cubins this driver can load, the newest is the one to
+ *    run. A driver loads a cubin of any toolkit of its own CUDA major or an
+ *    older one: "From CUDA 11 onwards, applications compiled with a CUDA
+ *    Toolkit release from within a CUDA major release family can run, with
+ *    limited feature-set, on systems having at least the minimum required
+ *    driver version" (>= 450 for 11.x, >= 525 for 12.x, >= 580 for 13.x), and
+ *    older toolkits run on newer drivers through backward compatibility
+ *    (NVIDIA, CUDA Compatibility, "Minor Version Compatibility",
+ *    https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html;
+ *    em_cubin_min_driver). So an H100 on R535 (CUDA 12.2) skips the 13.0
+ *    sm_90 cubin (listed, rejected) and runs the 12.9 one, and on R580 the
+ *    13.0 one. A cubin whose toolkit is unknown (0) comes last.
+ *  - Then the table's order, so the plan never depends on anything else. */
+static int cubin_before(const em_image_info *images, size_t x, size_t y) {
+  const em_image_info *a = &images[x], *c = &images[y];
+  if (a->arch != c->arch) return a->arch > c->arch;
+  if (a->toolkit != c->toolkit) return a->toolkit > c->toolkit;
+  return x < y;
+}
+
+/* The module's next cubin after image `prev` (-1: the first) in that order;
+ * -1 when there is none. */
+static long next_cubin(const em_policy_input *in, long prev) {
+  long best = -1;
+  for (size_t i = 0; i < in->n_images; i++) {
+    const em_image_info *img = &in->images[i];
+    if (!belongs(in, img) || img->kind != EM_IMAGE_CUBIN) continue;
+    if (prev >= 0 && !cubin_before(in->images, (size_t)prev, i)) continue;
+    if (best < 0 || cubin_before(in->images, i, (size_t)best)) best = (long)i;
+  }
+  return best;
+}
+
 /* Steps 1 and 2: every cubin of the module, rejected or not. */
 static void consider_cubins(plan_builder *b, int want_step) {
   const em_policy_input *in = b->in;
-  /* Highest arch first, so step 2 picks the highest lower minor. */
-  for (int arch = 1000; arch >= 0; arch--) {
-    for (size_t i = 0; i < in->n_images; i++) {
-      const em_image_info *img = &in->images[i];
-      if (!belongs(in, img) || img->kind != EM_IMAGE_CUBIN || img->arch != arch) continue;
-      char name[32], why[160];
-      int step = 0;
-      image_name(img, name);
-      if (!cubin_fits(img->arch, img->variant, in->cc, &step)) {
-        if (want_step != 1) continue; /* report misfits once, with step 1 */
-        const char *rule = img->variant == 'a' ? "an 'a' cubin runs only on exactly its SM"
-                           : img->arch / 10 == in->cc / 10 && img->arch < in->cc
-                               ? "cubins run on a higher minor only between desktop GPUs, never to or from Tegra"
-                               : "a cubin runs only on its own major, at or above its minor";
-        add_candidate(b, EM_PATH_CUBIN, (int)i, img->arch, img->variant, 0,
-                      "%s cubin does not run on CC %s (%s)", name, b->cc_s, rule);
-        continue;
-      }
-      if (step != want_step) continue;
-      if (!driver_can_load(b, img, why, sizeof why)) {
-        add_candidate(b, EM_PATH_CUBIN, (int)i, img->arch, img->variant, 0, "%s cubin: %s", name, why);
-        continue;
-      }
-      add_candidate(b, EM_PATH_CUBIN, (int)i, img->arch, img->variant, 1,
-                    step == 1 ? "%s cubin matches CC %s" : "%s cubin runs on CC %s (same major, lower minor)",
-                    name, b->cc_s);
+  for (long i = next_cubin(in, -1); i >= 0; i = next_cubin(in, i)) {
+    const em_image_info *img = &in->images[i];
+    char name[32], why[160], tk[24] = "";
+    int step = 0;
+    image_name(img, name);
+    /* Which toolkit made it: several cubins of one SM differ only in that. */
+    if (img->toolkit) snprintf(tk, sizeof tk, " (CUDA %s)", cuda_str(img->toolkit, (char[16]){0}));
+    if (!cubin_fits(img->arch, img->variant, in->cc, &step)) {
+      if (want_step != 1) continue; /* report misfits once, with step 1 */
+      const char *rule = img->variant == 'a' ? "an 'a' cubin runs only on exactly its SM"
+                         : img->arch / 10 == in->cc / 10 && img->arch < in->cc
+                             ? "cubins run on a higher minor only between desktop GPUs, never to or from Tegra"
+                             : "a cubin runs only on its own major, at or above its minor";
+      add_candidate(b, EM_PATH_CUBIN, (int)i, img->arch, img->variant, 0, "%s cubin%s does not run on CC %s (%s)",
+                    name, tk, b->cc_s, rule);
+      continue;
     }
+    if (step != want_step) continue;
+    if (!driver_can_load(b, img, why, sizeof why)) {
+      add_candidate(b, EM_PATH_CUBIN, (int)i, img->arch, img->variant, 0, "%s cubin: %s", name, why);
+      continue;
+    }
+    add_candidate(b, EM_PATH_CUBIN, (int)i, img->arch, img->variant, 1,
+                  step == 1 ? "%s cubin%s matches CC %s" : "%s cubin%s runs on CC %s (same major, lower minor)", name,
+                  tk, b->cc_s);
   }
 }
 

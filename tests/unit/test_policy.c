@@ -10,6 +10,11 @@
  *      "Binary Compatibility": "Binary compatibility is supported only for the
  *      desktop. It is not supported for Tegra. Also, the binary compatibility
  *      between desktop and Tegra is not supported.";
+ *      in 1 and 2, of several cubins of one SM from different toolkits (the default
+ *      build has sm_80 from nvcc 13.0, NVRTC 12.9 and NVRTC 11.8) the newest
+ *      toolkit that the driver loads is chosen, the others listed after it; in 2 the
+ *      highest lower minor comes first, whatever its toolkit; an unknown toolkit
+ *      counts as the oldest;
  *   3. else PTX: the highest compute_XY not above the device whose PTX ISA the driver
  *      can JIT (nvcc PTX -> EM_PATH_PTX, clang legacy PTX -> EM_PATH_PTX_LEGACY);
  *      never with jit_disabled;
@@ -23,7 +28,7 @@
  *
  * Facts used (reference/cuda-compat.md):
  *   driver branch -> cuDriverGetVersion (§2.3): R418 10010, R450 11000, R470 11040,
- *     R520 11080, R525 12000, R535 12020, R570 12080, R580 13000.
+ *     R520 11080, R525 12000, R535 12020, R550 12040, R570 12080, R580 13000.
  *   cubin from toolkit T >= 11.0 loads on a driver of T's major or newer (§2.2, MVC);
  *     before 11.0 the driver must be >= T.
  *   PTX ISA -> minimum driver (§1 note 3): 7.0 -> 11.0, 7.8 -> 11.8, 8.0 -> 12.0,
@@ -54,6 +59,8 @@ enum {
   R520 = 11080,
   R525 = 12000,
   R535 = 12020,
+  JP60 = 12020,     /* Jetson Linux 36 (JetPack 6.0) on an Orin: a CUDA 12.2 driver */
+  R550 = 12040,
   R570 = 12080,
   R580 = 13000,
   DRV14 = 14000     /* a future CUDA 14 driver */
@@ -65,6 +72,7 @@ enum {
 #define AS "archspec" /* sm_90a and sm_100f cubins only */
 #define TU "tuned"    /* sm_100a and sm_120f cubins only */
 #define NOSUCH "nosuch"
+#define ST "step2"    /* sm_86 cubins of CUDA 11.8 and of an unknown toolkit, an sm_80 one of 12.9 */
 
 /* Which images of module "elementwise" a build embeds. */
 enum {
@@ -75,12 +83,17 @@ enum {
   B_L118CUBIN = 1u << 4, /* NVCC_LEGACY=cuda-11.8: cubins sm_35 37 50 52 60 61 70 */
   B_L118PTX = 1u << 5,   /* NVCC_LEGACY=cuda-11.8: PTX compute_35, ISA 7.8 */
   B_PTX75 = 1u << 6,     /* nvcc 13.0 PTX compute_75, ISA 9.0 */
-  B_PTXAS118 = 1u << 7   /* clang's legacy PTX through ptxas 11.8 (the PyPI one in .tools/):
+  B_PTXAS118 = 1u << 7,  /* clang's legacy PTX through ptxas 11.8 (the PyPI one in .tools/):
                             cubins sm_35 37 50 52 53 60 61 62 70 72, toolkit 11.8 */
+  B_NVRTC118 = 1u << 8,  /* kernels/ through the PyPI NVRTC 11.8 at build time:
+                            cubins sm_75 80 86 87 89 90, toolkit 11.8 */
+  B_NVRTC129 = 1u << 9   /* the same through NVRTC 12.9: cubins sm_75 80 86 87 89 90 100 120 */
 };
-/* The default build without the PyPI ptxas 11.8 (no network when it was built). */
+/* The default build without the PyPI tools (no network when it was built). */
 #define NOPY (B_CUBIN13 | B_PTX75 | B_PTX120 | B_CLANG | B_SOURCE)
-#define DEF (NOPY | B_PTXAS118)                         /* the default build: what `ember images` lists */
+/* The default build: what `ember images` lists. */
+#define DEF (NOPY | B_PTXAS118 | B_NVRTC118 | B_NVRTC129)
+#define NONV (NOPY | B_PTXAS118)                        /* DEF without the NVRTC cubins */
 #define NOCL (NOPY & ~(unsigned)B_CLANG)                /* NOPY minus the legacy PTX */
 #define L118 (NOPY | B_L118CUBIN | B_L118PTX)           /* NOPY + NVCC_LEGACY 11.8 */
 
@@ -134,6 +147,11 @@ static void add_other_modules(image_table *t) {
   add_cubin(t, AS, 100, 'f', 13000, 13000);
   add_cubin(t, TU, 100, 'a', 13000, 13000);
   add_cubin(t, TU, 120, 'f', 13000, 13000);
+  /* Step 2's order: the highest lower minor before a newer toolkit, a known
+   * toolkit before an unknown one (toolkit 0: nothing bounds the driver). */
+  add_cubin(t, ST, 86, 0, 0, 0);
+  add_cubin(t, ST, 80, 0, 12090, 12000);
+  add_cubin(t, ST, 86, 0, 11080, 11000);
 }
 
 /* Builds the whole image table for one build configuration. The elementwise images
@@ -142,10 +160,15 @@ static void build_images(image_table *t, unsigned build) {
   static const int cubins13[] = {120, 75, 90, 86, 100, 80, 89};
   static const int cubins118[] = {61, 35, 70, 52, 37, 60, 50};
   static const int ptxas118[] = {72, 35, 61, 50, 70, 37, 62, 52, 60, 53};
+  static const int nvrtc118[] = {89, 75, 90, 87, 80, 86};
+  static const int nvrtc129[] = {120, 87, 75, 100, 90, 80, 89, 86};
   size_t i;
   memset(t, 0, sizeof *t);
   add_other_modules(t);
   if (build & B_CLANG) add_image(t, EW, EM_IMAGE_PTX, 35, 0, 32, 0, 5050, EM_IMAGE_LEGACY);
+  /* Oldest toolkit first in the table: "newest first" must come from the policy. */
+  if (build & B_NVRTC118) /* 11.x cubins: any driver of major 11 or later (MVC) */
+    for (i = 0; i < sizeof nvrtc118 / sizeof nvrtc118[0]; i++) add_cubin(t, EW, nvrtc118[i], 0, 11080, 11000);
   if (build & B_CUBIN13)
     for (i = 0; i < sizeof cubins13 / sizeof cubins13[0]; i++) add_cubin(t, EW, cubins13[i], 0, 13000, 13000);
   if (build & B_L118PTX) add_image(t, EW, EM_IMAGE_PTX, 35, 0, 78, 11080, 11080, 0);
@@ -153,6 +176,8 @@ static void build_images(image_table *t, unsigned build) {
   if (build & B_PTXAS118) /* an 11.x cubin: any driver of major 11 or later (MVC) */
     for (i = 0; i < sizeof ptxas118 / sizeof ptxas118[0]; i++) add_cubin(t, EW, ptxas118[i], 0, 11080, 11000);
   if (build & B_PTX75) add_image(t, EW, EM_IMAGE_PTX, 75, 0, 90, 13000, 13000, 0);
+  if (build & B_NVRTC129) /* 12.x cubins: any driver of major 12 or later (MVC) */
+    for (i = 0; i < sizeof nvrtc129 / sizeof nvrtc129[0]; i++) add_cubin(t, EW, nvrtc129[i], 0, 12090, 12000);
   if (build & B_L118CUBIN)
     for (i = 0; i < sizeof cubins118 / sizeof cubins118[0]; i++) add_cubin(t, EW, cubins118[i], 0, 11080, 11000);
   if (build & B_SOURCE) add_image(t, EW, EM_IMAGE_SOURCE, 0, 0, 0, 0, 0, 0);
@@ -210,142 +235,176 @@ typedef struct policy_case {
   int what;     /* the chosen image's arch, or the chosen NVRTC's version; 0 for CPU/NONE */
   char variant; /* the chosen cubin's variant */
   int strict_error;
+  int toolkit;  /* the chosen cubin's toolkit (T118, T129, T130); 0 for other paths */
 } policy_case;
+
+/* Toolkits of the cubins a build embeds. */
+enum { T118 = 11080, T129 = 12090, T130 = 13000 };
 
 /* clang-format off */
 static policy_case k_cases[] = {
-/*  name                                  cc   driver module build nvrtc            force strict jit  -> path  step what variant serr */
+/*  name                                  cc   driver module build nvrtc            force strict jit  -> path  step what variant serr toolkit */
 /* Kepler K80 (3.7), last driver R470 */
-  {"K80 R470",                             37, R470, EW, NOPY, N0,               NOF,  0, 0,  PTXL,  3, 35,    0, 0}, /* 3: cubins are >= 7.5 and need 13000; compute_120 above 3.7; legacy ISA 3.2 needs 5050 */
-  {"K80 R470 nvrtc11.8",                   37, R470, EW, NOPY, N118,             NOF,  0, 0,  PTXL,  3, 35,    0, 0}, /* 3: PTX precedes NVRTC */
-  {"K80 R470 no-legacy nvrtc11.8",         37, R470, EW, NOCL, N118,             NOF,  0, 0,  NVRTC, 4, 11080, 0, 0}, /* 4: 11.8 targets sm_37; cubin needs driver major 11 */
-  {"K80 R470 no-legacy nvrtc13",           37, R470, EW, NOCL, N13,              NOF,  0, 0,  CPU,   5, 0,     0, 0}, /* 5: NVRTC 13 has no sm_37 */
-  {"K80 R470 no-legacy nvrtc13+11.0",      37, R470, EW, NOCL, N13 | N110,       NOF,  0, 0,  NVRTC, 4, 11000, 0, 0}, /* 4: 11.0 targets sm_37 (arch_table), its PTX 7.0 needs 11000 <= 11040 */
-  {"K80 R470 no-legacy strict",            37, R470, EW, NOCL, N0,               NOF,  1, 0,  CPU,   5, 0,     0, 1}, /* 5 + strict: ending on the CPU is an error */
-  {"K80 R470 nvcc-legacy",                 37, R470, EW, L118, N0,               NOF,  0, 0,  CUBIN, 1, 37,    0, 0}, /* 1: 11.8 sm_37 cubin, driver major 11 */
-  {"K80 R418 nvcc-legacy",                 37, R418, EW, L118, N0,               NOF,  0, 0,  PTXL,  3, 35,    0, 0}, /* 3: 11.8 cubins need 11000, compute_35 ISA 7.8 needs 11080; legacy ISA 3.2 ok */
-  {"K80 R470 force cubin",                 37, R470, EW, NOPY, N0,               CUBIN,0, 0,  NONE,  ANY_STEP, 0, 0, 0}, /* force: no cubin runs on 3.7, no fallback */
+  {"K80 R470",                             37, R470, EW, NOPY, N0,               NOF,  0, 0,  PTXL,  3, 35,    0, 0, 0   }, /* 3: cubins are >= 7.5 and need 13000; compute_120 above 3.7; legacy ISA 3.2 needs 5050 */
+  {"K80 R470 nvrtc11.8",                   37, R470, EW, NOPY, N118,             NOF,  0, 0,  PTXL,  3, 35,    0, 0, 0   }, /* 3: PTX precedes NVRTC */
+  {"K80 R470 no-legacy nvrtc11.8",         37, R470, EW, NOCL, N118,             NOF,  0, 0,  NVRTC, 4, 11080, 0, 0, 0   }, /* 4: 11.8 targets sm_37; cubin needs driver major 11 */
+  {"K80 R470 no-legacy nvrtc13",           37, R470, EW, NOCL, N13,              NOF,  0, 0,  CPU,   5, 0,     0, 0, 0   }, /* 5: NVRTC 13 has no sm_37 */
+  {"K80 R470 no-legacy nvrtc13+11.0",      37, R470, EW, NOCL, N13 | N110,       NOF,  0, 0,  NVRTC, 4, 11000, 0, 0, 0   }, /* 4: 11.0 targets sm_37 (arch_table), its PTX 7.0 needs 11000 <= 11040 */
+  {"K80 R470 no-legacy strict",            37, R470, EW, NOCL, N0,               NOF,  1, 0,  CPU,   5, 0,     0, 1, 0   }, /* 5 + strict: ending on the CPU is an error */
+  {"K80 R470 nvcc-legacy",                 37, R470, EW, L118, N0,               NOF,  0, 0,  CUBIN, 1, 37,    0, 0, T118}, /* 1: 11.8 sm_37 cubin, driver major 11 */
+  {"K80 R418 nvcc-legacy",                 37, R418, EW, L118, N0,               NOF,  0, 0,  PTXL,  3, 35,    0, 0, 0   }, /* 3: 11.8 cubins need 11000, compute_35 ISA 7.8 needs 11080; legacy ISA 3.2 ok */
+  {"K80 R470 force cubin",                 37, R470, EW, NOPY, N0,               CUBIN,0, 0,  NONE,  ANY_STEP, 0, 0, 0, 0   }, /* force: no cubin runs on 3.7, no fallback */
 /* Jetson TK1 (3.2), Jetson Nano (5.3), Xavier (7.2) with the NVCC_LEGACY build */
-  {"TK1 3.2 R470 nvcc-legacy nvrtc11.8",   32, R470, EW, L118, N118,             NOF,  0, 0,  CPU,   5, 0,     0, 0}, /* 1,2: sm_35/37 have a higher minor; 3: compute_35 above 3.2; 4: 11.8 has no sm_32 */
-  {"Nano 5.3 R470 nvcc-legacy",            53, R470, EW, L118, N0,               NOF,  0, 0,  PTXL,  3, 35,    0, 0}, /* 1: no sm_53; 2: sm_50/52 are desktop, 5.3 is Tegra; 3: compute_35 ISA 7.8 needs 11080; legacy */
-  {"Xavier 7.2 R470 nvcc-legacy",          72, R470, EW, L118, N0,               NOF,  0, 0,  PTXL,  3, 35,    0, 0}, /* 2: sm_70 is desktop, 7.2 is Tegra (sm_75 has a higher minor); 3: compute_75 above 7.2, ISA 7.8 needs 11080; legacy */
+  {"TK1 3.2 R470 nvcc-legacy nvrtc11.8",   32, R470, EW, L118, N118,             NOF,  0, 0,  CPU,   5, 0,     0, 0, 0   }, /* 1,2: sm_35/37 have a higher minor; 3: compute_35 above 3.2; 4: 11.8 has no sm_32 */
+  {"Nano 5.3 R470 nvcc-legacy",            53, R470, EW, L118, N0,               NOF,  0, 0,  PTXL,  3, 35,    0, 0, 0   }, /* 1: no sm_53; 2: sm_50/52 are desktop, 5.3 is Tegra; 3: compute_35 ISA 7.8 needs 11080; legacy */
+  {"Xavier 7.2 R470 nvcc-legacy",          72, R470, EW, L118, N0,               NOF,  0, 0,  PTXL,  3, 35,    0, 0, 0   }, /* 2: sm_70 is desktop, 7.2 is Tegra (sm_75 has a higher minor); 3: compute_75 above 7.2, ISA 7.8 needs 11080; legacy */
 /* GTX 1080 (6.1) */
-  {"GTX1080 R418",                         61, R418, EW, NOPY, N0,               NOF,  0, 0,  PTXL,  3, 35,    0, 0}, /* 3: legacy ISA 3.2 needs 5050 <= 10010 */
-  {"GTX1080 R418 no-legacy nvrtc11.8+11.0",61, R418, EW, NOCL, N118 | N110,      NOF,  0, 0,  CPU,   5, 0,     0, 0}, /* 4: 11.8 cubin needs major 11, 11.0 PTX needs 11000 > 10010 */
-  {"GTX1080 R535 nvrtc12.2",               61, R535, EW, NOPY, N122,             NOF,  0, 0,  PTXL,  3, 35,    0, 0}, /* 3: PTX precedes NVRTC */
-  {"GTX1080 R535 no-legacy nvrtc13+12.2+11.8",61,R535,EW,NOCL, N13 | N122 | N118,NOF,  0, 0,  NVRTC, 4, 12020, 0, 0}, /* 4: 13 has no sm_61; 12.2 is the newest that has it */
-  {"GTX1080 R535 nvcc-legacy",             61, R535, EW, L118, N0,               NOF,  0, 0,  CUBIN, 1, 61,    0, 0}, /* 1: 11.8 sm_61 cubin on a 12.x driver */
+  {"GTX1080 R418",                         61, R418, EW, NOPY, N0,               NOF,  0, 0,  PTXL,  3, 35,    0, 0, 0   }, /* 3: legacy ISA 3.2 needs 5050 <= 10010 */
+  {"GTX1080 R418 no-legacy nvrtc11.8+11.0",61, R418, EW, NOCL, N118 | N110,      NOF,  0, 0,  CPU,   5, 0,     0, 0, 0   }, /* 4: 11.8 cubin needs major 11, 11.0 PTX needs 11000 > 10010 */
+  {"GTX1080 R535 nvrtc12.2",               61, R535, EW, NOPY, N122,             NOF,  0, 0,  PTXL,  3, 35,    0, 0, 0   }, /* 3: PTX precedes NVRTC */
+  {"GTX1080 R535 no-legacy nvrtc13+12.2+11.8",61,R535,EW,NOCL, N13 | N122 | N118,NOF,  0, 0,  NVRTC, 4, 12020, 0, 0, 0   }, /* 4: 13 has no sm_61; 12.2 is the newest that has it */
+  {"GTX1080 R535 nvcc-legacy",             61, R535, EW, L118, N0,               NOF,  0, 0,  CUBIN, 1, 61,    0, 0, T118}, /* 1: 11.8 sm_61 cubin on a 12.x driver */
 /* V100 (7.0) on R450 */
-  {"V100 R450",                            70, R450, EW, NOPY, N0,               NOF,  0, 0,  PTXL,  3, 35,    0, 0}, /* 1,2: sm_75 has a higher minor; 3: legacy */
-  {"V100 R450 nvcc-legacy",                70, R450, EW, L118, N0,               NOF,  0, 0,  CUBIN, 1, 70,    0, 0}, /* 1: 11.8 sm_70 cubin, driver major 11 */
-  {"V100 R450 no-legacy nvrtc11.8",        70, R450, EW, NOCL, N118,             NOF,  0, 0,  NVRTC, 4, 11080, 0, 0}, /* 4: 11.8 on an 11.0 driver (same major) */
-  {"V100 R450 no-legacy nvrtc13+12.2",     70, R450, EW, NOCL, N13 | N122,       NOF,  0, 0,  CPU,   5, 0,     0, 0}, /* 4: 13 has no sm_70; 12.2 cubin needs major 12 */
-  {"V100 R450 jit-off nvrtc11.8",          70, R450, EW, NOPY, N118,             NOF,  0, 1,  NVRTC, 4, 11080, 0, 0}, /* 3: no JIT; 4: 11.8 makes a cubin, no JIT needed */
-  {"V100 R450 jit-off nvrtc11.0",          70, R450, EW, NOPY, N110,             NOF,  0, 1,  CPU,   5, 0,     0, 0}, /* 4: 11.0 has no GetCUBIN, its PTX needs the JIT */
+  {"V100 R450",                            70, R450, EW, NOPY, N0,               NOF,  0, 0,  PTXL,  3, 35,    0, 0, 0   }, /* 1,2: sm_75 has a higher minor; 3: legacy */
+  {"V100 R450 nvcc-legacy",                70, R450, EW, L118, N0,               NOF,  0, 0,  CUBIN, 1, 70,    0, 0, T118}, /* 1: 11.8 sm_70 cubin, driver major 11 */
+  {"V100 R450 no-legacy nvrtc11.8",        70, R450, EW, NOCL, N118,             NOF,  0, 0,  NVRTC, 4, 11080, 0, 0, 0   }, /* 4: 11.8 on an 11.0 driver (same major) */
+  {"V100 R450 no-legacy nvrtc13+12.2",     70, R450, EW, NOCL, N13 | N122,       NOF,  0, 0,  CPU,   5, 0,     0, 0, 0   }, /* 4: 13 has no sm_70; 12.2 cubin needs major 12 */
+  {"V100 R450 jit-off nvrtc11.8",          70, R450, EW, NOPY, N118,             NOF,  0, 1,  NVRTC, 4, 11080, 0, 0, 0   }, /* 3: no JIT; 4: 11.8 makes a cubin, no JIT needed */
+  {"V100 R450 jit-off nvrtc11.0",          70, R450, EW, NOPY, N110,             NOF,  0, 1,  CPU,   5, 0,     0, 0, 0   }, /* 4: 11.0 has no GetCUBIN, its PTX needs the JIT */
 /* T4 (7.5) */
-  {"T4 R525",                              75, R525, EW, NOPY, N0,               NOF,  0, 0,  PTXL,  3, 35,    0, 0}, /* 1: the 13.0 sm_75 cubin needs 13000; 3: legacy */
-  {"T4 R525 nvrtc12.2",                    75, R525, EW, NOPY, N122,             NOF,  0, 0,  PTXL,  3, 35,    0, 0}, /* 3: PTX precedes NVRTC */
-  {"T4 R525 no-legacy nvrtc12.2",          75, R525, EW, NOCL, N122,             NOF,  0, 0,  NVRTC, 4, 12020, 0, 0}, /* 4: 12.2 on a 12.0 driver (same major) */
-  {"T4 R525 no-legacy nvrtc13+12.2",       75, R525, EW, NOCL, N13 | N122,       NOF,  0, 0,  NVRTC, 4, 12020, 0, 0}, /* 4: 13's cubin needs 13000; next newest */
-  {"T4 R525 no-legacy nvrtc13",            75, R525, EW, NOCL, N13,              NOF,  0, 0,  CPU,   5, 0,     0, 0}, /* 4: 13's cubin needs 13000 */
-  {"T4 R580",                              75, R580, EW, NOPY, N0,               NOF,  0, 0,  CUBIN, 1, 75,    0, 0}, /* 1 */
+  {"T4 R525",                              75, R525, EW, NOPY, N0,               NOF,  0, 0,  PTXL,  3, 35,    0, 0, 0   }, /* 1: the 13.0 sm_75 cubin needs 13000; 3: legacy */
+  {"T4 R525 nvrtc12.2",                    75, R525, EW, NOPY, N122,             NOF,  0, 0,  PTXL,  3, 35,    0, 0, 0   }, /* 3: PTX precedes NVRTC */
+  {"T4 R525 no-legacy nvrtc12.2",          75, R525, EW, NOCL, N122,             NOF,  0, 0,  NVRTC, 4, 12020, 0, 0, 0   }, /* 4: 12.2 on a 12.0 driver (same major) */
+  {"T4 R525 no-legacy nvrtc13+12.2",       75, R525, EW, NOCL, N13 | N122,       NOF,  0, 0,  NVRTC, 4, 12020, 0, 0, 0   }, /* 4: 13's cubin needs 13000; next newest */
+  {"T4 R525 no-legacy nvrtc13",            75, R525, EW, NOCL, N13,              NOF,  0, 0,  CPU,   5, 0,     0, 0, 0   }, /* 4: 13's cubin needs 13000 */
+  {"T4 R580",                              75, R580, EW, NOPY, N0,               NOF,  0, 0,  CUBIN, 1, 75,    0, 0, T130}, /* 1 */
 /* A100 (8.0) */
-  {"A100 R450",                            80, R450, EW, NOPY, N0,               NOF,  0, 0,  PTXL,  3, 35,    0, 0}, /* 1: sm_80 needs 13000; 3: legacy */
-  {"A100 R450 no-legacy nvrtc11.8",        80, R450, EW, NOCL, N118,             NOF,  0, 0,  NVRTC, 4, 11080, 0, 0}, /* 4 */
-  {"A100 R520 no-legacy +ptx7.8",          80, R520, EW, NOCL | B_L118PTX, N0,   NOF,  0, 0,  PTX,   3, 35,    0, 0}, /* 3: compute_120 above 8.0; compute_35 ISA 7.8 needs 11080 */
-  {"A100 R470 no-legacy +ptx7.8 nvrtc11.8",80, R470, EW, NOCL | B_L118PTX, N118, NOF,  0, 0,  NVRTC, 4, 11080, 0, 0}, /* 3: ISA 7.8 needs 11080 > 11040; 4 */
-  {"A100 R580",                            80, R580, EW, NOPY, N0,               NOF,  0, 0,  CUBIN, 1, 80,    0, 0}, /* 1 */
+  {"A100 R450",                            80, R450, EW, NOPY, N0,               NOF,  0, 0,  PTXL,  3, 35,    0, 0, 0   }, /* 1: sm_80 needs 13000; 3: legacy */
+  {"A100 R450 no-legacy nvrtc11.8",        80, R450, EW, NOCL, N118,             NOF,  0, 0,  NVRTC, 4, 11080, 0, 0, 0   }, /* 4 */
+  {"A100 R520 no-legacy +ptx7.8",          80, R520, EW, NOCL | B_L118PTX, N0,   NOF,  0, 0,  PTX,   3, 35,    0, 0, 0   }, /* 3: compute_120 above 8.0; compute_35 ISA 7.8 needs 11080 */
+  {"A100 R470 no-legacy +ptx7.8 nvrtc11.8",80, R470, EW, NOCL | B_L118PTX, N118, NOF,  0, 0,  NVRTC, 4, 11080, 0, 0, 0   }, /* 3: ISA 7.8 needs 11080 > 11040; 4 */
+  {"A100 R580",                            80, R580, EW, NOPY, N0,               NOF,  0, 0,  CUBIN, 1, 80,    0, 0, T130}, /* 1 */
 /* RTX 3090 (8.6), Jetson Orin (8.7), L4 (8.9) */
-  {"RTX3090 R580",                         86, R580, EW, NOPY, N0,               NOF,  0, 0,  CUBIN, 1, 86,    0, 0}, /* 1 */
-  {"RTX3090 R580 nvrtc13",                 86, R580, EW, NOPY, N13,              NOF,  0, 0,  CUBIN, 1, 86,    0, 0}, /* 1 precedes 4 */
-  {"Orin 8.7 R580",                        87, R580, EW, NOPY, N0,               NOF,  0, 0,  PTX,   3, 75,    0, 0}, /* 2: sm_80/86 are desktop, Orin is Tegra; 3: compute_120 above 8.7, compute_75 ISA 9.0 on 13000 */
-  {"L4 R580",                              89, R580, EW, NOPY, N0,               NOF,  0, 0,  CUBIN, 1, 89,    0, 0}, /* 1 */
-  {"L4 R535 nvrtc12.2",                    89, R535, EW, NOPY, N122,             NOF,  0, 0,  PTXL,  3, 35,    0, 0}, /* 1: sm_89 needs 13000; 3 precedes 4 */
-  {"L4 R535 no-legacy nvrtc12.2",          89, R535, EW, NOCL, N122,             NOF,  0, 0,  NVRTC, 4, 12020, 0, 0}, /* 4 */
+  {"RTX3090 R580",                         86, R580, EW, NOPY, N0,               NOF,  0, 0,  CUBIN, 1, 86,    0, 0, T130}, /* 1 */
+  {"RTX3090 R580 nvrtc13",                 86, R580, EW, NOPY, N13,              NOF,  0, 0,  CUBIN, 1, 86,    0, 0, T130}, /* 1 precedes 4 */
+  {"Orin 8.7 R580",                        87, R580, EW, NOPY, N0,               NOF,  0, 0,  PTX,   3, 75,    0, 0, 0   }, /* 2: sm_80/86 are desktop, Orin is Tegra; 3: compute_120 above 8.7, compute_75 ISA 9.0 on 13000 */
+  {"L4 R580",                              89, R580, EW, NOPY, N0,               NOF,  0, 0,  CUBIN, 1, 89,    0, 0, T130}, /* 1 */
+  {"L4 R535 nvrtc12.2",                    89, R535, EW, NOPY, N122,             NOF,  0, 0,  PTXL,  3, 35,    0, 0, 0   }, /* 1: sm_89 needs 13000; 3 precedes 4 */
+  {"L4 R535 no-legacy nvrtc12.2",          89, R535, EW, NOCL, N122,             NOF,  0, 0,  NVRTC, 4, 12020, 0, 0, 0   }, /* 4 */
 /* H100 (9.0) */
-  {"H100 R525",                            90, R525, EW, NOPY, N0,               NOF,  0, 0,  PTXL,  3, 35,    0, 0}, /* 1: sm_90 needs 13000; 3 */
-  {"H100 R535 nvrtc12.2",                  90, R535, EW, NOPY, N122,             NOF,  0, 0,  PTXL,  3, 35,    0, 0}, /* 3 precedes 4 */
-  {"H100 R535 no-legacy nvrtc13+12.2",     90, R535, EW, NOCL, N13 | N122,       NOF,  0, 0,  NVRTC, 4, 12020, 0, 0}, /* 4: 13 needs 13000 */
-  {"H100 R580 nvrtc13",                    90, R580, EW, NOPY, N13,              NOF,  0, 0,  CUBIN, 1, 90,    0, 0}, /* 1 */
-  {"H100 R580 jit-off",                    90, R580, EW, NOPY, N0,               NOF,  0, 1,  CUBIN, 1, 90,    0, 0}, /* 1: a cubin needs no JIT */
-  {"H100 R535 jit-off nvrtc12.2",          90, R535, EW, NOPY, N122,             NOF,  0, 1,  NVRTC, 4, 12020, 0, 0}, /* 3: no JIT; 4 */
-  {"H100 R535 jit-off",                    90, R535, EW, NOPY, N0,               NOF,  0, 1,  CPU,   5, 0,     0, 0}, /* 3: no JIT; 5 */
-  {"H100 R580 force cubin",                90, R580, EW, NOPY, N13,              CUBIN,0, 0,  CUBIN, 1, 90,    0, 0}, /* force = what 1 picks anyway */
-  {"H100 R580 force ptx",                  90, R580, EW, NOPY, N13,              PTX,  0, 0,  PTX,   3, 75,    0, 0}, /* force: compute_120 is above 9.0, compute_75 ISA 9.0 on 13000 */
-  {"H100 R580 force ptx, no compute_75",   90, R580, EW, NOPY & ~(unsigned)B_PTX75, N13, PTX, 0, 0, NONE, ANY_STEP, 0, 0, 0}, /* force: compute_120 is above 9.0; legacy is another path */
-  {"H100 R580 force ptx-legacy",           90, R580, EW, NOPY, N13,              PTXL, 0, 0,  PTXL,  3, 35,    0, 0}, /* force: the legacy compute_35 JITs on Hopper */
-  {"H100 R580 force nvrtc",                90, R580, EW, NOPY, N13 | N122,       NVRTC,0, 0,  NVRTC, 4, 13000, 0, 0}, /* force: newest NVRTC with sm_90 */
-  {"H100 R580 force nvrtc, none loadable", 90, R580, EW, NOPY, N0,               NVRTC,0, 0,  NONE,  ANY_STEP, 0, 0, 0}, /* force: no NVRTC, no fallback */
-  {"H100 R580 force cpu",                  90, R580, EW, NOPY, N13,              CPU,  0, 0,  CPU,   5, 0,     0, 0}, /* force cpu always gives the CPU */
-  {"H100 R580 strict",                     90, R580, EW, NOPY, N0,               NOF,  1, 0,  CUBIN, 1, 90,    0, 0}, /* 1: no fallback, nothing for strict to refuse */
-  {"H100 driver unknown",                  90, DRV_UNKNOWN, EW, NOPY, N13,        NOF,  0, 0,  CPU,   5, 0,     0, 0}, /* no image and no NVRTC output loads on driver 0 */
-  {"H100 driver unknown strict",           90, DRV_UNKNOWN, EW, NOPY, N13,        NOF,  1, 0,  CPU,   5, 0,     0, 1}, /* 5 + strict */
+  {"H100 R525",                            90, R525, EW, NOPY, N0,               NOF,  0, 0,  PTXL,  3, 35,    0, 0, 0   }, /* 1: sm_90 needs 13000; 3 */
+  {"H100 R535 nvrtc12.2",                  90, R535, EW, NOPY, N122,             NOF,  0, 0,  PTXL,  3, 35,    0, 0, 0   }, /* 3 precedes 4 */
+  {"H100 R535 no-legacy nvrtc13+12.2",     90, R535, EW, NOCL, N13 | N122,       NOF,  0, 0,  NVRTC, 4, 12020, 0, 0, 0   }, /* 4: 13 needs 13000 */
+  {"H100 R580 nvrtc13",                    90, R580, EW, NOPY, N13,              NOF,  0, 0,  CUBIN, 1, 90,    0, 0, T130}, /* 1 */
+  {"H100 R580 jit-off",                    90, R580, EW, NOPY, N0,               NOF,  0, 1,  CUBIN, 1, 90,    0, 0, T130}, /* 1: a cubin needs no JIT */
+  {"H100 R535 jit-off nvrtc12.2",          90, R535, EW, NOPY, N122,             NOF,  0, 1,  NVRTC, 4, 12020, 0, 0, 0   }, /* 3: no JIT; 4 */
+  {"H100 R535 jit-off",                    90, R535, EW, NOPY, N0,               NOF,  0, 1,  CPU,   5, 0,     0, 0, 0   }, /* 3: no JIT; 5 */
+  {"H100 R580 force cubin",                90, R580, EW, NOPY, N13,              CUBIN,0, 0,  CUBIN, 1, 90,    0, 0, T130}, /* force = what 1 picks anyway */
+  {"H100 R580 force ptx",                  90, R580, EW, NOPY, N13,              PTX,  0, 0,  PTX,   3, 75,    0, 0, 0   }, /* force: compute_120 is above 9.0, compute_75 ISA 9.0 on 13000 */
+  {"H100 R580 force ptx, no compute_75",   90, R580, EW, NOPY & ~(unsigned)B_PTX75, N13, PTX, 0, 0, NONE, ANY_STEP, 0, 0, 0, 0   }, /* force: compute_120 is above 9.0; legacy is another path */
+  {"H100 R580 force ptx-legacy",           90, R580, EW, NOPY, N13,              PTXL, 0, 0,  PTXL,  3, 35,    0, 0, 0   }, /* force: the legacy compute_35 JITs on Hopper */
+  {"H100 R580 force nvrtc",                90, R580, EW, NOPY, N13 | N122,       NVRTC,0, 0,  NVRTC, 4, 13000, 0, 0, 0   }, /* force: newest NVRTC with sm_90 */
+  {"H100 R580 force nvrtc, none loadable", 90, R580, EW, NOPY, N0,               NVRTC,0, 0,  NONE,  ANY_STEP, 0, 0, 0, 0   }, /* force: no NVRTC, no fallback */
+  {"H100 R580 force cpu",                  90, R580, EW, NOPY, N13,              CPU,  0, 0,  CPU,   5, 0,     0, 0, 0   }, /* force cpu always gives the CPU */
+  {"H100 R580 strict",                     90, R580, EW, NOPY, N0,               NOF,  1, 0,  CUBIN, 1, 90,    0, 0, T130}, /* 1: no fallback, nothing for strict to refuse */
+  {"H100 driver unknown",                  90, DRV_UNKNOWN, EW, NOPY, N13,        NOF,  0, 0,  CPU,   5, 0,     0, 0, 0   }, /* no image and no NVRTC output loads on driver 0 */
+  {"H100 driver unknown strict",           90, DRV_UNKNOWN, EW, NOPY, N13,        NOF,  1, 0,  CPU,   5, 0,     0, 1, 0   }, /* 5 + strict */
 /* Blackwell: B200 (10.0), B300 (10.3), RTX 5090 (12.0), GB10 (12.1) */
-  {"B200 R570",                           100, R570, EW, NOPY, N0,               NOF,  0, 0,  PTXL,  3, 35,    0, 0}, /* 1: sm_100 needs 13000; compute_120 above 10.0; 3 */
-  {"B200 R570 no-legacy nvrtc13+12.2",    100, R570, EW, NOCL, N13 | N122,       NOF,  0, 0,  CPU,   5, 0,     0, 0}, /* 4: 13 needs 13000; 12.2 has no sm_100 */
-  {"B200 R580",                           100, R580, EW, NOPY, N0,               NOF,  0, 0,  CUBIN, 1, 100,   0, 0}, /* 1 */
-  {"B300 R580",                           103, R580, EW, NOPY, N0,               NOF,  0, 0,  CUBIN, 2, 100,   0, 0}, /* 2: sm_100 on 10.3 */
-  {"B300 R580 nvrtc13",                   103, R580, EW, NOPY, N13,              NOF,  0, 0,  CUBIN, 2, 100,   0, 0}, /* 2 precedes 4, though NVRTC 13 has sm_103 */
-  {"RTX5090 R570",                        120, R570, EW, NOPY, N0,               NOF,  0, 0,  PTXL,  3, 35,    0, 0}, /* 1: sm_120 needs 13000; compute_120 ISA 9.0 needs 13000; 3 */
-  {"RTX5090 R580",                        120, R580, EW, NOPY, N0,               NOF,  0, 0,  CUBIN, 1, 120,   0, 0}, /* 1 */
-  {"RTX5090 R580 force ptx",              120, R580, EW, NOPY, N0,               PTX,  0, 0,  PTX,   3, 120,   0, 0}, /* force: compute_120 ISA 9.0 on 13000 */
-  {"GB10 12.1 R580",                      121, R580, EW, NOPY, N0,               NOF,  0, 0,  CUBIN, 2, 120,   0, 0}, /* 2: sm_120 on 12.1 */
+  {"B200 R570",                           100, R570, EW, NOPY, N0,               NOF,  0, 0,  PTXL,  3, 35,    0, 0, 0   }, /* 1: sm_100 needs 13000; compute_120 above 10.0; 3 */
+  {"B200 R570 no-legacy nvrtc13+12.2",    100, R570, EW, NOCL, N13 | N122,       NOF,  0, 0,  CPU,   5, 0,     0, 0, 0   }, /* 4: 13 needs 13000; 12.2 has no sm_100 */
+  {"B200 R580",                           100, R580, EW, NOPY, N0,               NOF,  0, 0,  CUBIN, 1, 100,   0, 0, T130}, /* 1 */
+  {"B300 R580",                           103, R580, EW, NOPY, N0,               NOF,  0, 0,  CUBIN, 2, 100,   0, 0, T130}, /* 2: sm_100 on 10.3 */
+  {"B300 R580 nvrtc13",                   103, R580, EW, NOPY, N13,              NOF,  0, 0,  CUBIN, 2, 100,   0, 0, T130}, /* 2 precedes 4, though NVRTC 13 has sm_103 */
+  {"RTX5090 R570",                        120, R570, EW, NOPY, N0,               NOF,  0, 0,  PTXL,  3, 35,    0, 0, 0   }, /* 1: sm_120 needs 13000; compute_120 ISA 9.0 needs 13000; 3 */
+  {"RTX5090 R580",                        120, R580, EW, NOPY, N0,               NOF,  0, 0,  CUBIN, 1, 120,   0, 0, T130}, /* 1 */
+  {"RTX5090 R580 force ptx",              120, R580, EW, NOPY, N0,               PTX,  0, 0,  PTX,   3, 120,   0, 0, 0   }, /* force: compute_120 ISA 9.0 on 13000 */
+  {"GB10 12.1 R580",                      121, R580, EW, NOPY, N0,               NOF,  0, 0,  CUBIN, 2, 120,   0, 0, T130}, /* 2: sm_120 on 12.1 */
 /* A future CC 13.0 device */
-  {"CC13.0 driver13000",                  130, R580, EW, NOPY, N0,               NOF,  0, 0,  PTX,   3, 120,   0, 0}, /* 3: compute_120 is the highest PTX not above 13.0 */
-  {"CC13.0 driver14000 nvrtc13",          130, DRV14,EW, NOPY, N13,              NOF,  0, 0,  PTX,   3, 120,   0, 0}, /* 3 */
-  {"CC13.0 driver12080",                  130, R570, EW, NOPY, N0,               NOF,  0, 0,  PTXL,  3, 35,    0, 0}, /* 3: ISA 9.0 needs 13000, so legacy compute_35 */
-  {"CC13.0 driver14000 jit-off nvrtc13",  130, DRV14,EW, NOPY, N13,              NOF,  0, 1,  CPU,   5, 0,     0, 0}, /* 3: no JIT; 4: 13 has no sm_130 */
-  {"CC13.0 driver14000 force cubin",      130, DRV14,EW, NOPY, N13,              CUBIN,0, 0,  NONE,  ANY_STEP, 0, 0, 0}, /* force: no cubin of major 13 */
+  {"CC13.0 driver13000",                  130, R580, EW, NOPY, N0,               NOF,  0, 0,  PTX,   3, 120,   0, 0, 0   }, /* 3: compute_120 is the highest PTX not above 13.0 */
+  {"CC13.0 driver14000 nvrtc13",          130, DRV14,EW, NOPY, N13,              NOF,  0, 0,  PTX,   3, 120,   0, 0, 0   }, /* 3 */
+  {"CC13.0 driver12080",                  130, R570, EW, NOPY, N0,               NOF,  0, 0,  PTXL,  3, 35,    0, 0, 0   }, /* 3: ISA 9.0 needs 13000, so legacy compute_35 */
+  {"CC13.0 driver14000 jit-off nvrtc13",  130, DRV14,EW, NOPY, N13,              NOF,  0, 1,  CPU,   5, 0,     0, 0, 0   }, /* 3: no JIT; 4: 13 has no sm_130 */
+  {"CC13.0 driver14000 force cubin",      130, DRV14,EW, NOPY, N13,              CUBIN,0, 0,  NONE,  ANY_STEP, 0, 0, 0, 0   }, /* force: no cubin of major 13 */
 /* a/f variants: module archspec = {sm_90a, sm_100f}, module tuned = {sm_100a, sm_120f} */
-  {"H100 R580 sm_90a",                     90, R580, AS, 0,    N0,               NOF,  0, 0,  CUBIN, 1, 90,  'a', 0}, /* 1: 'a' on exactly its SM */
-  {"B200 R580 sm_100f",                   100, R580, AS, 0,    N0,               NOF,  0, 0,  CUBIN, 1, 100, 'f', 0}, /* 1: 'f' on its own SM; sm_90a not on 10.0 */
-  {"B300 R580 sm_100f",                   103, R580, AS, 0,    N0,               NOF,  0, 0,  CUBIN, 2, 100, 'f', 0}, /* 2: 'f' within its family, lower minor */
-  {"RTX5090 R580 archspec nvrtc13",       120, R580, AS, 0,    N13,              NOF,  0, 0,  CPU,   5, 0,     0, 0}, /* 4: archspec has no source */
-  {"B200 R570 archspec",                  100, R570, AS, 0,    N0,               NOF,  0, 0,  CPU,   5, 0,     0, 0}, /* 13.0 cubins need 13000 */
-  {"Thor 11.0 R580 archspec",             110, R580, AS, 0,    N0,               NOF,  0, 0,  CPU,   5, 0,     0, 0}, /* sm_100f's family is major 10 only */
-  {"B200 R580 sm_100a",                   100, R580, TU, 0,    N0,               NOF,  0, 0,  CUBIN, 1, 100, 'a', 0}, /* 1 */
-  {"B300 R580 sm_100a",                   103, R580, TU, 0,    N0,               NOF,  0, 0,  CPU,   5, 0,     0, 0}, /* 2 never takes 'a' */
-  {"RTX5090 R580 sm_120f",                120, R580, TU, 0,    N0,               NOF,  0, 0,  CUBIN, 1, 120, 'f', 0}, /* 1 */
-  {"GB10 R580 sm_120f",                   121, R580, TU, 0,    N0,               NOF,  0, 0,  CUBIN, 2, 120, 'f', 0}, /* 2: 'f' within its family */
-/* The default build with the PyPI ptxas 11.8 (DEF): 11.8 cubins sm_35 37 50 52 53 60 61
- * 62 70 72 (min driver 11000: MVC within major 11, and every later driver), 13.0 cubins
- * sm_75 ... sm_120 (13000), PTX compute_75 and compute_120 (ISA 9.0 -> 13000), legacy
- * PTX compute_35 (ISA 3.2 -> 5050), sources. */
-  {"DEF K80 R470",                         37, R470, EW, DEF,  N0,               NOF,  0, 0,  CUBIN, 1, 37,    0, 0}, /* 1: sm_37 cubin, 11000 <= 11040 */
-  {"DEF K80 R470 nvrtc11.8",               37, R470, EW, DEF,  N118,             NOF,  0, 0,  CUBIN, 1, 37,    0, 0}, /* 1 precedes 4 */
-  {"DEF K80 R418",                         37, R418, EW, DEF,  N0,               NOF,  0, 0,  PTXL,  3, 35,    0, 0}, /* 1,2: sm_37/sm_35 need 11000 > 10010; 3: compute_75/120 above 3.7; legacy ISA 3.2 needs 5050 */
-  {"DEF K80 R470 force ptx-legacy",        37, R470, EW, DEF,  N0,               PTXL, 0, 0,  PTXL,  3, 35,    0, 0}, /* force: the legacy PTX still JITs */
-  {"DEF GTX1080 R418",                     61, R418, EW, DEF,  N0,               NOF,  0, 0,  PTXL,  3, 35,    0, 0}, /* 1,2: sm_61/sm_60 need 11000 > 10010; 3: compute_75 above 6.1; legacy */
-  {"DEF GTX1080 R418 jit-off",             61, R418, EW, DEF,  N0,               NOF,  0, 1,  CPU,   5, 0,     0, 0}, /* 1,2: need 11000; 3: no JIT; 4: no NVRTC */
-  {"DEF GTX1080 R535",                     61, R535, EW, DEF,  N0,               NOF,  0, 0,  CUBIN, 1, 61,    0, 0}, /* 1: an 11.8 cubin on a 12.2 driver (backward compatibility) */
-  {"DEF GTX1080 R535 nvrtc13+12.2",        61, R535, EW, DEF,  N13 | N122,       NOF,  0, 0,  CUBIN, 1, 61,    0, 0}, /* 1 precedes 4 */
-  {"DEF TX2 6.2 R470",                     62, R470, EW, DEF,  N0,               NOF,  0, 0,  CUBIN, 1, 62,    0, 0}, /* 1: sm_62 cubin */
-  {"DEF V100 R450",                        70, R450, EW, DEF,  N0,               NOF,  0, 0,  CUBIN, 1, 70,    0, 0}, /* 1: sm_70 cubin, 11000 <= 11000 */
-  {"DEF V100 R418",                        70, R418, EW, DEF,  N0,               NOF,  0, 0,  PTXL,  3, 35,    0, 0}, /* 1: sm_70 needs 11000 > 10010; 3: compute_75 above 7.0; legacy */
-  {"DEF Xavier 7.2 R470",                  72, R470, EW, DEF,  N0,               NOF,  0, 0,  CUBIN, 1, 72,    0, 0}, /* 1: sm_72 cubin (a CUDA 11.4 driver) */
-  {"DEF Xavier 7.2 CUDA 10.2 driver",      72, DRV102,EW, DEF, N0,               NOF,  0, 0,  PTXL,  3, 35,    0, 0}, /* 1: sm_72 needs 11000 > 10020; 2: sm_70 is desktop, 7.2 Tegra; 3: compute_75 above 7.2; legacy */
-  {"DEF Maxwell 5.2 R535",                 52, R535, EW, DEF,  N0,               NOF,  0, 0,  CUBIN, 1, 52,    0, 0}, /* 1: sm_52 cubin on a 12.2 driver */
-  {"DEF Nano 5.3 R470",                    53, R470, EW, DEF,  N0,               NOF,  0, 0,  CUBIN, 1, 53,    0, 0}, /* 1: sm_53 cubin */
-  {"DEF T4 R470",                          75, R470, EW, DEF,  N0,               NOF,  0, 0,  CUBIN, 2, 70,    0, 0}, /* 1: sm_75 needs 13000; 2: sm_72 is Tegra, sm_70 (desktop) 11000 <= 11040 */
-  {"DEF T4 R580",                          75, R580, EW, DEF,  N0,               NOF,  0, 0,  CUBIN, 1, 75,    0, 0}, /* 1: the 13.0 sm_75 cubin before the step-2 sm_70 */
-  {"DEF A100 R470",                        80, R470, EW, DEF,  N0,               NOF,  0, 0,  PTXL,  3, 35,    0, 0}, /* 1: sm_80 needs 13000; no lower 8.x; 3: ISA 9.0 needs 13000; legacy */
-  {"DEF Orin 8.7 R580",                    87, R580, EW, DEF,  N0,               NOF,  0, 0,  PTX,   3, 75,    0, 0}, /* 2: sm_80/86 desktop, Orin Tegra; 3: compute_75 */
-  {"DEF H100 R470",                        90, R470, EW, DEF,  N0,               NOF,  0, 0,  PTXL,  3, 35,    0, 0}, /* 1: sm_90 needs 13000; 3: compute_75 ISA 9.0 needs 13000; legacy */
-  {"DEF H100 R580",                        90, R580, EW, DEF,  N0,               NOF,  0, 0,  CUBIN, 1, 90,    0, 0}, /* 1 */
-  {"DEF RTX5090 R470",                    120, R470, EW, DEF,  N0,               NOF,  0, 0,  PTXL,  3, 35,    0, 0}, /* 1: sm_120 needs 13000; 3: ISA 9.0 needs 13000; legacy */
-  {"DEF RTX5090 R580",                    120, R580, EW, DEF,  N0,               NOF,  0, 0,  CUBIN, 1, 120,   0, 0}, /* 1 */
-  {"DEF TK1 3.2 R470",                     32, R470, EW, DEF,  N0,               NOF,  0, 0,  CPU,   5, 0,     0, 0}, /* 1,2: sm_35/37 have a higher minor; 3: compute_35 above 3.2 */
+  {"H100 R580 sm_90a",                     90, R580, AS, 0,    N0,               NOF,  0, 0,  CUBIN, 1, 90,  'a', 0, T130}, /* 1: 'a' on exactly its SM */
+  {"B200 R580 sm_100f",                   100, R580, AS, 0,    N0,               NOF,  0, 0,  CUBIN, 1, 100, 'f', 0, T130}, /* 1: 'f' on its own SM; sm_90a not on 10.0 */
+  {"B300 R580 sm_100f",                   103, R580, AS, 0,    N0,               NOF,  0, 0,  CUBIN, 2, 100, 'f', 0, T130}, /* 2: 'f' within its family, lower minor */
+  {"RTX5090 R580 archspec nvrtc13",       120, R580, AS, 0,    N13,              NOF,  0, 0,  CPU,   5, 0,     0, 0, 0   }, /* 4: archspec has no source */
+  {"B200 R570 archspec",                  100, R570, AS, 0,    N0,               NOF,  0, 0,  CPU,   5, 0,     0, 0, 0   }, /* 13.0 cubins need 13000 */
+  {"Thor 11.0 R580 archspec",             110, R580, AS, 0,    N0,               NOF,  0, 0,  CPU,   5, 0,     0, 0, 0   }, /* sm_100f's family is major 10 only */
+  {"B200 R580 sm_100a",                   100, R580, TU, 0,    N0,               NOF,  0, 0,  CUBIN, 1, 100, 'a', 0, T130}, /* 1 */
+  {"B300 R580 sm_100a",                   103, R580, TU, 0,    N0,               NOF,  0, 0,  CPU,   5, 0,     0, 0, 0   }, /* 2 never takes 'a' */
+  {"RTX5090 R580 sm_120f",                120, R580, TU, 0,    N0,               NOF,  0, 0,  CUBIN, 1, 120, 'f', 0, T130}, /* 1 */
+  {"GB10 R580 sm_120f",                   121, R580, TU, 0,    N0,               NOF,  0, 0,  CUBIN, 2, 120, 'f', 0, T130}, /* 2: 'f' within its family */
+/* The default build (DEF): 11.8 cubins sm_35 37 50 52 53 60 61 62 70 72 from ptxas and
+ * sm_75 80 86 87 89 90 from NVRTC 11.8 (min driver 11000: MVC within major 11, and every
+ * later driver), 12.9 cubins sm_75 80 86 87 89 90 100 120 from NVRTC 12.9 (12000: MVC
+ * within major 12), 13.0 cubins sm_75 80 86 89 90 100 120 from nvcc (13000), PTX
+ * compute_75 and compute_120 (ISA 9.0 -> 13000), legacy PTX compute_35 (ISA 3.2 -> 5050),
+ * sources. Where one SM has cubins of several toolkits, step 1 (and 2) takes the newest
+ * the driver loads: 13.0 on R580+, 12.9 on a 12.x driver, 11.8 on an 11.x one. */
+  {"DEF K80 R470",                         37, R470, EW, DEF,  N0,               NOF,  0, 0,  CUBIN, 1, 37,    0, 0, T118}, /* 1: sm_37 cubin, 11000 <= 11040 */
+  {"DEF K80 R470 nvrtc11.8",               37, R470, EW, DEF,  N118,             NOF,  0, 0,  CUBIN, 1, 37,    0, 0, T118}, /* 1 precedes 4 */
+  {"DEF K80 R418",                         37, R418, EW, DEF,  N0,               NOF,  0, 0,  PTXL,  3, 35,    0, 0, 0   }, /* 1,2: sm_37/sm_35 need 11000 > 10010; 3: compute_75/120 above 3.7; legacy ISA 3.2 needs 5050 */
+  {"DEF K80 R470 force ptx-legacy",        37, R470, EW, DEF,  N0,               PTXL, 0, 0,  PTXL,  3, 35,    0, 0, 0   }, /* force: the legacy PTX still JITs */
+  {"DEF GTX1080 R418",                     61, R418, EW, DEF,  N0,               NOF,  0, 0,  PTXL,  3, 35,    0, 0, 0   }, /* 1,2: sm_61/sm_60 need 11000 > 10010; 3: compute_75 above 6.1; legacy */
+  {"DEF GTX1080 R418 jit-off",             61, R418, EW, DEF,  N0,               NOF,  0, 1,  CPU,   5, 0,     0, 0, 0   }, /* 1,2: need 11000; 3: no JIT; 4: no NVRTC */
+  {"DEF GTX1080 R535",                     61, R535, EW, DEF,  N0,               NOF,  0, 0,  CUBIN, 1, 61,    0, 0, T118}, /* 1: an 11.8 cubin on a 12.2 driver (backward compatibility) */
+  {"DEF GTX1080 R535 nvrtc13+12.2",        61, R535, EW, DEF,  N13 | N122,       NOF,  0, 0,  CUBIN, 1, 61,    0, 0, T118}, /* 1 precedes 4 */
+  {"DEF TX2 6.2 R470",                     62, R470, EW, DEF,  N0,               NOF,  0, 0,  CUBIN, 1, 62,    0, 0, T118}, /* 1: sm_62 cubin */
+  {"DEF V100 R450",                        70, R450, EW, DEF,  N0,               NOF,  0, 0,  CUBIN, 1, 70,    0, 0, T118}, /* 1: sm_70 cubin, 11000 <= 11000 (the sm_75 ones have a higher minor) */
+  {"DEF V100 R418",                        70, R418, EW, DEF,  N0,               NOF,  0, 0,  PTXL,  3, 35,    0, 0, 0   }, /* 1: sm_70 needs 11000 > 10010; 3: compute_75 above 7.0; legacy */
+  {"DEF Xavier 7.2 R470",                  72, R470, EW, DEF,  N0,               NOF,  0, 0,  CUBIN, 1, 72,    0, 0, T118}, /* 1: sm_72 cubin (a CUDA 11.4 driver) */
+  {"DEF Xavier 7.2 CUDA 10.2 driver",      72, DRV102,EW, DEF, N0,               NOF,  0, 0,  PTXL,  3, 35,    0, 0, 0   }, /* 1: sm_72 needs 11000 > 10020; 2: sm_70 is desktop, 7.2 Tegra; 3: compute_75 above 7.2; legacy */
+  {"DEF Maxwell 5.2 R535",                 52, R535, EW, DEF,  N0,               NOF,  0, 0,  CUBIN, 1, 52,    0, 0, T118}, /* 1: sm_52 cubin on a 12.2 driver */
+  {"DEF Nano 5.3 R470",                    53, R470, EW, DEF,  N0,               NOF,  0, 0,  CUBIN, 1, 53,    0, 0, T118}, /* 1: sm_53 cubin */
+/* Turing, Ampere, Ada, Hopper on the drivers fleets run (R450 ... R580) */
+  {"DEF T4 R450",                          75, R450, EW, DEF,  N0,               NOF,  0, 0,  CUBIN, 1, 75,    0, 0, T118}, /* 1: sm_75 13.0 needs 13000, 12.9 needs 12000 > 11000; 11.8 needs 11000 <= 11000 */
+  {"DEF T4 R470",                          75, R470, EW, DEF,  N0,               NOF,  0, 0,  CUBIN, 1, 75,    0, 0, T118}, /* 1: sm_75 13.0 and 12.9 rejected (13000, 12000 > 11040); 11.8 (11000) */
+  {"DEF T4 R580",                          75, R580, EW, DEF,  N0,               NOF,  0, 0,  CUBIN, 1, 75,    0, 0, T130}, /* 1: sm_75 13.0, 12.9, 11.8 all load on 13000: the newest, 13.0 */
+  {"DEF A100 R450",                        80, R450, EW, DEF,  N0,               NOF,  0, 0,  CUBIN, 1, 80,    0, 0, T118}, /* 1: sm_80 13.0 / 12.9 need 13000 / 12000 > 11000; 11.8 (11000) */
+  {"DEF A100 R470",                        80, R470, EW, DEF,  N0,               NOF,  0, 0,  CUBIN, 1, 80,    0, 0, T118}, /* 1: sm_80 13.0 / 12.9 need 13000 / 12000 > 11040; 11.8 (11000 <= 11040) */
+  {"DEF A100 R535",                        80, R535, EW, DEF,  N0,               NOF,  0, 0,  CUBIN, 1, 80,    0, 0, T129}, /* 1: sm_80 13.0 needs 13000 > 12020; 12.9 (12000) newer than 11.8 */
+  {"DEF RTX3090 8.6 R470",                 86, R470, EW, DEF,  N0,               NOF,  0, 0,  CUBIN, 1, 86,    0, 0, T118}, /* 1: sm_86 11.8 is the only one an 11.4 driver loads */
+  {"DEF L4 / RTX4090 8.9 R550",            89, R550, EW, DEF,  N0,               NOF,  0, 0,  CUBIN, 1, 89,    0, 0, T129}, /* 1: sm_89 13.0 needs 13000 > 12040; 12.9 (12000) newer than 11.8 */
+  {"DEF H100 R470",                        90, R470, EW, DEF,  N0,               NOF,  0, 0,  CUBIN, 1, 90,    0, 0, T118}, /* 1: sm_90 11.8 (11000 <= 11040); the rule only: no R470 drives an H100 */
+  {"DEF H100 R520",                        90, R520, EW, DEF,  N0,               NOF,  0, 0,  CUBIN, 1, 90,    0, 0, T118}, /* 1: sm_90 13.0 / 12.9 need 13000 / 12000 > 11080; 11.8 */
+  {"DEF H100 R535",                        90, R535, EW, DEF,  N0,               NOF,  0, 0,  CUBIN, 1, 90,    0, 0, T129}, /* 1: sm_90 13.0 needs 13000 > 12020; 12.9 (12000) before 11.8 */
+  {"DEF H100 R535 nvrtc13+12.2",           90, R535, EW, DEF,  N13 | N122,       NOF,  0, 0,  CUBIN, 1, 90,    0, 0, T129}, /* 1 precedes 4 */
+  {"DEF H100 R535 jit-off",                90, R535, EW, DEF,  N0,               NOF,  0, 1,  CUBIN, 1, 90,    0, 0, T129}, /* 1: a cubin needs no JIT */
+  {"DEF H100 R535 force ptx-legacy",       90, R535, EW, DEF,  N0,               PTXL, 0, 0,  PTXL,  3, 35,    0, 0, 0   }, /* force: the legacy PTX instead of the cubins */
+  {"DEF H100 R580",                        90, R580, EW, DEF,  N0,               NOF,  0, 0,  CUBIN, 1, 90,    0, 0, T130}, /* 1: sm_90 13.0 (13000), the newest of the three */
+/* Blackwell */
+  {"DEF B200 R550",                       100, R550, EW, DEF,  N0,               NOF,  0, 0,  CUBIN, 1, 100,   0, 0, T129}, /* 1: sm_100 13.0 needs 13000 > 12040; 12.9 needs 12000 <= 12040: the cubin, not the legacy PTX (step 3). The rule only: sm_100 came with CUDA 12.8 (R570) */
+  {"DEF B200 R570",                       100, R570, EW, DEF,  N0,               NOF,  0, 0,  CUBIN, 1, 100,   0, 0, T129}, /* 1: sm_100 13.0 needs 13000 > 12080; 12.9 */
+  {"DEF B300 10.3 R570",                  103, R570, EW, DEF,  N0,               NOF,  0, 0,  CUBIN, 2, 100,   0, 0, T129}, /* 1: no sm_103; 2: sm_100 13.0 needs 13000 > 12080, 12.9 loads */
+  {"DEF B300 10.3 R580",                  103, R580, EW, DEF,  N0,               NOF,  0, 0,  CUBIN, 2, 100,   0, 0, T130}, /* 2: sm_100 13.0 and 12.9 both load: the newest */
+  {"DEF RTX5090 R470",                    120, R470, EW, DEF,  N0,               NOF,  0, 0,  PTXL,  3, 35,    0, 0, 0   }, /* 1: sm_120 13.0 / 12.9 need 13000 / 12000 > 11040, no 11.8 sm_120; 3: ISA 9.0 needs 13000; legacy */
+  {"DEF RTX5090 R570",                    120, R570, EW, DEF,  N0,               NOF,  0, 0,  CUBIN, 1, 120,   0, 0, T129}, /* 1: sm_120 13.0 needs 13000 > 12080; 12.9 (12000) */
+  {"DEF RTX5090 R580",                    120, R580, EW, DEF,  N0,               NOF,  0, 0,  CUBIN, 1, 120,   0, 0, T130}, /* 1: sm_120 13.0 before 12.9 */
+  {"DEF GB10 12.1 R570",                  121, R570, EW, DEF,  N0,               NOF,  0, 0,  CUBIN, 2, 120,   0, 0, T129}, /* 2: sm_120 12.9 on 12.1 (desktop); 13.0 needs 13000 */
+  {"DEF TK1 3.2 R470",                     32, R470, EW, DEF,  N0,               NOF,  0, 0,  CPU,   5, 0,     0, 0, 0   }, /* 1,2: sm_35/37 have a higher minor; 3: compute_35 above 3.2 */
 /* Jetsons on the drivers their JetPack really ships: Nano and TX2 end at JetPack 4.6
  * (a CUDA 10.2 driver), Orin runs JetPack 6 (CUDA 12.2), Thor reports 10.1 on a 12.8/12.9
- * driver and 11.0 on a CUDA 13 one. */
-  {"DEF Nano 5.3 CUDA 10.2 driver",        53, DRV102,EW, DEF, N0,               NOF,  0, 0,  PTXL,  3, 35,    0, 0}, /* 1: sm_53 needs 11000 > 10020; 2: sm_50/52 desktop, 5.3 Tegra; 3: compute_75/120 above 5.3; legacy ISA 3.2 needs 5050 */
-  {"DEF TX2 6.2 CUDA 10.2 driver",         62, DRV102,EW, DEF, N0,               NOF,  0, 0,  PTXL,  3, 35,    0, 0}, /* 1: sm_62 needs 11000 > 10020; 2: sm_60/61 desktop, 6.2 Tegra; 3: legacy */
-  {"DEF Orin 8.7 R535",                    87, R535, EW, DEF,  N0,               NOF,  0, 0,  PTXL,  3, 35,    0, 0}, /* 1: no sm_87; 2: sm_80/86 desktop (and 13000); 3: compute_75 ISA 9.0 needs 13000 > 12020; legacy */
-  {"DEF Orin 8.7 R535 no-legacy nvrtc12.2",87, R535, EW, DEF & ~(unsigned)B_CLANG, N122, NOF, 0, 0, NVRTC, 4, 12020, 0, 0}, /* 1-3 as above, no legacy PTX; 4: 12.2 has sm_87, its cubin needs major 12 */
-  {"DEF Thor 10.1 R570",                  101, R570, EW, DEF,  N0,               NOF,  0, 0,  PTXL,  3, 35,    0, 0}, /* 1: no sm_101; 2: sm_100 is desktop, 10.1 Tegra (and 13000); 3: ISA 9.0 needs 13000 > 12080; legacy */
-  {"DEF Thor 11.0 R580",                  110, R580, EW, DEF,  N0,               NOF,  0, 0,  PTX,   3, 75,    0, 0}, /* 1,2: no cubin of major 11; 3: compute_120 above 11.0, compute_75 ISA 9.0 on 13000 */
+ * driver and 11.0 on a CUDA 13 one. The 12.9 sm_87 cubin loads on JetPack 6's 12.2
+ * driver by the same minor-version compatibility rule as on a desktop driver. */
+  {"DEF Nano 5.3 CUDA 10.2 driver",        53, DRV102,EW, DEF, N0,               NOF,  0, 0,  PTXL,  3, 35,    0, 0, 0   }, /* 1: sm_53 needs 11000 > 10020; 2: sm_50/52 desktop, 5.3 Tegra; 3: compute_75/120 above 5.3; legacy ISA 3.2 needs 5050 */
+  {"DEF TX2 6.2 CUDA 10.2 driver",         62, DRV102,EW, DEF, N0,               NOF,  0, 0,  PTXL,  3, 35,    0, 0, 0   }, /* 1: sm_62 needs 11000 > 10020; 2: sm_60/61 desktop, 6.2 Tegra; 3: legacy */
+  {"DEF Orin 8.7 JetPack 6",               87, JP60, EW, DEF,  N0,               NOF,  0, 0,  CUBIN, 1, 87,    0, 0, T129}, /* 1: sm_87 from 12.9 (12000 <= 12020) and 11.8; nvcc 13 makes none; the newer */
+  {"DEF Orin 8.7 R580",                    87, R580, EW, DEF,  N0,               NOF,  0, 0,  CUBIN, 1, 87,    0, 0, T129}, /* 1: no 13.0 sm_87; 12.9 before 11.8 */
+  {"NONV Orin 8.7 JetPack 6",              87, JP60, EW, NONV, N0,               NOF,  0, 0,  PTXL,  3, 35,    0, 0, 0   }, /* no NVRTC cubins: 1: no sm_87; 2: sm_80/86 desktop (and 13000); 3: compute_75 ISA 9.0 needs 13000 > 12020; legacy */
+  {"NONV Orin 8.7 JetPack 6 no-legacy nvrtc12.2",87,JP60,EW,NONV & ~(unsigned)B_CLANG, N122, NOF, 0, 0, NVRTC, 4, 12020, 0, 0, 0 }, /* 1-3 as above, no legacy PTX; 4: 12.2 has sm_87, its cubin needs major 12 */
+  {"DEF Thor 10.1 R570",                  101, R570, EW, DEF,  N0,               NOF,  0, 0,  PTXL,  3, 35,    0, 0, 0   }, /* 1: no sm_101; 2: sm_100 is desktop, 10.1 Tegra; 3: ISA 9.0 needs 13000 > 12080; legacy */
+  {"DEF Thor 11.0 R580",                  110, R580, EW, DEF,  N0,               NOF,  0, 0,  PTX,   3, 75,    0, 0, 0   }, /* 1,2: no cubin of major 11; 3: compute_120 above 11.0, compute_75 ISA 9.0 on 13000 */
+/* Without .tools/ (NOPY) the same fleet has no cubin below R580 (the rows above without DEF). */
+  {"NOPY A100 R470",                       80, R470, EW, NOPY, N0,               NOF,  0, 0,  PTXL,  3, 35,    0, 0, 0   }, /* 1: sm_80 needs 13000; 3: ISA 9.0 needs 13000; legacy */
+  {"NOPY H100 R535",                       90, R535, EW, NOPY, N0,               NOF,  0, 0,  PTXL,  3, 35,    0, 0, 0   }, /* 1: sm_90 needs 13000; 3: ISA 9.0 needs 13000; legacy */
+/* Step 2's order (module step2: sm_86 from 11.8 and from an unknown toolkit, sm_80 from 12.9) */
+  {"step2 RTX4090 8.9 R535",               89, R535, ST, 0,    N0,               NOF,  0, 0,  CUBIN, 2, 86,    0, 0, T118}, /* 2: the highest lower minor (8.6) before sm_80's newer 12.9; at 8.6 the known 11.8 before the unknown toolkit */
+  {"step2 RTX4090 8.9 R418",               89, R418, ST, 0,    N0,               NOF,  0, 0,  CUBIN, 2, 86,    0, 0, 0   }, /* 2: sm_86 11.8 needs 11000 > 10010; the unknown toolkit puts no bound on the driver */
+  {"step2 A100 8.0 R535",                  80, R535, ST, 0,    N0,               NOF,  0, 0,  CUBIN, 1, 80,    0, 0, T129}, /* 1: sm_80 12.9 (12000 <= 12020) */
 /* a module with no images at all */
-  {"H100 R580 unknown module nvrtc13",     90, R580, NOSUCH, NOPY, N13,           NOF,  0, 0,  CPU,   5, 0,     0, 0}, /* other modules' images and sources are ignored */
+  {"H100 R580 unknown module nvrtc13",     90, R580, NOSUCH, NOPY, N13,           NOF,  0, 0,  CPU,   5, 0,     0, 0, 0   }, /* other modules' images and sources are ignored */
 };
 /* clang-format on */
 
@@ -475,12 +534,15 @@ static void check_choice(const policy_case *c, const image_table *t, const em_pl
     EXPECT(im->kind == (c->path == EM_PATH_CUBIN ? EM_IMAGE_CUBIN : EM_IMAGE_PTX), "chosen image kind %d", im->kind);
     EXPECT(((im->flags & EM_IMAGE_LEGACY) != 0) == (c->path == EM_PATH_PTX_LEGACY), "chosen image flags 0x%x",
            im->flags);
+    if (c->path == EM_PATH_CUBIN)
+      EXPECT(im->toolkit == c->toolkit, "chosen cubin made by toolkit %d, expected %d", im->toolkit, c->toolkit);
   }
 }
 
 /* The candidate list: the choice is the first viable one, force allows no other
  * path, every image of the module is listed once with the verdict the rules give,
- * nothing of another module is listed, every entry says why. */
+ * nothing of another module is listed, every entry says why, and viable cubins of
+ * one SM come newest toolkit first (the loader falls back along that order). */
 static void check_candidates(const policy_case *c, const image_table *t, const em_policy_nvrtc *nv, size_t n_nv,
                              const em_plan *p) {
   int i;
@@ -521,6 +583,20 @@ static void check_candidates(const policy_case *c, const image_table *t, const e
       EXPECT(k->path == EM_PATH_CPU, "candidate #%d has no image and path %s", i, path_str(k->path));
       EXPECT(!(k->viable && c->force != EM_PATH_NONE && c->force != EM_PATH_CPU),
              "candidate #%d: CPU viable under force", i);
+    }
+  }
+  for (i = 0; i < p->n_candidates; i++) {
+    const em_plan_candidate *k = &p->candidates[i];
+    int later;
+    if (k->path != EM_PATH_CUBIN || !k->viable || k->image_index < 0 || (size_t)k->image_index >= t->n) continue;
+    for (later = i + 1; later < p->n_candidates; later++) {
+      const em_plan_candidate *l = &p->candidates[later];
+      if (l->path != EM_PATH_CUBIN || !l->viable || l->arch != k->arch || l->image_index < 0 ||
+          (size_t)l->image_index >= t->n)
+        continue;
+      EXPECT(t->img[l->image_index].toolkit <= t->img[k->image_index].toolkit,
+             "sm_%d cubins: toolkit %d (#%d) comes after toolkit %d (#%d)", k->arch,
+             t->img[l->image_index].toolkit, later, t->img[k->image_index].toolkit, i);
     }
   }
   for (j = 0; j < t->n; j++) {
@@ -585,8 +661,8 @@ static void test_two_gpus_one_process(void **state) {
   em_plan v100, h100, again;
   /* A build without the PyPI ptxas (NOPY): rule 3: no 7.0 cubin, compute_75 is above
    * 7.0, legacy PTX; rule 1: sm_90. R580 drives both. */
-  static const policy_case cv = {"mixed: V100 R580", 70, R580, EW, NOPY, N0, NOF, 0, 0, PTXL, 3, 35, 0, 0};
-  static const policy_case ch = {"mixed: H100 R580", 90, R580, EW, NOPY, N0, NOF, 0, 0, CUBIN, 1, 90, 0, 0};
+  static const policy_case cv = {"mixed: V100 R580", 70, R580, EW, NOPY, N0, NOF, 0, 0, PTXL, 3, 35, 0, 0, 0};
+  static const policy_case ch = {"mixed: H100 R580", 90, R580, EW, NOPY, N0, NOF, 0, 0, CUBIN, 1, 90, 0, 0, T130};
   const policy_case *c = &cv;
   int before = g_fail;
   (void)state;
