@@ -5,8 +5,9 @@
 #
 # Knobs: EMBER_ARCHS (SMs to build cubins for), NVCC, NVCC_LEGACY (an older nvcc
 # adding cubins for SMs below 7.5), PTXAS_LEGACY (an older ptxas doing the same
-# from the legacy PTX; default: the PyPI ptxas 11.8 in .tools/), CLANG, PREFIX,
-# BUILD, SAN=1 (sanitizers).
+# from the legacy PTX; default: the PyPI ptxas 11.8 in .tools/), NVRTC_CUBIN_VERSIONS
+# (the PyPI NVRTCs of .tools/ that add cubins for CUDA 11.x / 12.x drivers;
+# default: all of them), CLANG, PREFIX, BUILD, SAN=1 (sanitizers).
 
 .DEFAULT_GOAL := all
 SHELL := /bin/bash
@@ -42,13 +43,30 @@ endif
 	@bash build-tools/pypi_tools.sh --record
 # PTXAS_LEGACY: a ptxas that still targets sm_35 ... sm_72 (CUDA 11.x). It
 # assembles clang's legacy PTX into cubins for the LEGACY_ARCHS that
-# NVCC_LEGACY does not cover. PTXAS= (a build without CUDA compilers) leaves it
-# out as well.
+# NVCC_LEGACY does not cover.
+# NVRTC_CUBIN_VERSIONS: the PyPI NVRTCs (by CUDA version, "11.8 12.9") that
+# compile kernels/ into cubins for NVRTC_CUBIN_ARCHS_<version> at build time
+# (build-tools/nvrtc_cubin.c, the runtime's own NVRTC call). nvcc 13's cubins
+# need an R580 driver; these load on any CUDA 11.x (R450+) or 12.x (R525+)
+# driver through minor-version compatibility, so an A100 on R470 or an H100 on
+# R535 gets a cubin of its own SM instead of JIT-compiling the legacy PTX.
+# PTXAS= (a build without CUDA compilers) leaves both out; so does a build
+# without .tools/ (offline).
 ifeq ($(origin PTXAS)$(PTXAS),command line)
 PTXAS_LEGACY ?=
+NVRTC_CUBIN_VERSIONS ?=
 else
 PTXAS_LEGACY ?= $(wildcard $(PYPI_PTXAS))
+NVRTC_CUBIN_VERSIONS ?= $(foreach v,$(PYPI_NVRTC_VERSIONS),$(if $(wildcard $(PYPI_NVRTC_LIB_$(v))),$(v)))
 endif
+# The SMs each NVRTC makes cubins for: the ones nvcc 13 makes (EMBER_ARCHS)
+# and the Orin's sm_87, as far as that NVRTC targets them (CUDA 11.8 ends at
+# sm_90; docs/nvrtc-sm.md). Through the policy's step 2 the sm_100 and sm_120
+# cubins also serve 10.3 (B300) and 12.1 (GB10).
+NVRTC_CUBIN_ARCHS_11.8 := 75 80 86 87 89 90
+NVRTC_CUBIN_ARCHS_12.9 := 75 80 86 87 89 90 100 120
+$(foreach v,$(NVRTC_CUBIN_VERSIONS),$(if $(NVRTC_CUBIN_ARCHS_$(v)),,$(warning NVRTC $(v) in .tools/ has no \
+  NVRTC_CUBIN_ARCHS_$(v) in the Makefile: it makes no cubins)))
 # ---- end PyPI CUDA tools ----
 
 # Short build lines; V=1 shows the full commands.
@@ -116,6 +134,8 @@ CLANG_KFLAGS := -x cuda --cuda-device-only -nocudainc -nocudalib -O3 -ffp-contra
 CUBINS := $(foreach m,$(MODULES),$(foreach a,$(CUBIN_ARCHS),$(BUILD)/kernels/$(m).sm_$(a).cubin))
 LEGACY_CUBINS := $(foreach m,$(MODULES),$(foreach a,$(LEGACY_CUBIN_ARCHS),$(BUILD)/kernels/legacy/$(m).sm_$(a).cubin))
 PTXAS_CUBINS := $(foreach m,$(PTX_LEGACY_MODULES),$(foreach a,$(PTXAS_CUBIN_ARCHS),$(BUILD)/kernels/ptxas/$(m).sm_$(a).cubin))
+NVRTC_CUBINS := $(foreach v,$(NVRTC_CUBIN_VERSIONS),$(foreach m,$(MODULES),$(foreach a,$(NVRTC_CUBIN_ARCHS_$(v)),\
+  $(BUILD)/kernels/nvrtc-$(v)/$(m).sm_$(a).cubin)))
 
 $(BUILD)/kernels/%.cubin: $(KERNEL_HEADERS)
 	@mkdir -p $(@D)
@@ -147,6 +167,26 @@ $(BUILD)/kernels/ptxas/$(1).sm_$(2).cubin: ptx/$(1).sm_35.ptx
 endef
 $(foreach m,$(PTX_LEGACY_MODULES),$(foreach a,$(PTXAS_CUBIN_ARCHS),$(eval $(call ptxas_cubin_deps,$(m),$(a)))))
 
+# NVRTC cubins: build/kernels/nvrtc-<version>/<module>.sm_XY.cubin from
+# kernels/<module>.cu and every kernel header, by build-tools/nvrtc_cubin.c
+# (em_nvrtc_compile: --gpu-architecture=sm_XY --fmad=false, as the runtime's
+# step 4). Each is remade when its source, a header, the NVRTC library or the
+# code that drives the compile changes; relinking the tool for other reasons
+# (an arch_table row, say) remakes none (order-only).
+NVRTC_CUBIN_TOOL := $(BUILD)/bin/nvrtc_cubin
+NVRTC_CUBIN_TOOL_SRCS := build-tools/nvrtc_cubin.c build-tools/nvrtc_module.c runtime/nvrtc.c runtime/cubin.c \
+  runtime/error.c arch_table/arch_table.c
+NVRTC_HEADER_ARGS := $(foreach h,$(KERNEL_HEADERS),--header $(notdir $(h)) $(h))
+define nvrtc_cubin_rule
+$(BUILD)/kernels/nvrtc-$(1)/$(2).sm_$(3).cubin: kernels/$(2).cu $(KERNEL_HEADERS) $(PYPI_NVRTC_LIB_$(1)) \
+  build-tools/nvrtc_cubin.c build-tools/nvrtc_module.c runtime/nvrtc.c | $(NVRTC_CUBIN_TOOL)
+	@mkdir -p $$(@D)
+	$$(say) NVRTC $$@
+	$$(Q)$(NVRTC_CUBIN_TOOL) --nvrtc $(PYPI_NVRTC_LIB_$(1)) --sm $(3) --out $$@ $(NVRTC_HEADER_ARGS) kernels/$(2).cu
+endef
+$(foreach v,$(NVRTC_CUBIN_VERSIONS),$(foreach m,$(MODULES),$(foreach a,$(NVRTC_CUBIN_ARCHS_$(v)),\
+  $(eval $(call nvrtc_cubin_rule,$(v),$(m),$(a))))))
+
 # ------------------------------------------------------ committed PTX: ptx/ ---
 # `make ptx` regenerates ptx/ from kernels/; the build embeds what is committed.
 .PHONY: ptx check-ptx
@@ -163,6 +203,7 @@ PACK_ARGS = \
   $(foreach m,$(MODULES),$(foreach a,$(CUBIN_ARCHS),--cubin $(m) - "nvcc $(NVCC_VERSION)" $(BUILD)/kernels/$(m).sm_$(a).cubin)) \
   $(foreach m,$(MODULES),$(foreach a,$(LEGACY_CUBIN_ARCHS),--cubin $(m) - "nvcc $(LEGACY_VERSION)" $(BUILD)/kernels/legacy/$(m).sm_$(a).cubin)) \
   $(foreach m,$(PTX_LEGACY_MODULES),$(foreach a,$(PTXAS_CUBIN_ARCHS),--cubin $(m) - "clang $(PTX_CLANG_VERSION) + ptxas $(PTXAS_LEGACY_VERSION)" $(BUILD)/kernels/ptxas/$(m).sm_$(a).cubin)) \
+  $(foreach v,$(NVRTC_CUBIN_VERSIONS),$(foreach m,$(MODULES),$(foreach a,$(NVRTC_CUBIN_ARCHS_$(v)),--cubin $(m) - "nvrtc $(PYPI_NVRTC_PKG_$(v))" $(BUILD)/kernels/nvrtc-$(v)/$(m).sm_$(a).cubin))) \
   $(foreach f,$(PTX_NEW),--ptx $(firstword $(subst ., ,$(notdir $(f)))) $(PTX_NVCC_TOOLKIT) "nvcc $(PTX_NVCC_VERSION)" $(f)) \
   $(foreach f,$(PTX_LEGACY),--ptx-legacy $(firstword $(subst ., ,$(notdir $(f)))) "clang $(PTX_CLANG_VERSION)" $(f)) \
   $(foreach m,$(MODULES),--source $(m) kernels/$(m).cu) \
@@ -175,7 +216,7 @@ PACK_ARGS = \
 $(GEN)/pack-args.txt: FORCE
 	@mkdir -p $(@D)
 	@printf '%s\n' '$(PACK_ARGS)' | cmp -s - $@ || printf '%s\n' '$(PACK_ARGS)' > $@
-$(GEN)/images.bin: $(PACK) $(CUBINS) $(LEGACY_CUBINS) $(PTXAS_CUBINS) $(PTX_NEW) $(PTX_LEGACY) $(wildcard kernels/*) ptx/STAMP.mk \
+$(GEN)/images.bin: $(PACK) $(CUBINS) $(LEGACY_CUBINS) $(PTXAS_CUBINS) $(NVRTC_CUBINS) $(PTX_NEW) $(PTX_LEGACY) $(wildcard kernels/*) ptx/STAMP.mk \
   $(GEN)/pack-args.txt
 	@mkdir -p $(@D)
 	$(say) PACK $@
@@ -228,6 +269,14 @@ $(PACK): $(PACK_SRCS) $(GEN)/arch_table_data.c $(wildcard runtime/*.h arch_table
 	@mkdir -p $(@D)
 	$(say) LINK $@
 	$(Q)$(CC) $(CSTD) -O1 -g $(WARN) $(INCLUDES) $(PACK_SRCS) $(GEN)/arch_table_data.c -lelf -lpthread -o $@
+
+# The NVRTC cubin compiler: a host tool from the same loader and readers.
+$(NVRTC_CUBIN_TOOL): $(NVRTC_CUBIN_TOOL_SRCS) build-tools/nvrtc_module.h $(GEN)/arch_table_data.c \
+  $(wildcard runtime/*.h arch_table/*.h)
+	@mkdir -p $(@D)
+	$(say) LINK $@
+	$(Q)$(CC) $(CSTD) -O1 -g $(WARN) $(INCLUDES) -Ibuild-tools $(NVRTC_CUBIN_TOOL_SRCS) $(GEN)/arch_table_data.c \
+	  -lelf -ldl -lpthread -o $@
 
 SONAME := libember.so.$(SOVERSION)
 LIB_SO := $(BUILD)/lib/libember.so.$(VERSION)
@@ -387,10 +436,11 @@ fuzz-run: build/gen/onnx/onnx.pb-c.c
 SWEEP := $(BUILD)/tests/toolchains/sweep
 SWEEP_ARGS = --lib $(BUILD)/lib/libember.so $(foreach n,$(PYPI_NVRTC),--nvrtc $(n)) --nvrtc-system \
   --ptxas "$(or $(PTXAS_LEGACY),$(PYPI_PTXAS))" --ptxas "$(PTXAS)" --ptx-dir ptx --jobs 2
-$(SWEEP): tests/toolchains/sweep.c $(LIB_A) $(wildcard runtime/*.h arch_table/*.h include/*.h include/ember/*.h)
+$(SWEEP): tests/toolchains/sweep.c build-tools/nvrtc_module.c build-tools/nvrtc_module.h $(LIB_A) \
+  $(wildcard runtime/*.h arch_table/*.h include/*.h include/ember/*.h)
 	@mkdir -p $(@D)
 	$(say) LINK $@
-	$(Q)$(CC) $(CFLAGS_ALL) $< $(LIB_A) $(LDFLAGS_ALL) $(LIBS) -o $@
+	$(Q)$(CC) $(CFLAGS_ALL) -Ibuild-tools $< build-tools/nvrtc_module.c $(LIB_A) $(LDFLAGS_ALL) $(LIBS) -o $@
 .PHONY: test-toolchains nvrtc-table
 test-toolchains: $(SWEEP) $(LIB_SO)
 	@$(SWEEP) $(SWEEP_ARGS) --table docs/nvrtc-sm.md

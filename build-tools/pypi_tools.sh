@@ -4,9 +4,14 @@
 #   .tools/ptxas-11.8   nvidia-cuda-nvcc-cu11   ptxas 11.8: cubins for sm_35 ... sm_72
 #                                               from clang's legacy PTX (the wheel has
 #                                               ptxas but no nvcc)
-#   .tools/nvrtc-11.8   nvidia-cuda-nvrtc-cu11  NVRTC 11.8 (make test-toolchains)
-#   .tools/nvrtc-12.9   nvidia-cuda-nvrtc-cu12  NVRTC 12.9 (make test-toolchains)
-# and writes .tools/tools.mk, which the Makefile includes (the paths below).
+#   .tools/nvrtc-11.8   nvidia-cuda-nvrtc-cu11  NVRTC 11.8: cubins for sm_75 ... sm_90 that
+#                                               load on CUDA 11.x drivers (R450+), and
+#                                               make test-toolchains
+#   .tools/nvrtc-12.9   nvidia-cuda-nvrtc-cu12  NVRTC 12.9: cubins for sm_75 ... sm_120 that
+#                                               load on CUDA 12.x drivers (R525+), and
+#                                               make test-toolchains
+# and writes .tools/tools.mk, which the Makefile includes (the paths below, and
+# per NVRTC its CUDA version, library and package version).
 #
 # Idempotent: a package whose folder holds the pinned version (pip's
 # <name>-<version>.dist-info, whoever ran pip) is not fetched again, so a
@@ -55,6 +60,20 @@ write_mk() {
     echo "# The Makefile uses each path only when the file exists."
     echo "PYPI_PTXAS := $tools/$(field "${PACKAGES[0]}" 1)/$(field "${PACKAGES[0]}" 3)"
     echo "PYPI_NVRTC := $tools/$(field "${PACKAGES[1]}" 1)/$(field "${PACKAGES[1]}" 3) $tools/$(field "${PACKAGES[2]}" 1)/$(field "${PACKAGES[2]}" 3)"
+    # Per NVRTC, keyed by its CUDA version (the folder name after "nvrtc-"):
+    # the library and the pinned package version (the cubins' producer string).
+    local p versions=()
+    for p in "${PACKAGES[@]}"; do
+      [[ $(field "$p" 1) == nvrtc-* ]] && versions+=("$(field "$p" 1 | sed 's/^nvrtc-//')")
+    done
+    echo "PYPI_NVRTC_VERSIONS := ${versions[*]}"
+    for p in "${PACKAGES[@]}"; do
+      [[ $(field "$p" 1) == nvrtc-* ]] || continue
+      local v=${p%%|*}
+      v=${v#nvrtc-}
+      echo "PYPI_NVRTC_LIB_$v := $tools/$(field "$p" 1)/$(field "$p" 3)"
+      echo "PYPI_NVRTC_PKG_$v := $(field "$p" 2 | sed 's/.*==//')"
+    done
   } > "$tmp" && mv -f "$tmp" "$mk"
 }
 
@@ -73,7 +92,8 @@ missing_line() { # prints nothing when everything is installed
   joined=$(printf ' && %s' "${cmds[@]}")
   if [ -z "$pip" ]; then why="no pip found"; else why="pip failed, see $tools/.pip-*.log"; fi
   [[ " ${reqs[*]}" == *" nvidia-cuda-nvcc-"* ]] && effect+=("building without the CUDA 11.8 cubins for sm_35..sm_72")
-  [[ " ${reqs[*]}" == *" nvidia-cuda-nvrtc-"* ]] && effect+=("make test-toolchains skips those NVRTCs")
+  [[ " ${reqs[*]}" == *" nvidia-cuda-nvrtc-"* ]] &&
+    effect+=("building without their cubins for CUDA 11.x / 12.x drivers, and make test-toolchains skips those NVRTCs")
   local what eff
   what=$(printf ', %s' "${reqs[@]}")
   eff=$(printf '; %s' "${effect[@]}")

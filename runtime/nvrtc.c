@@ -35,9 +35,10 @@ static void open_builtins_beside(const char *path) {
 }
 
 /* Opens one candidate; fills the entry and returns 1 if usable. A path the
- * user named (explicit) that cannot be opened is noted in set->tried; the
- * sonames and folders searched by default are not, as most are absent. */
-static int open_one(em_nvrtc_set *set, const char *path, int explicit, em_nvrtc_lib *lib) {
+ * user named (named_by says how: "$EMBER_NVRTC entry") that cannot be opened
+ * is noted in set->tried; the sonames and folders searched by default
+ * (named_by NULL) are not, as most are absent. */
+static int open_one(em_nvrtc_set *set, const char *path, const char *named_by, em_nvrtc_lib *lib) {
   memset(lib, 0, sizeof *lib);
   /* RTLD_NODELETE: NVRTC pulls in C++ runtimes (libnvrtc-builtins, libstdc++)
    * whose one-time allocations are lost on every unload; dlclose only drops
@@ -45,10 +46,10 @@ static int open_one(em_nvrtc_set *set, const char *path, int explicit, em_nvrtc_
   open_builtins_beside(path);
   void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (!h) {
-    if (explicit) {
+    if (named_by) {
       char msg[600];
       const char *why = dlerror();
-      snprintf(msg, sizeof msg, "$EMBER_NVRTC entry %s cannot be opened: %s", path, why ? why : "unknown error");
+      snprintf(msg, sizeof msg, "%s %s cannot be opened: %s", named_by, path, why ? why : "unknown error");
       note_tried(set, msg);
     }
     return 0;
@@ -93,16 +94,23 @@ static int open_one(em_nvrtc_set *set, const char *path, int explicit, em_nvrtc_
   return 1;
 }
 
+em_status em_nvrtc_open_file(const char *path, em_nvrtc_lib *out) {
+  em_nvrtc_set why; /* only its `tried` is used: why open_one refused the file */
+  why.tried[0] = '\0';
+  if (open_one(&why, path, "NVRTC library", out)) return EM_OK;
+  return em_fail(EM_ERR_NOT_FOUND, "%s", why.tried[0] ? why.tried : "NVRTC library not loaded, no reason given");
+}
+
 static int have_version(const em_nvrtc_set *set, int version) {
   for (size_t i = 0; i < set->n; i++)
     if (set->libs[i].version == version) return 1;
   return 0;
 }
 
-static void try_path(em_nvrtc_set *set, const char *path, int explicit) {
+static void try_path(em_nvrtc_set *set, const char *path, const char *named_by) {
   if (set->n == EM_NVRTC_MAX) return;
   em_nvrtc_lib lib;
-  if (!open_one(set, path, explicit, &lib)) return;
+  if (!open_one(set, path, named_by, &lib)) return;
   if (have_version(set, lib.version)) {
     dlclose(lib.handle);
     return;
@@ -118,7 +126,8 @@ void em_nvrtc_load_all(em_nvrtc_set *set) {
   if (env && *env) {
     char buf[2048];
     snprintf(buf, sizeof buf, "%s", env);
-    for (char *save = NULL, *p = strtok_r(buf, ":", &save); p; p = strtok_r(NULL, ":", &save)) try_path(set, p, 1);
+    for (char *save = NULL, *p = strtok_r(buf, ":", &save); p; p = strtok_r(NULL, ":", &save))
+      try_path(set, p, "$EMBER_NVRTC entry");
   }
   const char *dirs[] = {NULL, getenv("CUDA_HOME"), getenv("CUDA_PATH"), "/usr/local/cuda"};
   for (size_t i = 0; i < em_nvrtc_count(); i++) {
@@ -129,7 +138,7 @@ void em_nvrtc_load_all(em_nvrtc_set *set) {
       else if (dirs[d] && *dirs[d]) snprintf(path, sizeof path, "%s/lib64/%s", dirs[d], soname);
       else continue;
       size_t before = set->n;
-      try_path(set, path, 0);
+      try_path(set, path, NULL);
       if (set->n > before) break;
     }
   }

@@ -46,6 +46,13 @@ typedef struct em_nvrtc_set {
 void em_nvrtc_load_all(em_nvrtc_set *set);
 void em_nvrtc_unload_all(em_nvrtc_set *set);
 
+/* Opens exactly the NVRTC library at `path` with the loader's rules (the
+ * builtins beside it first, every entry point, nvrtcVersion, the supported
+ * archs), as an $EMBER_NVRTC entry would be: for the build's NVRTC cubins
+ * (build-tools/nvrtc_cubin.c) and the compiler sweeps. EM_ERR_NOT_FOUND,
+ * with the loader's reason, when the file is no usable NVRTC. */
+em_status em_nvrtc_open_file(const char *path, em_nvrtc_lib *out);
+
 /* Compiles `source` for sm (as a cubin when want_cubin and the library can,
  * else PTX for compute_<sm>) with FMA contraction off (portable numerics).
  * On failure the message carries NVRTC's log. *out is malloc'd. */

@@ -4,8 +4,9 @@
  *    compiles every kernel source embedded in the library (with the embedded
  *    headers, as runtime/load.c does) for every SM it reports
  *    (nvrtcGetSupportedArchs), straight to a cubin, through Ember's own loader
- *    (runtime/nvrtc.c, EMBER_NVRTC=<path> selects the library) and the same
- *    compile call the runtime's step 4 makes. The cubin reader then checks each
+ *    (runtime/nvrtc.c: em_nvrtc_open_file, as an $EMBER_NVRTC entry) and the
+ *    same compile call the runtime's step 4 makes (build-tools/nvrtc_module.c,
+ *    shared with the build's NVRTC cubins). The cubin reader then checks each
  *    result: its SM, the CUDA version that made it, and its kernels, which must
  *    be exactly the module's kernel list in the image table. The result is an
  *    NVRTC version x SM table; against the committed one (--table) a cell that
@@ -46,6 +47,7 @@
 #include "ember.h"
 #include "error.h"
 #include "nvrtc.h"
+#include "nvrtc_module.h"
 #include "ptx_header.h"
 
 extern char **environ;
@@ -83,8 +85,7 @@ static int g_nnv;
 /* NVRTC files that exist but that Ember's loader did not load: a loader
  * regression, or a broken install; either way step 4 lost a compiler. */
 static int g_nv_refused;
-static em_nvrtc_set g_sets[MAX_NVRTC + 1]; /* kept loaded: the tools point into them */
-static int g_nsets;
+static em_nvrtc_set g_system; /* kept loaded: the tools point into it */
 
 typedef struct target {
   int sm;
@@ -185,39 +186,33 @@ static int have_nvrtc_version(int version) {
 
 static void v_str(int v, char *buf, size_t cap) { snprintf(buf, cap, "%d.%d", v / 1000, (v % 1000) / 10); }
 
-/* One NVRTC library through Ember's loader: EMBER_NVRTC=path puts it first. */
+/* One NVRTC library through Ember's loader, as an $EMBER_NVRTC entry. */
 static void add_nvrtc(const char *path) {
   if (!path[0]) return;
   if (access(path, R_OK) != 0) {
     note("skip NVRTC %s: not installed (bash build-tools/pypi_tools.sh installs it)", path);
     return;
   }
-  if (g_nsets == MAX_NVRTC + 1 || g_nnv == MAX_NVRTC) die("too many --nvrtc");
-  em_nvrtc_set *set = &g_sets[g_nsets++];
-  setenv("EMBER_NVRTC", path, 1);
-  em_nvrtc_load_all(set);
-  unsetenv("EMBER_NVRTC");
-  for (size_t i = 0; i < set->n; i++) {
-    if (strcmp(set->libs[i].path, path)) continue;
-    if (have_nvrtc_version(set->libs[i].version)) {
-      note("skip NVRTC %s: its version is already in the sweep", path);
-      return;
-    }
-    g_nv[g_nnv].lib = set->libs[i];
-    snprintf(g_nv[g_nnv++].where, sizeof g_nv[0].where, "%s", path);
+  if (g_nnv == MAX_NVRTC) die("too many --nvrtc");
+  em_nvrtc_lib lib;
+  if (em_nvrtc_open_file(path, &lib)) {
+    /* Not a skip: the file is there, so Ember's loader is what failed (or the
+     * install is broken); either way the sweep no longer covers this NVRTC. */
+    note("FAIL: NVRTC %s: the file exists but Ember's loader did not load it (%s)", path, em_last_error());
+    g_nv_refused++;
     return;
   }
-  /* Not a skip: the file is there, so Ember's loader is what failed (or the
-   * install is broken); either way the sweep no longer covers this NVRTC. */
-  note("FAIL: NVRTC %s: the file exists but Ember's loader did not load it (%s)", path,
-       set->tried[0] ? set->tried : "no reason given");
-  g_nv_refused++;
+  if (have_nvrtc_version(lib.version)) {
+    note("skip NVRTC %s: its version is already in the sweep", path);
+    return;
+  }
+  g_nv[g_nnv].lib = lib;
+  snprintf(g_nv[g_nnv++].where, sizeof g_nv[0].where, "%s", path);
 }
 
 /* Whatever Ember's loader finds on this system by itself (no EMBER_NVRTC). */
 static void add_nvrtc_system(void) {
-  if (g_nsets == MAX_NVRTC + 1) die("too many NVRTC sets");
-  em_nvrtc_set *set = &g_sets[g_nsets++];
+  em_nvrtc_set *set = &g_system;
   unsetenv("EMBER_NVRTC");
   em_nvrtc_load_all(set);
   int added = 0;
@@ -352,53 +347,6 @@ static job *new_job(int kind, int tool, int item, target t) {
   return j;
 }
 
-/* "b,a,c" -> "a,b,c": kernel lists compare as sets. */
-static void sorted_list(const char *in, char *out, size_t cap) {
-  char buf[KLIST_CAP], *parts[512];
-  int n = 0;
-  snprintf(buf, sizeof buf, "%s", in);
-  for (char *save = NULL, *p = strtok_r(buf, ",", &save); p && n < 512; p = strtok_r(NULL, ",", &save)) parts[n++] = p;
-  qsort(parts, (size_t)n, sizeof parts[0], name_cmp);
-  out[0] = '\0';
-  size_t len = 0;
-  for (int i = 0; i < n && len < cap; i++) len += (size_t)snprintf(out + len, cap - len, "%s%s", i ? "," : "", parts[i]);
-}
-
-/* Checks a cubin: the SM (and 'a' mark) asked for, the CUDA version of the
- * tool that made it, and exactly the kernels expected. 0 if right, else
- * writes why. */
-static int check_cubin(const void *data, size_t size, target t, int cuda, const char *want_kernels, char *why,
-                       size_t cap) {
-  em_cubin_info ci;
-  char got[KLIST_CAP], a[KLIST_CAP], b[KLIST_CAP];
-  if (em_cubin_read(data, size, &ci, got, sizeof got)) {
-    snprintf(why, cap, "the cubin reader rejects the output: %s", em_last_error());
-    return 1;
-  }
-  if (ci.sm != t.sm) {
-    snprintf(why, cap, "cubin is for sm_%d, not sm_%d", ci.sm, t.sm);
-    return 1;
-  }
-  /* 'f' is not visible in a cubin (cubin.h); 'a' is. */
-  if ((t.variant == 'a') != (ci.variant == 'a')) {
-    snprintf(why, cap, "cubin variant '%c' for target sm_%d%c", ci.variant ? ci.variant : '-', t.sm,
-             t.variant ? t.variant : ' ');
-    return 1;
-  }
-  if (ci.toolkit && ci.toolkit != cuda) {
-    snprintf(why, cap, "cubin says CUDA %d.%d, the tool is %d.%d", ci.toolkit / 1000, ci.toolkit % 1000 / 10,
-             cuda / 1000, cuda % 1000 / 10);
-    return 1;
-  }
-  sorted_list(got, a, sizeof a);
-  sorted_list(want_kernels, b, sizeof b);
-  if (strcmp(a, b)) {
-    snprintf(why, cap, "cubin kernels {%.180s}, expected {%.180s}", a, b);
-    return 1;
-  }
-  return 0;
-}
-
 static void one_line(char *s) {
   for (char *p = s; *p; p++)
     if (*p == '\n' || *p == '\r' || *p == '\t' || *p == '|') *p = ' ';
@@ -409,21 +357,10 @@ static void run_job(const job *j, char *out, size_t cap) {
   if (j->kind == JOB_NVRTC) {
     const nvrtc_tool *nv = &g_nv[j->tool];
     const module *m = &g_mod[j->item];
-    char name[96];
-    snprintf(name, sizeof name, "%s.cu", m->name);
     void *bin = NULL;
     size_t size = 0;
-    if (!nv->lib.has_cubin) {
-      snprintf(out, cap, "this NVRTC has no nvrtcGetCUBIN");
-      return;
-    }
-    if (em_nvrtc_compile(&nv->lib, name, m->source, g_nhdr, g_hdr, g_hdr_name, j->t.sm, 1, &bin, &size)) {
-      snprintf(out, cap, "%s: %s", m->name, em_last_error());
-      return;
-    }
-    char why[REASON_CAP];
-    if (check_cubin(bin, size, j->t, nv->lib.version, m->kernels, why, sizeof why))
-      snprintf(out, cap, "%s: %s", m->name, why);
+    if (nm_compile_module(&nv->lib, m->name, m->source, g_nhdr, g_hdr, g_hdr_name, j->t.sm, m->kernels, &bin, &size))
+      snprintf(out, cap, "%s", em_last_error());
     else
       snprintf(out, cap, "OK");
     free(bin);
@@ -445,7 +382,8 @@ static void run_job(const job *j, char *out, size_t cap) {
     char *bin = read_text(cubin, &size);
     char why[REASON_CAP];
     if (!bin) snprintf(out, cap, "ptxas %s wrote no cubin", arch);
-    else if (check_cubin(bin, size, j->t, px->cuda, f->kernels, why, sizeof why)) snprintf(out, cap, "%s", why);
+    else if (nm_check_cubin(bin, size, j->t.sm, j->t.variant, px->cuda, f->kernels, why, sizeof why))
+      snprintf(out, cap, "%s", why);
     else snprintf(out, cap, "OK");
     free(bin);
   }

@@ -17,6 +17,9 @@
  *   to or from a Tegra SM (CUDA C++ Programming Guide, "Binary Compatibility":
  *   "Binary compatibility is supported only for the desktop. It is not supported
  *   for Tegra."; Tegra CCs from cuda-compat.md 3.1);
+ *   of several cubins of one SM (the build embeds sm_75 ... sm_90 from nvcc 13.0,
+ *   NVRTC 12.9 and NVRTC 11.8) the policy takes the newest toolkit the driver
+ *   loads (DESIGN.md, runtime/policy.c; the newest compiler's code and fixes);
  *   NVRTC 13 targets sm_75 and up (cuda-compat.md 1: CUDA 13.0 targets) and its
  *   cubins need a CUDA 13 driver (2.2);
  *   CUresult names and numbers: cuda.h of CUDA 13.0 (cuda-compat.md 6);
@@ -183,7 +186,7 @@ static void relaunch(void) {
 /* ---------------------------------------------------- the image table --- */
 
 typedef struct table {
-  em_image_info img[128];
+  em_image_info img[256];
   size_t n;
   const char *modules[16];
   size_t n_modules;
@@ -192,7 +195,7 @@ typedef struct table {
 static void read_table(table *t) {
   memset(t, 0, sizeof *t);
   assert_ok(em_image_count(&t->n));
-  assert_true(t->n > 0 && t->n <= 128);
+  assert_true(t->n > 0 && t->n <= 256);
   for (size_t i = 0; i < t->n; i++) assert_ok(em_image_get(i, &t->img[i]));
   assert_ok(em_module_count(&t->n_modules));
   assert_true(t->n_modules > 0 && t->n_modules <= 16);
@@ -267,20 +270,24 @@ static expectation expected_plan(const table *t, const char *module, int cc, int
                                  em_path force, int nvrtc, int nvrtc_several) {
   expectation e = {EM_PATH_NONE, 0, -1, 1};
   int best = -1;
-  /* Step 1: a cubin for exactly this SM (the default build has no a/f cubins). */
+  /* Step 1: a cubin for exactly this SM (the default build has no a/f cubins),
+   * of the newest toolkit the driver loads. */
   if (force == EM_PATH_NONE || force == EM_PATH_CUBIN) {
     for (size_t i = 0; i < t->n; i++) {
       const em_image_info *img = &t->img[i];
-      if (of_module(img, module) && img->kind == EM_IMAGE_CUBIN && img->arch == cc && rule_min_driver(img) <= driver)
-        return (expectation){EM_PATH_CUBIN, 1, (int)i, 1};
+      if (of_module(img, module) && img->kind == EM_IMAGE_CUBIN && img->arch == cc && rule_min_driver(img) <= driver &&
+          (best < 0 || img->toolkit > t->img[best].toolkit))
+        best = (int)i;
     }
+    if (best >= 0) return (expectation){EM_PATH_CUBIN, 1, best, 1};
     /* Step 2: same major, the highest lower minor, never an 'a' cubin, never to
-     * or from Tegra. */
+     * or from Tegra; at that minor the newest toolkit the driver loads. */
     for (size_t i = 0; i < t->n; i++) {
       const em_image_info *img = &t->img[i];
       if (of_module(img, module) && img->kind == EM_IMAGE_CUBIN && img->arch / 10 == cc / 10 && img->arch < cc &&
           img->variant != 'a' && !tegra_cc(img->arch) && !tegra_cc(cc) && rule_min_driver(img) <= driver &&
-          (best < 0 || img->arch > t->img[best].arch))
+          (best < 0 || img->arch > t->img[best].arch ||
+           (img->arch == t->img[best].arch && img->toolkit > t->img[best].toolkit)))
         best = (int)i;
     }
     if (best >= 0) return (expectation){EM_PATH_CUBIN, 2, best, 1};
@@ -715,18 +722,30 @@ static void test_h100_plans_by_driver(void **state) {
       assert_int_equal(p.step, 3);
     }
   }
-  /* On R535 no CUDA 13 cubin or ISA 9.0 PTX loads: the legacy PTX. */
+  /* On R535 (CUDA 12.2) no CUDA 13 cubin or ISA 9.0 PTX loads. An sm_90
+   * cubin of a CUDA 12.x or 11.x toolkit does (the build's NVRTC 12.9 and 11.8
+   * ones): the newest of them, at step 1. Without one, the legacy PTX. */
   configure("FAKECUDA_DEVICES=9.0", "FAKECUDA_DRIVER=12020");
   read_table(&t);
   for (size_t m = 0; m < t.n_modules; m++) {
     em_plan p;
     assert_ok(em_dispatch_plan(em_cuda(0), t.modules[m], &p));
-    int newer_than_r535 = 1;
-    for (size_t i = 0; i < t.n; i++)
-      if (of_module(&t.img[i], t.modules[m]) && (t.img[i].kind == EM_IMAGE_CUBIN || t.img[i].kind == EM_IMAGE_PTX) &&
-          !(t.img[i].flags & EM_IMAGE_LEGACY) && rule_min_driver(&t.img[i]) <= 12020)
-        newer_than_r535 = 0;
-    if (newer_than_r535) {
+    int newer_than_r535 = 1, sm90 = -1;
+    for (size_t i = 0; i < t.n; i++) {
+      const em_image_info *img = &t.img[i];
+      if (!of_module(img, t.modules[m]) || (img->kind != EM_IMAGE_CUBIN && img->kind != EM_IMAGE_PTX) ||
+          (img->flags & EM_IMAGE_LEGACY) || rule_min_driver(img) > 12020)
+        continue;
+      newer_than_r535 = 0;
+      if (img->kind == EM_IMAGE_CUBIN && img->arch == 90 && img->toolkit / 1000 <= 12 &&
+          (sm90 < 0 || img->toolkit > t.img[sm90].toolkit))
+        sm90 = (int)i;
+    }
+    if (sm90 >= 0) {
+      assert_int_equal(p.path, EM_PATH_CUBIN);
+      assert_int_equal(p.step, 1);
+      assert_int_equal(p.candidates[p.chosen].image_index, sm90);
+    } else if (newer_than_r535) {
       assert_int_equal(p.path, EM_PATH_PTX_LEGACY);
       assert_int_equal(p.step, 3);
     }

@@ -620,17 +620,28 @@ static void test_embedded_ptx_matches_committed_files(void **state) {
 
 /* With nvcc at build time the build folder holds kernels/<m>.sm_<N>.cubin:
  * each one is in the table with the same bytes, module and SM, and every
- * cubin in the table is one of them (or of kernels/legacy/, NVCC_LEGACY's, or
- * kernels/ptxas/, the legacy PTX through PTXAS_LEGACY). */
+ * cubin in the table is one of them (or of kernels/legacy/, NVCC_LEGACY's,
+ * kernels/ptxas/, the legacy PTX through PTXAS_LEGACY, or kernels/nvrtc-X.Y/,
+ * the build's NVRTC X.Y cubins, whose toolkit must then be X.Y). */
 static void test_embedded_cubins_match_build(void **state) {
   (void)state;
-  char dirs[3][1024], names[256][128];
+  char dirs[8][1024], names[256][128];
+  int dir_toolkit[8] = {0}, n_dirs = 3;
   snprintf(dirs[0], sizeof dirs[0], "%s/kernels", build_dir());
   snprintf(dirs[1], sizeof dirs[1], "%s/kernels/legacy", build_dir());
   snprintf(dirs[2], sizeof dirs[2], "%s/kernels/ptxas", build_dir());
+  DIR *kd = opendir(dirs[0]);
+  for (struct dirent *e; kd && (e = readdir(kd)) != NULL;) {
+    int major, minor;
+    char tail;
+    if (sscanf(e->d_name, "nvrtc-%d.%d%c", &major, &minor, &tail) != 2 || n_dirs == 8) continue;
+    snprintf(dirs[n_dirs], sizeof dirs[n_dirs], "%s/kernels/%s", build_dir(), e->d_name);
+    dir_toolkit[n_dirs++] = major * 1000 + minor * 10;
+  }
+  if (kd) closedir(kd);
   size_t n = image_count(), files = 0;
   int *matched = calloc(n ? n : 1, sizeof *matched);
-  for (int d = 0; d < 3; d++) {
+  for (int d = 0; d < n_dirs; d++) {
     size_t nc = list_files(dirs[d], ".cubin", names, 256);
     for (size_t k = 0; k < nc; k++, files++) {
       char path[1400], module[128];
@@ -649,6 +660,7 @@ static void test_embedded_cubins_match_build(void **state) {
         matched[i] = 1;
         assert_string_equal(img.module, module);
         assert_int_equal(img.arch, arch);
+        if (dir_toolkit[d]) assert_int_equal(img.toolkit, dir_toolkit[d]);
       }
       if (found != 1) fail_msg("%s: %d embedded cubins with its bytes, expected 1", path, found);
       free(f.data);
@@ -661,8 +673,8 @@ static void test_embedded_cubins_match_build(void **state) {
   for (size_t i = 0; i < n; i++) {
     em_image_info img = image_at(i);
     if (img.kind == EM_IMAGE_CUBIN && !matched[i])
-      fail_msg("embedded cubin %zu (%s sm_%d) matches no file under %s or its legacy/ or ptxas/", i, img.module,
-               img.arch, dirs[0]);
+      fail_msg("embedded cubin %zu (%s sm_%d) matches no file under %s or its legacy/, ptxas/ or nvrtc-*/", i,
+               img.module, img.arch, dirs[0]);
   }
   free(matched);
 }
