@@ -581,6 +581,28 @@ static void test_verdict_table(void **state) {
   const row r14[] = {{121, 11040, GC_RUN_CUBIN_TOO_NEW, 0, NULL}};
   check_rows(&b.s, r14, sizeof r14 / sizeof r14[0]);
 
+  /* libember's sm_90 from three toolkits (table order 11.8, 13.0, 12.9): its
+   * policy runs the newest the driver loads (runtime/policy.c): 11.x cubins
+   * load on any CUDA 11+ driver, 12.x on 12+, 13.x on 13+ (2.2). R470 11040:
+   * only 11.8; R535 12020: 12.9 over 11.8; R580 13000: 13.0. */
+  start(&b, "ember");
+  add(&b, GC_IMG_CUBIN, 90, 0, 11080, 0);
+  add(&b, GC_IMG_CUBIN, 90, 0, 13000, 0);
+  add(&b, GC_IMG_CUBIN, 90, 0, 12090, 0);
+  const row r16[] = {{90, 11040, GC_RUN_NATIVE, 0, "made by CUDA 11.8"},
+                     {90, 12020, GC_RUN_NATIVE, 2, "made by CUDA 12.9"},
+                     {90, 13000, GC_RUN_NATIVE, 1, "made by CUDA 13.0"}};
+  check_rows(&b.s, r16, sizeof r16 / sizeof r16[0]);
+  /* sm_120 from 13.0 and 12.9 and the legacy PTX, on R470: both cubins are
+   * skipped; the one named is the 12.9 one, which a CUDA 12.0 driver loads. */
+  start(&b, "ember");
+  add(&b, GC_IMG_CUBIN, 120, 0, 13000, 0);
+  add(&b, GC_IMG_CUBIN, 120, 0, 12090, 0);
+  add(&b, GC_IMG_PTX, 35, 0, 32, 0);
+  const row r17[] = {{120, 11040, GC_RUN_PTX_JIT, 2, "needs a driver >= 12.0 (skipped)"},
+                     {120, 12080, GC_RUN_NATIVE, 1, "made by CUDA 12.9"}};
+  check_rows(&b.s, r17, sizeof r17 / sizeof r17[0]);
+
   /* Nothing at all. */
   start(&b, "elf");
   const row r15[] = {{86, 13000, GC_RUN_NO_IMAGE, -1, NULL}};
@@ -1065,6 +1087,51 @@ static void test_cli_ember_library(void **state) {
   assert_int_equal(json_array_size(json_object_get(f, "images")), count);
   assert_true(rc == 0 || rc == 2);
   json_decref(j);
+
+  /* Fleet rows. Ember runs, of a module's cubins for exactly this SM, the one
+   * of the newest toolkit the driver loads (its policy): a cubin of CUDA 11+
+   * loads on any driver of its major or later (minor-version compatibility,
+   * cuda-compat.md 2.2). The verdict names the first module's image (every
+   * module has the same SMs). R535 = CUDA 12.2, R470 = 11.4 (2.3). */
+  em_image_info first;
+  assert_int_equal(em_image_get(0, &first), EM_OK);
+  static const struct {
+    const char *gpu, *driver;
+    int cc, cuda;
+  } fleet[] = {{"H100", "535.104.05", 90, 12020}, {"A100", "470.256.02", 80, 11040}, {"12.0", "470.256.02", 120, 11040}};
+  for (size_t k = 0; k < sizeof fleet / sizeof fleet[0]; k++) {
+    int want = -1, want_tk = 0, lowest_unloadable = 0;
+    for (size_t i = 0; i < count; i++) {
+      em_image_info e;
+      assert_int_equal(em_image_get(i, &e), EM_OK);
+      if (e.kind != EM_IMAGE_CUBIN || e.variant || e.arch != fleet[k].cc || strcmp(e.module, first.module)) continue;
+      int need = e.toolkit >= 11000 ? e.toolkit / 1000 * 1000 : e.toolkit;
+      if (need <= fleet[k].cuda && e.toolkit > want_tk) want = (int)i, want_tk = e.toolkit;
+      if (need > fleet[k].cuda && (!lowest_unloadable || need < lowest_unloadable)) lowest_unloadable = need;
+    }
+    snprintf(args, sizeof args, "'%s' --gpu %s --driver %s", lib, fleet[k].gpu, fleet[k].driver);
+    j = run_json(NULL, args, &rc);
+    f = json_array_get(json_object_get(json_object_get(j, "facts"), "files"), 0);
+    json_t *t = json_array_get(json_object_get(f, "targets"), 0);
+    if (want >= 0) {
+      assert_string_equal(json_string_value(json_object_get(t, "run")), "native");
+      assert_int_equal(json_integer_value(json_object_get(t, "image")), want);
+    } else if (lowest_unloadable) {
+      /* Skipped cubins: the fix names the driver that loads the nearest one. */
+      char need[96];
+      snprintf(need, sizeof need, "install a driver for CUDA %d.%d or newer", lowest_unloadable / 1000,
+               lowest_unloadable % 1000 / 10);
+      json_t *sec, *chk;
+      size_t a, b;
+      int seen = 0;
+      json_array_foreach(json_object_get(j, "sections"), a, sec) json_array_foreach(json_object_get(sec, "checks"), b, chk) {
+        const char *fix = json_string_value(json_object_get(chk, "fix"));
+        seen |= !strcmp(json_string_value(json_object_get(chk, "id")), "run.0") && fix && strstr(fix, need);
+      }
+      if (!seen) fail_msg("%s on %s: no run.0 fix saying \"%s\"", fleet[k].gpu, fleet[k].driver, need);
+    }
+    json_decref(j);
+  }
 }
 
 /* ---------------------------------------------------- malformed input --- */

@@ -578,6 +578,15 @@ static int better(const gc_image *c, const gc_image *best) {
   return variant_rank(c->variant) > variant_rank(best->variant);
 }
 
+/* Ember's own policy (format "ember", runtime/policy.c) also ranks cubins of
+ * one SM by the toolkit that made them: of those the driver loads, the newest
+ * (libember embeds sm_90 from nvcc 13.0, NVRTC 12.9 and NVRTC 11.8; an H100 on
+ * R535 runs the 12.9 one). A driver handed one fat binary has no such choice. */
+static int better_ember(const gc_image *c, const gc_image *best) {
+  if (!best || c->arch != best->arch || c->variant != best->variant) return better(c, best);
+  return c->toolkit > best->toolkit;
+}
+
 static const char *vname(char v) { return v == 'a' ? "a" : v == 'f' ? "f" : ""; }
 
 typedef struct outcome {
@@ -595,7 +604,7 @@ static outcome container_outcome(const gc_image_set *s, size_t c, int cc, int dr
     const gc_image *m = &s->images[i];
     if (m->container != c) continue;
     if (m->kind == GC_IMG_CUBIN && cubin_fits(m, cc) && !(skip_unloadable && cubin_too_new(m, driver)) &&
-        better(m, cubin))
+        (skip_unloadable ? better_ember(m, cubin) : better(m, cubin)))
       cubin = m;
     if (m->kind == GC_IMG_PTX && ptx_fits(m, cc) && !(skip_unloadable && ptx_needs(m, driver)) && better(m, ptx))
       ptx = m;
@@ -690,7 +699,9 @@ static void explain_native(text *t, const gc_image *m, int cc, int driver) {
 }
 
 /* Names the best fitting image of a kind that the policy skipped because the
- * driver cannot load it (format "ember" only; the driver itself does not skip). */
+ * driver cannot load it (format "ember" only; the driver itself does not skip).
+ * Of several cubins of that SM (CUDA 13.0 and 12.9, say) it names the one that
+ * needs the lowest driver: the smallest upgrade that runs it. */
 static void explain_skipped(text *t, const gc_image_set *s, int cc, int driver, gc_image_kind kind) {
   const gc_image *best = NULL;
   for (size_t i = 0; i < s->n; i++) {
@@ -698,7 +709,12 @@ static void explain_skipped(text *t, const gc_image_set *s, int cc, int driver, 
     if (m->kind != kind) continue;
     int fits = kind == GC_IMG_CUBIN ? cubin_fits(m, cc) && cubin_too_new(m, driver)
                                     : ptx_fits(m, cc) && ptx_needs(m, driver) != 0;
-    if (fits && better(m, best)) best = m;
+    if (!fits) continue;
+    if (kind == GC_IMG_CUBIN && best && m->arch == best->arch && m->variant == best->variant) {
+      if (em_cubin_min_driver(m->toolkit) < em_cubin_min_driver(best->toolkit)) best = m;
+    } else if (better(m, best)) {
+      best = m;
+    }
   }
   if (!best) return;
   char need[16];

@@ -304,10 +304,29 @@ static int toolkit_matters(const gc_image_set *s, int driver) {
 }
 
 /* How to get an Ember cubin for this SM (Makefile knobs EMBER_ARCHS and
- * NVCC_LEGACY; the host nvcc of CUDA 13 starts at sm_75). */
-static const char *ember_rebuild(int cc, char *buf, size_t cap) {
+ * NVCC_LEGACY; the host nvcc of CUDA 13 starts at sm_75). When the file
+ * already carries a cubin of exactly this SM that this driver cannot load (a
+ * CUDA 13 one on R535, say: Ember skips it), the fix is the driver that loads
+ * it, or a build that also carries the NVRTC 11.8 / 12.9 cubins (.tools/). */
+static const char *ember_rebuild(const gc_image_set *s, int cc, int driver, char *buf, size_t cap) {
   const em_arch_row *row = em_arch_lookup(cc);
-  if (row && row->last_toolkit > 0) {
+  int lowest = 0, nvrtc_cubins = 0;
+  for (size_t i = 0; i < s->n; i++) {
+    const gc_image *m = &s->images[i];
+    int need = m->toolkit > 0 ? em_cubin_min_driver(m->toolkit) : 0;
+    if (m->kind == GC_IMG_CUBIN && m->arch == cc && driver > 0 && need > driver && (!lowest || need < lowest))
+      lowest = need;
+    /* A CUDA 11.x / 12.x cubin of sm_75 or newer: the build had them already. */
+    nvrtc_cubins |= m->kind == GC_IMG_CUBIN && m->arch >= 75 && m->toolkit >= 11000 && m->toolkit < 13000;
+  }
+  if (lowest) {
+    char v[16];
+    const char *lin = em_mvc_floor_linux(lowest / 1000);
+    snprintf(buf, cap, "install a driver for CUDA %s or newer%s%s%s, which loads the sm_%d cubin this file carries%s",
+             gc_cuda_str(lowest, v), lin ? " (Linux >= " : "", lin ? lin : "", lin ? ")" : "", cc,
+             nvrtc_cubins ? "" : "; or rebuild Ember with the PyPI NVRTCs in .tools/ (bash build-tools/pypi_tools.sh), "
+                                 "whose cubins load on CUDA 11.x and 12.x drivers");
+  } else if (row && row->last_toolkit > 0) {
     char v[16];
     snprintf(buf, cap, "rebuild Ember with NVCC_LEGACY=/path/to/nvcc of CUDA %s or older (it adds cubins for "
                        "SMs below 7.5)",
@@ -321,7 +340,7 @@ static const char *ember_rebuild(int cc, char *buf, size_t cap) {
 static void fix_for(gc_check *c, const gc_image_set *s, const gc_run_verdict *v, int cc, int driver) {
   const gc_image *m = v->image >= 0 ? &s->images[v->image] : NULL;
   const em_arch_row *row = em_arch_lookup(cc);
-  char need[16], dv[16], rb[200];
+  char need[16], dv[16], rb[400];
   int ember = !strcmp(s->format, "ember");
   switch (v->run) {
   case GC_RUN_NATIVE:
@@ -336,7 +355,7 @@ static void fix_for(gc_check *c, const gc_image_set *s, const gc_run_verdict *v,
       gc_check_fix(c,
                    "expect a slow first load while the driver compiles the PTX; Ember caches the result on disk "
                    "(EMBER_CACHE_DIR). For a native cubin, %s",
-                   ember_rebuild(cc, rb, sizeof rb));
+                   ember_rebuild(s, cc, driver, rb, sizeof rb));
     else
       gc_check_fix(c,
                    "expect a slow first start while the driver compiles the PTX (then it is cached; raise "
@@ -367,7 +386,7 @@ static void fix_for(gc_check *c, const gc_image_set *s, const gc_run_verdict *v,
     if (ember) {
       gc_check_fix(c, "Ember falls back to NVRTC (when a CUDA NVRTC that knows sm_%d is installed) or to the CPU; "
                       "`gpucheck` on the host shows the plan. For a native cubin, %s",
-                   cc, ember_rebuild(cc, rb, sizeof rb));
+                   cc, ember_rebuild(s, cc, driver, rb, sizeof rb));
     } else {
       char tk[48] = "";
       if (row && row->last_toolkit > 0)
