@@ -243,17 +243,19 @@ static int is_path_name(const char *p) {
   return 0;
 }
 
-/* Whether `ember images` lists a CUDA 11.x cubin for sm_37 of the module: a
- * K80 on a CUDA 11.x or newer driver runs it (step 1; minor-version
- * compatibility, cuda-compat.md 2.2), else it takes the legacy PTX. */
-static int has_cubin37_cuda11(const char *module) {
+/* Whether `ember images` lists a CUDA 11.x cubin for sm_<arch> of the module
+ * (ptxas 11.8 makes sm_37, NVRTC 11.8 sm_90): a K80 or an H100 on a CUDA 11.x
+ * or newer driver runs it (step 1; minor-version compatibility,
+ * cuda-compat.md 2.2). On R470 (CUDA 11.4) no 12.x or 13.x cubin loads and
+ * nvcc's PTX (ISA 9.0) needs CUDA 13, so without one it takes the legacy PTX. */
+static int has_cubin_cuda11(const char *module, int arch) {
   run_result r = run_cli(NO_SETTINGS, ARGS("images", "--json"));
   expect_status(&r, 0);
   json_t *imgs = array_at(parse(&r), "images");
   for (size_t i = 0; i < json_array_size(imgs); i++) {
     json_t *img = json_array_get(imgs, i);
-    if (!strcmp(str_at(img, "module"), module) && !strcmp(str_at(img, "kind"), "cubin") && int_at(img, "arch") == 37 &&
-        int_at(img, "toolkit") / 1000 == 11)
+    if (!strcmp(str_at(img, "module"), module) && !strcmp(str_at(img, "kind"), "cubin") &&
+        int_at(img, "arch") == arch && int_at(img, "toolkit") / 1000 == 11)
       return 1;
   }
   return 0;
@@ -299,9 +301,10 @@ static void test_devices_json_mixed_fleet(void **state) {
       assert_true(is_path_name(path));
       assert_true(strlen(str_at(p, "reason")) > 0);
       assert_true(json_array_size(array_at(p, "candidates")) > 0);
-      const char *k80_path = d == 0 && has_cubin37_cuda11(module) ? "cubin" : "ptx-legacy";
-      if (d == 0 && strcmp(path, k80_path))
-        fail_msg("K80 on R470, module %s: path %s (%s), expected %s", module, path, str_at(p, "reason"), k80_path);
+      const char *want_path = has_cubin_cuda11(module, d == 0 ? 37 : 90) ? "cubin" : "ptx-legacy";
+      if (strcmp(path, want_path))
+        fail_msg("%s on R470, module %s: path %s (%s), expected %s", want[d].name, module, path, str_at(p, "reason"),
+                 want_path);
     }
   }
 }
@@ -313,7 +316,17 @@ static void test_devices_text(void **state) {
   expect_status(&r, 0);
   assert_non_null(strstr(r.out, "Tesla K80"));
   assert_non_null(strstr(r.out, "NVIDIA H100 80GB HBM3"));
-  assert_non_null(strstr(r.out, "ptx-legacy"));
+  /* The paths test_devices_json_mixed_fleet expects, as the text shows them. */
+  int cubins = 0, legacy = 0;
+  modules mods;
+  source_modules(&mods);
+  for (size_t m = 0; m < mods.n; m++)
+    for (int arch = 37; arch; arch = arch == 37 ? 90 : 0) {
+      if (has_cubin_cuda11(mods.name[m], arch)) cubins++;
+      else legacy++;
+    }
+  assert_true(!cubins == !strstr(r.out, "-> cubin"));
+  assert_true(!legacy == !strstr(r.out, "-> ptx-legacy"));
 }
 
 static void test_devices_without_driver(void **state) {
@@ -463,7 +476,7 @@ static void test_selftest_through_fake(void **state) {
   json_t *k80 = array_at(json_array_get(devs, 0), "results");
   for (size_t i = 0; i < json_array_size(k80); i++) {
     json_t *res = json_array_get(k80, i);
-    assert_string_equal(str_at(res, "path"), has_cubin37_cuda11(str_at(res, "module")) ? "cubin" : "ptx-legacy");
+    assert_string_equal(str_at(res, "path"), has_cubin_cuda11(str_at(res, "module"), 37) ? "cubin" : "ptx-legacy");
   }
 
   r = run_cli(SETTINGS("FAKECUDA_DEVICES=8.6"), ARGS("selftest"));
@@ -509,15 +522,40 @@ static void tools_nvrtc(char *out, size_t cap) {
   globfree(&g);
 }
 
-/* Runs the self-test with one path forced; returns the devices on which the
- * path ran every kernel (all of them bit-exact), and fails on anything else
- * except, when `may_be_unviable`, a device no candidate of the path fits. */
-static int selftest_forced(const char *path, const fleet *f, const char *nvrtc, int may_be_unviable) {
-  char devs[600], force[64], nv[PATH_MAX * 4];
+/* The cubin that step 1 runs for `module` on CC cc with a driver of CUDA
+ * version `driver`, from the image table (`ember images --json`): a plain cubin
+ * for exactly this SM that the driver loads (from CUDA 11 on, any driver of
+ * the toolkit's major or later: minor-version compatibility, cuda-compat.md
+ * 2.2; before, a driver of at least the toolkit), and of those the one from
+ * the newest toolkit (DESIGN.md, the selection policy). Its index, or -1. */
+static int expected_cubin(json_t *imgs, const char *module, int cc, int driver) {
+  int best = -1;
+  json_int_t best_tk = -1;
+  for (size_t i = 0; i < json_array_size(imgs); i++) {
+    json_t *img = json_array_get(imgs, i);
+    if (strcmp(str_at(img, "kind"), "cubin") || *str_at(img, "variant") || strcmp(str_at(img, "module"), module) ||
+        int_at(img, "arch") != cc)
+      continue;
+    json_int_t tk = int_at(img, "toolkit");
+    if ((tk >= 11000 ? tk / 1000 * 1000 : tk) > driver) continue;
+    if (tk > best_tk) best = (int)int_at(img, "index"), best_tk = tk;
+  }
+  return best;
+}
+
+/* Runs the self-test with one path forced on a driver of CUDA version
+ * `driver`; returns the devices on which the path ran every kernel (all of
+ * them bit-exact), and fails on anything else except, when `may_be_unviable`,
+ * a device no candidate of the path fits. With `imgs` (the image table) every
+ * module must have run the cubin expected_cubin() names. */
+static int selftest_forced(const char *path, const fleet *f, const char *nvrtc, int may_be_unviable, int driver,
+                           json_t *imgs) {
+  char devs[600], force[64], nv[PATH_MAX * 4], drv[64];
   snprintf(devs, sizeof devs, "FAKECUDA_DEVICES=%s", f->devices);
   snprintf(force, sizeof force, "EMBER_FORCE=%s", path);
   snprintf(nv, sizeof nv, "EMBER_NVRTC=%s", nvrtc);
-  run_result r = run_cli(SETTINGS(devs, "FAKECUDA_DRIVER=13000", force, "EMBER_STRICT=1", nv), ARGS("selftest", "--json"));
+  snprintf(drv, sizeof drv, "FAKECUDA_DRIVER=%d", driver);
+  run_result r = run_cli(SETTINGS(devs, drv, force, "EMBER_STRICT=1", nv), ARGS("selftest", "--json"));
   json_t *root = parse(&r);
   assert_true(json_is_true(json_object_get(root, "kernels_run")));
   json_t *devices = array_at(root, "devices");
@@ -538,6 +576,13 @@ static int selftest_forced(const char *path, const fleet *f, const char *nvrtc, 
         fail_msg("EMBER_FORCE=%s, %s (CC %d.%d), %s: path %s, mismatches %d: %s (FAKECUDA_SEED in stderr: %.300s)", path,
                  str_at(dev, "name"), (int)int_at(dev, "cc_major"), (int)int_at(dev, "cc_minor"), str_at(res, "kernel"),
                  str_at(res, "path"), (int)int_at(res, "mismatches"), str_at(res, "error"), r.err);
+      if (good && imgs) {
+        int cc = (int)(int_at(dev, "cc_major") * 10 + int_at(dev, "cc_minor"));
+        int want = expected_cubin(imgs, str_at(res, "module"), cc, driver);
+        if (int_at(res, "image") != want)
+          fail_msg("driver %d, CC %d.%d, %s: ran image %d, expected image %d (the newest toolkit's sm_%d cubin this "
+                   "driver loads)", driver, cc / 10, cc % 10, str_at(res, "kernel"), (int)int_at(res, "image"), want, cc);
+      }
     }
     if (unviable && ok)
       fail_msg("EMBER_FORCE=%s, CC %d.%d: some modules ran and others had no candidate", path,
@@ -562,6 +607,24 @@ static void test_selftest_every_path_through_fake(void **state) {
     if (!strcmp(kind, "ptx") && !*variant && !is_legacy) fleet_add(&ptx, arch);
   }
   if (ptx.n >= 2) fleet_add(&ptx, 90); /* between nvcc's two PTX arches: JITs the older one */
+  /* Cubins of one SM from several toolkits (nvcc 13.0, NVRTC 12.9, NVRTC 11.8):
+   * on R580 the newest runs; on R535 (CUDA 12.2) and R470 (CUDA 11.4) the
+   * newest the driver loads. Each older driver's fleet is made of the SMs where
+   * that is another cubin than on R580, so every toolkit's cubins run. */
+  static const int older[] = {12020, 11040};
+  fleet by_driver[2] = {{"", 0}, {"", 0}};
+  modules mods;
+  source_modules(&mods);
+  for (size_t d = 0; d < 2; d++)
+    for (size_t i = 0; i < json_array_size(imgs); i++) {
+      json_t *img = json_array_get(imgs, i);
+      if (strcmp(str_at(img, "kind"), "cubin") || *str_at(img, "variant")) continue;
+      int arch = (int)int_at(img, "arch");
+      for (size_t m = 0; m < mods.n; m++) {
+        int then = expected_cubin(imgs, mods.name[m], arch, older[d]);
+        if (then >= 0 && then != expected_cubin(imgs, mods.name[m], arch, 13000)) fleet_add(&by_driver[d], arch);
+      }
+    }
   static const int spread[] = {35, 52, 61, 86, 120};
   for (size_t i = 0; i < sizeof spread / sizeof spread[0]; i++) fleet_add(&legacy, spread[i]);
   static const int every[] = {35, 37, 50, 52, 60, 61, 70, 75, 80, 86, 89, 90, 100, 120};
@@ -570,18 +633,23 @@ static void test_selftest_every_path_through_fake(void **state) {
   tools_nvrtc(nv, sizeof nv);
 
   /* The build always embeds clang's legacy PTX. */
-  assert_int_equal(selftest_forced("ptx-legacy", &legacy, nv, 0), legacy.n);
-  if (cubin.n) assert_int_equal(selftest_forced("cubin", &cubin, nv, 0), cubin.n);
+  assert_int_equal(selftest_forced("ptx-legacy", &legacy, nv, 0, 13000, NULL), legacy.n);
+  if (cubin.n) assert_int_equal(selftest_forced("cubin", &cubin, nv, 0, 13000, imgs), cubin.n);
   else fprintf(stderr, "test_cli: no cubin in this build (no CUDA compiler): the cubin path is not run\n");
-  if (ptx.n) assert_int_equal(selftest_forced("ptx", &ptx, nv, 0), ptx.n);
+  for (size_t d = 0; d < 2; d++) {
+    if (by_driver[d].n) assert_int_equal(selftest_forced("cubin", &by_driver[d], nv, 0, older[d], imgs), by_driver[d].n);
+    else fprintf(stderr, "test_cli: no cubin that a CUDA %d.%d driver runs instead of R580's: not run\n",
+                 older[d] / 1000, older[d] % 1000 / 10);
+  }
+  if (ptx.n) assert_int_equal(selftest_forced("ptx", &ptx, nv, 0, 13000, NULL), ptx.n);
   else fprintf(stderr, "test_cli: no nvcc PTX in ptx/: the ptx path is not run\n");
-  int ran = selftest_forced("nvrtc", &nvrtc, nv, 1);
+  int ran = selftest_forced("nvrtc", &nvrtc, nv, 1, 13000, NULL);
   if (!ran) fprintf(stderr, "test_cli: no NVRTC found (none on the loader path, none in .tools/): the nvrtc path is not run\n");
   /* NVRTC 11.8 of the tools folder still targets Kepler. */
   if (strstr(nv, "libnvrtc.so.11")) {
     fleet k80 = {"", 0};
     fleet_add(&k80, 37);
-    assert_int_equal(selftest_forced("nvrtc", &k80, nv, 0), 1);
+    assert_int_equal(selftest_forced("nvrtc", &k80, nv, 0, 13000, NULL), 1);
   }
 }
 

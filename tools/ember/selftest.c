@@ -317,9 +317,12 @@ int ember_selftest(int json) {
       const char *verdict = r.ok ? "ok" : "FAIL";
       failures += !r.ok;
       if (json) {
-        json_array_append_new(rows, json_pack("{s:s, s:s, s:s, s:b, s:b, s:b, s:I, s:f, s:s, s:s}", "kernel", r.kernel,
-                                              "module", r.module, "path", em_path_name(rec.path), "ran", r.ran, "ok",
-                                              r.ok, "from_cache", rec.from_cache, "mismatches", (json_int_t)r.mismatches,
+        /* "image": the image table index that was loaded (`ember images`), -1
+         * for NVRTC and the CPU: which of several cubins of one SM ran. */
+        json_array_append_new(rows, json_pack("{s:s, s:s, s:s, s:i, s:b, s:b, s:b, s:I, s:f, s:s, s:s}", "kernel",
+                                              r.kernel, "module", r.module, "path", em_path_name(rec.path), "image",
+                                              rec.loaded ? rec.image_index : -1, "ran", r.ran, "ok", r.ok,
+                                              "from_cache", rec.from_cache, "mismatches", (json_int_t)r.mismatches,
                                               "load_ms", rec.load_ms, "error", r.error, "detail", rec.detail));
       } else {
         printf("  %-20s %-11s %-10s load %8.2f ms%s  %s", r.kernel, r.module, em_path_name(rec.path), rec.load_ms,
