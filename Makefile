@@ -318,7 +318,9 @@ GC_CFLAGS := $(CFLAGS_ALL) -Itools/gpucheck
 $(BUILD)/obj/tools/gpucheck/%.o: tools/gpucheck/%.c $(wildcard tools/gpucheck/*.h)
 	@mkdir -p $(@D)
 	$(say) CC $<
-	$(Q)$(CC) $(GC_CFLAGS) -c $< -o $@
+	$(Q)$(CC) $(GC_CFLAGS) -MMD -MP -c $< -o $@
+# Header dependencies (a public struct changing size must rebuild its readers).
+DEPFILES += $(GC_OBJS:.o=.d)
 
 $(GC_LIB): $(GC_OBJS)
 	@mkdir -p $(@D)
@@ -346,7 +348,8 @@ TESTSUP_LIB := $(BUILD)/lib/libtestsupport.a
 $(BUILD)/obj/tests/support/%.o: tests/support/%.c $(wildcard tests/support/*.h)
 	@mkdir -p $(@D)
 	$(say) CC $<
-	$(Q)$(CC) $(CFLAGS_ALL) -Itests -Itests/support -c $< -o $@
+	$(Q)$(CC) $(CFLAGS_ALL) -Itests -Itests/support -MMD -MP -c $< -o $@
+DEPFILES += $(TESTSUP_OBJS:.o=.d)
 
 $(TESTSUP_LIB): $(TESTSUP_OBJS)
 	@mkdir -p $(@D)

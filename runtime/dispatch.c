@@ -68,6 +68,9 @@ static void log_plan(const em_gpu *g, const char *module, const em_plan *p) {
   for (int i = 0; i < p->n_candidates; i++)
     em_log(EM_LOG_DISPATCH, "  %s %-10s %s", p->candidates[i].viable ? (i == p->chosen ? "*" : "+") : "-",
            em_path_name(p->candidates[i].path), p->candidates[i].reason);
+  if (p->n_omitted)
+    em_log(EM_LOG_DISPATCH, "  (%d more rejected candidates not listed: the plan holds %d)", p->n_omitted,
+           EM_PLAN_MAX_CANDIDATES);
 }
 
 /* Computes (once) the plan of a module on a GPU. Caller holds the rt lock. */

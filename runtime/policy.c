@@ -96,7 +96,19 @@ static em_plan_candidate *add_candidate(plan_builder *b, em_path path, int image
 static em_plan_candidate *add_candidate(plan_builder *b, em_path path, int image, int arch,
                                         char variant, int viable, const char *fmt, ...) {
   em_plan *p = b->out;
-  if (p->n_candidates >= EM_PLAN_MAX_CANDIDATES) return NULL;
+  /* The last slot is kept for the CPU entry. Past the cap, a rejected
+   * candidate is counted, not listed; a viable one takes the place of the
+   * last rejected one listed, so the order of the viable ones (the plan)
+   * never changes. */
+  int cap = path == EM_PATH_CPU ? EM_PLAN_MAX_CANDIDATES : EM_PLAN_MAX_CANDIDATES - 1;
+  if (p->n_candidates >= cap) {
+    p->n_omitted++;
+    int k = p->n_candidates - 1;
+    while (viable && k >= 0 && p->candidates[k].viable) k--;
+    if (!viable || k < 0) return NULL;
+    memmove(&p->candidates[k], &p->candidates[k + 1], (size_t)(p->n_candidates - 1 - k) * sizeof p->candidates[0]);
+    p->n_candidates--;
+  }
   em_plan_candidate *c = &p->candidates[p->n_candidates++];
   memset(c, 0, sizeof *c);
   c->path = path;

@@ -63,7 +63,10 @@ typedef enum em_path {
 
 EM_API const char *em_path_name(em_path p); /* "cubin", "ptx", "ptx-legacy", "nvrtc", "cpu" */
 
-#define EM_PLAN_MAX_CANDIDATES 48
+/* Room for every image of a module (about 40 today) and every NVRTC. When
+ * more come, the rejected ones are dropped first and counted in n_omitted;
+ * a viable candidate and the CPU entry are always kept. */
+#define EM_PLAN_MAX_CANDIDATES 128
 
 /* One image or route the policy looked at, and what it made of it. */
 typedef struct em_plan_candidate {
@@ -84,6 +87,7 @@ typedef struct em_plan {
   char reason[400];     /* one line: why this path */
   int n_candidates;
   em_plan_candidate candidates[EM_PLAN_MAX_CANDIDATES];
+  int n_omitted;        /* rejected candidates not listed for lack of room */
 } em_plan;
 
 /* The plan for a kernel module on a device, computed from the embedded images,

@@ -681,6 +681,34 @@ static void test_two_gpus_one_process(void **state) {
   assert_int_equal(g_fail - before, 0);
 }
 
+/* More images than a plan holds: 300 cubins for another major (rejected on
+ * CC 9.0), then a legacy PTX (viable): the rejected ones past the cap are
+ * counted, not listed, and neither the viable PTX nor the CPU entry is lost. */
+static void test_plan_overflow_keeps_viable_and_cpu(void **state) {
+  static em_image_info img[301];
+  em_policy_input in;
+  em_plan p;
+  int i;
+  (void)state;
+  for (i = 0; i < 300; i++) {
+    memset(&img[i], 0, sizeof img[i]);
+    img[i].module = EW, img[i].kind = EM_IMAGE_CUBIN, img[i].arch = 50, img[i].toolkit = 11080;
+  }
+  memset(&img[300], 0, sizeof img[300]);
+  img[300].module = EW, img[300].kind = EM_IMAGE_PTX, img[300].arch = 35, img[300].ptx_isa = 32;
+  img[300].flags = EM_IMAGE_LEGACY;
+  memset(&in, 0, sizeof in);
+  in.cc = 90, in.driver_version = R580, in.module = EW, in.images = img, in.n_images = 301;
+  em_policy_plan(&in, &p);
+  assert_int_equal(p.n_candidates, EM_PLAN_MAX_CANDIDATES);
+  /* 301 images + CPU = 302 candidates; 128 listed. */
+  assert_int_equal(p.n_omitted, 302 - EM_PLAN_MAX_CANDIDATES);
+  assert_int_equal(p.path, EM_PATH_PTX_LEGACY);
+  assert_int_equal(p.candidates[p.chosen].image_index, 300);
+  assert_int_equal(p.candidates[p.n_candidates - 1].path, EM_PATH_CPU);
+  for (i = 0; i < p.n_candidates - 2; i++) assert_false(p.candidates[i].viable);
+}
+
 /* em_image_min_driver: the lowest driver from the toolkit (cubin) or the PTX ISA
  * (PTX), with the stored min_driver left 0 so the answer must be derived. */
 static void test_image_min_driver(void **state) {
@@ -730,7 +758,7 @@ static void test_image_min_driver(void **state) {
 }
 
 int main(void) {
-  static struct CMUnitTest tests[N_CASES + 2];
+  static struct CMUnitTest tests[N_CASES + 3];
   size_t i;
   for (i = 0; i < N_CASES; i++) {
     tests[i].name = k_cases[i].name;
@@ -741,5 +769,6 @@ int main(void) {
   }
   tests[N_CASES] = (struct CMUnitTest)cmocka_unit_test(test_two_gpus_one_process);
   tests[N_CASES + 1] = (struct CMUnitTest)cmocka_unit_test(test_image_min_driver);
+  tests[N_CASES + 2] = (struct CMUnitTest)cmocka_unit_test(test_plan_overflow_keeps_viable_and_cpu);
   return cmocka_run_group_tests_name("policy", tests, NULL, NULL);
 }
