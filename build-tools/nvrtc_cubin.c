@@ -23,39 +23,11 @@
 
 #define MAX_HEADERS 16
 
+/* The file's text, or NULL after saying why. */
 static char *read_text(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    fprintf(stderr, "nvrtc_cubin: cannot open %s: %s\n", path, strerror(errno));
-    return NULL;
-  }
-  char *buf = NULL;
-  size_t n = 0, cap = 0;
-  for (;;) {
-    if (n + 4096 + 1 > cap) {
-      cap = cap ? cap * 2 : 65536;
-      char *b = realloc(buf, cap);
-      if (!b) {
-        free(buf);
-        fclose(f);
-        fprintf(stderr, "nvrtc_cubin: out of memory reading %s\n", path);
-        return NULL;
-      }
-      buf = b;
-    }
-    size_t got = fread(buf + n, 1, 4096, f);
-    n += got;
-    if (got < 4096) break;
-  }
-  int bad = ferror(f);
-  fclose(f);
-  if (bad) {
-    free(buf);
-    fprintf(stderr, "nvrtc_cubin: cannot read %s\n", path);
-    return NULL;
-  }
-  buf[n] = '\0';
-  return buf;
+  char *text = nm_read_file(path, NULL);
+  if (!text) fprintf(stderr, "nvrtc_cubin: cannot read %s: %s\n", path, strerror(errno));
+  return text;
 }
 
 static int write_atomic(const char *path, const void *data, size_t size) {

@@ -1,6 +1,7 @@
 /* One kernel module through NVRTC to a checked cubin (nvrtc_module.h). */
 #include "nvrtc_module.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,4 +85,37 @@ em_status nm_compile_module(const em_nvrtc_lib *lib, const char *module, const c
   *out = bin;
   *out_size = size;
   return EM_OK;
+}
+
+char *nm_read_file(const char *path, size_t *size) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  char *buf = NULL;
+  size_t n = 0, cap = 0;
+  for (;;) {
+    if (n + 4096 + 1 > cap) {
+      cap = cap ? cap * 2 : 65536;
+      char *b = realloc(buf, cap);
+      if (!b) {
+        free(buf);
+        fclose(f);
+        errno = ENOMEM;
+        return NULL;
+      }
+      buf = b;
+    }
+    size_t got = fread(buf + n, 1, 4096, f);
+    n += got;
+    if (got < 4096) break;
+  }
+  int bad = ferror(f);
+  fclose(f);
+  if (bad) {
+    free(buf);
+    errno = EIO;
+    return NULL;
+  }
+  buf[n] = '\0';
+  if (size) *size = n;
+  return buf;
 }

@@ -28,4 +28,9 @@ em_status nm_compile_module(const em_nvrtc_lib *lib, const char *module, const c
                             const char *const *headers, const char *const *header_names, int sm,
                             const char *want_kernels, void **out, size_t *out_size);
 
+/* The whole file, NUL-terminated (so text can be used as a string), malloc'd;
+ * *size (when not NULL) gets its length. NULL with errno set when it cannot
+ * be opened or read, or memory runs out. */
+char *nm_read_file(const char *path, size_t *size);
+
 #endif

@@ -135,26 +135,11 @@ static void note(const char *fmt, ...) {
   fflush(stdout);
 }
 
+/* The file's text (NULL when it cannot be read); out of memory ends the run. */
 static char *read_text(const char *path, size_t *size) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  char *buf = NULL;
-  size_t n = 0, cap = 0;
-  for (;;) {
-    if (n + 4096 + 1 > cap) {
-      cap = cap ? cap * 2 : 65536;
-      char *b = realloc(buf, cap);
-      if (!b) die("out of memory reading %s", path);
-      buf = b;
-    }
-    size_t got = fread(buf + n, 1, 4096, f);
-    n += got;
-    if (got < 4096) break;
-  }
-  fclose(f);
-  buf[n] = '\0';
-  if (size) *size = n;
-  return buf;
+  char *text = nm_read_file(path, size);
+  if (!text && errno == ENOMEM) die("out of memory reading %s", path);
+  return text;
 }
 
 /* The kernel sources, headers and kernel lists of the library's image table. */
