@@ -116,9 +116,16 @@ const em_op_def *em_op_at(size_t i);
 #define EM_ATTRS(...) ((const char *const[]){__VA_ARGS__, NULL})
 #define EM_NO_ATTRS ((const char *const[]){NULL})
 
-/* Attributes, with defaults for absent ones. */
+/* Attributes, with defaults for absent ones. A float attribute may be given
+ * as an INT (converted): ONNX models and users write alpha=2 as often as 2.0. */
 int64_t em_attr_int(const em_op_args *a, const char *name, int64_t dflt);
 double em_attr_float(const em_op_args *a, const char *name, double dflt);
+/* The same, checked: a FLOAT or INT attribute (dflt when absent) that is not
+ * NaN and, unless allow_inf, finite; any other type or value fails through
+ * em_op_fail, naming the attribute and what it got. */
+em_status em_attr_number(const em_op_args *a, const char *name, double dflt, int allow_inf, double *out);
+/* "an int", "a float", "a list of ints", "a list of floats", "a string". */
+const char *em_attr_type_name(em_attr_type t);
 /* NULL and *n = 0 when absent. */
 const int64_t *em_attr_ints(const em_op_args *a, const char *name, int *n);
 const double *em_attr_floats(const em_op_args *a, const char *name, int *n);

@@ -2,6 +2,7 @@
  * exports a table; adding a family means adding one line below. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <math.h>
 #include <string.h>
 
 #include "error.h"
@@ -64,7 +65,35 @@ int64_t em_attr_int(const em_op_args *a, const char *name, int64_t dflt) {
 
 double em_attr_float(const em_op_args *a, const char *name, double dflt) {
   const em_attr *t = find_attr(a, name, EM_ATTR_FLOAT);
-  return t ? t->f : dflt;
+  if (t) return t->f;
+  t = find_attr(a, name, EM_ATTR_INT);
+  return t ? (double)t->i : dflt;
+}
+
+const char *em_attr_type_name(em_attr_type t) {
+  switch (t) {
+  case EM_ATTR_INT: return "an int";
+  case EM_ATTR_FLOAT: return "a float";
+  case EM_ATTR_INTS: return "a list of ints";
+  case EM_ATTR_FLOATS: return "a list of floats";
+  case EM_ATTR_STRING: return "a string";
+  }
+  return "of unknown type";
+}
+
+em_status em_attr_number(const em_op_args *a, const char *name, double dflt, int allow_inf, double *out) {
+  *out = dflt;
+  const em_attr *t = NULL;
+  for (int i = 0; i < a->n_attrs && !t; i++)
+    if (a->attrs[i].name && !strcmp(a->attrs[i].name, name)) t = &a->attrs[i];
+  if (!t) return EM_OK;
+  if (t->type == EM_ATTR_FLOAT) *out = t->f;
+  else if (t->type == EM_ATTR_INT) *out = (double)t->i;
+  else return em_op_fail(a, "attribute '%s' must be a float (an int converts), got %s", name,
+                       em_attr_type_name(t->type));
+  if (isnan(*out) || (!allow_inf && isinf(*out)))
+    return em_op_fail(a, "attribute '%s' = %g must be %s", name, *out, allow_inf ? "a number (not NaN)" : "finite");
+  return EM_OK;
 }
 
 const int64_t *em_attr_ints(const em_op_args *a, const char *name, int *n) {

@@ -65,14 +65,7 @@ static const em_attr *attr_get(const em_op_args *a, const char *name) {
 
 /* A real attribute (FLOAT, or INT converted); anything else, or a non-finite value, fails. */
 static em_status attr_real(const em_op_args *a, const char *name, double dflt, double *out) {
-  const em_attr *t = attr_get(a, name);
-  *out = dflt;
-  if (!t) return EM_OK;
-  if (t->type == EM_ATTR_FLOAT) *out = t->f;
-  else if (t->type == EM_ATTR_INT) *out = (double)t->i;
-  else return em_op_fail(a, "attribute '%s' must be a number", name);
-  if (!isfinite(*out)) return em_op_fail(a, "attribute '%s' is %g; a finite number is expected", name, *out);
-  return EM_OK;
+  return em_attr_number(a, name, dflt, 0, out);
 }
 
 /* An INT attribute; *present tells whether it was given. */

@@ -190,17 +190,6 @@ static const struct {
 };
 #define N_ATTR_NAMES (sizeof attr_names / sizeof attr_names[0])
 
-static const char *attr_type_name(em_attr_type t) {
-  switch (t) {
-  case EM_ATTR_INT: return "an int";
-  case EM_ATTR_FLOAT: return "a float";
-  case EM_ATTR_INTS: return "a list of ints";
-  case EM_ATTR_FLOATS: return "a list of floats";
-  case EM_ATTR_STRING: return "a string";
-  }
-  return "of unknown type";
-}
-
 static const em_attr *attr_find(const em_op_args *a, const char *name) {
   for (int i = 0; i < a->n_attrs; i++)
     if (a->attrs[i].name && !strcmp(a->attrs[i].name, name)) return &a->attrs[i];
@@ -234,22 +223,14 @@ static em_status check_attr_names(const em_op_args *a, const ufn *f, int with_fn
 /* A float attribute (an int is accepted), dflt when absent; finite unless
  * allow_inf (NaN never). */
 static em_status attr_float(const em_op_args *a, const char *name, double dflt, int allow_inf, double *out) {
-  const em_attr *t = attr_find(a, name);
-  *out = dflt;
-  if (!t) return EM_OK;
-  if (t->type == EM_ATTR_FLOAT) *out = t->f;
-  else if (t->type == EM_ATTR_INT) *out = (double)t->i;
-  else return em_op_fail(a, "attribute '%s' must be a float, got %s", name, attr_type_name(t->type));
-  if (isnan(*out) || (!allow_inf && isinf(*out)))
-    return em_op_fail(a, "attribute '%s' = %g must be %s", name, *out, allow_inf ? "a number (not NaN)" : "finite");
-  return EM_OK;
+  return em_attr_number(a, name, dflt, allow_inf, out);
 }
 
 static em_status attr_flag(const em_op_args *a, const char *name, int *out) {
   const em_attr *t = attr_find(a, name);
   *out = 1;
   if (!t) return EM_OK;
-  if (t->type != EM_ATTR_INT) return em_op_fail(a, "attribute '%s' must be an int (0 or 1), got %s", name, attr_type_name(t->type));
+  if (t->type != EM_ATTR_INT) return em_op_fail(a, "attribute '%s' must be an int (0 or 1), got %s", name, em_attr_type_name(t->type));
   if (t->i != 0 && t->i != 1) return em_op_fail(a, "attribute '%s' = %lld must be 0 or 1", name, (long long)t->i);
   *out = (int)t->i;
   return EM_OK;
@@ -285,7 +266,7 @@ static em_status read_params(const em_op_args *a, const ufn *f, em_dtype dt, int
   if (!s && (f->attrs & AT_APPROX)) {
     const em_attr *t = attr_find(a, "approximate");
     if (t && t->type != EM_ATTR_STRING)
-      return em_op_fail(a, "attribute 'approximate' must be a string (\"none\" or \"tanh\"), got %s", attr_type_name(t->type));
+      return em_op_fail(a, "attribute 'approximate' must be a string (\"none\" or \"tanh\"), got %s", em_attr_type_name(t->type));
     const char *v = t && t->s ? t->s : "none";
     if (strcmp(v, "none") && strcmp(v, "tanh"))
       return em_op_fail(a, "attribute approximate = \"%s\" is not one of \"none\", \"tanh\"", v);

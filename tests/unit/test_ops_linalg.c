@@ -175,10 +175,13 @@ static void test_matmul_k0_zeros(void **state) {
 
 /* --------------------------------------------------------------- gemm --- */
 
-static void check_gemm(em_dtype dt, shp sa, shp sb, const shp *sc, int ta, int tb, double alpha, double beta,
-                       double tol) {
+/* as_ints: alpha and beta given as INT attributes (integral values), which a
+ * float attribute must accept as the same number. */
+static void check_gemm_attrs(em_dtype dt, shp sa, shp sb, const shp *sc, int ta, int tb, double alpha, double beta,
+                             double tol, int as_ints) {
   em_tensor *in[3] = {rnd(dt, &sa, 5), rnd(dt, &sb, 6), sc ? rnd(dt, sc, 7) : NULL};
   em_attr at[4] = {AF("alpha", alpha), AF("beta", beta), AI("transA", ta), AI("transB", tb)};
+  if (as_ints) at[0] = AI("alpha", (int64_t)alpha), at[1] = AI("beta", (int64_t)beta);
   em_tensor *out = NULL;
   if (ot_run("gemm", in, sc ? 3 : 2, at, 4, &out, 1)) fail_msg("gemm: %s", em_last_error());
   double *a = ot_values(in[0], NULL), *b = ot_values(in[1], NULL), *want, *c = sc ? ot_values(in[2], NULL) : NULL;
@@ -202,6 +205,11 @@ static void check_gemm(em_dtype dt, shp sa, shp sb, const shp *sc, int ta, int t
   em_tensor_release(out);
 }
 
+static void check_gemm(em_dtype dt, shp sa, shp sb, const shp *sc, int ta, int tb, double alpha, double beta,
+                       double tol) {
+  check_gemm_attrs(dt, sa, sb, sc, ta, tb, alpha, beta, tol, 0);
+}
+
 static void test_gemm_forward(void **state) {
   (void)state;
   const shp full = {2, {3, 5}}, row = {1, {5}}, col = {2, {3, 1}}, one = {0, {0}};
@@ -216,6 +224,9 @@ static void test_gemm_forward(void **state) {
     check_gemm(dt, (shp){2, {64, 33}}, (shp){2, {33, 5}}, &row, 0, 0, 1.0, 1.0, tol);
     check_gemm(dt, (shp){2, {3, 0}}, (shp){2, {0, 5}}, &full, 0, 0, 1.0, 3.0, tol); /* K = 0: beta * c */
     check_gemm(dt, (shp){2, {3, 0}}, (shp){2, {0, 5}}, NULL, 0, 0, 1.0, 3.0, tol);  /* K = 0, no c: zeros */
+    /* alpha = INT 2, beta = INT -3 are 2.0 and -3.0, not the defaults (1, 1). */
+    check_gemm_attrs(dt, (shp){2, {3, 4}}, (shp){2, {4, 5}}, &full, 0, 0, 2.0, -3.0, tol, 1);
+    check_gemm_attrs(dt, (shp){2, {4, 3}}, (shp){2, {4, 5}}, &row, 1, 0, -2.0, 0.0, tol, 1);
   }
 }
 

@@ -127,9 +127,11 @@ static void bn_inputs(em_dtype dt, const shape *s, uint64_t seed, em_tensor **in
 }
 
 static void check_bn_forward(int training) {
-  const double eps = 1e-3;
-  em_attr at[1] = {{.name = "epsilon", .type = EM_ATTR_FLOAT, .f = eps}};
-  for (int t = 0; t < 2; t++)
+  /* epsilon = INT 1 on the f64 pass: an INT is accepted where a float is expected. */
+  for (int t = 0; t < 2; t++) {
+    const double eps = t ? 1.0 : 1e-3;
+    em_attr at[1] = {t ? (em_attr){.name = "epsilon", .type = EM_ATTR_INT, .i = 1}
+                       : (em_attr){.name = "epsilon", .type = EM_ATTR_FLOAT, .f = eps}};
     for (size_t k = 0; k < N_BN_SHAPES; k++) {
       const shape *s = &bn_shapes[k];
       em_tensor *in[5];
@@ -157,6 +159,7 @@ static void check_bn_forward(int training) {
       for (int i = 0; i < 5; i++) free(v[i]);
       release_all(in, 5);
     }
+  }
 }
 
 static void test_bn_inference_forward(void **state) {

@@ -419,8 +419,10 @@ static void test_pad(void **state) {
     const pad_case *p = &PADS[c];
     int64_t o[3];
     pad_out_shape(p, o);
-    em_attr at[3] = {ais("pads", p->pads, 2 * p->nd), as("mode", p->mode), af("value", p->value)};
     for (int d = 0; d < NA(dts); d++) {
+      /* Every other dtype gets the (integral) value as an INT attribute: the same number. */
+      em_attr at[3] = {ais("pads", p->pads, 2 * p->nd), as("mode", p->mode),
+                       d % 2 ? ai("value", (int64_t)p->value) : af("value", p->value)};
       double value = dts[d] == EM_U8 && p->value < 0 ? 0 : p->value; /* u8 saturates a negative value to 0 */
       em_tensor *x = ot_rand(dts[d], p->nd, p->x, 40u + (uint64_t)c, 0, 100);
       em_tensor *y = ot_run1("pad", &x, 1, at, 3);
@@ -583,7 +585,10 @@ static void test_one_hot(void **state) {
       for (int it = 0; it < 2; it++) {
         int custom = d % 2;
         double on = custom ? 5 : 1, off = custom ? (dts[d] == EM_U8 ? 2 : -1) : 0;
-        em_attr at[5] = {ai("depth", depth), ai("axis", axis), ai("dtype", dts[d]), af("on_value", on), af("off_value", off)};
+        /* The second pass gives on/off as INT attributes (integral values): the same numbers. */
+        em_attr at[5] = {ai("depth", depth), ai("axis", axis), ai("dtype", dts[d]),
+                         it ? ai("on_value", (int64_t)on) : af("on_value", on),
+                         it ? ai("off_value", (int64_t)off) : af("off_value", off)};
         int n_at = custom ? 5 : 3;
         em_tensor *x = it ? from_host(EM_I32, 2, is, v32) : from_host(EM_I64, 2, is, v);
         em_tensor *y = ot_run1("one_hot", &x, 1, at, n_at);
