@@ -3,6 +3,7 @@
  * per device and module; modules are loaded on the first use of one of their
  * kernels, trying the plan's viable candidates in order (load.c). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "load.h"
@@ -195,16 +196,32 @@ API em_status em_kernel_get(em_device dev, const char *name, em_kernel **out) {
     return s;
   }
   for (int i = 0; i < ms->n_kernels; i++)
-    if (!strcmp(ms->kernels[i].name, name)) {
-      *out = &ms->kernels[i];
+    if (!strcmp(ms->kernels[i]->name, name)) {
+      *out = ms->kernels[i];
       em_rt_unlock();
       return EM_OK;
     }
-  if (ms->n_kernels == (int)(sizeof ms->kernels / sizeof ms->kernels[0])) {
-    em_rt_unlock();
-    return em_fail(EM_ERR_INTERNAL, "module '%s' has more kernels than Ember tracks", module);
+  if (ms->n_kernels == ms->cap_kernels) {
+    int cap = ms->cap_kernels ? 2 * ms->cap_kernels : 16;
+    em_kernel **grown = realloc(ms->kernels, (size_t)cap * sizeof *grown);
+    if (!grown) {
+      em_rt_unlock();
+      return em_fail(EM_ERR_OUT_OF_MEMORY, "no memory to look up kernel '%s'", name);
+    }
+    ms->kernels = grown;
+    ms->cap_kernels = cap;
   }
-  em_kernel *k = &ms->kernels[ms->n_kernels];
+  em_kernel *k = calloc(1, sizeof *k);
+  if (k && strlen(name) >= sizeof k->name) {
+    free(k);
+    em_rt_unlock();
+    return em_fail(EM_ERR_INVALID_ARGUMENT, "kernel name '%.40s...' is %zu characters; Ember's kernel names are at most %zu",
+                   name, strlen(name), sizeof k->name - 1);
+  }
+  if (!k) {
+    em_rt_unlock();
+    return em_fail(EM_ERR_OUT_OF_MEMORY, "no memory to look up kernel '%s'", name);
+  }
   k->gpu = g;
   snprintf(k->name, sizeof k->name, "%s", name);
   s = em_gpu_enter(g);
@@ -214,8 +231,10 @@ API em_status em_kernel_get(em_device dev, const char *name, em_kernel **out) {
     if (r) s = em_cuda_fail(r, "cuModuleGetFunction", "kernel '%s' of module '%s' on CUDA device %d", name, module, g->ordinal);
   }
   if (!s) {
-    ms->n_kernels++;
+    ms->kernels[ms->n_kernels++] = k;
     *out = k;
+  } else {
+    free(k);
   }
   em_rt_unlock();
   return s;

@@ -72,7 +72,8 @@ static em_status cubin_from_ptx(em_runtime *rt, em_gpu *g, const char *ptx, size
   return s;
 }
 
-/* Source and headers of a module, for NVRTC. */
+/* Source and headers of a module, for NVRTC: every embedded header (hdrs and
+ * names hold room for one per image of the table, so none is ever left out). */
 static em_status gather_source(em_runtime *rt, const char *module, const em_image_info **src, const char **hdrs,
                                const char **names, int *n_hdrs) {
   *src = NULL;
@@ -80,7 +81,7 @@ static em_status gather_source(em_runtime *rt, const char *module, const em_imag
   for (size_t i = 0; i < rt->images.count; i++) {
     const em_image_info *img = &rt->images.images[i];
     if (img->kind == EM_IMAGE_SOURCE && !strcmp(img->module, module)) *src = img;
-    if (img->kind == EM_IMAGE_HEADER && *n_hdrs < 8) {
+    if (img->kind == EM_IMAGE_HEADER) {
       hdrs[*n_hdrs] = img->data;
       names[(*n_hdrs)++] = img->module;
     }
@@ -88,17 +89,12 @@ static em_status gather_source(em_runtime *rt, const char *module, const em_imag
   return *src ? EM_OK : em_fail(EM_ERR_NOT_FOUND, "no source of module '%s' is embedded", module);
 }
 
-static em_status via_nvrtc(em_runtime *rt, em_gpu *g, const em_module_state *ms, int version, void **out,
-                           size_t *out_size, int *hit) {
-  const em_nvrtc_lib *lib = NULL;
-  for (size_t i = 0; i < rt->nvrtc.n; i++)
-    if (rt->nvrtc.libs[i].version == version) lib = &rt->nvrtc.libs[i];
-  if (!lib) return em_fail(EM_ERR_INTERNAL, "NVRTC %d planned but not loaded", version);
-  const em_image_info *src;
-  const char *hdrs[8], *names[8];
-  int n_hdrs;
-  em_status s = gather_source(rt, ms->name, &src, hdrs, names, &n_hdrs);
-  if (s) return s;
+/* Step 4 for a module whose source and headers are gathered (via_nvrtc): from the JIT cache, or
+ * compiled (and, for an NVRTC that only gives PTX, through the driver's JIT). */
+static em_status nvrtc_compile_module(em_runtime *rt, em_gpu *g, const em_nvrtc_lib *lib, const em_image_info *src,
+                                      const char **hdrs, const char **names, int n_hdrs, int version,
+                                      const char *module, void **out, size_t *out_size, int *hit) {
+  em_status s;
 
   /* The key covers the source and every header it may include. */
   uint64_t hash = src->hash;
@@ -111,7 +107,7 @@ static em_status via_nvrtc(em_runtime *rt, em_gpu *g, const em_module_state *ms,
     return EM_OK;
   }
   char name[160];
-  snprintf(name, sizeof name, "%s.cu", ms->name);
+  snprintf(name, sizeof name, "%s.cu", module);
   void *code;
   size_t n;
   s = em_nvrtc_compile(lib, name, src->data, n_hdrs, hdrs, names, g->cc, 1, &code, &n);
@@ -125,6 +121,24 @@ static em_status via_nvrtc(em_runtime *rt, em_gpu *g, const em_module_state *ms,
   /* An NVRTC older than 11.1 gives PTX: the driver JIT turns it into a cubin. */
   s = cubin_from_ptx(rt, g, code, strlen(code) + 1, XXH3_64bits(code, n), version, name, out, out_size, hit);
   free(code);
+  return s;
+}
+
+static em_status via_nvrtc(em_runtime *rt, em_gpu *g, const em_module_state *ms, int version, void **out,
+                           size_t *out_size, int *hit) {
+  const em_nvrtc_lib *lib = NULL;
+  for (size_t i = 0; i < rt->nvrtc.n; i++)
+    if (rt->nvrtc.libs[i].version == version) lib = &rt->nvrtc.libs[i];
+  if (!lib) return em_fail(EM_ERR_INTERNAL, "NVRTC %d planned but not loaded", version);
+  const em_image_info *src;
+  const char **hdrs = malloc((rt->images.count + 1) * sizeof *hdrs);
+  const char **names = malloc((rt->images.count + 1) * sizeof *names);
+  int n_hdrs;
+  em_status s = hdrs && names ? gather_source(rt, ms->name, &src, hdrs, names, &n_hdrs)
+                              : em_fail(EM_ERR_OUT_OF_MEMORY, "no memory for the NVRTC headers of module '%s'", ms->name);
+  if (!s) s = nvrtc_compile_module(rt, g, lib, src, hdrs, names, n_hdrs, version, ms->name, out, out_size, hit);
+  free(hdrs);
+  free(names);
   return s;
 }
 

@@ -137,6 +137,10 @@ API void em_shutdown(void) {
     }
     em_allocator_destroy(&g->alloc);
     if (g->ctx) rt->cu.cuDevicePrimaryCtxRelease(g->dev);
+    for (size_t m = 0; g->modules && m < rt->n_modules; m++) {
+      for (int k = 0; k < g->modules[m].n_kernels; k++) free(g->modules[m].kernels[k]);
+      free(g->modules[m].kernels);
+    }
     free(g->modules);
   }
   free(rt->gpus);

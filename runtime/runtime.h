@@ -72,8 +72,8 @@ typedef struct em_module_state {
   char load_error[512];
   em_load_record record;
   CUmodule module;
-  struct em_kernel kernels[32];
-  int n_kernels;
+  struct em_kernel **kernels; /* looked up so far; each malloc'd, so handles stay put as the list grows */
+  int n_kernels, cap_kernels;
 } em_module_state;
 
 typedef struct em_gpu {
