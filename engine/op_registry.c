@@ -48,7 +48,8 @@ EM_API em_status em_op_info_get(size_t i, em_op_info *out) {
   const em_op_def *d = em_op_at(i);
   if (!d || !out) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_op_info_get: no op %zu (there are %zu)", i, em_op_count());
   *out = (em_op_info){.name = d->name, .doc = d->doc, .min_inputs = d->min_inputs, .max_inputs = d->max_inputs,
-                      .n_outputs = d->n_outputs, .differentiable = d->backward != NULL, .internal = d->name[0] == '_'};
+                      .n_outputs = d->n_outputs, .differentiable = d->backward != NULL, .internal = d->name[0] == '_',
+                      .gpu = d->gpu != NULL};
   return EM_OK;
 }
 

@@ -85,6 +85,7 @@ typedef struct em_op_info {
   int min_inputs, max_inputs, n_outputs;
   int differentiable;         /* has a gradient */
   int internal;               /* a gradient helper (name starts with '_'), not meant to be applied directly */
+  int gpu;                    /* has its own GPU implementation (else a CUDA device runs it on host copies) */
 } em_op_info;
 EM_API size_t em_op_info_count(void);
 EM_API em_status em_op_info_get(size_t i, em_op_info *out);

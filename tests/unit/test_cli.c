@@ -656,7 +656,8 @@ static void test_selftest_every_path_through_fake(void **state) {
 /* --------------------------------------------------------------- usage --- */
 
 /* `ember ops --json` lists the core ops the engine relies on, with the
- * arity and gradient flags of their definitions, and hides internal ones. */
+ * arity and gradient flags of their definitions and where they run (gpu),
+ * and hides internal ones. */
 static void test_ops_json(void **state) {
   (void)state;
   run_result r = run_cli(NO_SETTINGS, ARGS("ops", "--json"));
@@ -666,9 +667,19 @@ static void test_ops_json(void **state) {
   json_t *ops = array_at(root, "ops"), *op;
   size_t i;
   int saw_add_n = 0, saw_zeros_like = 0;
+  /* An op runs on the GPU only through the launch glue of its family
+   * (ops/<family>_gpu.c, DESIGN.md): with none in the tree, no op may claim it. */
+  char pattern[PATH_MAX];
+  snprintf(pattern, sizeof pattern, "%s/ops/*_gpu.c", src_dir ? src_dir : ".");
+  glob_t g;
+  int any_glue = glob(pattern, 0, NULL, &g) == 0 && g.gl_pathc > 0;
+  globfree(&g);
   json_array_foreach(ops, i, op) {
     const char *name = str_at(op, "name");
     assert_true(name[0] != '_');
+    json_t *gpu = json_object_get(op, "gpu");
+    if (!json_is_boolean(gpu)) fail_msg("op %s: \"gpu\" is not a boolean", name);
+    if (!any_glue && json_is_true(gpu)) fail_msg("op %s claims a GPU implementation, but ops/ has no *_gpu.c", name);
     if (!strcmp(name, "add_n")) {
       saw_add_n = 1;
       assert_int_equal(int_at(op, "min_inputs"), 1);

@@ -202,16 +202,16 @@ static int cmd_ops(int json) {
     em_op_info o;
     if (em_op_info_get(i, &o) || o.internal) continue;
     if (json) {
-      json_array_append_new(arr, json_pack("{s:s, s:s, s:i, s:i, s:i, s:b}", "name", o.name, "doc", o.doc ? o.doc : "",
-                                           "min_inputs", o.min_inputs, "max_inputs", o.max_inputs, "outputs",
-                                           o.n_outputs, "differentiable", o.differentiable));
+      json_array_append_new(arr, json_pack("{s:s, s:s, s:i, s:i, s:i, s:b, s:b}", "name", o.name, "doc",
+                                           o.doc ? o.doc : "", "min_inputs", o.min_inputs, "max_inputs", o.max_inputs,
+                                           "outputs", o.n_outputs, "differentiable", o.differentiable, "gpu", o.gpu));
       continue;
     }
     char arity[32];
     if (o.min_inputs == o.max_inputs) snprintf(arity, sizeof arity, "%d", o.min_inputs);
     else snprintf(arity, sizeof arity, "%d-%d", o.min_inputs, o.max_inputs);
-    printf("%-32s in %-5s out %d %s  %s\n", o.name, arity, o.n_outputs, o.differentiable ? "grad" : "    ",
-           o.doc ? o.doc : "");
+    printf("%-32s in %-5s out %d %s %s  %s\n", o.name, arity, o.n_outputs, o.differentiable ? "grad" : "    ",
+           o.gpu ? "gpu" : "cpu", o.doc ? o.doc : "");
   }
   if (json) {
     json_t *root = json_pack("{s:s, s:o}", "schema", "ember.ops/1", "ops", arr);
