@@ -40,7 +40,6 @@ enum { T_RUNNING, T_WAITING, T_DONE };
 typedef struct fc_thread {
   em_host_thread_state st;
   fc_fiber fiber;
-  int fiber_ready;  /* fiber.stack is mapped */
   int state;
   int site;         /* the EM_SYNC() it waits at (em_kernel.h numbers them) */
 } fc_thread;
@@ -70,11 +69,10 @@ unsigned long long fc_random(void) {
   rng ^= rng >> 27;
   return rng * 0x2545f4914f6cdd1dull;
 }
-#define next_random fc_random
 
 static void shuffle(int *a, int n) {
   for (int i = n - 1; i > 0; i--) {
-    int j = (int)(next_random() % (uint64_t)(i + 1));
+    int j = (int)(fc_random() % (uint64_t)(i + 1));
     int t = a[i];
     a[i] = a[j];
     a[j] = t;
@@ -106,10 +104,7 @@ static void thread_main(void *p) {
 }
 
 static int thread_prepare(fc_thread *t) {
-  if (!t->fiber_ready) {
-    if (fc_fiber_init(&t->fiber) != 0) return -1;
-    t->fiber_ready = 1;
-  }
+  if (!t->fiber.stack && fc_fiber_init(&t->fiber) != 0) return -1; /* stacks are mapped on first use */
   fc_fiber_start(&t->fiber, thread_main, t);
   t->state = T_RUNNING;
   t->site = -1;
@@ -221,7 +216,7 @@ CUresult fc_exec_launch(const char *name, void (*call)(void *const *), void *con
 
   /* Blocks in a random order: i -> (a*i + c) mod G with a coprime to G. */
   uint64_t G = (uint64_t)grid[0] * grid[1] * grid[2];
-  uint64_t a = G > 1 ? next_random() % G : 1, c = G > 1 ? next_random() % G : 0;
+  uint64_t a = G > 1 ? fc_random() % G : 1, c = G > 1 ? fc_random() % G : 0;
   while (G > 1 && gcd(a, G) != 1) a = (a + 1) % G;
   if (a == 0) a = 1;
   CUresult res = CUDA_SUCCESS;
@@ -239,8 +234,5 @@ CUresult fc_exec_launch(const char *name, void (*call)(void *const *), void *con
 
 /* Unmaps the fiber stacks (fakecuda_reset and unload). */
 void fc_exec_release(void) {
-  for (int i = 0; i < MAX_BLOCK_THREADS; i++) {
-    if (threads[i].fiber_ready) fc_fiber_destroy(&threads[i].fiber);
-    threads[i].fiber_ready = 0;
-  }
+  for (int i = 0; i < MAX_BLOCK_THREADS; i++) fc_fiber_destroy(&threads[i].fiber); /* no-op if never mapped */
 }

@@ -326,7 +326,7 @@ static int mark_closure(unsigned long long seq) {
   return 0;
 }
 
-CUresult fc_run_until(unsigned long long seq) {
+static CUresult run_until(unsigned long long seq) {
   pass++;
   if (mark_closure(seq) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
   return run_marked();
@@ -343,22 +343,14 @@ CUresult fc_run_ctx(const struct CUctx_st *ctx) {
   return run_marked();
 }
 
-int fc_ctx_has_pending(const struct CUctx_st *ctx) {
-  for (size_t i = 0; i < n_ops; i++)
-    if (ops[i]->ctx == ctx) return 1;
-  return 0;
-}
-
-/* The sticky error of the current context after running up to seq. */
-static CUresult sync_to(unsigned long long seq) {
+/* Runs up to seq; the current context's sticky error, if any. */
+CUresult fc_sync_op(unsigned long long seq) {
   struct CUctx_st *ctx;
   CUresult r = fc_current_ctx(&ctx);
   if (r != CUDA_SUCCESS) return r;
-  r = fc_run_until(seq);
+  r = run_until(seq);
   return ctx->sticky ? ctx->sticky : r;
 }
-
-CUresult fc_sync_op(unsigned long long seq) { return sync_to(seq); }
 
 /* ----------------------------------------------------------- streams --- */
 
@@ -391,33 +383,33 @@ static CUresult stream_destroy(CUstream s) {
   return CUDA_SUCCESS;
 }
 
-/* The last operation issued on s (the legacy stream for NULL). */
-static unsigned long long stream_last(CUstream s, const struct CUctx_st *ctx) {
-  if (!s || s == STREAM_LEGACY) return ctx->legacy_last;
-  return streams[stream_index(s)]->last;
-}
-
-static CUresult stream_synchronize(CUstream s) {
+/* The last operation issued on stream s of the current context (the legacy
+ * stream for NULL), for a synchronize or a query. */
+static CUresult stream_last(CUstream s, unsigned long long *last) {
   struct CUctx_st *ctx;
   CUresult r = fc_current_ctx(&ctx);
   if (r != CUDA_SUCCESS) return r;
   if (s == STREAM_PER_THREAD) return CUDA_ERROR_NOT_SUPPORTED;
   if (!fc_stream_is_valid(s)) return CUDA_ERROR_INVALID_HANDLE;
-  return sync_to(stream_last(s, ctx));
+  *last = !s || s == STREAM_LEGACY ? ctx->legacy_last : streams[stream_index(s)]->last;
+  return CUDA_SUCCESS;
+}
+
+static CUresult stream_synchronize(CUstream s) {
+  unsigned long long last;
+  CUresult r = stream_last(s, &last);
+  return r != CUDA_SUCCESS ? r : fc_sync_op(last);
 }
 
 /* A query is no synchronisation point, but work cannot stay pending forever
  * either: the first query that finds work pending answers NOT_READY and lets
  * the work run, so a caller polling in a loop sees it finish. */
 static CUresult stream_query(CUstream s) {
-  struct CUctx_st *ctx;
-  CUresult r = fc_current_ctx(&ctx);
+  unsigned long long last;
+  CUresult r = stream_last(s, &last);
   if (r != CUDA_SUCCESS) return r;
-  if (s == STREAM_PER_THREAD) return CUDA_ERROR_NOT_SUPPORTED;
-  if (!fc_stream_is_valid(s)) return CUDA_ERROR_INVALID_HANDLE;
-  unsigned long long last = stream_last(s, ctx);
   if (!find_op(last)) return CUDA_SUCCESS;
-  r = sync_to(last);
+  r = fc_sync_op(last);
   return r != CUDA_SUCCESS ? r : CUDA_ERROR_NOT_READY;
 }
 
@@ -530,14 +522,14 @@ static CUresult event_synchronize(CUevent he) {
   struct CUevent_st *e = live_event(he);
   if (!e) return CUDA_ERROR_INVALID_HANDLE;
   if (e->done) return CUDA_SUCCESS;
-  return sync_to(e->seq);
+  return fc_sync_op(e->seq);
 }
 
 static CUresult event_query(CUevent he) {
   struct CUevent_st *e = live_event(he);
   if (!e) return CUDA_ERROR_INVALID_HANDLE;
   if (e->done) return CUDA_SUCCESS;
-  CUresult r = sync_to(e->seq); /* see stream_query */
+  CUresult r = fc_sync_op(e->seq); /* see stream_query */
   return r != CUDA_SUCCESS ? r : CUDA_ERROR_NOT_READY;
 }
 
