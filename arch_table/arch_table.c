@@ -267,16 +267,31 @@ const em_source_row *em_source_lookup(const char *key) {
   return NULL;
 }
 
-const char *em_source_url(const char *keys) {
-  const char *p = keys;
-  while (p && *p) {
+size_t em_source_urls(const char *keys, void (*fn)(const char *url, void *ctx), void *ctx) {
+  size_t n = 0;
+  for (const char *p = keys; p && *p;) {
     size_t len = strcspn(p, ",");
     for (size_t i = 0; i < em_at_source_count; i++) {
       const em_source_row *r = &em_at_source_rows[i];
-      if (strlen(r->key) == len && !strncmp(r->key, p, len) && r->url[0]) return r->url;
+      if (strlen(r->key) == len && !strncmp(r->key, p, len) && r->url[0]) {
+        if (fn) fn(r->url, ctx);
+        n++;
+        break;
+      }
     }
     p += len;
     if (*p == ',') p++;
   }
-  return NULL;
+  return n;
+}
+
+static void keep_first(const char *url, void *ctx) {
+  const char **first = ctx;
+  if (!*first) *first = url;
+}
+
+const char *em_source_url(const char *keys) {
+  const char *first = NULL;
+  em_source_urls(keys, keep_first, &first);
+  return first;
 }

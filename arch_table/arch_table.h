@@ -170,6 +170,9 @@ const em_source_row *em_source_lookup(const char *key); /* exact key; NULL if un
 /* The url of the first key in a comma-separated list ("CUDA13-HDR,MVC") that
  * has one; NULL when none has (or keys is NULL). */
 const char *em_source_url(const char *keys);
+/* Calls fn with the url of each key of the list that has one, in order;
+ * returns how many. */
+size_t em_source_urls(const char *keys, void (*fn)(const char *url, void *ctx), void *ctx);
 
 /* The last driver branch that supports an architecture ("Kepler" -> 470). */
 typedef struct em_arch_support_row {

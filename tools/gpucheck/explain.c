@@ -254,24 +254,19 @@ static const char *api_source(const char *api) {
   return "NVML-RETURN";
 }
 
+/* Appends url to the JSON array ctx unless it is there already. */
+static void append_new_url(const char *url, void *ctx) {
+  json_t *a = ctx;
+  for (size_t i = 0; i < json_array_size(a); i++)
+    if (!strcmp(json_string_value(json_array_get(a, i)), url)) return;
+  json_array_append_new(a, json_string(url));
+}
+
 /* Every url behind a row: its API's reference page, then the row's own sources. */
 static json_t *sources_json(const em_cuda_error_row *r) {
   json_t *a = json_array();
-  const char *ref = em_source_url(api_source(r->api));
-  if (ref) json_array_append_new(a, json_string(ref));
-  for (const char *p = r->source; *p;) {
-    char key[64];
-    size_t len = strcspn(p, ",");
-    if (len < sizeof key) {
-      memcpy(key, p, len);
-      key[len] = '\0';
-      const char *url = em_source_url(key);
-      int dup = 0;
-      for (size_t i = 0; url && i < json_array_size(a); i++) dup |= !strcmp(json_string_value(json_array_get(a, i)), url);
-      if (url && !dup) json_array_append_new(a, json_string(url));
-    }
-    p += len + (p[len] == ',');
-  }
+  em_source_urls(api_source(r->api), append_new_url, a);
+  em_source_urls(r->source, append_new_url, a);
   return a;
 }
 

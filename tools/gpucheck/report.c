@@ -106,19 +106,9 @@ void gc_check_source_url(gc_check *c, const char *url) {
   c->sources = t;
 }
 
-void gc_check_source(gc_check *c, const char *keys) {
-  for (const char *p = keys; p && *p;) {
-    char key[64];
-    size_t len = strcspn(p, ",");
-    if (len < sizeof key) {
-      memcpy(key, p, len);
-      key[len] = '\0';
-      const em_source_row *r = em_source_lookup(key);
-      if (r) gc_check_source_url(c, r->url);
-    }
-    p += len + (p[len] == ',');
-  }
-}
+static void add_url(const char *url, void *ctx) { gc_check_source_url(ctx, url); }
+
+void gc_check_source(gc_check *c, const char *keys) { em_source_urls(keys, add_url, c); }
 
 void gc_check_set(gc_check *c, const char *key, json_t *value) {
   if (!c->id) { /* the sink */
