@@ -39,6 +39,18 @@ LEGACY_ARCHS := 35 37 50 52 53 60 61 62 70 72
 ifneq ($(filter-out clean,$(or $(MAKECMDGOALS),all)),)
 -include .tools/tools.mk
 endif
+
+# Missing Debian packages are installed while the Makefile is read, before any
+# rule runs: as a prerequisite of `all` the installer raced the compilers under
+# -j (gelf.h not found on a fresh machine). Once per top-level make, not per
+# restart or recursive call.
+ifeq ($(MAKELEVEL)$(MAKE_RESTARTS),0)
+ifneq ($(filter-out clean deps,$(or $(MAKECMDGOALS),all)),)
+ifneq ($(shell bash build-tools/deps.sh >&2; echo $$?),0)
+$(error build-tools/deps.sh could not install the packages named above)
+endif
+endif
+endif
 .tools/tools.mk: build-tools/pypi_tools.sh
 	@bash build-tools/pypi_tools.sh --record
 # PTXAS_LEGACY: a ptxas that still targets sm_35 ... sm_72 (CUDA 11.x). It
@@ -455,7 +467,7 @@ nvrtc-table: $(SWEEP) $(LIB_SO)
 # ------------------------------------------------------------------ targets ---
 .PHONY: all lib tools tests deps test test-unit test-san test-valgrind test-nocuda test-install fuzz-run demo install clean test-gpu test-gpu-double gpu-bundle
 
-all: deps lib tools tests
+all: lib tools tests
 lib: $(LIB_SO) $(LIB_A) $(BUILD)/lib/ember.pc
 tools: $(BUILD)/bin/ember $(BUILD)/bin/gpucheck
 tests: $(UNIT_BINS) $(FAKECUDA)
@@ -484,7 +496,7 @@ test-nocuda:
 test-install: lib tools
 	@bash build-tools/test_install.sh $(BUILD)
 
-test: deps
+test:
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory check-ptx
 	@$(MAKE) --no-print-directory test-toolchains
