@@ -83,6 +83,7 @@ struct em_exec {
   uint64_t graph_version;
   em_device dev;
   int training;
+  em_mode mode;
   uint64_t runs;
   int n_outputs;
   em_var *outputs;
@@ -147,6 +148,29 @@ static em_status plan(em_exec *e) {
   return EM_OK;
 }
 
+API em_status em_exec_set_mode(em_exec *e, em_mode mode) {
+  if (!e) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_exec_set_mode: NULL executor");
+  if (mode != EM_MODE_FAST && mode != EM_MODE_PORTABLE)
+    return em_fail(EM_ERR_INVALID_ARGUMENT, "em_exec_set_mode: unknown mode %d (EM_MODE_FAST or EM_MODE_PORTABLE)",
+                   (int)mode);
+  e->mode = mode;
+  return EM_OK;
+}
+
+API em_mode em_exec_get_mode(const em_exec *e) { return e ? e->mode : EM_MODE_FAST; }
+
+/* EMBER_MODE: "fast", "portable", or unset/empty (fast). */
+static em_status mode_from_env(em_mode *out) {
+  const char *v = getenv("EMBER_MODE");
+  *out = EM_MODE_FAST;
+  if (!v || !*v || !strcmp(v, "fast")) return EM_OK;
+  if (!strcmp(v, "portable")) {
+    *out = EM_MODE_PORTABLE;
+    return EM_OK;
+  }
+  return em_fail(EM_ERR_INVALID_ARGUMENT, "EMBER_MODE=%.40s is not a mode: use fast or portable (or unset it)", v);
+}
+
 API em_status em_exec_create(em_graph *g, const em_var *outputs, int n, em_device dev, em_exec **out) {
   if (!g || !outputs || n <= 0 || !out) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_exec_create: NULL argument or no outputs");
   *out = NULL;
@@ -159,8 +183,12 @@ API em_status em_exec_create(em_graph *g, const em_var *outputs, int n, em_devic
     em_status s = em_device_get_info(dev, &info);
     if (s) return em_fail_context(s, "em_exec_create on cuda:%d", dev.ordinal);
   }
+  em_mode mode;
+  em_status ms = mode_from_env(&mode);
+  if (ms) return ms;
   em_exec *e = calloc(1, sizeof *e);
   if (!e) return em_fail(EM_ERR_OUT_OF_MEMORY, "no memory for an executor");
+  e->mode = mode;
   e->g = g;
   e->graph_version = g->version;
   e->dev = dev;
@@ -317,7 +345,8 @@ static em_status run_step(em_exec *e, run_state *r, int st) {
   }
   em_op_args a = {.def = n->op, .attrs = n->attrs, .n_attrs = n->n_attrs, .n_in = n->n_in, .in = in_shapes,
                   .n_out = n->n_out, .out = out_shapes, .training = e->training, .step = e->runs,
-                  .node = e->steps[st].node};
+                  .node = e->steps[st].node, .dev = e->dev, .stream = NULL,
+                  .portable = e->mode == EM_MODE_PORTABLE};
   memset(out_shapes, 0, sizeof out_shapes);
   em_tensor *copies[16] = {0};
   em_status s = n->op->infer(&a);
@@ -334,8 +363,17 @@ static em_status run_step(em_exec *e, run_state *r, int st) {
     if (e->dev.kind == EM_DEVICE_CPU || n->op->gpu) s = em_tensor_empty(e->dev, &out_shapes[i], &out[i]);
   if (!s) {
     if (e->dev.kind == EM_DEVICE_CPU) s = n->op->cpu(&a, in, out);
-    else if (n->op->gpu) s = n->op->gpu(&a, in, out);
-    else s = run_on_host(&a, e->dev, in, out);
+    else {
+      s = n->op->gpu ? n->op->gpu(&a, in, out) : EM_ERR_USE_CPU;
+      if (s == EM_ERR_USE_CPU) { /* no GPU implementation, or the device's plan for its module is the CPU */
+        for (int i = 0; i < n->n_out; i++) {
+          em_tensor_release(out[i]);
+          out[i] = NULL;
+        }
+        em_clear_error();
+        s = run_on_host(&a, e->dev, in, out);
+      }
+    }
   }
   for (int i = 0; i < n->n_in; i++) em_tensor_release(copies[i]);
   if (s) {

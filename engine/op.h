@@ -47,6 +47,11 @@ typedef struct em_op_args {
   int training;               /* dropout drops, batch norm uses and updates batch statistics */
   uint64_t step;              /* how many runs this executor has made before; seeds per-run randomness */
   int node;                   /* the node's index in its graph: distinct randomness per node */
+  em_device dev;              /* where the op runs: the gpu member gets a CUDA device */
+  em_stream *stream;          /* the stream the gpu member launches on (NULL: the device's default) */
+  int portable;               /* portable mode (em_exec_set_mode): sums in an order fixed by the op and
+                               * the shapes alone, Ember's own code only; the CPU follows the GPU kernels'
+                               * order, so every device gives the same bits */
 } em_op_args;
 
 typedef em_status (*em_op_kernel)(const em_op_args *a, em_tensor *const *in, em_tensor *const *out);
@@ -67,8 +72,11 @@ typedef struct em_op_def {
   /* Computes on the CPU: inputs contiguous, outputs allocated contiguous
    * with the inferred shapes (contents undefined: write every element). */
   em_op_kernel cpu;
-  /* The same on a CUDA device (inputs and outputs in device memory). NULL:
-   * the executor copies to the host, runs cpu, copies back. */
+  /* The same on a CUDA device a->dev: inputs and outputs in its memory,
+   * kernels launched on a->stream (ops/<family>_gpu.c, kernels/<family>.cu).
+   * It may return EM_ERR_USE_CPU (the device's plan for the kernel's module
+   * is the CPU: em_ops_launch passes that on) and the executor runs cpu on
+   * host copies instead, counting the copies. NULL: the same, always. */
   em_op_kernel gpu;
   /* Adds to g the nodes of the vector-Jacobian product: given the node's
    * inputs x, outputs y and the gradients dy of the outputs (dy[i] == -1:

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "ember.h"
-#include "device_fallback.h"
+#include "gpu_glue.h"
 #include "error.h"
 #include "../kernels/em_math.h"
 

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "ember.h"
-#include "device_fallback.h"
+#include "gpu_glue.h"
 #include "error.h"
 
 #define API __attribute__((visibility("default")))

@@ -48,6 +48,17 @@ EM_API em_status em_exec_run_into(em_exec *e, const em_feed *feeds, int n_feeds,
  * normalises by batch statistics and updates its running statistics. */
 EM_API em_status em_exec_set_training(em_exec *e, int training);
 
+/* Numeric modes (DESIGN.md "Two numeric modes"). FAST, the default: each
+ * device's fastest code (OpenBLAS on the CPU; cuBLAS/cuDNN where present),
+ * equal to the CPU within stated tolerances. PORTABLE: Ember's own code
+ * only, every sum in an order fixed by the op and the shapes alone, so the
+ * CPU and every GPU generation give bitwise identical outputs and gradients.
+ * em_exec_create takes the mode from EMBER_MODE ("fast" or "portable"; any
+ * other value makes it fail, naming the variable). */
+typedef enum em_mode { EM_MODE_FAST = 0, EM_MODE_PORTABLE = 1 } em_mode;
+EM_API em_status em_exec_set_mode(em_exec *e, em_mode mode);
+EM_API em_mode em_exec_get_mode(const em_exec *e);
+
 /* A text listing of the plan: one line per step (op, inputs, output shapes,
  * buffer reuse), for debugging. Returns bytes needed (excluding NUL). */
 EM_API size_t em_exec_describe(const em_exec *e, char *buf, size_t cap);

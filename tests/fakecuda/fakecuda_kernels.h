@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#define FC_KERNEL_MAX_PARAMS 16
+#define FC_KERNEL_MAX_PARAMS 32
 
 typedef struct fc_kernel_def {
   const char *name;

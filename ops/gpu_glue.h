@@ -1,0 +1,62 @@
+/* Launch glue shared by the ops that run Ember's own kernels: the graph ops'
+ * gpu members (ops/<family>_gpu.c) and the public primitives (primitives.c,
+ * math_map.c). One naming chain: the op `exp` (ops/unary.c) runs the kernel
+ * `em_unary_f32` of kernels/unary.cu through ops/unary_gpu.c. */
+#ifndef EMBER_OPS_GPU_GLUE_H
+#define EMBER_OPS_GPU_GLUE_H
+
+#include <stddef.h>
+#include "ember.h"
+#include "../engine/op.h"
+
+#define EM_OPS_BLOCK 256
+
+/* Blocks for a grid-stride kernel over n elements (65535: every CC's x limit). */
+unsigned em_ops_grid_1d(size_t n);
+
+/* A gpu member's launch of `kernel` on a->dev and a->stream. Returns
+ * EM_ERR_USE_CPU, untouched, when the device's plan for the kernel's module is
+ * the CPU (the executor then runs the op's cpu member on host copies); any
+ * other failure names the op and the kernel. */
+em_status em_ops_launch(const em_op_args *a, const char *kernel, em_dim3 grid, em_dim3 block, size_t shared_bytes,
+                        void **args);
+/* The same with a 1-D grid-stride launch over n elements (nothing when n is 0). */
+em_status em_ops_launch_1d(const em_op_args *a, const char *kernel, size_t n, void **args);
+
+/* Device scratch memory for one op's temporaries (partial sums, index maps),
+ * from the device's caching allocator. Free it with em_ops_scratch_free as
+ * soon as the kernels are launched: everything an executor launches goes to
+ * one stream, so a block freed here is reused only by later work on it. */
+em_status em_ops_scratch(const em_op_args *a, size_t bytes, void **ptr);
+void em_ops_scratch_free(const em_op_args *a, void *ptr);
+
+/* Up to EM_OPS_MAX_DIMS dims of an elementwise op's output, with each
+ * operand's strides in elements (0 on a broadcast axis), coalesced: adjacent
+ * axes that are contiguous for every operand merge, size-1 axes go. A kernel
+ * takes the dims and strides as scalars (kernels/README: no arrays). */
+#define EM_OPS_MAX_DIMS 6
+typedef struct em_ops_index_map {
+  int ndim;                          /* after coalescing, 1 ... EM_OPS_MAX_DIMS */
+  long long dims[EM_OPS_MAX_DIMS];   /* padded with 1 at the front to EM_OPS_MAX_DIMS */
+  long long strides[3][EM_OPS_MAX_DIMS];
+  long long numel;
+} em_ops_index_map;
+/* Fills m for an output of shape out from up to 3 operands (numpy
+ * broadcasting: in[k] has at most out's rank, aligned at the end). Fails
+ * (EM_ERR_USE_CPU) when more than EM_OPS_MAX_DIMS axes remain. */
+em_status em_ops_index_map_make(const em_shape *out, const em_shape *in, int n_in, em_ops_index_map *m);
+
+/* One device buffer the twin needs on the host. */
+typedef struct em_host_copy {
+  void *host;          /* filled in */
+  const void *dev;
+  size_t bytes;
+  int copy_in;         /* the twin reads it: copy it to the host first */
+  int write_back;      /* the twin writes it: copy it back afterwards */
+} em_host_copy;
+
+/* For the public primitives: waits for the stream, copies the buffers in,
+ * runs run(arg), copies the written ones back, frees the host copies. */
+em_status em_ops_on_host_copies(em_device dev, em_host_copy *c, int n, em_stream *s, void (*run)(void *), void *arg);
+
+#endif
