@@ -374,6 +374,15 @@ $(BUILD)/tests/unit/%: tests/unit/%.c $(GC_LIB) $(LIB_A) $(TESTSUP_LIB) $(wildca
 	$(Q)$(CC) $(GC_CFLAGS) -Itests -Itests/support $< $(TESTSUP_LIB) $(GC_LIB) $(LIB_A) $(LDFLAGS_ALL) -lcmocka \
 	  -ljansson $(LIBS) -o $@
 
+# The every-op-every-device test links every family's case table.
+OP_CASES := $(wildcard tests/unit/op_cases/*.c)
+$(BUILD)/tests/unit/test_ops_devices: tests/unit/test_ops_devices.c $(OP_CASES) $(wildcard tests/unit/op_cases/*.h \
+  tests/unit/op_cases/*.inc) $(GC_LIB) $(LIB_A) $(TESTSUP_LIB)
+	@mkdir -p $(@D)
+	$(say) LINK $@
+	$(Q)$(CC) $(GC_CFLAGS) -Wno-missing-field-initializers -Itests -Itests/unit -Itests/support $< $(OP_CASES) $(TESTSUP_LIB) $(GC_LIB) $(LIB_A) \
+	  $(LDFLAGS_ALL) -lcmocka -ljansson $(LIBS) -o $@
+
 # The test double runs Ember's kernels from their host builds: kernels/*.cu
 # (and its own test kernels) compiled as C through em_kernel.h's host branch,
 # called through wrappers generated from the kernel signatures. Everything in
