@@ -257,6 +257,9 @@ static em_status load_value(const char *path, const em_onnx_value_info *decl, em
 }
 
 /* Runs one data set of a loaded model; sets r on anything but a pass. */
+/* Where the node tests run: the CPU, then (test_node_conformance_gpu) a GPU. */
+static em_device g_device;
+
 static void run_data_set(const em_onnx_model *m, const char *dir, result *r) {
   const em_onnx_graph *gr = &m->graph;
   size_t ni = gr->n_inputs, no = gr->n_outputs;
@@ -294,7 +297,7 @@ static void run_data_set(const em_onnx_model *m, const char *dir, result *r) {
   int nf = 0;
   for (size_t i = 0; i < ni; i++)
     if (in_vars[i] >= 0 && vals[i]) feeds[nf++] = (em_feed){in_vars[i], vals[i]};
-  if ((s = em_exec_create(g, out_vars, (int)no, em_cpu(), &e)) || (s = em_exec_run(e, feeds, nf, got))) {
+  if ((s = em_exec_create(g, out_vars, (int)no, g_device, &e)) || (s = em_exec_run(e, feeds, nf, got))) {
     set_why(r, FAILED, "run: %s", em_last_error());
     goto done;
   }
@@ -736,14 +739,21 @@ static void test_compare_rule(void **state) {
 
 /* ----------------------------------------------------- the node tests --- */
 
+/* The CPU's outcome per node test, for the GPU run to match. */
+static result *g_cpu_results;
+static size_t g_cpu_n;
+
 static void test_node_conformance(void **state) {
   (void)state;
   if (!have_testdata()) skip();
+  g_device = em_cpu();
   size_t n;
   char **tests = list_dir(node_dir(), "test_", &n);
   assert_true(n > 0);
   result *res = calloc(n, sizeof *res);
   assert_non_null(res);
+  g_cpu_results = res;
+  g_cpu_n = n;
   int failed = 0, xpass = 0, counts[4] = {0};
   for (size_t i = 0; i < n; i++) {
     run_node_test(tests[i], &res[i]);
@@ -775,9 +785,44 @@ static void test_node_conformance(void **state) {
   print_message("ONNX node tests: %zu run: %d passed, %d failed, %d expected failures, %d skipped; %zu op types "
                 "translated; table in %s\n", n, counts[PASSED], counts[FAILED], counts[XFAILED], counts[SKIPPED],
                 em_onnx_import_op_count(), out);
-  free(res);
   free_list(tests, n);
   if (failed || xpass) fail_msg("%d node tests failed, %d expected failures passed (see above)", failed, xpass);
+}
+
+/* Every node test that passes on the CPU passes on a GPU: the test double's
+ * pretend H100 (FAKECUDA_LIB, set by build-tools/run_tests.sh), or the real
+ * driver under `make test-gpu` (EMBER_LIBCUDA unset, FAKECUDA_LIB unset).
+ * Skips, saying so, without any driver or without the CPU run's results. */
+static void test_node_conformance_gpu(void **state) {
+  (void)state;
+  if (!have_testdata() || !g_cpu_results) skip();
+  const char *fake = getenv("FAKECUDA_LIB");
+  if (!getenv("EMBER_LIBCUDA") && fake && *fake) {
+    setenv("EMBER_LIBCUDA", fake, 1);
+    setenv("FAKECUDA_DEVICES", "9.0=NVIDIA H100 80GB HBM3 (test double)", 1);
+    setenv("FAKECUDA_DRIVER", "13000", 1);
+    em_shutdown();
+  }
+  int count = 0;
+  if (em_cuda_device_count(&count) || count == 0) {
+    print_message("test_node_conformance_gpu: SKIPPED: no CUDA driver, real or test double\n");
+    skip();
+  }
+  g_device = em_cuda(0);
+  int failed = 0, passed = 0;
+  for (size_t i = 0; i < g_cpu_n; i++) {
+    if (g_cpu_results[i].what != PASSED) continue;
+    result r = {0};
+    run_node_test(g_cpu_results[i].test, &r);
+    if (r.what == PASSED) passed++;
+    else {
+      failed++;
+      print_message("FAIL on cuda:0 %s: %s\n", r.test, r.why);
+    }
+  }
+  g_device = em_cpu();
+  print_message("ONNX node tests on cuda:0: %d of %d that pass on the CPU pass\n", passed, passed + failed);
+  if (failed) fail_msg("%d node tests pass on the CPU but not on cuda:0 (see above)", failed);
 }
 
 int main(void) {
@@ -789,6 +834,10 @@ int main(void) {
     cmocka_unit_test(test_op_table),
     cmocka_unit_test(test_compare_rule),
     cmocka_unit_test(test_node_conformance),
+    cmocka_unit_test(test_node_conformance_gpu),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  int rc = cmocka_run_group_tests(tests, NULL, NULL);
+  free(g_cpu_results);
+  em_shutdown();
+  return rc;
 }
