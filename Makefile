@@ -527,12 +527,19 @@ test-gpu: all
 # every kernel from its host build, every path forced in turn.
 test-gpu-double: all
 	@set -o pipefail; EMBER_LIBCUDA=$(abspath $(FAKECUDA)) FAKECUDA_DEVICES="9.0=NVIDIA H100 80GB HBM3 (test double)" \
-	  FAKECUDA_DRIVER=13000 EMBER_GPU_RESULTS=$(BUILD)/gpu-paths-double.md bash tests/gpu/run.sh $(BUILD) | tail -n 2
+	  FAKECUDA_DRIVER=13000 EMBER_GPU_RESULTS=$(BUILD)/gpu-paths-double.md EMBER_GPU_TESTS=0 bash tests/gpu/run.sh \
+	  $(BUILD) | tail -n 2
 
 # An archive of bin/ember, libember and the shared libraries they load, for a
 # GPU machine without our Debian packages (tests/gpu/README.md).
-gpu-bundle: lib tools
+gpu-bundle: lib tools tests $(BUILD)/bin/bench_gpu
 	@bash build-tools/gpu_bundle.sh $(BUILD) .device
+
+# The GPU benchmarks (bench/run_gpu.sh), linked against the static library.
+$(BUILD)/bin/bench_gpu: bench/bench_gpu.c bench/bench_common.h bench/mlp_graph.h $(LIB_A)
+	@mkdir -p $(@D)
+	$(say) LINK $@
+	$(Q)$(CC) -std=c11 -O2 -Iinclude $< $(LIB_A) $(LDFLAGS_ALL) $(LIBS) -o $@
 
 demo: all
 	@bash build-tools/demo.sh $(BUILD)

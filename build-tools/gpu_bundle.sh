@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `make gpu-bundle`: packs what `make test-gpu` needs for a GPU machine that
 # has none of our Debian packages and no registry to get them from (the lent
-# GPU machines of tests/gpu/README.md): bin/ember, lib/libember.so and every
-# shared library they load that is not part of the C library itself, in one
+# GPU machines of tests/gpu/README.md): bin/ember, bin/bench_gpu, the GPU
+# test programs, lib/libember.so and every shared library they load that is not part of the C library itself, in one
 # compressed archive. On the GPU machine:
 #   mkdir -p /tmp/ember && tar -xzf .device/ember-gpu.tar.gz -C /tmp/ember
 #   bash tests/gpu/run.sh /tmp/ember
@@ -13,10 +13,21 @@ build=$1 out=$2
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib" "$out"
-cp "$build/bin/ember" "$stage/bin/"
+mkdir -p "$stage/tests/unit" "$stage/share"
+cp "$build/bin/ember" "$build/bin/bench_gpu" "$stage/bin/"
 cp -a "$build"/lib/libember.so* "$stage/lib/"
+# The test programs that compare every op, the training and the ONNX node
+# tests between the CPU and the GPU (tests/gpu/run.sh runs them), with the
+# node tests' data.
+programs=("$build/bin/ember" "$build/bin/bench_gpu")
+for t in test_ops_devices test_train_devices test_onnx_conformance; do
+  cp "$build/tests/unit/$t" "$stage/tests/unit/"
+  programs+=("$build/tests/unit/$t")
+done
+onnx_data=${EMBER_ONNX_TESTDATA:-/usr/share/libonnx-testdata/data/node}
+[ -d "$onnx_data" ] && cp -a "$onnx_data" "$stage/share/onnx-node"
 # The C library and the loader come with every system; everything else goes.
-ldd "$build/bin/ember" | awk '$3 ~ /^\// {print $3}' | while read -r lib; do
+for p in "${programs[@]}"; do ldd "$p"; done | awk '$3 ~ /^\// {print $3}' | sort -u | while read -r lib; do
   case "$(basename "$lib")" in
     libc.so.* | libm.so.* | libdl.so.* | libpthread.so.* | librt.so.* | ld-linux*) ;;
     libember.so*) ;;
