@@ -15,6 +15,11 @@ SHELL := /bin/bash
 VERSION := 0.1.0
 SOVERSION := 0
 BUILD ?= build
+# Where the device images (cubins) are built: the sanitizer build takes the
+# plain build's (test-san passes KBUILD=build): device code does not depend
+# on the host compiler's sanitizer flags, and building every cubin twice
+# doubled the kernel compile time of `make test`.
+KBUILD ?= $(BUILD)
 PREFIX ?= /usr/local
 
 CC ?= gcc
@@ -143,39 +148,39 @@ NVCC_KFLAGS := --fmad=false -O3 -Ikernels
 CLANG_KFLAGS := -x cuda --cuda-device-only -nocudainc -nocudalib -O3 -ffp-contract=off \
   -Wno-unknown-cuda-version -Ikernels
 
-CUBINS := $(foreach m,$(MODULES),$(foreach a,$(CUBIN_ARCHS),$(BUILD)/kernels/$(m).sm_$(a).cubin))
-LEGACY_CUBINS := $(foreach m,$(MODULES),$(foreach a,$(LEGACY_CUBIN_ARCHS),$(BUILD)/kernels/legacy/$(m).sm_$(a).cubin))
-PTXAS_CUBINS := $(foreach m,$(PTX_LEGACY_MODULES),$(foreach a,$(PTXAS_CUBIN_ARCHS),$(BUILD)/kernels/ptxas/$(m).sm_$(a).cubin))
+CUBINS := $(foreach m,$(MODULES),$(foreach a,$(CUBIN_ARCHS),$(KBUILD)/kernels/$(m).sm_$(a).cubin))
+LEGACY_CUBINS := $(foreach m,$(MODULES),$(foreach a,$(LEGACY_CUBIN_ARCHS),$(KBUILD)/kernels/legacy/$(m).sm_$(a).cubin))
+PTXAS_CUBINS := $(foreach m,$(PTX_LEGACY_MODULES),$(foreach a,$(PTXAS_CUBIN_ARCHS),$(KBUILD)/kernels/ptxas/$(m).sm_$(a).cubin))
 NVRTC_CUBINS := $(foreach v,$(NVRTC_CUBIN_VERSIONS),$(foreach m,$(MODULES),$(foreach a,$(NVRTC_CUBIN_ARCHS_$(v)),\
-  $(BUILD)/kernels/nvrtc-$(v)/$(m).sm_$(a).cubin)))
+  $(KBUILD)/kernels/nvrtc-$(v)/$(m).sm_$(a).cubin)))
 
-$(BUILD)/kernels/%.cubin: $(KERNEL_HEADERS)
+$(KBUILD)/kernels/%.cubin: $(KERNEL_HEADERS)
 	@mkdir -p $(@D)
 	$(say) NVCC $@
 	$(Q)$(NVCC) -cubin -arch=$(lastword $(subst ., ,$*)) $(NVCC_KFLAGS) kernels/$(firstword $(subst ., ,$*)).cu -o $@
 
-$(BUILD)/kernels/legacy/%.cubin: $(KERNEL_HEADERS)
+$(KBUILD)/kernels/legacy/%.cubin: $(KERNEL_HEADERS)
 	@mkdir -p $(@D)
 	$(say) NVCC $@
 	$(Q)$(NVCC_LEGACY) -cubin -arch=$(lastword $(subst ., ,$*)) $(NVCC_KFLAGS) kernels/$(firstword $(subst ., ,$*)).cu -o $@
 
 # Each cubin also depends on its module's source.
 define cubin_deps
-$(BUILD)/kernels/$(1).sm_$(2).cubin: kernels/$(1).cu
+$(KBUILD)/kernels/$(1).sm_$(2).cubin: kernels/$(1).cu
 endef
 $(foreach m,$(MODULES),$(foreach a,$(CUBIN_ARCHS),$(eval $(call cubin_deps,$(m),$(a)))))
 define legacy_cubin_deps
-$(BUILD)/kernels/legacy/$(1).sm_$(2).cubin: kernels/$(1).cu
+$(KBUILD)/kernels/legacy/$(1).sm_$(2).cubin: kernels/$(1).cu
 endef
 $(foreach m,$(MODULES),$(foreach a,$(LEGACY_CUBIN_ARCHS),$(eval $(call legacy_cubin_deps,$(m),$(a)))))
 
 # ptxas cubins: build/kernels/ptxas/<module>.sm_XY.cubin from ptx/<module>.sm_35.ptx.
-$(BUILD)/kernels/ptxas/%.cubin: $(PTXAS_LEGACY)
+$(KBUILD)/kernels/ptxas/%.cubin: $(PTXAS_LEGACY)
 	@mkdir -p $(@D)
 	$(say) PTXAS $@
 	$(Q)$(PTXAS_LEGACY) -arch=$(lastword $(subst ., ,$*)) ptx/$(firstword $(subst ., ,$*)).sm_35.ptx -o $@
 define ptxas_cubin_deps
-$(BUILD)/kernels/ptxas/$(1).sm_$(2).cubin: ptx/$(1).sm_35.ptx
+$(KBUILD)/kernels/ptxas/$(1).sm_$(2).cubin: ptx/$(1).sm_35.ptx
 endef
 $(foreach m,$(PTX_LEGACY_MODULES),$(foreach a,$(PTXAS_CUBIN_ARCHS),$(eval $(call ptxas_cubin_deps,$(m),$(a)))))
 
@@ -190,7 +195,7 @@ NVRTC_CUBIN_TOOL_SRCS := build-tools/nvrtc_cubin.c build-tools/nvrtc_module.c ru
   runtime/error.c arch_table/arch_table.c
 NVRTC_HEADER_ARGS := $(foreach h,$(KERNEL_HEADERS),--header $(notdir $(h)) $(h))
 define nvrtc_cubin_rule
-$(BUILD)/kernels/nvrtc-$(1)/$(2).sm_$(3).cubin: kernels/$(2).cu $(KERNEL_HEADERS) $(PYPI_NVRTC_LIB_$(1)) \
+$(KBUILD)/kernels/nvrtc-$(1)/$(2).sm_$(3).cubin: kernels/$(2).cu $(KERNEL_HEADERS) $(PYPI_NVRTC_LIB_$(1)) \
   build-tools/nvrtc_cubin.c build-tools/nvrtc_module.c runtime/nvrtc.c | $(NVRTC_CUBIN_TOOL)
 	@mkdir -p $$(@D)
 	$$(say) NVRTC $$@
@@ -212,10 +217,10 @@ check-ptx:
 GEN := $(BUILD)/gen
 PACK := $(BUILD)/bin/pack_images
 PACK_ARGS = \
-  $(foreach m,$(MODULES),$(foreach a,$(CUBIN_ARCHS),--cubin $(m) - "nvcc $(NVCC_VERSION)" $(BUILD)/kernels/$(m).sm_$(a).cubin)) \
-  $(foreach m,$(MODULES),$(foreach a,$(LEGACY_CUBIN_ARCHS),--cubin $(m) - "nvcc $(LEGACY_VERSION)" $(BUILD)/kernels/legacy/$(m).sm_$(a).cubin)) \
-  $(foreach m,$(PTX_LEGACY_MODULES),$(foreach a,$(PTXAS_CUBIN_ARCHS),--cubin $(m) - "clang $(PTX_CLANG_VERSION) + ptxas $(PTXAS_LEGACY_VERSION)" $(BUILD)/kernels/ptxas/$(m).sm_$(a).cubin)) \
-  $(foreach v,$(NVRTC_CUBIN_VERSIONS),$(foreach m,$(MODULES),$(foreach a,$(NVRTC_CUBIN_ARCHS_$(v)),--cubin $(m) - "nvrtc $(PYPI_NVRTC_PKG_$(v))" $(BUILD)/kernels/nvrtc-$(v)/$(m).sm_$(a).cubin))) \
+  $(foreach m,$(MODULES),$(foreach a,$(CUBIN_ARCHS),--cubin $(m) - "nvcc $(NVCC_VERSION)" $(KBUILD)/kernels/$(m).sm_$(a).cubin)) \
+  $(foreach m,$(MODULES),$(foreach a,$(LEGACY_CUBIN_ARCHS),--cubin $(m) - "nvcc $(LEGACY_VERSION)" $(KBUILD)/kernels/legacy/$(m).sm_$(a).cubin)) \
+  $(foreach m,$(PTX_LEGACY_MODULES),$(foreach a,$(PTXAS_CUBIN_ARCHS),--cubin $(m) - "clang $(PTX_CLANG_VERSION) + ptxas $(PTXAS_LEGACY_VERSION)" $(KBUILD)/kernels/ptxas/$(m).sm_$(a).cubin)) \
+  $(foreach v,$(NVRTC_CUBIN_VERSIONS),$(foreach m,$(MODULES),$(foreach a,$(NVRTC_CUBIN_ARCHS_$(v)),--cubin $(m) - "nvrtc $(PYPI_NVRTC_PKG_$(v))" $(KBUILD)/kernels/nvrtc-$(v)/$(m).sm_$(a).cubin))) \
   $(foreach f,$(PTX_NEW),--ptx $(firstword $(subst ., ,$(notdir $(f)))) $(PTX_NVCC_TOOLKIT) "nvcc $(PTX_NVCC_VERSION)" $(f)) \
   $(foreach f,$(PTX_LEGACY),--ptx-legacy $(firstword $(subst ., ,$(notdir $(f)))) "clang $(PTX_CLANG_VERSION)" $(f)) \
   $(foreach m,$(MODULES),--source $(m) kernels/$(m).cu) \
@@ -489,7 +494,7 @@ test-unit: lib tools tests
 	@bash build-tools/run_tests.sh $(BUILD)
 
 test-san:
-	@$(MAKE) --no-print-directory BUILD=build/san SAN=1 OPT="-O1 -g" test-unit
+	@$(MAKE) --no-print-directory BUILD=build/san KBUILD=$(BUILD) SAN=1 OPT="-O1 -g" test-unit
 
 # The same tests under valgrind's memcheck (the plain build: valgrind and ASan
 # do not mix). Any error, or a definite leak, fails the test binary.
