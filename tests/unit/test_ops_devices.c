@@ -19,6 +19,8 @@
  * fails it too, so the list only shrinks. Every op with a GPU implementation
  * needs at least one case.
  *
+ * Under valgrind only the cubin path runs (see run_path).
+ *
  * Inputs are fresh random values each run: the seed is printed, and
  * EMBER_TEST_SEED=<n> repeats a run. OC_FILTER=<families or ops, comma
  * separated> runs only those cases. */
@@ -33,6 +35,8 @@
 #include <unistd.h>
 #include <math.h>
 #include <cmocka.h>
+
+#include <valgrind/valgrind.h>
 
 #include "ember.h"
 #include "op_cases/op_cases.h"
@@ -345,6 +349,13 @@ static void run_path(const char *path) {
   if (!g_gpu_count) {
     print_message("test_ops_devices: GPU part SKIPPED: %s\n", g_gpu_skip);
     skip();
+  }
+  /* Under valgrind (make test-valgrind, 20-50x slower) one path suffices: the
+   * paths differ in how a module is loaded, not in the kernels the double runs,
+   * and the plain and sanitizer runs take all four. */
+  if (RUNNING_ON_VALGRIND && strcmp(path, "cubin")) {
+    print_message("test_ops_devices: path %s not run under valgrind (the plain and ASan runs cover it)\n", path);
+    return;
   }
   setenv("EMBER_FORCE", path, 1);
   setenv("EMBER_STRICT", "1", 1);
