@@ -68,7 +68,20 @@
  *                                order (deterministic whatever the thread count).
  *   _top_k_grad(dy, idx, x)      "axis": dy written at top_k's indices (unique per row) in zeros.
  *   _tile_grad(dy, x)            "repeats": the sum over the repeats, in row-major repeat order.
- * The summing gradients run f16/bf16 in f32 (rounded once at the end). */
+ * The summing gradients run f16/bf16 in f32 (rounded once at the end).
+ *
+ * On a GPU (the gpu members; launches in shape_gpu.c, kernels in
+ * kernels/shape.cu) every op gives the CPU's bits in both modes: data moves
+ * bit for bit, cast and pad share their per-element rules and top_k its
+ * order with this file (kernels/shape_math.h), and the summing gradients add
+ * each element's terms in the order documented above, from +0. Differences:
+ * - indices out of range (gather, _gather_grad, _top_k_grad) fail the run on
+ *   the CPU; a kernel cannot without a synchronisation per op, so on a GPU
+ *   gather gives zero bits there and the gradients skip them;
+ * - these run on the CPU (the gpu member returns EM_ERR_USE_CPU): f16/bf16
+ *   summing gradients, and pad, _pad_grad or _tile_grad with more than 6
+ *   padded (repeated) axes left after merging. The data-moving copies take
+ *   any rank (one launch per index of the axes beyond 6). */
 #include <math.h>
 #include <omp.h>
 #include <stdint.h>
@@ -78,9 +91,11 @@
 
 #include "error.h"
 #include "op.h"
+#include "shape_gpu.h"
 #include "../kernels/em_math.h"
+#include "../kernels/shape_math.h"
 
-#define MAXV 16        /* axes of an internal copy view: tile and depth_to_space need up to 2 * EM_MAX_DIMS */
+#define MAXV EM_SHAPE_MAXV /* axes of an internal copy view: tile and depth_to_space need up to 2 * EM_MAX_DIMS */
 #define PAR_MIN 32768  /* elements below which a loop stays on one thread */
 #define TILE 32        /* edge of a transpose block */
 
@@ -182,16 +197,13 @@ static em_status no_memory(const em_op_args *a) {
  * index box (strides in elements, possibly negative or, on the source, 0 for
  * broadcasting). The view is simplified first so the inner loop is as long
  * and as contiguous as possible. */
-typedef struct copy_view {
-  int nd;
-  int64_t dims[MAXV], ds[MAXV], ss[MAXV];
-} copy_view;
+typedef em_shape_view copy_view; /* shape_gpu.h: the GPU's copies simplify their views the same way */
 
 /* Drops size-1 axes, orders axes by decreasing |dst stride| (the innermost
  * loop then writes contiguously; the order of independent element copies
  * does not matter), and merges neighbours contiguous on both sides. Returns
  * 0 for an empty box. */
-static int view_simplify(copy_view *v, int nd, const int64_t *dims, const int64_t *ds, const int64_t *ss) {
+int em_shape_view_simplify(copy_view *v, int nd, const int64_t *dims, const int64_t *ds, const int64_t *ss) {
   int n = 0;
   for (int i = 0; i < nd; i++) {
     if (dims[i] == 0) return 0;
@@ -326,7 +338,7 @@ static void copy_blocked(const copy_view *v, int b, char *dst, const char *src, 
 static void strided_copy(void *dst, const void *src, int nd, const int64_t *dims, const int64_t *ds, const int64_t *ss,
                          size_t es) {
   copy_view v;
-  if (!view_simplify(&v, nd, dims, ds, ss)) return;
+  if (!em_shape_view_simplify(&v, nd, dims, ds, ss)) return;
   if (v.nd == 0) {
     memcpy(dst, src, es);
     return;
@@ -347,55 +359,51 @@ static void copy_all(void *dst, const void *src, int64_t n, size_t es) {
   if (dst != src && n > 0) memcpy(dst, src, (size_t)n * es);
 }
 
+/* ================================================================ movers === */
+
+/* The ops that only move data work out their geometry once and hand it to a
+ * mover: the strided copy and fill above on the CPU, the kernels of
+ * kernels/shape.cu on a GPU (shape_gpu.h). Each such op's cpu and gpu
+ * members are its _run function with one or the other. */
+typedef struct mover {
+  em_status (*copy)(const em_op_args *a, void *dst, const void *src, int nd, const int64_t *dims, const int64_t *ds,
+                    const int64_t *ss, size_t es);
+  em_status (*fill)(const em_op_args *a, void *dst, int64_t n, size_t es, const unsigned char *val);
+} mover;
+
+static em_status cpu_copy(const em_op_args *a, void *dst, const void *src, int nd, const int64_t *dims,
+                          const int64_t *ds, const int64_t *ss, size_t es) {
+  (void)a;
+  strided_copy(dst, src, nd, dims, ds, ss, es);
+  return EM_OK;
+}
+
+static void fill_elems(char *dst, const unsigned char *val, int64_t n, size_t es);
+
+static em_status cpu_fill(const em_op_args *a, void *dst, int64_t n, size_t es, const unsigned char *val) {
+  (void)a;
+  fill_elems(dst, val, n, es);
+  return EM_OK;
+}
+
+static const mover cpu_mover = {cpu_copy, cpu_fill};
+static const mover gpu_mover = {em_shape_gpu_copy, em_shape_gpu_fill};
+
+/* The cpu and gpu members of an op computed by op_run(a, in, out, mover). */
+#define MOVER_MEMBERS(op)                                                                 \
+  static em_status op##_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) { \
+    return op##_run(a, in, out, &cpu_mover);                                              \
+  }                                                                                       \
+  static em_status op##_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) { \
+    return op##_run(a, in, out, &gpu_mover);                                              \
+  }
+
+static const unsigned char zero_bytes[8];
+
 /* ========================================= scalar and dtype conversions === */
 
-/* double -> float rounding to odd (truncate, then set the last bit when
- * inexact). Rounding that to f16/bf16 to nearest even gives the correctly
- * rounded result, which double -> float -> f16 (two roundings) does not. */
-static float f64_to_f32_odd(double d) {
-  float f = (float)d;
-  if ((double)f == d || d != d) return f;
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  if (fabs((double)f) > fabs(d)) u -= 1; /* rounded away from zero: step back toward it */
-  u |= 1u;
-  memcpy(&f, &u, 4);
-  return f;
-}
-
-/* int64 -> float rounding to odd: keep the top 24 significant bits and fold
- * every dropped bit into the last one. */
-static float i64_to_f32_odd(int64_t v) {
-  uint64_t m = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-  if (m < (1ull << 24)) return (float)v;
-  int sh = 0;
-  while ((m >> sh) >= (1ull << 24)) sh++;
-  uint64_t q = m >> sh;
-  if (m & ((1ull << sh) - 1)) q |= 1u;
-  float f = ldexpf((float)q, sh);
-  return v < 0 ? -f : f;
-}
-
-static int64_t sat_i64(double d) {
-  if (d != d) return 0;
-  if (d >= 9223372036854775808.0) return INT64_MAX;
-  if (d < -9223372036854775808.0) return INT64_MIN;
-  return (int64_t)d;
-}
-
-static int32_t sat_i32(double d) {
-  if (d != d) return 0;
-  if (d >= 2147483648.0) return INT32_MAX;
-  if (d <= -2147483649.0) return INT32_MIN;
-  return (int32_t)d;
-}
-
-static uint8_t sat_u8(double d) {
-  if (d != d || d <= -1.0) return 0;
-  if (d >= 256.0) return 255;
-  return (uint8_t)(int)d;
-}
-
+/* The per-element conversions (round to odd, saturation) are
+ * kernels/shape_math.h's, which the cast kernel compiles too. */
 /* Float dtypes load exactly into double, the others into int64. */
 static void load_f64(em_dtype t, const void *src, int64_t n, double *buf) {
   switch (t) {
@@ -421,11 +429,11 @@ static void store_f64(em_dtype t, const double *buf, int64_t n, void *dst) {
   switch (t) {
   case EM_F32: for (int64_t i = 0; i < n; i++) ((float *)dst)[i] = (float)buf[i]; break;
   case EM_F64: memcpy(dst, buf, (size_t)n * sizeof(double)); break;
-  case EM_F16: for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = em_f32_to_f16_bits(f64_to_f32_odd(buf[i])); break;
-  case EM_BF16: for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = em_f32_to_bf16_bits(f64_to_f32_odd(buf[i])); break;
-  case EM_I32: for (int64_t i = 0; i < n; i++) ((int32_t *)dst)[i] = sat_i32(buf[i]); break;
-  case EM_I64: for (int64_t i = 0; i < n; i++) ((int64_t *)dst)[i] = sat_i64(buf[i]); break;
-  case EM_U8: for (int64_t i = 0; i < n; i++) ((uint8_t *)dst)[i] = sat_u8(buf[i]); break;
+  case EM_F16: for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = em_f32_to_f16_bits(em_shape_f64_to_f32_odd(buf[i])); break;
+  case EM_BF16: for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = em_f32_to_bf16_bits(em_shape_f64_to_f32_odd(buf[i])); break;
+  case EM_I32: for (int64_t i = 0; i < n; i++) ((int32_t *)dst)[i] = em_shape_sat_i32(buf[i]); break;
+  case EM_I64: for (int64_t i = 0; i < n; i++) ((int64_t *)dst)[i] = em_shape_sat_i64(buf[i]); break;
+  case EM_U8: for (int64_t i = 0; i < n; i++) ((uint8_t *)dst)[i] = em_shape_sat_u8(buf[i]); break;
   case EM_BOOL: for (int64_t i = 0; i < n; i++) ((uint8_t *)dst)[i] = buf[i] != 0; break;
   }
 }
@@ -434,8 +442,8 @@ static void store_i64(em_dtype t, const int64_t *buf, int64_t n, void *dst) {
   switch (t) {
   case EM_F32: for (int64_t i = 0; i < n; i++) ((float *)dst)[i] = (float)buf[i]; break;
   case EM_F64: for (int64_t i = 0; i < n; i++) ((double *)dst)[i] = (double)buf[i]; break;
-  case EM_F16: for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = em_f32_to_f16_bits(i64_to_f32_odd(buf[i])); break;
-  case EM_BF16: for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = em_f32_to_bf16_bits(i64_to_f32_odd(buf[i])); break;
+  case EM_F16: for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = em_f32_to_f16_bits(em_shape_i64_to_f32_odd(buf[i])); break;
+  case EM_BF16: for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = em_f32_to_bf16_bits(em_shape_i64_to_f32_odd(buf[i])); break;
   case EM_I32: for (int64_t i = 0; i < n; i++) ((int32_t *)dst)[i] = (int32_t)(uint32_t)(uint64_t)buf[i]; break;
   case EM_I64: memcpy(dst, buf, (size_t)n * sizeof(int64_t)); break;
   case EM_U8: for (int64_t i = 0; i < n; i++) ((uint8_t *)dst)[i] = (uint8_t)(uint64_t)buf[i]; break;
@@ -629,6 +637,13 @@ static em_status copy_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *
   return EM_OK;
 }
 
+/* On a GPU the executor gives the output its own buffer: one contiguous copy. */
+static em_status copy_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  int64_t n = em_tensor_numel(in[0]), one = 1;
+  return em_shape_gpu_copy(a, em_tensor_data(out[0]), em_tensor_data(in[0]), 1, &n, &one, &one,
+                           em_dtype_size(a->in[0].dtype));
+}
+
 /* The backward of an op whose gradient is one op on `in` (dy first) with the forward's
  * attributes: nothing when dy is absent, and integer data has no gradient. */
 static em_status attrs_grad(em_graph *g, const char *grad_op, const em_op_args *a, const em_var *in, int n_in,
@@ -755,7 +770,7 @@ static em_status transpose_infer(em_op_args *a) {
   return EM_OK;
 }
 
-static em_status transpose_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+static em_status transpose_run(const em_op_args *a, em_tensor *const *in, em_tensor *const *out, const mover *m) {
   const em_shape *x = &a->in[0];
   int perm[EM_MAX_DIMS];
   em_status s = get_perm(a, x->ndim, perm);
@@ -764,9 +779,10 @@ static em_status transpose_cpu(const em_op_args *a, em_tensor *const *in, em_ten
   contig_strides(x->ndim, x->dims, xs);
   contig_strides(a->out[0].ndim, a->out[0].dims, ds);
   for (int i = 0; i < x->ndim; i++) ss[i] = xs[perm[i]];
-  strided_copy(em_tensor_data(out[0]), em_tensor_data(in[0]), x->ndim, a->out[0].dims, ds, ss, em_dtype_size(x->dtype));
-  return EM_OK;
+  return m->copy(a, em_tensor_data(out[0]), em_tensor_data(in[0]), x->ndim, a->out[0].dims, ds, ss,
+                 em_dtype_size(x->dtype));
 }
+MOVER_MEMBERS(transpose)
 
 static em_status transpose_back(em_graph *g, const em_op_args *a, const em_var *x, const em_var *y, const em_var *dy,
                                 em_var *din) {
@@ -854,7 +870,7 @@ static int64_t slice_geometry(const em_shape *x, const slice_plan *p, int64_t *x
   return base;
 }
 
-static em_status slice_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+static em_status slice_run(const em_op_args *a, em_tensor *const *in, em_tensor *const *out, const mover *m) {
   const em_shape *x = &a->in[0];
   slice_plan p;
   em_status s = slice_plan_make(a, x, &p);
@@ -864,10 +880,10 @@ static em_status slice_cpu(const em_op_args *a, em_tensor *const *in, em_tensor 
   int64_t base = slice_geometry(x, &p, xstr);
   contig_strides(x->ndim, p.count, os);
   if (em_shape_numel(&a->out[0]) == 0) return EM_OK;
-  strided_copy(em_tensor_data(out[0]), (const char *)em_tensor_data(in[0]) + base * (int64_t)es, x->ndim, p.count, os,
-               xstr, es);
-  return EM_OK;
+  return m->copy(a, em_tensor_data(out[0]), (const char *)em_tensor_data(in[0]) + base * (int64_t)es, x->ndim, p.count,
+                 os, xstr, es);
 }
+MOVER_MEMBERS(slice)
 
 static em_status slice_back(em_graph *g, const em_op_args *a, const em_var *x, const em_var *y, const em_var *dy,
                             em_var *din) {
@@ -891,21 +907,21 @@ static em_status slice_grad_infer(em_op_args *a) {
   return EM_OK;
 }
 
-static em_status slice_grad_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+static em_status slice_grad_run(const em_op_args *a, em_tensor *const *in, em_tensor *const *out, const mover *m) {
   const em_shape *x = &a->in[1];
   slice_plan p;
   em_status s = slice_plan_make(a, x, &p);
   if (s) return s;
   const size_t es = em_dtype_size(x->dtype);
   char *o = em_tensor_data(out[0]);
-  memset(o, 0, (size_t)em_shape_numel(x) * es);
+  if ((s = m->fill(a, o, em_shape_numel(x), es, zero_bytes))) return s;
   int64_t xstr[EM_MAX_DIMS], ds[EM_MAX_DIMS];
   int64_t base = slice_geometry(x, &p, xstr);
   contig_strides(x->ndim, p.count, ds);
   if (em_shape_numel(&a->in[0]) == 0) return EM_OK;
-  strided_copy(o + base * (int64_t)es, em_tensor_data(in[0]), x->ndim, p.count, xstr, ds, es);
-  return EM_OK;
+  return m->copy(a, o + base * (int64_t)es, em_tensor_data(in[0]), x->ndim, p.count, xstr, ds, es);
 }
+MOVER_MEMBERS(slice_grad)
 
 /* ============================================================= concat === */
 
@@ -941,7 +957,7 @@ static em_status concat_infer(em_op_args *a) {
   return EM_OK;
 }
 
-static em_status concat_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+static em_status concat_run(const em_op_args *a, em_tensor *const *in, em_tensor *const *out, const mover *m) {
   const em_shape *y = &a->out[0];
   int ax;
   em_status s = em_norm_axis(a, em_attr_int(a, "axis", 0), y->ndim, &ax);
@@ -950,13 +966,14 @@ static em_status concat_cpu(const em_op_args *a, em_tensor *const *in, em_tensor
   int64_t ys[EM_MAX_DIMS], xs[EM_MAX_DIMS], off = 0;
   contig_strides(y->ndim, y->dims, ys);
   char *o = em_tensor_data(out[0]);
-  for (int i = 0; i < a->n_in; i++) {
+  for (int i = 0; i < a->n_in && !s; i++) {
     contig_strides(a->in[i].ndim, a->in[i].dims, xs);
-    strided_copy(o + off * ys[ax] * (int64_t)es, em_tensor_data(in[i]), y->ndim, a->in[i].dims, ys, xs, es);
+    s = m->copy(a, o + off * ys[ax] * (int64_t)es, em_tensor_data(in[i]), y->ndim, a->in[i].dims, ys, xs, es);
     off += a->in[i].dims[ax];
   }
-  return EM_OK;
+  return s;
 }
+MOVER_MEMBERS(concat)
 
 static em_status concat_back(em_graph *g, const em_op_args *a, const em_var *x, const em_var *y, const em_var *dy,
                              em_var *din) {
@@ -1013,7 +1030,7 @@ static em_status concat_grad_infer(em_op_args *a) {
   return EM_OK;
 }
 
-static em_status concat_grad_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+static em_status concat_grad_run(const em_op_args *a, em_tensor *const *in, em_tensor *const *out, const mover *m) {
   const em_shape *dy = &a->in[0];
   int ax;
   em_status s = em_norm_axis(a, em_attr_int(a, "axis", 0), dy->ndim, &ax);
@@ -1033,14 +1050,15 @@ static em_status concat_grad_cpu(const em_op_args *a, em_tensor *const *in, em_t
   int64_t ys[EM_MAX_DIMS], ps[EM_MAX_DIMS];
   contig_strides(dy->ndim, dy->dims, ys);
   contig_strides(piece->ndim, piece->dims, ps);
-  strided_copy(em_tensor_data(out[0]), (const char *)em_tensor_data(in[0]) + off * ys[ax] * (int64_t)es, dy->ndim,
-               piece->dims, ps, ys, es);
-  return EM_OK;
+  return m->copy(a, em_tensor_data(out[0]), (const char *)em_tensor_data(in[0]) + off * ys[ax] * (int64_t)es, dy->ndim,
+                 piece->dims, ps, ys, es);
 }
+MOVER_MEMBERS(concat_grad)
 
 /* ================================================================ pad === */
 
-enum { PAD_CONSTANT, PAD_REFLECT, PAD_EDGE };
+/* shape_math.h's codes: the kernels take the mode as a scalar. */
+enum { PAD_CONSTANT = EM_SHAPE_PAD_CONSTANT, PAD_REFLECT = EM_SHAPE_PAD_REFLECT, PAD_EDGE = EM_SHAPE_PAD_EDGE };
 
 static em_status pad_attrs(const em_op_args *a, int nd, const int64_t **pads, int *mode) {
   int n;
@@ -1093,21 +1111,10 @@ static int64_t *pad_maps(const em_shape *x, const int64_t *ydims, const int64_t 
   if (!buf) return NULL;
   int64_t at = 0;
   for (int k = 0; k < x->ndim; k++) {
-    int64_t n = x->dims[k], period = 2 * (n - 1);
+    int64_t n = x->dims[k];
     map[k] = buf + at;
     at += ydims[k];
-    for (int64_t o = 0; o < ydims[k]; o++) {
-      int64_t i = o - pads[k];
-      if (i >= 0 && i < n) map[k][o] = i;
-      else if (mode == PAD_CONSTANT) map[k][o] = -1;
-      else if (mode == PAD_EDGE) map[k][o] = i < 0 ? 0 : n - 1;
-      else if (period == 0) map[k][o] = 0;
-      else { /* reflect: fold onto 0 .. 2(n-1), the edge not repeated */
-        int64_t r = i % period;
-        if (r < 0) r += period;
-        map[k][o] = r < n ? r : period - r;
-      }
-    }
+    for (int64_t o = 0; o < ydims[k]; o++) map[k][o] = em_shape_pad_src(o, pads[k], n, mode); /* the kernels' rule */
   }
   return buf;
 }
@@ -1168,6 +1175,19 @@ static em_status pad_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *c
   return EM_OK;
 }
 
+static em_status pad_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  const em_shape *x = &a->in[0], *y = &a->out[0];
+  const int64_t *pads;
+  int mode;
+  em_status s = pad_attrs(a, x->ndim, &pads, &mode);
+  if (s) return s;
+  unsigned char val[8];
+  scalar_bytes(x->dtype, em_attr_float(a, "value", 0.0), val);
+  if (em_shape_numel(y) == 0) return EM_OK;
+  return em_shape_gpu_pad(a, em_tensor_data(out[0]), em_tensor_data(in[0]), x->ndim, x->dims, y->dims, pads, mode,
+                          em_dtype_size(x->dtype), val);
+}
+
 static em_status pad_back(em_graph *g, const em_op_args *a, const em_var *x, const em_var *y, const em_var *dy,
                           em_var *din) {
   (void)y;
@@ -1205,6 +1225,27 @@ static void pad_grad_walk(em_dtype t, int k, int nd, int64_t *const *map, const 
   for (int64_t o = 0; o < ydims[k]; o++)
     if (map[k][o] >= 0)
       pad_grad_walk(t, k + 1, nd, map, ydims, ys, xs, dy, x, dyoff + o * ys[k], xoff + map[k][o] * xs[k], es);
+}
+
+/* Each x element sums the dy elements it was copied to, in dy's row-major
+ * order (the kernel enumerates them per axis, shape_math.h). */
+static em_status pad_grad_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  const em_shape *dys = &a->in[0], *x = &a->in[1];
+  const int64_t *pads;
+  int mode;
+  em_status s = pad_attrs(a, x->ndim, &pads, &mode);
+  if (s) return s;
+  const size_t es = em_dtype_size(dys->dtype);
+  const int64_t nx = em_shape_numel(x);
+  void *o = em_tensor_data(out[0]);
+  const void *dy = em_tensor_data(in[0]);
+  if (nx == 0) return EM_OK;
+  if (em_shape_numel(dys) == 0) return em_shape_gpu_fill(a, o, nx, es, zero_bytes);
+  if (x->ndim == 0) { /* the CPU copies, so a -0 stays -0 */
+    int64_t one = 1;
+    return em_shape_gpu_copy(a, o, dy, 1, &one, &one, &one, es);
+  }
+  return em_shape_gpu_pad_grad(a, o, dy, dys->dtype, x->ndim, x->dims, dys->dims, pads, mode);
 }
 
 static em_status pad_grad_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
@@ -1312,6 +1353,18 @@ static em_status gather_cpu(const em_op_args *a, em_tensor *const *in, em_tensor
   return EM_OK;
 }
 
+/* An index out of range gives zero bits on a GPU: the CPU fails the run
+ * naming it, but a kernel cannot, short of a synchronisation per gather. */
+static em_status gather_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  const em_shape *data = &a->in[0], *is = &a->in[1];
+  int ax;
+  em_status s = em_norm_axis(a, em_attr_int(a, "axis", 0), data->ndim, &ax);
+  if (s) return s;
+  const int64_t n = data->dims[ax], outer = prod(data->dims, 0, ax), inner = prod(data->dims, ax + 1, data->ndim);
+  return em_shape_gpu_gather(a, em_tensor_data(out[0]), em_tensor_data(in[0]), em_tensor_data(in[1]), is->dtype, outer,
+                             n, em_shape_numel(is), inner, em_dtype_size(data->dtype));
+}
+
 static em_status gather_back(em_graph *g, const em_op_args *a, const em_var *x, const em_var *y, const em_var *dy,
                              em_var *din) {
   (void)y;
@@ -1337,6 +1390,18 @@ static em_status gather_grad_infer(em_op_args *a) {
 }
 
 #define GRAD_BLOCK 1024 /* columns of the inner dims one work item owns */
+
+/* Each dx element sums its terms in index order, as gather_grad_cpu does;
+ * indices out of range add nothing (see gather_gpu). */
+static em_status gather_grad_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  const em_shape *dys = &a->in[0], *is = &a->in[1], *data = &a->in[2];
+  int ax;
+  em_status s = em_norm_axis(a, em_attr_int(a, "axis", 0), data->ndim, &ax);
+  if (s) return s;
+  const int64_t n = data->dims[ax], outer = prod(data->dims, 0, ax), inner = prod(data->dims, ax + 1, data->ndim);
+  return em_shape_gpu_gather_grad(a, em_tensor_data(out[0]), em_tensor_data(in[0]), em_tensor_data(in[1]), is->dtype,
+                                  dys->dtype, outer, n, em_shape_numel(is), inner);
+}
 
 static em_status gather_grad_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
   const em_shape *dys = &a->in[0], *is = &a->in[1], *data = &a->in[2];
@@ -1419,6 +1484,20 @@ static em_status one_hot_cpu(const em_op_args *a, em_tensor *const *in, em_tenso
   return EM_OK;
 }
 
+static em_status one_hot_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  const em_shape *x = &a->in[0];
+  int64_t depth;
+  int ax;
+  em_dtype dt;
+  em_status s = one_hot_params(a, x->ndim, &depth, &ax, &dt);
+  if (s) return s;
+  unsigned char on[8], off[8];
+  scalar_bytes(dt, em_attr_float(a, "on_value", 1.0), on);
+  scalar_bytes(dt, em_attr_float(a, "off_value", 0.0), off);
+  return em_shape_gpu_one_hot(a, em_tensor_data(out[0]), em_tensor_data(in[0]), x->dtype, prod(x->dims, 0, ax), depth,
+                              prod(x->dims, ax, x->ndim), em_dtype_size(dt), on, off);
+}
+
 /* ============================================================== top_k === */
 
 typedef struct topk_item {
@@ -1427,31 +1506,20 @@ typedef struct topk_item {
   int64_t at; /* position along the axis: breaks ties */
 } topk_item;
 
-/* Orders: larger first (NaN above everything), ties lower position first. */
-static int topk_cmp_f_desc(const void *pa, const void *pb) {
-  const topk_item *a = pa, *b = pb;
-  int an = a->f != a->f, bn = b->f != b->f;
-  if (an != bn) return an ? -1 : 1;
-  if (!an && a->f != b->f) return a->f > b->f ? -1 : 1;
-  return a->at < b->at ? -1 : a->at > b->at;
+/* Orders: larger first (NaN above everything) or smaller first (NaN last),
+ * ties lower position first: shape_math.h's order, which the kernel uses. */
+static int topk_cmp_f(const topk_item *a, const topk_item *b, int largest) {
+  if (em_shape_topk_before_f(a->f, a->at, b->f, b->at, largest)) return -1;
+  return em_shape_topk_before_f(b->f, b->at, a->f, a->at, largest);
 }
-static int topk_cmp_f_asc(const void *pa, const void *pb) {
-  const topk_item *a = pa, *b = pb;
-  int an = a->f != a->f, bn = b->f != b->f;
-  if (an != bn) return an ? 1 : -1;
-  if (!an && a->f != b->f) return a->f < b->f ? -1 : 1;
-  return a->at < b->at ? -1 : a->at > b->at;
+static int topk_cmp_i(const topk_item *a, const topk_item *b, int largest) {
+  if (em_shape_topk_before_i(a->i, a->at, b->i, b->at, largest)) return -1;
+  return em_shape_topk_before_i(b->i, b->at, a->i, a->at, largest);
 }
-static int topk_cmp_i_desc(const void *pa, const void *pb) {
-  const topk_item *a = pa, *b = pb;
-  if (a->i != b->i) return a->i > b->i ? -1 : 1;
-  return a->at < b->at ? -1 : a->at > b->at;
-}
-static int topk_cmp_i_asc(const void *pa, const void *pb) {
-  const topk_item *a = pa, *b = pb;
-  if (a->i != b->i) return a->i < b->i ? -1 : 1;
-  return a->at < b->at ? -1 : a->at > b->at;
-}
+static int topk_cmp_f_desc(const void *pa, const void *pb) { return topk_cmp_f(pa, pb, 1); }
+static int topk_cmp_f_asc(const void *pa, const void *pb) { return topk_cmp_f(pa, pb, 0); }
+static int topk_cmp_i_desc(const void *pa, const void *pb) { return topk_cmp_i(pa, pb, 1); }
+static int topk_cmp_i_asc(const void *pa, const void *pb) { return topk_cmp_i(pa, pb, 0); }
 
 /* Orders it[0..n) so its first k entries are the k first in cmp's order,
  * sorted. For small k a sorted list of the best k seen so far is kept: most
@@ -1555,6 +1623,18 @@ static em_status top_k_cpu(const em_op_args *a, em_tensor *const *in, em_tensor 
   return EM_OK;
 }
 
+/* One thread per element ranks it in its row (the order above). */
+static em_status top_k_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  const em_shape *x = &a->in[0];
+  int ax;
+  int64_t k;
+  em_status s = topk_params(a, x, &ax, &k);
+  if (s) return s;
+  const int64_t n = x->dims[ax], outer = prod(x->dims, 0, ax), inner = prod(x->dims, ax + 1, x->ndim);
+  return em_shape_gpu_top_k(a, em_tensor_data(in[0]), x->dtype, outer, n, inner, k, em_attr_int(a, "largest", 1) != 0,
+                            em_tensor_data(out[0]), em_tensor_data(out[1]));
+}
+
 static em_status top_k_back(em_graph *g, const em_op_args *a, const em_var *x, const em_var *y, const em_var *dy,
                             em_var *din) {
   em_var in[3] = {dy[0], y[1], x[0]};
@@ -1608,6 +1688,18 @@ static em_status top_k_grad_cpu(const em_op_args *a, em_tensor *const *in, em_te
     }
   }
   return EM_OK;
+}
+
+/* Indices out of range are skipped on a GPU (the CPU refuses them; a kernel
+ * cannot fail the run without a synchronisation). */
+static em_status top_k_grad_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  const em_shape *dys = &a->in[0], *is = &a->in[1], *x = &a->in[2];
+  int ax;
+  em_status s = em_norm_axis(a, em_attr_int(a, "axis", -1), x->ndim, &ax);
+  if (s) return s;
+  const int64_t n = x->dims[ax], k = dys->dims[ax], outer = prod(x->dims, 0, ax), inner = prod(x->dims, ax + 1, x->ndim);
+  return em_shape_gpu_top_k_grad(a, em_tensor_data(out[0]), em_tensor_data(in[0]), em_tensor_data(in[1]), is->dtype,
+                                 em_dtype_size(dys->dtype), outer, n, k, inner);
 }
 
 /* ===================================== depth_to_space, space_to_depth === */
@@ -1670,27 +1762,27 @@ static void block_geometry(int64_t N, int64_t C, int64_t H, int64_t W, int64_t b
   depth[5] = crd ? hw : C * hw;
 }
 
-static em_status d2s_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+static em_status d2s_run(const em_op_args *a, em_tensor *const *in, em_tensor *const *out, const mover *m) {
   int64_t b, box[6], sp[6], dp[6];
   int crd;
   em_status s = block_params(a, &b, &crd);
   if (s) return s;
   const int64_t *d = a->in[0].dims;
   block_geometry(d[0], d[1] / (b * b), d[2], d[3], b, crd, box, sp, dp);
-  strided_copy(em_tensor_data(out[0]), em_tensor_data(in[0]), 6, box, sp, dp, em_dtype_size(a->in[0].dtype));
-  return EM_OK;
+  return m->copy(a, em_tensor_data(out[0]), em_tensor_data(in[0]), 6, box, sp, dp, em_dtype_size(a->in[0].dtype));
 }
+MOVER_MEMBERS(d2s)
 
-static em_status s2d_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+static em_status s2d_run(const em_op_args *a, em_tensor *const *in, em_tensor *const *out, const mover *m) {
   int64_t b, box[6], sp[6], dp[6];
   int crd;
   em_status s = block_params(a, &b, &crd);
   if (s) return s;
   const int64_t *d = a->in[0].dims;
   block_geometry(d[0], d[1], d[2] / b, d[3] / b, b, crd, box, sp, dp);
-  strided_copy(em_tensor_data(out[0]), em_tensor_data(in[0]), 6, box, dp, sp, em_dtype_size(a->in[0].dtype));
-  return EM_OK;
+  return m->copy(a, em_tensor_data(out[0]), em_tensor_data(in[0]), 6, box, dp, sp, em_dtype_size(a->in[0].dtype));
 }
+MOVER_MEMBERS(s2d)
 
 static em_status d2s_back(em_graph *g, const em_op_args *a, const em_var *x, const em_var *y, const em_var *dy,
                           em_var *din) {
@@ -1719,6 +1811,14 @@ static em_status cast_infer(em_op_args *a) {
 static em_status cast_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
   convert(a->in[0].dtype, em_tensor_data(in[0]), a->out[0].dtype, em_tensor_data(out[0]), em_tensor_numel(in[0]));
   return EM_OK;
+}
+
+static em_status cast_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  em_dtype from = a->in[0].dtype, to = a->out[0].dtype;
+  int64_t n = em_tensor_numel(in[0]), one = 1;
+  if (from == to) /* the CPU copies the bytes (NaN payloads, bools other than 0 and 1 included) */
+    return em_shape_gpu_copy(a, em_tensor_data(out[0]), em_tensor_data(in[0]), 1, &n, &one, &one, em_dtype_size(from));
+  return em_shape_gpu_cast(a, em_tensor_data(in[0]), from, em_tensor_data(out[0]), to, n);
 }
 
 static em_status cast_back(em_graph *g, const em_op_args *a, const em_var *x, const em_var *y, const em_var *dy,
@@ -1750,7 +1850,7 @@ static em_status expand_infer(em_op_args *a) {
   return EM_OK;
 }
 
-static em_status expand_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+static em_status expand_run(const em_op_args *a, em_tensor *const *in, em_tensor *const *out, const mover *m) {
   const em_shape *x = &a->in[0], *y = &a->out[0];
   int64_t xs[EM_MAX_DIMS], ys[EM_MAX_DIMS], ss[EM_MAX_DIMS];
   contig_strides(x->ndim, x->dims, xs);
@@ -1762,9 +1862,9 @@ static em_status expand_cpu(const em_op_args *a, em_tensor *const *in, em_tensor
       return em_op_fail(a, "axis %d of size %lld cannot broadcast to %lld", j, (long long)x->dims[j], (long long)y->dims[i]);
     ss[i] = j < 0 || x->dims[j] == 1 ? 0 : xs[j]; /* stride 0 repeats the element */
   }
-  strided_copy(em_tensor_data(out[0]), em_tensor_data(in[0]), y->ndim, y->dims, ys, ss, em_dtype_size(x->dtype));
-  return EM_OK;
+  return m->copy(a, em_tensor_data(out[0]), em_tensor_data(in[0]), y->ndim, y->dims, ys, ss, em_dtype_size(x->dtype));
 }
+MOVER_MEMBERS(expand)
 
 static em_status expand_back(em_graph *g, const em_op_args *a, const em_var *x, const em_var *y, const em_var *dy,
                              em_var *din) {
@@ -1808,16 +1908,16 @@ static void tile_geometry(const em_shape *x, const int64_t *reps, int64_t *box, 
   contig_strides(2 * x->ndim, box, ys);
 }
 
-static em_status tile_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+static em_status tile_run(const em_op_args *a, em_tensor *const *in, em_tensor *const *out, const mover *m) {
   const em_shape *x = &a->in[0];
   const int64_t *reps;
   em_status s = tile_repeats(a, x->ndim, &reps);
   if (s) return s;
   int64_t box[MAXV], ys[MAXV], xs2[MAXV];
   tile_geometry(x, reps, box, ys, xs2);
-  strided_copy(em_tensor_data(out[0]), em_tensor_data(in[0]), 2 * x->ndim, box, ys, xs2, em_dtype_size(x->dtype));
-  return EM_OK;
+  return m->copy(a, em_tensor_data(out[0]), em_tensor_data(in[0]), 2 * x->ndim, box, ys, xs2, em_dtype_size(x->dtype));
 }
+MOVER_MEMBERS(tile)
 
 static em_status tile_back(em_graph *g, const em_op_args *a, const em_var *x, const em_var *y, const em_var *dy,
                            em_var *din) {
@@ -1885,134 +1985,152 @@ static em_status tile_grad_cpu(const em_op_args *a, em_tensor *const *in, em_ten
   return EM_OK;
 }
 
+static em_status tile_grad_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  const em_shape *dys = &a->in[0], *x = &a->in[1];
+  const int64_t *reps;
+  em_status s = tile_repeats(a, x->ndim, &reps);
+  if (s) return s;
+  const size_t es = em_dtype_size(dys->dtype);
+  const int64_t nx = em_shape_numel(x);
+  void *o = em_tensor_data(out[0]);
+  const void *dy = em_tensor_data(in[0]);
+  if (nx == 0) return EM_OK;
+  if (em_shape_numel(dys) == 0) return em_shape_gpu_fill(a, o, nx, es, zero_bytes);
+  if (x->ndim == 0) { /* the CPU copies, so a -0 stays -0 */
+    int64_t one = 1;
+    return em_shape_gpu_copy(a, o, dy, 1, &one, &one, &one, es);
+  }
+  return em_shape_gpu_tile_grad(a, o, dy, dys->dtype, x->ndim, x->dims, reps);
+}
+
 /* ============================================================== table === */
 
 const em_op_def em_ops_shape[] = {
     {.name = "reshape",
      .doc = "x in a new shape: attr shape (INTS; 0 copies x's dim, one -1 inferred)",
      .min_inputs = 1, .max_inputs = 1, .n_outputs = 1, .inplace = 1,
-     .infer = reshape_infer, .cpu = copy_cpu, .backward = reshape_back,
+     .infer = reshape_infer, .cpu = copy_cpu, .gpu = copy_gpu, .backward = reshape_back,
      .attrs = EM_ATTRS("shape")},
     {.name = "reshape_like",
      .doc = "x's elements in the shape of input 'like' (same element count)",
      .min_inputs = 2, .max_inputs = 2, .n_outputs = 1, .no_grad = 1u << 1, .inplace = 1,
-     .infer = reshape_like_infer, .cpu = copy_cpu, .backward = reshape_back,
+     .infer = reshape_like_infer, .cpu = copy_cpu, .gpu = copy_gpu, .backward = reshape_back,
      .attrs = EM_NO_ATTRS},
     {.name = "transpose",
      .doc = "permutes axes: attr perm (INTS; output axis i is input axis perm[i]; default reversed)",
      .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
-     .infer = transpose_infer, .cpu = transpose_cpu, .backward = transpose_back,
+     .infer = transpose_infer, .cpu = transpose_cpu, .gpu = transpose_gpu, .backward = transpose_back,
      .attrs = EM_ATTRS("perm")},
     {.name = "squeeze",
      .doc = "removes size-1 axes: attr axes (INTS; absent: all of them, static shapes only)",
      .min_inputs = 1, .max_inputs = 1, .n_outputs = 1, .inplace = 1,
-     .infer = squeeze_infer, .cpu = copy_cpu, .backward = reshape_back,
+     .infer = squeeze_infer, .cpu = copy_cpu, .gpu = copy_gpu, .backward = reshape_back,
      .attrs = EM_ATTRS("axes")},
     {.name = "unsqueeze",
      .doc = "inserts size-1 axes: attr axes (INTS, positions in the output)",
      .min_inputs = 1, .max_inputs = 1, .n_outputs = 1, .inplace = 1,
-     .infer = unsqueeze_infer, .cpu = copy_cpu, .backward = reshape_back,
+     .infer = unsqueeze_infer, .cpu = copy_cpu, .gpu = copy_gpu, .backward = reshape_back,
      .attrs = EM_ATTRS("axes")},
     {.name = "expand_dims",
      .doc = "unsqueeze: inserts size-1 axes: attr axes (INTS, positions in the output)",
      .min_inputs = 1, .max_inputs = 1, .n_outputs = 1, .inplace = 1,
-     .infer = unsqueeze_infer, .cpu = copy_cpu, .backward = reshape_back,
+     .infer = unsqueeze_infer, .cpu = copy_cpu, .gpu = copy_gpu, .backward = reshape_back,
      .attrs = EM_ATTRS("axes")},
     {.name = "flatten",
      .doc = "2-D [prod(dims[:axis]), prod(dims[axis:])]: attr axis (INT, default 1)",
      .min_inputs = 1, .max_inputs = 1, .n_outputs = 1, .inplace = 1,
-     .infer = flatten_infer, .cpu = copy_cpu, .backward = reshape_back,
+     .infer = flatten_infer, .cpu = copy_cpu, .gpu = copy_gpu, .backward = reshape_back,
      .attrs = EM_ATTRS("axis")},
     {.name = "slice",
      .doc = "ONNX Slice: attrs starts, ends (INTS), axes (INTS, default 0..), steps (INTS, default 1; nonzero)",
      .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
-     .infer = slice_infer, .cpu = slice_cpu, .backward = slice_back,
+     .infer = slice_infer, .cpu = slice_cpu, .gpu = slice_gpu, .backward = slice_back,
      .attrs = EM_ATTRS("starts", "ends", "axes", "steps")},
     {.name = "_slice_grad",
      .doc = "slice's gradient (dy, x): dy scattered into zeros of x's shape; slice's attrs",
      .min_inputs = 2, .max_inputs = 2, .n_outputs = 1, .no_grad = 3u,
-     .infer = slice_grad_infer, .cpu = slice_grad_cpu,
+     .infer = slice_grad_infer, .cpu = slice_grad_cpu, .gpu = slice_grad_gpu,
      /* slice's attributes, forwarded wholesale by slice_back */
      .attrs = EM_ATTRS("starts", "ends", "axes", "steps")},
     {.name = "concat",
      .doc = "joins 1..16 inputs along attr axis (INT, default 0); other dims must match (CNTK splice)",
      .min_inputs = 1, .max_inputs = 16, .n_outputs = 1,
-     .infer = concat_infer, .cpu = concat_cpu, .backward = concat_back,
+     .infer = concat_infer, .cpu = concat_cpu, .gpu = concat_gpu, .backward = concat_back,
      .attrs = EM_ATTRS("axis")},
     {.name = "_concat_grad",
      .doc = "concat's gradient for a dynamic axis (dy, xs...): attrs axis, from_end (piece of the last/first x)",
      .min_inputs = 2, .max_inputs = 16, .n_outputs = 1, .no_grad = 0xffffu,
-     .infer = concat_grad_infer, .cpu = concat_grad_cpu,
+     .infer = concat_grad_infer, .cpu = concat_grad_cpu, .gpu = concat_grad_gpu,
      .attrs = EM_ATTRS("axis", "from_end")},
     {.name = "pad",
      .doc = "pads (ONNX): attrs pads (INTS [begins, ends]; negative crops), mode (constant|reflect|edge), value (FLOAT)",
      .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
-     .infer = pad_infer, .cpu = pad_cpu, .backward = pad_back,
+     .infer = pad_infer, .cpu = pad_cpu, .gpu = pad_gpu, .backward = pad_back,
      .attrs = EM_ATTRS("pads", "mode", "value")},
     {.name = "_pad_grad",
      .doc = "pad's gradient (dy, x): each dy element added to its source in x; attrs pads, mode",
      .min_inputs = 2, .max_inputs = 2, .n_outputs = 1, .no_grad = 3u,
-     .infer = pad_grad_infer, .cpu = pad_grad_cpu,
+     .infer = pad_grad_infer, .cpu = pad_grad_cpu, .gpu = pad_grad_gpu,
      /* pad's attributes, forwarded wholesale by pad_back (value is not read) */
      .attrs = EM_ATTRS("pads", "mode", "value")},
     {.name = "gather",
      .doc = "data[..., indices, ...] along attr axis (INT, default 0); indices i32/i64, negative from the end",
      .min_inputs = 2, .max_inputs = 2, .n_outputs = 1, .no_grad = 1u << 1,
-     .infer = gather_infer, .cpu = gather_cpu, .backward = gather_back,
+     .infer = gather_infer, .cpu = gather_cpu, .gpu = gather_gpu, .backward = gather_back,
      .attrs = EM_ATTRS("axis")},
     {.name = "_gather_grad",
      .doc = "gather's gradient (dy, indices, data): deterministic scatter-add into zeros; attr axis",
      .min_inputs = 3, .max_inputs = 3, .n_outputs = 1, .no_grad = 7u,
-     .infer = gather_grad_infer, .cpu = gather_grad_cpu,
+     .infer = gather_grad_infer, .cpu = gather_grad_cpu, .gpu = gather_grad_gpu,
      /* gather's attributes, forwarded wholesale by gather_back */
      .attrs = EM_ATTRS("axis")},
     {.name = "one_hot",
      .doc = "one-hot of i32/i64 indices: attrs depth (INT), axis (INT, -1), dtype (INT em_dtype, f32), on_value, off_value",
      .min_inputs = 1, .max_inputs = 1, .n_outputs = 1, .no_grad = 1u,
-     .infer = one_hot_infer, .cpu = one_hot_cpu,
+     .infer = one_hot_infer, .cpu = one_hot_cpu, .gpu = one_hot_gpu,
      .attrs = EM_ATTRS("depth", "axis", "dtype", "on_value", "off_value")},
     {.name = "top_k",
      .doc = "k largest (or smallest) along axis: attrs k, axis (-1), largest (1), sorted (1); values and i64 indices",
      .min_inputs = 1, .max_inputs = 1, .n_outputs = 2,
-     .infer = top_k_infer, .cpu = top_k_cpu, .backward = top_k_back,
+     .infer = top_k_infer, .cpu = top_k_cpu, .gpu = top_k_gpu, .backward = top_k_back,
      /* sorted is accepted and documented but has no effect (the output is always sorted) */
      .attrs = EM_ATTRS("k", "axis", "largest", "sorted")},
     {.name = "_top_k_grad",
      .doc = "top_k's gradient (dy, indices, x): dy written at the indices in zeros of x's shape; attr axis",
      .min_inputs = 3, .max_inputs = 3, .n_outputs = 1, .no_grad = 7u,
-     .infer = top_k_grad_infer, .cpu = top_k_grad_cpu,
+     .infer = top_k_grad_infer, .cpu = top_k_grad_cpu, .gpu = top_k_grad_gpu,
      /* top_k's attributes, forwarded wholesale by top_k_back (only axis is read) */
      .attrs = EM_ATTRS("k", "axis", "largest", "sorted")},
     {.name = "depth_to_space",
      .doc = "NCHW [N,C,H,W] -> [N,C/b^2,H*b,W*b]: attrs blocksize (INT), mode (DCR|CRD)",
      .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
-     .infer = d2s_infer, .cpu = d2s_cpu, .backward = d2s_back,
+     .infer = d2s_infer, .cpu = d2s_cpu, .gpu = d2s_gpu, .backward = d2s_back,
      /* space_to_depth's backward forwards its attributes here, and back */
      .attrs = EM_ATTRS("blocksize", "mode")},
     {.name = "space_to_depth",
      .doc = "NCHW [N,C,H,W] -> [N,C*b^2,H/b,W/b]: attrs blocksize (INT), mode (DCR|CRD: depth_to_space's inverse)",
      .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
-     .infer = s2d_infer, .cpu = s2d_cpu, .backward = s2d_back,
+     .infer = s2d_infer, .cpu = s2d_cpu, .gpu = s2d_gpu, .backward = s2d_back,
      .attrs = EM_ATTRS("blocksize", "mode")},
     {.name = "cast",
      .doc = "converts to attr to (INT em_dtype): truncation and saturation into integers, NaN->0, RNE into floats",
      .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
-     .infer = cast_infer, .cpu = cast_cpu, .backward = cast_back,
+     .infer = cast_infer, .cpu = cast_cpu, .gpu = cast_gpu, .backward = cast_back,
      .attrs = EM_ATTRS("to")},
     {.name = "expand",
      .doc = "numpy broadcast of x and attr shape (INTS) (ONNX Expand)",
      .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
-     .infer = expand_infer, .cpu = expand_cpu, .backward = expand_back,
+     .infer = expand_infer, .cpu = expand_cpu, .gpu = expand_gpu, .backward = expand_back,
      .attrs = EM_ATTRS("shape")},
     {.name = "tile",
      .doc = "repeats x along each axis: attr repeats (INTS, one per axis, >= 0)",
      .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
-     .infer = tile_infer, .cpu = tile_cpu, .backward = tile_back,
+     .infer = tile_infer, .cpu = tile_cpu, .gpu = tile_gpu, .backward = tile_back,
      .attrs = EM_ATTRS("repeats")},
     {.name = "_tile_grad",
      .doc = "tile's gradient (dy, x): the sum over the repeats in a fixed order; attr repeats",
      .min_inputs = 2, .max_inputs = 2, .n_outputs = 1, .no_grad = 3u,
-     .infer = tile_grad_infer, .cpu = tile_grad_cpu,
+     .infer = tile_grad_infer, .cpu = tile_grad_cpu, .gpu = tile_grad_gpu,
      /* tile's attributes, forwarded wholesale by tile_back */
      .attrs = EM_ATTRS("repeats")},
 };
