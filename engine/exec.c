@@ -4,11 +4,16 @@
  * is known once the inputs are fed), allocates each output, writes into an
  * input's buffer instead when the op allows it and that input dies at this
  * step, and frees every intermediate after its last reader, so buffers are
- * recycled and the peak stays low.
+ * recycled (on a device through its caching allocator) and the peak stays low.
  *
  * Devices: an op runs through its `gpu` member on a CUDA device when it has
- * one; otherwise on host copies through `cpu`. Nothing else in the engine
- * knows about devices. */
+ * one; otherwise (no member, or it answers EM_ERR_USE_CPU: the device's plan
+ * for the kernel's module is the CPU) its `cpu` member runs on host copies,
+ * and the step is marked (em_exec_describe, EMBER_LOG=dispatch). Parameters,
+ * states and constants stay on the device between runs (resident copies,
+ * tensor_internal.h): a run copies its feeds, the values it delivers to the
+ * host, parameters that changed since the last run, and the host-copy
+ * fallbacks; em_exec_stats counts every copy. */
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -18,6 +23,8 @@
 
 #include "error.h"
 #include "graph_internal.h"
+#include "memory.h"
+#include "tensor_internal.h"
 
 #define API __attribute__((visibility("default")))
 
@@ -76,6 +83,8 @@ API int em_get_num_threads(void) { return em_cpu_threads(); }
 typedef struct step {
   int node;
   int inplace_from;           /* the input whose buffer output 0 may take, or -1 */
+  char *host_why;             /* CUDA: why the step runs on host copies (NULL: it ran on the device, or has not run) */
+  int logged;                 /* EMBER_LOG=dispatch has said so (once per executor) */
 } step;
 
 struct em_exec {
@@ -91,6 +100,7 @@ struct em_exec {
   step *steps;
   int *leaf_nodes;            /* inputs, parameters, states, constants the plan reads */
   int n_leaves;
+  em_tensor **held;           /* per leaf, CUDA: the host value whose device copy this executor holds (retained) */
   int *last_use;              /* per value: the last step that reads it; -1 if none */
   unsigned char *is_output;   /* per value */
   size_t n_values;
@@ -105,11 +115,12 @@ static em_status plan(em_exec *e) {
   em_status s = em_graph_schedule(g, e->outputs, e->n_outputs, &order, &n_order);
   if (s) return s;
   e->n_values = g->n_values;
-  e->steps = malloc(sizeof(step) * (size_t)(n_order ? n_order : 1));
+  e->steps = calloc((size_t)(n_order ? n_order : 1), sizeof(step));
   e->leaf_nodes = malloc(sizeof(int) * (size_t)(n_order ? n_order : 1));
+  e->held = calloc((size_t)(n_order ? n_order : 1), sizeof(em_tensor *));
   e->last_use = malloc(sizeof(int) * (e->n_values ? e->n_values : 1));
   e->is_output = calloc(e->n_values ? e->n_values : 1, 1);
-  if (!e->steps || !e->leaf_nodes || !e->last_use || !e->is_output) {
+  if (!e->steps || !e->leaf_nodes || !e->held || !e->last_use || !e->is_output) {
     free(order);
     return em_fail(EM_ERR_OUT_OF_MEMORY, "no memory for a plan of %d nodes", n_order);
   }
@@ -128,6 +139,10 @@ static em_status plan(em_exec *e) {
     int st = e->n_steps++;
     e->steps[st].node = order[k];
     e->steps[st].inplace_from = -1;
+    if (e->dev.kind == EM_DEVICE_CUDA && !n->op->gpu && !(e->steps[st].host_why = strdup("no GPU implementation"))) {
+      free(order);
+      return em_fail(EM_ERR_OUT_OF_MEMORY, "no memory for a plan of %d nodes", n_order);
+    }
     for (int i = 0; i < n->n_in; i++) e->last_use[n->inputs[i]] = st;
   }
   free(order);
@@ -178,11 +193,8 @@ API em_status em_exec_create(em_graph *g, const em_var *outputs, int n, em_devic
     em_status s = em_graph_check_var(g, outputs[i], "em_exec_create");
     if (s) return s;
   }
-  if (dev.kind == EM_DEVICE_CUDA) {
-    em_device_info info;
-    em_status s = em_device_get_info(dev, &info);
-    if (s) return em_fail_context(s, "em_exec_create on cuda:%d", dev.ordinal);
-  }
+  em_status ds = em_device_check(dev);
+  if (ds) return em_fail_context(ds, "em_exec_create");
   em_mode mode;
   em_status ms = mode_from_env(&mode);
   if (ms) return ms;
@@ -210,6 +222,17 @@ API em_status em_exec_create(em_graph *g, const em_var *outputs, int n, em_devic
 
 API void em_exec_free(em_exec *e) {
   if (!e) return;
+  /* Device copies of parameters and states: the last executor's drop brings
+   * the host up to date and frees them. A failure keeps the copy (and its
+   * newer value, read back later), and is only logged: free cannot fail. */
+  for (int i = 0; i < e->n_leaves; i++) {
+    if (!e->held[i]) continue;
+    if (em_resident_drop(e->held[i], e->dev))
+      em_log(EM_LOG_MEMORY, "em_exec_free: a value stays on cuda:%d: %s", e->dev.ordinal, em_last_error());
+    em_tensor_release(e->held[i]);
+  }
+  for (int st = 0; st < e->n_steps; st++) free(e->steps[st].host_why);
+  free(e->held);
   free(e->outputs);
   free(e->steps);
   free(e->leaf_nodes);
@@ -274,9 +297,10 @@ static em_status bind_feed(em_exec *e, run_state *r, const em_feed *f) {
   return EM_OK;
 }
 
-/* Parameters, states and constants: their stored tensors (CPU). On a GPU a
- * copy is made per run for now; states then do not see in-place updates
- * (the GPU side of the engine is a later step). */
+/* Parameters, states and constants: on the CPU their stored tensors (brought
+ * up to date where a device executor wrote a newer value); on a CUDA device
+ * their resident copies, held from the first run to em_exec_free and
+ * uploaded only when the value changed since. */
 static em_status bind_leaves(em_exec *e, run_state *r) {
   em_graph *g = e->g;
   for (int i = 0; i < e->n_leaves; i++) {
@@ -288,26 +312,85 @@ static em_status bind_leaves(em_exec *e, run_state *r) {
                        n->name ? n->name : "", (int)v);
       continue;
     }
-    if (e->dev.kind == EM_DEVICE_CPU) r->val[v] = em_tensor_retain(n->tensor);
-    else {
-      em_status s = em_tensor_to_device(n->tensor, e->dev, &r->val[v]);
-      if (s) return em_fail_context(s, "copying %s '%s' to the device", em_node_kind_name(n->kind), n->name ? n->name : "");
+    em_status s = EM_OK;
+    if (e->dev.kind == EM_DEVICE_CPU) {
+      if (!(s = em_tensor_sync_host(n->tensor))) r->val[v] = em_tensor_retain(n->tensor);
+    } else {
+      if (!e->held[i] && !(s = em_resident_hold(n->tensor, e->dev))) {
+        e->held[i] = em_tensor_retain(n->tensor);
+        e->stats.resident_bytes += tensor_bytes(n->tensor);
+      }
+      if (!s) s = em_resident_get(n->tensor, e->dev, &r->val[v]);
     }
+    if (s)
+      return em_fail_context(s, "%s '%s' on %s", em_node_kind_name(n->kind), n->name ? n->name : "",
+                             e->dev.kind == EM_DEVICE_CPU ? "the CPU" : "the device");
   }
   return EM_OK;
 }
 
-/* Runs the op's cpu member on host copies of device tensors. */
-static em_status run_on_host(const em_op_args *a, em_device dev, em_tensor **in, em_tensor **out) {
+/* Names an output that could not be allocated: which, its shape and bytes
+ * (the allocator's message says what was in use and cached). */
+static em_status output_failed(em_status s, int i, const em_shape *sh) {
+  char buf[160];
+  return em_fail_context(s, "output %d, %s (%llu bytes)", i, em_shape_str(sh, buf, sizeof buf),
+                         (unsigned long long)(em_shape_numel(sh) * (int64_t)em_dtype_size(sh->dtype)));
+}
+
+/* Runs the op's cpu member on host copies of device tensors; inputs in
+ * write_back (state the op updates in place) are copied back afterwards. */
+static em_status run_on_host(const em_op_args *a, em_device dev, em_tensor **in, em_tensor **out, unsigned write_back) {
   em_tensor *hin[16] = {0}, *hout[8] = {0};
+  em_op_args ha = *a; /* the cpu member runs on the host: its own temporaries belong there */
+  ha.dev = em_cpu();
+  ha.stream = NULL;
   em_status s = EM_OK;
   for (int i = 0; i < a->n_in && !s; i++) s = em_tensor_to_device(in[i], em_cpu(), &hin[i]);
   for (int i = 0; i < a->n_out && !s; i++) s = em_tensor_empty(em_cpu(), &a->out[i], &hout[i]);
-  if (!s) s = a->def->cpu(a, hin, hout);
-  for (int i = 0; i < a->n_out && !s; i++) s = em_tensor_to_device(hout[i], dev, &out[i]);
+  if (!s) s = a->def->cpu(&ha, hin, hout);
+  for (int i = 0; i < a->n_out && !s; i++)
+    if ((s = em_tensor_to_device(hout[i], dev, &out[i]))) s = output_failed(s, i, &a->out[i]);
+  for (int i = 0; i < a->n_in && !s; i++)
+    if (write_back & (1u << i))
+      s = em_memcpy_h2d(dev, em_tensor_data(in[i]), em_tensor_data(hin[i]), (size_t)tensor_bytes(hin[i]), NULL);
   for (int i = 0; i < a->n_in; i++) em_tensor_release(hin[i]);
   for (int i = 0; i < a->n_out; i++) em_tensor_release(hout[i]);
   return s;
+}
+
+/* A step about to run on host copies: remembers why (em_exec_describe) and
+ * says so once per executor on EMBER_LOG=dispatch. */
+static void note_host_step(em_exec *e, int st, const char *why) {
+  step *p = &e->steps[st];
+  if (!p->host_why) p->host_why = strdup(why);
+  e->stats.host_steps++;
+  if (p->logged) return;
+  p->logged = 1;
+  const em_node *n = &e->g->nodes[p->node];
+  em_log(EM_LOG_DISPATCH, "executor on cuda:%d: node %d (op '%s') runs its CPU code on host copies: %s", e->dev.ordinal,
+         p->node, n->op->name, why);
+}
+
+/* The inputs of node n that are em_state values an op updates in place in
+ * this run (a bit per input). */
+static unsigned state_writes(const em_exec *e, const em_node *n) {
+  unsigned m = 0;
+  if (!e->training || !n->op->state_inputs) return 0;
+  for (int i = 0; i < n->n_in && i < 16; i++)
+    if ((n->op->state_inputs & (1u << i)) && e->g->nodes[e->g->values[n->inputs[i]].node].kind == EM_NODE_STATE)
+      m |= 1u << i;
+  return m;
+}
+
+/* After an op wrote states in place: the copy it wrote (the host's on the
+ * CPU, the device's on a GPU) now holds the newest value. */
+static void states_written(const em_exec *e, const em_node *n, unsigned mask) {
+  for (int i = 0; i < n->n_in && mask; i++) {
+    if (!(mask & (1u << i))) continue;
+    const em_tensor *host = e->g->nodes[e->g->values[n->inputs[i]].node].tensor;
+    if (e->dev.kind == EM_DEVICE_CPU) em_tensor_host_written(host);
+    else em_resident_written(host, e->dev);
+  }
 }
 
 static void release_value(run_state *r, em_var v, int counted) {
@@ -358,23 +441,30 @@ static em_status run_step(em_exec *e, run_state *r, int st) {
   int from = e->steps[st].inplace_from;
   int inplace = from >= 0 && e->dev.kind == EM_DEVICE_CPU && in_shapes[from].dtype == out_shapes[0].dtype &&
                 em_shape_numel(&in_shapes[from]) == em_shape_numel(&out_shapes[0]);
+  unsigned states = state_writes(e, n);
   if (inplace) s = em_tensor_reshape(in[from], out_shapes[0].ndim, out_shapes[0].dims, &out[0]);
   for (int i = inplace ? 1 : 0; i < n->n_out && !s; i++)
-    if (e->dev.kind == EM_DEVICE_CPU || n->op->gpu) s = em_tensor_empty(e->dev, &out_shapes[i], &out[i]);
+    if (e->dev.kind == EM_DEVICE_CPU || n->op->gpu) {
+      if ((s = em_tensor_empty(e->dev, &out_shapes[i], &out[i]))) s = output_failed(s, i, &out_shapes[i]);
+    }
   if (!s) {
     if (e->dev.kind == EM_DEVICE_CPU) s = n->op->cpu(&a, in, out);
     else {
       s = n->op->gpu ? n->op->gpu(&a, in, out) : EM_ERR_USE_CPU;
       if (s == EM_ERR_USE_CPU) { /* no GPU implementation, or the device's plan for its module is the CPU */
+        char why[256];
+        snprintf(why, sizeof why, "%s", n->op->gpu ? em_last_error() : "no GPU implementation");
         for (int i = 0; i < n->n_out; i++) {
           em_tensor_release(out[i]);
           out[i] = NULL;
         }
         em_clear_error();
-        s = run_on_host(&a, e->dev, in, out);
+        note_host_step(e, st, why[0] ? why : "its gpu member handed it to the CPU");
+        s = run_on_host(&a, e->dev, in, out, states);
       }
     }
   }
+  if (!s) states_written(e, n, states);
   for (int i = 0; i < n->n_in; i++) em_tensor_release(copies[i]);
   if (s) {
     for (int i = 0; i < n->n_out; i++) em_tensor_release(out[i]);
@@ -430,6 +520,54 @@ static em_status run_plan(em_exec *e, const em_feed *feeds, int n_feeds, run_sta
   return s;
 }
 
+/* A run's accounting starts: the thread's copy counters are read (a run makes
+ * its copies on the calling thread) and the device's peak window restarts. */
+static void run_begin(em_exec *e, em_copy_counts *mark) {
+  em_copy_counts_get(mark);
+  uint64_t ignored;
+  (void)em_alloc_window_peak(e->dev, 1, &ignored); /* the device was checked at em_exec_create */
+  e->stats.inplace_steps = 0;
+  e->stats.host_steps = 0;
+}
+
+static const char *dev_name(em_device d, char *buf, size_t cap) {
+  if (d.kind == EM_DEVICE_CPU) snprintf(buf, cap, "cpu");
+  else snprintf(buf, cap, "cuda:%d", d.ordinal);
+  return buf;
+}
+
+/* ... and ends: the copies it made, the device's memory, and a line on
+ * EMBER_LOG=memory. */
+static void run_end(em_exec *e, const em_copy_counts *mark, em_status result) {
+  em_copy_counts now;
+  em_copy_counts_get(&now);
+  em_exec_stats *st = &e->stats;
+  st->h2d_copies = now.copies[EM_COPY_H2D] - mark->copies[EM_COPY_H2D];
+  st->h2d_bytes = now.bytes[EM_COPY_H2D] - mark->bytes[EM_COPY_H2D];
+  st->d2h_copies = now.copies[EM_COPY_D2H] - mark->copies[EM_COPY_D2H];
+  st->d2h_bytes = now.bytes[EM_COPY_D2H] - mark->bytes[EM_COPY_D2H];
+  st->d2d_copies = now.copies[EM_COPY_D2D] - mark->copies[EM_COPY_D2D];
+  st->d2d_bytes = now.bytes[EM_COPY_D2D] - mark->bytes[EM_COPY_D2D];
+  em_alloc_stats a;
+  if (!em_alloc_stats_get(e->dev, &a)) {
+    st->device_bytes_in_use = a.bytes_in_use;
+    st->device_bytes_cached = a.bytes_cached;
+  }
+  (void)em_alloc_window_peak(e->dev, 0, &st->device_peak_bytes);
+  if (!em_log_enabled(EM_LOG_MEMORY)) return;
+  char d[32];
+  em_log(EM_LOG_MEMORY,
+         "executor on %s, run %llu%s: intermediates peak %llu bytes; device %llu bytes in use (peak %llu this run), "
+         "%llu cached, %llu held for parameters/states/constants; copies h2d %llu (%llu bytes), d2h %llu (%llu "
+         "bytes), d2d %llu (%llu bytes); %d step%s on host copies",
+         dev_name(e->dev, d, sizeof d), (unsigned long long)e->runs, result ? " (failed)" : "",
+         (unsigned long long)st->peak_bytes, (unsigned long long)st->device_bytes_in_use,
+         (unsigned long long)st->device_peak_bytes, (unsigned long long)st->device_bytes_cached,
+         (unsigned long long)st->resident_bytes, (unsigned long long)st->h2d_copies, (unsigned long long)st->h2d_bytes,
+         (unsigned long long)st->d2h_copies, (unsigned long long)st->d2h_bytes, (unsigned long long)st->d2d_copies,
+         (unsigned long long)st->d2d_bytes, st->host_steps, st->host_steps == 1 ? "" : "s");
+}
+
 static void run_free(em_exec *e, run_state *r) {
   if (!r->val) return;
   for (size_t v = 0; v < e->n_values; v++) em_tensor_release(r->val[v]);
@@ -450,7 +588,8 @@ static em_status output_of(em_exec *e, run_state *r, em_var v, em_tensor **out) 
 API em_status em_exec_run(em_exec *e, const em_feed *feeds, int n_feeds, em_tensor **outputs) {
   if (!e || !outputs) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_exec_run: NULL argument");
   run_state r = {0};
-  e->stats.inplace_steps = 0;
+  em_copy_counts mark;
+  run_begin(e, &mark);
   em_status s = run_plan(e, feeds, n_feeds, &r);
   for (int i = 0; i < e->n_outputs; i++) outputs[i] = NULL;
   for (int i = 0; i < e->n_outputs && !s; i++) s = output_of(e, &r, e->outputs[i], &outputs[i]);
@@ -460,6 +599,7 @@ API em_status em_exec_run(em_exec *e, const em_feed *feeds, int n_feeds, em_tens
       outputs[i] = NULL;
     }
   run_free(e, &r);
+  run_end(e, &mark, s);
   return s;
 }
 
@@ -475,7 +615,28 @@ static em_status accumulate_host(void *dst, const void *src, em_dtype t, int64_t
   return EM_OK;
 }
 
-/* Stores or adds v into the caller's tensor dst (any device, contiguous). */
+static int same_device(em_device a, em_device b) { return a.kind == b.kind && a.ordinal == b.ordinal; }
+
+/* dst += v through the host: v and dst are brought over (when on a device),
+ * added there, and dst written back. No accumulate kernel exists yet: on a
+ * device this costs two copies down and one up, which em_exec_stats counts. */
+static em_status accumulate_via_host(em_tensor *v, em_tensor *dst) {
+  em_tensor *hv = NULL, *hd = NULL;
+  int dst_on_host = em_tensor_device(dst).kind == EM_DEVICE_CPU;
+  em_status s = em_tensor_to_device(v, em_cpu(), &hv);
+  if (!s && !dst_on_host) s = em_tensor_to_device(dst, em_cpu(), &hd);
+  em_tensor *acc = dst_on_host ? dst : hd;
+  if (!s) s = accumulate_host(em_tensor_data(acc), em_tensor_data(hv), em_tensor_dtype(v), em_tensor_numel(v));
+  if (!s && !dst_on_host)
+    s = em_memcpy_h2d(em_tensor_device(dst), em_tensor_data(dst), em_tensor_data(hd), (size_t)tensor_bytes(hd), NULL);
+  em_tensor_release(hv);
+  em_tensor_release(hd);
+  return s;
+}
+
+/* Stores or adds v into the caller's tensor dst (any device, contiguous).
+ * A store takes one copy, in the direction it needs: device to device when
+ * both are on one GPU, never a trip through the host. */
 static em_status deliver(em_tensor *v, em_tensor *dst, em_run_mode mode, int index) {
   char a[128], b[128];
   if (!dst) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_exec_run_into: output %d is NULL", index);
@@ -486,20 +647,19 @@ static em_status deliver(em_tensor *v, em_tensor *dst, em_run_mode mode, int ind
                    em_tensor_describe(v, a, sizeof a), em_tensor_describe(dst, b, sizeof b));
   if (!em_tensor_is_contiguous(dst))
     return em_fail(EM_ERR_INVALID_ARGUMENT, "em_exec_run_into: output %d's tensor is not contiguous", index);
+  if (mode == EM_RUN_ACCUMULATE) return accumulate_via_host(v, dst);
   size_t bytes = (size_t)tensor_bytes(v);
-  em_tensor *hv = NULL, *hd = NULL;
+  em_device vd = em_tensor_device(v), dd = em_tensor_device(dst);
+  if (dd.kind == EM_DEVICE_CPU) return em_tensor_to_host(v, em_tensor_data(dst), bytes); /* one copy down (or a memcpy) */
+  if (em_tensor_is_contiguous(v)) {
+    if (vd.kind == EM_DEVICE_CPU) return em_memcpy_h2d(dd, em_tensor_data(dst), em_tensor_data(v), bytes, NULL);
+    if (same_device(vd, dd)) return em_memcpy_d2d(dd, em_tensor_data(dst), em_tensor_data(v), bytes, NULL);
+  }
+  /* Another GPU (or a strided value): through the host. */
+  em_tensor *hv = NULL;
   em_status s = em_tensor_to_device(v, em_cpu(), &hv);
-  if (!s && mode == EM_RUN_ACCUMULATE) {
-    s = em_tensor_to_device(dst, em_cpu(), &hd);
-    if (!s) s = accumulate_host(em_tensor_data(hd), em_tensor_data(hv), em_tensor_dtype(v), em_tensor_numel(v));
-  }
-  em_tensor *src = hd ? hd : hv;
-  if (!s) {
-    if (em_tensor_device(dst).kind == EM_DEVICE_CPU) memcpy(em_tensor_data(dst), em_tensor_data(src), bytes);
-    else s = em_memcpy_h2d(em_tensor_device(dst), em_tensor_data(dst), em_tensor_data(src), bytes, NULL);
-  }
+  if (!s) s = em_memcpy_h2d(dd, em_tensor_data(dst), em_tensor_data(hv), bytes, NULL);
   em_tensor_release(hv);
-  em_tensor_release(hd);
   return s;
 }
 
@@ -509,10 +669,12 @@ API em_status em_exec_run_into(em_exec *e, const em_feed *feeds, int n_feeds, em
   if (mode != EM_RUN_STORE && mode != EM_RUN_ACCUMULATE)
     return em_fail(EM_ERR_INVALID_ARGUMENT, "em_exec_run_into: unknown mode %d", (int)mode);
   run_state r = {0};
-  e->stats.inplace_steps = 0;
+  em_copy_counts mark;
+  run_begin(e, &mark);
   em_status s = run_plan(e, feeds, n_feeds, &r);
   for (int i = 0; i < e->n_outputs && !s; i++) s = deliver(r.val[e->outputs[i]], outputs[i], mode, i);
   run_free(e, &r);
+  run_end(e, &mark, s);
   return s;
 }
 
@@ -521,8 +683,9 @@ API size_t em_exec_describe(const em_exec *e, char *buf, size_t cap) {
   size_t len = 0;
   char one[160];
 #define PUT(...) len += (size_t)snprintf(buf && len < cap ? buf + len : NULL, buf && len < cap ? cap - len : 0, __VA_ARGS__)
+  char d[32];
   PUT("plan: %d steps, %d leaves, %d outputs, device %s\n", e->n_steps, e->n_leaves, e->n_outputs,
-      e->dev.kind == EM_DEVICE_CPU ? "cpu" : "cuda");
+      dev_name(e->dev, d, sizeof d));
   for (int st = 0; st < e->n_steps; st++) {
     const em_node *n = &e->g->nodes[e->steps[st].node];
     PUT("%4d  node %d %s(", st, e->steps[st].node, n->op->name);
@@ -531,6 +694,7 @@ API size_t em_exec_describe(const em_exec *e, char *buf, size_t cap) {
     for (int i = 0; i < n->n_out; i++)
       PUT("%s%d:%s", i ? ", " : "", n->first_value + i, em_shape_str(&e->g->values[n->first_value + i].shape, one, sizeof one));
     if (e->steps[st].inplace_from >= 0) PUT("  [in place of %d]", (int)n->inputs[e->steps[st].inplace_from]);
+    if (e->steps[st].host_why) PUT("  [on host copies: %s]", e->steps[st].host_why);
     PUT("\n");
   }
 #undef PUT

@@ -10,6 +10,7 @@
 
 #include "error.h"
 #include "graph_internal.h"
+#include "tensor_internal.h"
 
 #define API __attribute__((visibility("default")))
 
@@ -444,12 +445,38 @@ static em_status param_node(const em_graph *g, em_var p, const char *what, em_no
   return EM_OK;
 }
 
+/* The host tensor is the graph's value; executors on devices keep copies
+ * (engine/tensor_internal.h). Handing out the host tensor itself first brings
+ * it up to date, then counts as a write: the caller may write through it, so
+ * device copies are uploaded again before their next use. */
 API em_status em_parameter_value(const em_graph *g, em_var p, em_tensor **out) {
   if (!out) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_parameter_value: out is NULL");
   em_node *n;
   em_status s = param_node(g, p, "em_parameter_value", &n);
-  if (!s) *out = em_tensor_retain(n->tensor);
-  return s;
+  if (!s) s = em_tensor_sync_host(n->tensor);
+  if (s) return s;
+  em_tensor_host_written(n->tensor);
+  *out = em_tensor_retain(n->tensor);
+  return EM_OK;
+}
+
+API em_status em_parameter_get(const em_graph *g, em_var p, em_device dev, em_tensor **out) {
+  if (!out) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_parameter_get: out is NULL");
+  *out = NULL;
+  em_node *n;
+  em_status s = param_node(g, p, "em_parameter_get", &n);
+  if (s) return s;
+  if (!(s = em_device_check(dev))) s = em_resident_read(n->tensor, dev, out);
+  return s ? em_fail_context(s, "em_parameter_get '%s'", n->name ? n->name : "") : EM_OK;
+}
+
+em_status em_graph_sync_host(const em_graph *g) {
+  for (size_t i = 0; i < g->n_nodes; i++) {
+    const em_node *n = &g->nodes[i];
+    em_status s = n->tensor ? em_tensor_sync_host(n->tensor) : EM_OK;
+    if (s) return em_fail_context(s, "%s '%s'", em_node_kind_name(n->kind), n->name ? n->name : "");
+  }
+  return EM_OK;
 }
 
 API em_status em_parameter_set(em_graph *g, em_var p, const em_tensor *value) {
@@ -465,10 +492,22 @@ API em_status em_parameter_set(em_graph *g, em_var p, const em_tensor *value) {
                    have, em_shape_str(sh, want, sizeof want));
   }
   /* Written in place, so graphs sharing the storage (EM_CLONE_SHARE) and
-   * tensors obtained from em_parameter_value see the new value. */
-  if (em_tensor_data(value) == em_tensor_data(n->tensor) && em_tensor_is_contiguous(value)) return EM_OK;
+   * tensors obtained from em_parameter_value see the new value. The value
+   * itself (written through em_parameter_value's tensor): only the versions
+   * change, so device copies are uploaded again. */
+  if (em_tensor_data(value) == em_tensor_data(n->tensor) && em_tensor_is_contiguous(value)) {
+    em_tensor_host_written(n->tensor);
+    return EM_OK;
+  }
+  /* A value on a device where an executor keeps the parameter: copied there
+   * directly; the host catches up when it is read. */
+  int done;
+  if ((s = em_resident_set(n->tensor, value, &done)) || done) return s;
   size_t bytes = (size_t)em_tensor_numel(value) * em_dtype_size(sh->dtype);
-  return em_tensor_to_host(value, em_tensor_data(n->tensor), bytes);
+  s = em_tensor_to_host(value, em_tensor_data(n->tensor), bytes);
+  /* The whole value is replaced: no need to read a newer device copy back first. */
+  if (!s) em_tensor_host_written(n->tensor);
+  return s;
 }
 
 em_status em_node_infer(const em_graph *g, int node, const em_shape *in, em_shape *out) {

@@ -57,6 +57,10 @@ em_status em_node_infer(const em_graph *g, int node, const em_shape *in, em_shap
  * when def declares its attributes and `name` is not one of them. */
 em_status em_op_check_attr_name(const em_op_def *def, const char *name);
 
+/* Brings every parameter, state and constant's host bytes up to date where
+ * a device copy holds a newer value (engine/tensor_internal.h). */
+em_status em_graph_sync_host(const em_graph *g);
+
 /* em_graph_load's parser over bytes in memory (name: for messages). */
 em_status em_graph_from_bytes(const unsigned char *data, size_t size, const char *name, em_graph **out);
 

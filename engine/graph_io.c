@@ -155,6 +155,8 @@ static em_status write_all(int fd, const unsigned char *p, size_t n) {
 
 API em_status em_graph_save(const em_graph *g, const char *path) {
   if (!g || !path) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_graph_save: NULL argument");
+  em_status synced = em_graph_sync_host(g); /* states an executor updated on a device */
+  if (synced) return em_fail_context(synced, "em_graph_save %s", path);
   wbuf w = {0};
   put_graph(&w, g);
   if (w.oom) {

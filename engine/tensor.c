@@ -1,5 +1,8 @@
 /* Tensors (include/ember/tensor.h): strided views over reference-counted
- * storage. Shapes and strides are in elements; the storage knows its device. */
+ * storage. Shapes and strides are in elements; the storage knows its device.
+ * Host storage may keep resident copies on devices, with versions
+ * (tensor_internal.h). */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,15 +11,34 @@
 #include "ember.h"
 #include "error.h"
 #include "op.h"
+#include "tensor_internal.h"
 
 #define API __attribute__((visibility("default")))
+
+struct em_storage;
+
+/* A copy of a host storage's bytes on one device (tensor_internal.h). */
+typedef struct em_resident {
+  struct em_resident *next;
+  em_device dev;
+  struct em_storage *copy;    /* on dev, as many bytes as the host storage */
+  uint64_t version;           /* the version it holds; 0: never uploaded */
+  int holders;                /* executors using it */
+} em_resident;
 
 typedef struct em_storage {
   atomic_int refs;
   em_device dev;
   void *ptr;      /* em_malloc'd on dev (64-byte aligned host memory on the CPU) */
   size_t bytes;
+  /* Host storage only, guarded by g_resident_lock: */
+  em_resident *resident;
+  uint64_t version;           /* the newest value's version, wherever it is */
+  uint64_t host_version;      /* the version ptr holds */
+  atomic_int host_stale;      /* host_version != version (read without the lock on every copy out) */
 } em_storage;
+
+static pthread_mutex_t g_resident_lock = PTHREAD_MUTEX_INITIALIZER;
 
 struct em_tensor {
   atomic_int refs;
@@ -40,6 +62,12 @@ API const char *em_dtype_name(em_dtype t) { return (unsigned)t <= EM_BOOL ? dtyp
 
 static void storage_release(em_storage *s) {
   if (!s || atomic_fetch_sub(&s->refs, 1) != 1) return;
+  /* The last reference: nobody can reach the copies any more. */
+  for (em_resident *r = s->resident, *next; r; r = next) {
+    next = r->next;
+    storage_release(r->copy);
+    free(r);
+  }
   if (s->ptr) em_free(s->dev, s->ptr);
   free(s);
 }
@@ -48,8 +76,10 @@ static em_status storage_new(em_device dev, size_t bytes, em_storage **out) {
   em_storage *s = calloc(1, sizeof *s);
   if (!s) return em_fail(EM_ERR_OUT_OF_MEMORY, "no host memory for a tensor");
   atomic_init(&s->refs, 1);
+  atomic_init(&s->host_stale, 0);
   s->dev = dev;
   s->bytes = bytes;
+  s->version = s->host_version = 1;
   em_status st = em_malloc(dev, bytes ? bytes : 1, &s->ptr);
   if (st) {
     free(s);
@@ -139,6 +169,7 @@ static em_status new_contiguous(em_device dev, em_dtype dtype, int ndim, const i
                                 em_tensor **out) {
   int64_t numel = 0;
   em_status st = check_shape(what, dtype, ndim, shape, &numel);
+  if (!st && (st = em_device_check(dev))) return em_fail_context(st, "%s", what);
   if (st) return st;
   em_tensor *t = tensor_alloc();
   if (!t) return em_fail(EM_ERR_OUT_OF_MEMORY, "no host memory for a tensor");
@@ -287,6 +318,8 @@ API em_status em_tensor_to_host(const em_tensor *t, void *data, size_t bytes) {
                    em_tensor_describe(t, d, sizeof d), need, bytes);
   }
   if (!need) return EM_OK;
+  em_status synced = em_tensor_sync_host(t); /* a device copy may hold a newer value */
+  if (synced) return synced;
   em_device dev = t->st->dev;
   if (em_tensor_is_contiguous(t)) return em_memcpy_d2h(dev, data, em_tensor_data(t), need, NULL);
   int64_t lo, hi;
@@ -317,6 +350,17 @@ API em_status em_tensor_contiguous(em_tensor *t, em_tensor **out) {
 API em_status em_tensor_to_device(const em_tensor *t, em_device dev, em_tensor **out) {
   if (!t || !out) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_tensor_to_device: NULL argument");
   size_t bytes = (size_t)em_tensor_numel(t) * em_dtype_size(t->dtype);
+  /* Within one GPU: a device-to-device copy, no trip through the host. */
+  if (dev.kind == EM_DEVICE_CUDA && t->st->dev.kind == EM_DEVICE_CUDA && t->st->dev.ordinal == dev.ordinal &&
+      em_tensor_is_contiguous(t)) {
+    em_status st = new_contiguous(dev, t->dtype, t->ndim, t->shape, "em_tensor_to_device", out);
+    if (!st) st = em_memcpy_d2d(dev, (*out)->st->ptr, em_tensor_data(t), bytes, NULL);
+    if (st) {
+      em_tensor_release(*out);
+      *out = NULL;
+    }
+    return st;
+  }
   void *host = malloc(bytes ? bytes : 1);
   if (!host) return em_fail(EM_ERR_OUT_OF_MEMORY, "no host memory for %zu bytes", bytes);
   em_status st = em_tensor_to_host(t, host, bytes);
@@ -430,4 +474,177 @@ API em_status em_tensor_expand(em_tensor *t, int ndim, const int64_t *shape, em_
   memcpy((*out)->shape, sh, sizeof(int64_t) * (size_t)ndim);
   memcpy((*out)->strides, str, sizeof(int64_t) * (size_t)ndim);
   return EM_OK;
+}
+
+/* ----------------------------------------------------- resident copies --- */
+
+static em_resident *resident_on(em_storage *s, em_device dev) {
+  for (em_resident *r = s->resident; r; r = r->next)
+    if (r->dev.kind == dev.kind && r->dev.ordinal == dev.ordinal) return r;
+  return NULL;
+}
+
+static em_status host_only(const em_tensor *host, const char *what) {
+  if (host->st->dev.kind == EM_DEVICE_CPU) return EM_OK;
+  return em_fail(EM_ERR_INTERNAL, "%s: the tensor lives on cuda:%d, not on the host", what, host->st->dev.ordinal);
+}
+
+/* With the lock held: copies the newest device copy's bytes to the host. */
+static em_status sync_host_locked(em_storage *s) {
+  if (s->host_version == s->version) return EM_OK;
+  for (em_resident *r = s->resident; r; r = r->next) {
+    if (r->version != s->version) continue;
+    em_status st = em_memcpy_d2h(r->dev, s->ptr, r->copy->ptr, s->bytes, NULL);
+    if (st) return em_fail_context(st, "reading a value back from cuda:%d, where it was last written", r->dev.ordinal);
+    s->host_version = s->version;
+    atomic_store(&s->host_stale, 0);
+    return EM_OK;
+  }
+  return em_fail(EM_ERR_INTERNAL, "a tensor's newest value (version %llu) is on no device", (unsigned long long)s->version);
+}
+
+em_status em_tensor_sync_host(const em_tensor *host) {
+  em_storage *s = host->st;
+  if (s->dev.kind != EM_DEVICE_CPU || !atomic_load(&s->host_stale)) return EM_OK;
+  pthread_mutex_lock(&g_resident_lock);
+  em_status st = sync_host_locked(s);
+  pthread_mutex_unlock(&g_resident_lock);
+  return st;
+}
+
+void em_tensor_host_written(const em_tensor *host) {
+  em_storage *s = host->st;
+  if (s->dev.kind != EM_DEVICE_CPU) return;
+  pthread_mutex_lock(&g_resident_lock);
+  s->host_version = ++s->version;
+  atomic_store(&s->host_stale, 0);
+  pthread_mutex_unlock(&g_resident_lock);
+}
+
+em_status em_resident_hold(const em_tensor *host, em_device dev) {
+  em_status st = host_only(host, "em_resident_hold");
+  if (st) return st;
+  em_storage *s = host->st;
+  pthread_mutex_lock(&g_resident_lock);
+  em_resident *r = resident_on(s, dev);
+  if (!r) {
+    r = calloc(1, sizeof *r);
+    st = r ? storage_new(dev, s->bytes, &r->copy) : em_fail(EM_ERR_OUT_OF_MEMORY, "no host memory");
+    if (st) {
+      free(r);
+      pthread_mutex_unlock(&g_resident_lock);
+      return em_fail_context(st, "keeping a copy of %zu bytes on cuda:%d", s->bytes, dev.ordinal);
+    }
+    r->dev = dev;
+    r->next = s->resident;
+    s->resident = r;
+  }
+  r->holders++;
+  pthread_mutex_unlock(&g_resident_lock);
+  return EM_OK;
+}
+
+em_status em_resident_get(const em_tensor *host, em_device dev, em_tensor **out) {
+  em_storage *s = host->st;
+  em_tensor *v = tensor_alloc();
+  if (!v) return em_fail(EM_ERR_OUT_OF_MEMORY, "no host memory for a tensor view");
+  pthread_mutex_lock(&g_resident_lock);
+  em_resident *r = resident_on(s, dev);
+  em_status st = r ? EM_OK : em_fail(EM_ERR_INTERNAL, "em_resident_get: no copy held on cuda:%d", dev.ordinal);
+  if (!st && r->version != s->version) {
+    /* Upload the newest value, through the host when another device has it. */
+    st = sync_host_locked(s);
+    if (!st) st = em_memcpy_h2d(dev, r->copy->ptr, s->ptr, s->bytes, NULL);
+    if (!st) r->version = s->version;
+  }
+  if (!st) {
+    atomic_fetch_add(&r->copy->refs, 1);
+    v->st = r->copy;
+  }
+  pthread_mutex_unlock(&g_resident_lock);
+  if (st) {
+    free(v);
+    return st;
+  }
+  v->dtype = host->dtype;
+  v->ndim = host->ndim;
+  v->offset = host->offset;
+  memcpy(v->shape, host->shape, sizeof v->shape);
+  memcpy(v->strides, host->strides, sizeof v->strides);
+  *out = v;
+  return EM_OK;
+}
+
+void em_resident_written(const em_tensor *host, em_device dev) {
+  em_storage *s = host->st;
+  pthread_mutex_lock(&g_resident_lock);
+  em_resident *r = resident_on(s, dev);
+  if (r) {
+    r->version = ++s->version;
+    atomic_store(&s->host_stale, 1);
+  }
+  pthread_mutex_unlock(&g_resident_lock);
+}
+
+em_status em_resident_drop(const em_tensor *host, em_device dev) {
+  em_storage *s = host->st;
+  pthread_mutex_lock(&g_resident_lock);
+  em_resident *r = resident_on(s, dev);
+  em_status st = EM_OK;
+  if (r && --r->holders == 0) {
+    if (r->version == s->version) st = sync_host_locked(s);
+    if (!st) {
+      em_resident **link = &s->resident;
+      while (*link != r) link = &(*link)->next;
+      *link = r->next;
+      storage_release(r->copy);
+      free(r);
+    }
+  }
+  pthread_mutex_unlock(&g_resident_lock);
+  return st;
+}
+
+em_status em_resident_set(const em_tensor *host, const em_tensor *value, int *done) {
+  em_storage *s = host->st;
+  size_t bytes = (size_t)em_tensor_numel(host) * em_dtype_size(host->dtype);
+  *done = 0;
+  /* Only a whole, contiguous value replaces the whole copy. */
+  if (value->st->dev.kind != EM_DEVICE_CUDA || !em_tensor_is_contiguous(value) || !em_tensor_is_contiguous(host) ||
+      host->offset || bytes != s->bytes)
+    return EM_OK;
+  pthread_mutex_lock(&g_resident_lock);
+  em_resident *r = resident_on(s, value->st->dev);
+  em_status st = EM_OK;
+  if (r) {
+    st = em_memcpy_d2d(r->dev, r->copy->ptr, em_tensor_data(value), bytes, NULL);
+    if (!st) {
+      r->version = ++s->version;
+      atomic_store(&s->host_stale, 1);
+      *done = 1;
+    }
+  }
+  pthread_mutex_unlock(&g_resident_lock);
+  return st;
+}
+
+em_status em_resident_read(const em_tensor *host, em_device dev, em_tensor **out) {
+  em_storage *s = host->st;
+  *out = NULL;
+  if (dev.kind == EM_DEVICE_CUDA && em_tensor_is_contiguous(host)) {
+    pthread_mutex_lock(&g_resident_lock);
+    em_resident *r = resident_on(s, dev);
+    em_status st = EM_OK;
+    if (r && r->version == s->version) {
+      em_tensor *t = NULL;
+      size_t es = em_dtype_size(host->dtype), bytes = (size_t)em_tensor_numel(host) * es;
+      st = new_contiguous(dev, host->dtype, host->ndim, host->shape, "em_parameter_get", &t);
+      if (!st) st = em_memcpy_d2d(dev, t->st->ptr, (char *)r->copy->ptr + (size_t)host->offset * es, bytes, NULL);
+      if (st) em_tensor_release(t);
+      else *out = t;
+    }
+    pthread_mutex_unlock(&g_resident_lock);
+    if (st || *out) return st;
+  }
+  return em_tensor_to_device(host, dev, out);
 }

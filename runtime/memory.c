@@ -93,6 +93,14 @@ static void release_cached(em_allocator *a) {
   a->cached_count = 0;
 }
 
+uint64_t em_allocator_window_peak(em_allocator *a, int reset) {
+  pthread_mutex_lock(&a->lock);
+  uint64_t peak = a->window_peak;
+  if (reset) a->window_peak = a->stats.bytes_in_use;
+  pthread_mutex_unlock(&a->lock);
+  return peak;
+}
+
 void em_allocator_trim(em_allocator *a) {
   pthread_mutex_lock(&a->lock);
   release_cached(a);
@@ -144,20 +152,27 @@ em_status em_allocator_alloc(em_allocator *a, size_t bytes, void **ptr) {
   if (!p) {
     char why[768];
     int err = backend_alloc(a, cls, &p, why, sizeof why);
+    uint64_t returned = 0; /* cached bytes handed back to the driver before the retry */
     if (err && a->cached_count) {
+      returned = a->stats.bytes_cached;
       em_log(EM_LOG_MEMORY, "allocation of %zu bytes failed (%d): returning %llu cached bytes and retrying", cls,
-             err, (unsigned long long)a->stats.bytes_cached);
+             err, (unsigned long long)returned);
       release_cached(a);
       err = backend_alloc(a, cls, &p, why, sizeof why);
     }
     if (err) {
+      uint64_t in_use = a->stats.bytes_in_use, cached = a->stats.bytes_cached;
       pthread_mutex_unlock(&a->lock);
-      if (why[0])
-        return em_fail(EM_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes (%s); %llu bytes are in use on this device",
-                       bytes, why, (unsigned long long)a->stats.bytes_in_use);
+      char what[800];
+      if (why[0]) snprintf(what, sizeof what, "%s", why);
+      else snprintf(what, sizeof what, "error %d", err);
+      em_log(EM_LOG_MEMORY, "cannot allocate %zu bytes (%s): %llu bytes in use, %llu cached, %llu returned before a retry",
+             bytes, what, (unsigned long long)in_use, (unsigned long long)cached, (unsigned long long)returned);
       return em_fail(EM_ERR_OUT_OF_MEMORY,
-                     "cannot allocate %zu bytes (error %d); %llu bytes are in use on this device", bytes, err,
-                     (unsigned long long)a->stats.bytes_in_use);
+                     "cannot allocate %zu bytes (%s); %llu bytes are in use on this device and %llu cached (%s)", bytes,
+                     what, (unsigned long long)in_use, (unsigned long long)cached,
+                     returned ? "the cache was returned to the driver and the allocation retried once"
+                              : "there was no cache to return");
     }
     a->stats.device_allocs++;
   }
@@ -168,6 +183,7 @@ em_status em_allocator_alloc(em_allocator *a, size_t bytes, void **ptr) {
   }
   a->stats.bytes_in_use += cls;
   if (a->stats.bytes_in_use > a->stats.peak_bytes_in_use) a->stats.peak_bytes_in_use = a->stats.bytes_in_use;
+  if (a->stats.bytes_in_use > a->window_peak) a->window_peak = a->stats.bytes_in_use;
   pthread_mutex_unlock(&a->lock);
   *ptr = p;
   return EM_OK;

@@ -32,6 +32,7 @@ typedef struct em_allocator {
   em_alloc_block *cached;
   size_t cached_cap, cached_count;
   em_alloc_stats stats;
+  uint64_t window_peak;   /* highest bytes_in_use since the last em_allocator_window_peak(.., 1) */
   int initialized;
 } em_allocator;
 
@@ -45,5 +46,20 @@ size_t em_alloc_class(size_t bytes);
 em_status em_allocator_alloc(em_allocator *a, size_t bytes, void **ptr);
 em_status em_allocator_free(em_allocator *a, void *ptr);
 void em_allocator_trim(em_allocator *a);
+/* The highest bytes in use since the window was last reset (reset: start a
+ * new window now): an executor's peak over one run. */
+uint64_t em_allocator_window_peak(em_allocator *a, int reset);
+
+/* The same for a device's allocator (memory_api.c). */
+em_status em_alloc_window_peak(em_device dev, int reset, uint64_t *peak);
+
+/* Copies between the host and CUDA devices this thread has made through
+ * em_memcpy_* since it started (CPU-to-CPU moves are not counted): an
+ * executor subtracts two readings to count what one run copied. */
+enum { EM_COPY_H2D = 0, EM_COPY_D2H = 1, EM_COPY_D2D = 2 };
+typedef struct em_copy_counts {
+  uint64_t copies[3], bytes[3]; /* indexed by EM_COPY_* */
+} em_copy_counts;
+void em_copy_counts_get(em_copy_counts *out);
 
 #endif

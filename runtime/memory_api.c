@@ -25,6 +25,11 @@ static em_status allocator_of(em_device dev, em_allocator **out, em_gpu **gpu) {
   }
   em_status s = em_rt_gpu(dev, gpu);
   if (!s) *out = &(*gpu)->alloc;
+  /* A device that does not exist: say which do (or why the driver is unusable). */
+  else {
+    em_status c = em_device_check(dev);
+    if (c) return c;
+  }
   return s;
 }
 
@@ -66,7 +71,20 @@ API em_status em_alloc_trim(em_device dev) {
   return s;
 }
 
-typedef enum { H2D, D2H, D2D } copy_kind;
+typedef enum { H2D = EM_COPY_H2D, D2H = EM_COPY_D2H, D2D = EM_COPY_D2D } copy_kind;
+
+/* Per thread: an executor's run makes its copies on the calling thread. */
+static _Thread_local em_copy_counts t_copies;
+
+void em_copy_counts_get(em_copy_counts *out) { *out = t_copies; }
+
+em_status em_alloc_window_peak(em_device dev, int reset, uint64_t *peak) {
+  em_allocator *a;
+  em_gpu *g;
+  em_status s = allocator_of(dev, &a, &g);
+  if (!s) *peak = em_allocator_window_peak(a, reset);
+  return s;
+}
 
 static em_status copy(em_device dev, void *dst, const void *src, size_t bytes, em_stream *s, copy_kind kind) {
   static const char *const names[] = {"em_memcpy_h2d", "em_memcpy_d2h", "em_memcpy_d2d"};
@@ -94,8 +112,10 @@ static em_status copy(em_device dev, void *dst, const void *src, size_t bytes, e
   default: r = h ? cu->cuMemcpyDtoDAsync(d, sp, bytes, h) : cu->cuMemcpyDtoD(d, sp, bytes); break;
   }
   em_gpu_leave(g);
-  return r ? em_cuda_fail(r, calls[kind][h != NULL], "%s: %zu bytes on CUDA device %d", names[kind], bytes, g->ordinal)
-           : EM_OK;
+  if (r) return em_cuda_fail(r, calls[kind][h != NULL], "%s: %zu bytes on CUDA device %d", names[kind], bytes, g->ordinal);
+  t_copies.copies[kind]++;
+  t_copies.bytes[kind] += bytes;
+  return EM_OK;
 }
 
 API em_status em_memcpy_h2d(em_device dev, void *dst, const void *src, size_t bytes, em_stream *s) {

@@ -60,6 +60,20 @@ typedef struct em_device_info {
 
 EM_API em_status em_device_get_info(em_device dev, em_device_info *out);
 
+/* EM_OK when dev exists: the CPU (ordinal 0) or a visible CUDA device. Else
+ * fails naming the devices that do exist (EM_ERR_INVALID_ARGUMENT for an
+ * unknown kind or a CPU ordinal other than 0, EM_ERR_NOT_FOUND for a CUDA
+ * ordinal out of range), or, for a CUDA device on a machine without a usable
+ * driver, saying why the driver is not usable. Every call that takes a
+ * device (em_exec_create, em_tensor_zeros, ...) checks it this way. */
+EM_API em_status em_device_check(em_device dev);
+
+/* The device to use when the application has no preference: the CUDA device
+ * with the highest compute capability (ties: more multiprocessors, then more
+ * memory, then the lower ordinal), else the CPU. Says which and why on
+ * EMBER_LOG=dispatch. */
+EM_API em_device em_device_best(void);
+
 /* The CUDA libraries Ember can use, found the way the driver is: dlopen of
  * their sonames, newest first (then $CUDA_HOME/lib64, /usr/local/cuda/lib64). */
 typedef struct em_cuda_library {

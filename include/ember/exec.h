@@ -17,9 +17,22 @@ extern "C" {
 typedef struct em_exec em_exec;
 
 /* Plans the computation of outputs[0..n) on dev. Fails, naming them, when the
- * graph has a cycle or an output depends on an unbound placeholder. The
- * executor keeps a pointer to g: free it before the graph. Nodes added to g
- * later are not part of this plan; an em_graph_replace makes it refuse to run. */
+ * graph has a cycle or an output depends on an unbound placeholder, or when
+ * dev does not exist (em_device_check: the message names the devices that
+ * do, or why the CUDA driver is unusable). The executor keeps a pointer to g:
+ * free it before the graph. Nodes added to g later are not part of this plan;
+ * an em_graph_replace makes it refuse to run.
+ *
+ * On a CUDA device the parameters, states and constants the plan reads are
+ * uploaded at the first run and kept there until em_exec_free (shared with
+ * other executors on that device); they are uploaded again only after they
+ * change (em_parameter_set, em_parameter_value: see graph.h, "Where the values
+ * live"). Intermediates come from the device's caching allocator; when it
+ * runs out of memory it returns its cache to the driver and retries once,
+ * then the run fails naming the node, op, shape, the bytes asked for and the
+ * bytes in use and cached; the executor stays usable. Kernels are launched on
+ * the device's default stream: the host waits only where a value is copied
+ * to it. */
 EM_API em_status em_exec_create(em_graph *g, const em_var *outputs, int n, em_device dev, em_exec **out);
 EM_API void em_exec_free(em_exec *e);
 
@@ -40,7 +53,9 @@ typedef enum em_run_mode {
 } em_run_mode;
 
 /* Runs once, writing into caller-owned tensors (any device) instead of
- * returning new ones. */
+ * returning new ones. A store into a tensor on the executor's GPU is a device
+ * to device copy; accumulating into one goes through the host for now (no
+ * accumulate kernel yet: em_exec_stats counts those copies). */
 EM_API em_status em_exec_run_into(em_exec *e, const em_feed *feeds, int n_feeds, em_tensor *const *outputs,
                                   em_run_mode mode);
 
@@ -60,7 +75,9 @@ EM_API em_status em_exec_set_mode(em_exec *e, em_mode mode);
 EM_API em_mode em_exec_get_mode(const em_exec *e);
 
 /* A text listing of the plan: one line per step (op, inputs, output shapes,
- * buffer reuse), for debugging. Returns bytes needed (excluding NUL). */
+ * buffer reuse, and on a CUDA device "[on host copies: why]" for a step that
+ * ran, or will run, its CPU code on host copies), for debugging. Returns bytes
+ * needed (excluding NUL). */
 EM_API size_t em_exec_describe(const em_exec *e, char *buf, size_t cap);
 
 typedef struct em_exec_stats {
@@ -69,6 +86,25 @@ typedef struct em_exec_stats {
   uint64_t runs;              /* runs so far */
   uint64_t peak_bytes;        /* largest total of live intermediate buffers in the last run */
   uint64_t total_bytes;       /* what the last run would have held without freeing early */
+  /* Copies between the host and a CUDA device in the last run (0 on a CPU
+   * executor): feeds given on the host, values delivered to the host
+   * (em_exec_run_into), parameters, states and constants uploaded because
+   * they changed since the executor's previous run (or at its first), steps
+   * run on host copies, and any copy an op's gpu member made. Fetches that
+   * stay on the device (em_exec_run's outputs) copy nothing. */
+  uint64_t h2d_copies, h2d_bytes;
+  uint64_t d2h_copies, d2h_bytes;
+  uint64_t d2d_copies, d2d_bytes;   /* within the device (leaf outputs, device deliveries) */
+  int host_steps;             /* steps of the last run whose CPU code ran on host copies (a CUDA executor's op
+                               * without a GPU implementation, or whose device plan is the CPU); em_exec_describe
+                               * names them */
+  /* The device's caching allocator (every user of the device, not only this
+   * executor) at the end of the last run, and its highest bytes in use
+   * during it. */
+  uint64_t device_bytes_in_use;
+  uint64_t device_bytes_cached;
+  uint64_t device_peak_bytes;
+  uint64_t resident_bytes;    /* parameters, states and constants this executor keeps on its device */
 } em_exec_stats;
 EM_API em_status em_exec_stats_get(const em_exec *e, em_exec_stats *out);
 

@@ -107,11 +107,32 @@ EM_API em_status em_var_set_name(em_graph *g, em_var v, const char *name);
 EM_API em_status em_graph_lookup(const em_graph *g, const char *name, em_var *out);
 /* Parameters in creation order; *count is set, and up to cap handles written. */
 EM_API em_status em_graph_parameters(const em_graph *g, em_var *vars, size_t cap, size_t *count);
-/* The current value of a parameter or state (the stored tensor itself,
- * retained: release it; writing into it changes the parameter). */
+/* Where the values live. A parameter's, state's or constant's value is a
+ * host tensor owned by the graph. An executor on a CUDA device keeps a copy
+ * on the device, uploaded at its first run and again only after the value
+ * changed; a state an op updates there (batch normalization's running
+ * statistics) is newest on the device, and the host catches up lazily when
+ * the value is read (em_parameter_value, em_parameter_get, em_graph_save,
+ * em_tensor_to_host on the value, a CPU executor), never per run. The copy
+ * is freed, after bringing the host up to date, when the last executor on
+ * that device using it is freed. */
+
+/* The current value of a parameter or state: the stored host tensor itself,
+ * brought up to date and retained (release it). Writing into it changes the
+ * parameter. Since the caller may write, each call makes device copies stale
+ * (uploaded again at an executor's next run): to read without that, use
+ * em_parameter_get. A write made after a later run must be announced with
+ * em_parameter_set(g, p, that tensor), which then only marks it changed. */
 EM_API em_status em_parameter_value(const em_graph *g, em_var p, em_tensor **out);
+/* A copy on dev (release it) of the newest value of a parameter or state:
+ * device to device when an executor keeps it on dev and the copy there is
+ * the newest, else from the host. Changes nothing: nothing is uploaded again. */
+EM_API em_status em_parameter_get(const em_graph *g, em_var p, em_device dev, em_tensor **out);
 /* Copies value (same dtype and shape, any device) into the parameter's
- * storage, so graphs cloned with EM_CLONE_SHARE see it too. */
+ * storage, so graphs cloned with EM_CLONE_SHARE see it too. A contiguous
+ * value on a device where an executor keeps the parameter goes to that copy
+ * (device to device, nothing through the host); otherwise it is written on
+ * the host and device copies are uploaded again at their next run. */
 EM_API em_status em_parameter_set(em_graph *g, em_var p, const em_tensor *value);
 
 /* ----------------------------------------------------------- autodiff --- */
