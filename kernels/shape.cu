@@ -22,28 +22,57 @@
   for (em_i64 i = (em_i64)EM_BID_X * EM_BDIM_X + EM_TID_X, stride_ = (em_i64)EM_BDIM_X * EM_GDIM_X; \
        i < (n); i += stride_)
 
-/* Offsets on both sides of flat position i of the box [*, d1, d2, d3, d4, d5]. */
-EM_DEVICE void em_shape_offsets(em_i64 i, em_i64 d1, em_i64 d2, em_i64 d3, em_i64 d4, em_i64 d5, em_i64 a0, em_i64 a1,
-                                em_i64 a2, em_i64 a3, em_i64 a4, em_i64 a5, em_i64 b0, em_i64 b1, em_i64 b2, em_i64 b3,
-                                em_i64 b4, em_i64 b5, em_i64 *oa, em_i64 *ob) {
-  em_i64 c, x = 0, y = 0;
-  c = i % d5, i /= d5, x += c * a5, y += c * b5;
-  c = i % d4, i /= d4, x += c * a4, y += c * b4;
-  c = i % d3, i /= d3, x += c * a3, y += c * b3;
-  c = i % d2, i /= d2, x += c * a2, y += c * b2;
-  c = i % d1, i /= d1, x += c * a1, y += c * b1;
-  *oa = x + i * a0;
-  *ob = y + i * b0;
+/* One axis of em_shape_offsets: the coordinate along an axis of size d
+ * peeled off r. Size-1 axes (the host pads views to 6 axes in front) cost
+ * nothing; integer division is slow on a GPU. */
+#define EM_SHAPE_PEEL(T, d, a, b)      \
+  if (d > 1) {                         \
+    T c_ = r % (T)d;                   \
+    r /= (T)d;                         \
+    x += (em_i64)c_ * a;               \
+    y += (em_i64)c_ * b;               \
+  }
+
+/* Offsets on both sides of flat position i of the box [*, d1, d2, d3, d4, d5]
+ * (a: one side's strides, b: the other's). small: every position fits 32
+ * bits, so the divisions can be 32-bit ones (several times cheaper). */
+EM_DEVICE void em_shape_offsets(em_i64 i, int small, em_i64 d1, em_i64 d2, em_i64 d3, em_i64 d4, em_i64 d5, em_i64 a0,
+                                em_i64 a1, em_i64 a2, em_i64 a3, em_i64 a4, em_i64 a5, em_i64 b0, em_i64 b1, em_i64 b2,
+                                em_i64 b3, em_i64 b4, em_i64 b5, em_i64 *oa, em_i64 *ob) {
+  em_i64 x = 0, y = 0;
+  if (small) {
+    unsigned int r = (unsigned int)i;
+    EM_SHAPE_PEEL(unsigned int, d5, a5, b5)
+    EM_SHAPE_PEEL(unsigned int, d4, a4, b4)
+    EM_SHAPE_PEEL(unsigned int, d3, a3, b3)
+    EM_SHAPE_PEEL(unsigned int, d2, a2, b2)
+    EM_SHAPE_PEEL(unsigned int, d1, a1, b1)
+    x += (em_i64)r * a0;
+    y += (em_i64)r * b0;
+  } else {
+    em_i64 r = i;
+    EM_SHAPE_PEEL(em_i64, d5, a5, b5)
+    EM_SHAPE_PEEL(em_i64, d4, a4, b4)
+    EM_SHAPE_PEEL(em_i64, d3, a3, b3)
+    EM_SHAPE_PEEL(em_i64, d2, a2, b2)
+    EM_SHAPE_PEEL(em_i64, d1, a1, b1)
+    x += r * a0;
+    y += r * b0;
+  }
+  *oa = x;
+  *ob = y;
 }
 
 /* ---------------------------------------------------------- strided copy --- */
 
 /* dst[sum i_k * ds_k] = src[sum i_k * ss_k] over the box [n / (d1..d5), d1, .., d5]. */
-#define EM_SHAPE_COPY_BODY                                                                                 \
-  EM_SHAPE_LOOP(n) {                                                                                       \
-    em_i64 o, s;                                                                                           \
-    em_shape_offsets(i, d1, d2, d3, d4, d5, ds0, ds1, ds2, ds3, ds4, ds5, ss0, ss1, ss2, ss3, ss4, ss5, &o, &s); \
-    dst[o] = src[s];                                                                                       \
+#define EM_SHAPE_COPY_BODY                                                                                   \
+  int small = n <= 0x7fffffff;                                                                               \
+  EM_SHAPE_LOOP(n) {                                                                                         \
+    em_i64 o, s;                                                                                             \
+    em_shape_offsets(i, small, d1, d2, d3, d4, d5, ds0, ds1, ds2, ds3, ds4, ds5, ss0, ss1, ss2, ss3, ss4, ss5, &o, \
+                     &s);                                                                                    \
+    dst[o] = src[s];                                                                                         \
   }
 
 EM_GLOBAL void em_shape_copy_u8(unsigned char *dst, const unsigned char *src, em_i64 n, em_i64 d1, em_i64 d2,
