@@ -55,7 +55,16 @@
  * segments whose extents depend on the shapes alone, so results are the same bits whatever the
  * thread count. OpenBLAS's own threading does not give that (see the GEMM section), so these
  * ops set OpenBLAS to one thread (openblas_set_num_threads(1), process-wide, as ops/linalg.c
- * does) and run tiles in parallel themselves. */
+ * does) and run tiles in parallel themselves.
+ *
+ * Portable mode and the GPU. OpenBLAS's sums cannot be reproduced on a GPU, so in portable mode
+ * (a->portable) the CPU skips all of the above and computes each output element through
+ * kernels/conv_math.h, one fixed order per computation (cm_fwd, cm_adj, cm_wgrad: over the
+ * channels of the group, then the kernel taps, or over the batch, then the positions, acc =
+ * acc + a * b in the dtype, bias added last), exactly as kernels/conv.cu does on the GPU (one
+ * thread per output element, no atomics): the two give the same bits. The gpu members run
+ * those kernels in both modes, so in the fast mode the GPU equals the CPU within rounding. The
+ * bias gradient is one order in both modes (a sum in double, cm_bias_grad). */
 #ifndef CONV_T
 #include <cblas.h>
 #include <limits.h>
@@ -66,6 +75,8 @@
 #include "error.h"
 #include "op.h"
 #include "spatial.h"
+#include "conv_gpu.h"
+#include "../kernels/conv_math.h"
 
 #define SP 3                    /* spatial axes as handled internally */
 #define GATHER_BLOCK 64         /* outputs a depthwise gather keeps in registers (independent vector sums) */
@@ -749,6 +760,66 @@ static em_status weight_grad(const conv_geom *gm, em_dtype dt, const void *x, co
   return st;
 }
 
+/* -------------------------------------------------------- portable mode ---
+ * One loop per computation over its output elements, each element through
+ * kernels/conv_math.h exactly as kernels/conv.cu computes it: the same sum in
+ * the same order, so portable mode gives the GPU's bits. Split by output
+ * element only, so the thread count does not matter. */
+
+static cm_geom to_cm(const conv_geom *gm) {
+  cm_geom c = {.n = gm->n, .ci = gm->ci, .co = gm->co, .g = gm->g};
+  for (int i = 0; i < SP; i++) {
+    c.img[i] = gm->img[i], c.col[i] = gm->col[i], c.k[i] = gm->k[i];
+    c.s[i] = gm->s[i], c.d[i] = gm->d[i], c.pb[i] = gm->pb[i];
+  }
+  return c;
+}
+
+/* Whether `count` elements of `per` multiply-adds each are worth splitting over threads. */
+static int portable_par(int64_t count, int64_t per) { return (double)count * (double)(per > 0 ? per : 1) > 32768.0; }
+
+/* image -> column (+ bias per column channel): cm_fwd. */
+static void portable_fwd(const conv_geom *gm, em_dtype dt, const void *x, const void *w, const void *bias, void *y) {
+  const cm_geom c = to_cm(gm);
+  const int64_t count = cm_fwd_count(&c);
+  const int par = portable_par(count, gm->ci / gm->g * prod3(gm->k));
+  if (dt == EM_F32) {
+#pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (par)
+    for (int64_t i = 0; i < count; i++) ((float *)y)[i] = cm_fwd_f32(&c, x, w, bias, i);
+  } else {
+#pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (par)
+    for (int64_t i = 0; i < count; i++) ((double *)y)[i] = cm_fwd_f64(&c, x, w, bias, i);
+  }
+}
+
+/* column -> image (+ bias per image channel): cm_adj. */
+static void portable_adj(const conv_geom *gm, em_dtype dt, const void *dy, const void *w, const void *bias, void *dx) {
+  const cm_geom c = to_cm(gm);
+  const int64_t count = cm_adj_count(&c);
+  const int par = portable_par(count, gm->co / gm->g * prod3(gm->k));
+  if (dt == EM_F32) {
+#pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (par)
+    for (int64_t i = 0; i < count; i++) ((float *)dx)[i] = cm_adj_f32(&c, dy, w, bias, i);
+  } else {
+#pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (par)
+    for (int64_t i = 0; i < count; i++) ((double *)dx)[i] = cm_adj_f64(&c, dy, w, bias, i);
+  }
+}
+
+/* The weight gradient from the image side and the column side: cm_wgrad. */
+static void portable_wgrad(const conv_geom *gm, em_dtype dt, const void *img, const void *col, void *dw) {
+  const cm_geom c = to_cm(gm);
+  const int64_t count = cm_wgrad_count(&c);
+  const int par = portable_par(count, gm->n * prod3(gm->col));
+  if (dt == EM_F32) {
+#pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (par)
+    for (int64_t i = 0; i < count; i++) ((float *)dw)[i] = cm_wgrad_f32(&c, img, col, i);
+  } else {
+#pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (par)
+    for (int64_t i = 0; i < count; i++) ((double *)dw)[i] = cm_wgrad_f64(&c, img, col, i);
+  }
+}
+
 /* ------------------------------------------------------------------ ops --- */
 
 static em_status conv_infer_common(em_op_args *a, int transpose) {
@@ -776,8 +847,24 @@ static em_status conv_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *
   em_shape y;
   em_status st = run_geom(a, 0, in, 0, 1, &gm, &y);
   if (st) return st;
-  return img_to_col(&gm, em_tensor_dtype(in[0]), em_tensor_data(in[0]), em_tensor_data(in[1]),
-                    a->n_in == 3 ? em_tensor_data(in[2]) : NULL, em_tensor_data(out[0]));
+  const void *bias = a->n_in == 3 ? em_tensor_data(in[2]) : NULL;
+  if (a->portable) {
+    portable_fwd(&gm, em_tensor_dtype(in[0]), em_tensor_data(in[0]), em_tensor_data(in[1]), bias,
+                 em_tensor_data(out[0]));
+    return EM_OK;
+  }
+  return img_to_col(&gm, em_tensor_dtype(in[0]), em_tensor_data(in[0]), em_tensor_data(in[1]), bias,
+                    em_tensor_data(out[0]));
+}
+
+static em_status conv_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  conv_geom gm;
+  em_shape y;
+  em_status st = run_geom(a, 0, in, 0, 1, &gm, &y);
+  if (st) return st;
+  const cm_geom c = to_cm(&gm);
+  return em_conv_gpu_fwd(a, em_tensor_dtype(in[0]) == EM_F64, &c, em_tensor_data(in[0]), em_tensor_data(in[1]),
+                         a->n_in == 3 ? em_tensor_data(in[2]) : NULL, em_tensor_data(out[0]));
 }
 
 static em_status conv_transpose_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
@@ -785,8 +872,24 @@ static em_status conv_transpose_cpu(const em_op_args *a, em_tensor *const *in, e
   em_shape y;
   em_status st = run_geom(a, 1, in, 0, 1, &gm, &y);
   if (st) return st;
-  return col_to_img(&gm, em_tensor_dtype(in[0]), em_tensor_data(in[0]), em_tensor_data(in[1]),
-                    a->n_in == 3 ? em_tensor_data(in[2]) : NULL, em_tensor_data(out[0]));
+  const void *bias = a->n_in == 3 ? em_tensor_data(in[2]) : NULL;
+  if (a->portable) {
+    portable_adj(&gm, em_tensor_dtype(in[0]), em_tensor_data(in[0]), em_tensor_data(in[1]), bias,
+                 em_tensor_data(out[0]));
+    return EM_OK;
+  }
+  return col_to_img(&gm, em_tensor_dtype(in[0]), em_tensor_data(in[0]), em_tensor_data(in[1]), bias,
+                    em_tensor_data(out[0]));
+}
+
+static em_status conv_transpose_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  conv_geom gm;
+  em_shape y;
+  em_status st = run_geom(a, 1, in, 0, 1, &gm, &y);
+  if (st) return st;
+  const cm_geom c = to_cm(&gm);
+  return em_conv_gpu_adj(a, em_tensor_dtype(in[0]) == EM_F64, &c, em_tensor_data(in[0]), em_tensor_data(in[1]),
+                         a->n_in == 3 ? em_tensor_data(in[2]) : NULL, em_tensor_data(out[0]));
 }
 
 /* Backward of both ops: the gradient ops get the forward's attributes plus transpose. */
@@ -852,8 +955,29 @@ static em_status grad_input_cpu(const em_op_args *a, em_tensor *const *in, em_te
   if (!st) st = run_geom(a, t, in, 2, 1, &gm, &y);
   if (st) return st;
   em_dtype dt = em_tensor_dtype(in[0]);
-  if (!t) return col_to_img(&gm, dt, em_tensor_data(in[0]), em_tensor_data(in[1]), NULL, em_tensor_data(out[0]));
-  return img_to_col(&gm, dt, em_tensor_data(in[0]), em_tensor_data(in[1]), NULL, em_tensor_data(out[0]));
+  const void *dy = em_tensor_data(in[0]), *w = em_tensor_data(in[1]);
+  void *dx = em_tensor_data(out[0]);
+  if (a->portable) {
+    if (!t) portable_adj(&gm, dt, dy, w, NULL, dx);
+    else portable_fwd(&gm, dt, dy, w, NULL, dx);
+    return EM_OK;
+  }
+  if (!t) return col_to_img(&gm, dt, dy, w, NULL, dx);
+  return img_to_col(&gm, dt, dy, w, NULL, dx);
+}
+
+static em_status grad_input_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  int t;
+  conv_geom gm;
+  em_shape y;
+  em_status st = transpose_attr(a, &t);
+  if (!st) st = run_geom(a, t, in, 2, 1, &gm, &y);
+  if (st) return st;
+  const cm_geom c = to_cm(&gm);
+  int f64 = em_tensor_dtype(in[0]) == EM_F64;
+  const void *dy = em_tensor_data(in[0]), *w = em_tensor_data(in[1]);
+  if (!t) return em_conv_gpu_adj(a, f64, &c, dy, w, NULL, em_tensor_data(out[0]));
+  return em_conv_gpu_fwd(a, f64, &c, dy, w, NULL, em_tensor_data(out[0]));
 }
 
 /* _conv_grad_weight(x, dy, w) */
@@ -868,7 +992,23 @@ static em_status grad_weight_cpu(const em_op_args *a, em_tensor *const *in, em_t
   if (st) return st;
   const void *x = em_tensor_data(in[0]), *dy = em_tensor_data(in[1]);
   /* convolution_transpose: its output gradient is the image side, its input the column side */
+  if (a->portable) {
+    portable_wgrad(&gm, em_tensor_dtype(in[0]), t ? dy : x, t ? x : dy, em_tensor_data(out[0]));
+    return EM_OK;
+  }
   return weight_grad(&gm, em_tensor_dtype(in[0]), t ? dy : x, t ? x : dy, em_tensor_data(out[0]));
+}
+
+static em_status grad_weight_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  int t;
+  conv_geom gm;
+  em_shape y;
+  em_status st = transpose_attr(a, &t);
+  if (!st) st = run_geom(a, t, in, 0, 2, &gm, &y);
+  if (st) return st;
+  const cm_geom c = to_cm(&gm);
+  const void *x = em_tensor_data(in[0]), *dy = em_tensor_data(in[1]);
+  return em_conv_gpu_wgrad(a, em_tensor_dtype(in[0]) == EM_F64, &c, t ? dy : x, t ? x : dy, em_tensor_data(out[0]));
 }
 
 /* _conv_grad_bias(dy) */
@@ -882,14 +1022,36 @@ static em_status grad_bias_infer(em_op_args *a) {
   return EM_OK;
 }
 
+/* dy's batch, channels and positions (everything after axis 1). */
+static void bias_grad_dims(const em_tensor *dy, int64_t *n, int64_t *ch, int64_t *P) {
+  const int64_t *sh = em_tensor_shape(dy);
+  *n = sh[0], *ch = sh[1], *P = 1;
+  for (int i = 2; i < em_tensor_ndim(dy); i++) *P *= sh[i];
+}
+
+/* One order in both modes (kernels/conv_math.h, cm_bias_grad): a sum in double is already
+ * as fast as the data can be read. */
 static em_status grad_bias_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
   (void)a;
-  const int64_t *sh = em_tensor_shape(in[0]);
-  int64_t P = 1;
-  for (int i = 2; i < em_tensor_ndim(in[0]); i++) P *= sh[i];
-  if (em_tensor_dtype(in[0]) == EM_F32) bias_grad_f32(em_tensor_data(in[0]), sh[0], sh[1], P, em_tensor_data(out[0]));
-  else bias_grad_f64(em_tensor_data(in[0]), sh[0], sh[1], P, em_tensor_data(out[0]));
+  int64_t n, ch, P;
+  bias_grad_dims(in[0], &n, &ch, &P);
+  const void *dy = em_tensor_data(in[0]);
+  void *db = em_tensor_data(out[0]);
+  if (em_tensor_dtype(in[0]) == EM_F32) {
+#pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (n * ch * P > 32768)
+    for (int64_t c = 0; c < ch; c++) ((float *)db)[c] = cm_bias_grad_f32(dy, n, ch, P, c);
+  } else {
+#pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (n * ch * P > 32768)
+    for (int64_t c = 0; c < ch; c++) ((double *)db)[c] = cm_bias_grad_f64(dy, n, ch, P, c);
+  }
   return EM_OK;
+}
+
+static em_status grad_bias_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  int64_t n, ch, P;
+  bias_grad_dims(in[0], &n, &ch, &P);
+  return em_conv_gpu_bias_grad(a, em_tensor_dtype(in[0]) == EM_F64, em_tensor_data(in[0]), n, ch, P,
+                               em_tensor_data(out[0]));
 }
 
 const em_op_def em_ops_conv[] = {
@@ -900,14 +1062,15 @@ const em_op_def em_ops_conv[] = {
    /* output_padding and output_shape are read only to refuse them with a precise message */
    .attrs = EM_ATTRS("group", "kernel_shape", "strides", "dilations", "pads", "auto_pad", "output_padding",
                      "output_shape"),
-   .infer = conv_infer, .cpu = conv_cpu, .gpu = NULL, .backward = conv_backward},
+   .infer = conv_infer, .cpu = conv_cpu, .gpu = conv_gpu, .backward = conv_backward},
   {.name = "convolution_transpose",
    .doc = "transposed convolution of x [N,C,s...] with w [C,M/group,k...] (+ bias [M]); attrs "
           "strides, dilations, pads, auto_pad, group, kernel_shape, output_padding, output_shape",
    .min_inputs = 2, .max_inputs = 3, .n_outputs = 1, .no_grad = 0, .state_inputs = 0, .inplace = 0,
    .attrs = EM_ATTRS("group", "kernel_shape", "strides", "dilations", "pads", "auto_pad", "output_padding",
                      "output_shape"),
-   .infer = conv_transpose_infer, .cpu = conv_transpose_cpu, .gpu = NULL, .backward = conv_transpose_backward},
+   .infer = conv_transpose_infer, .cpu = conv_transpose_cpu, .gpu = conv_transpose_gpu,
+   .backward = conv_transpose_backward},
   /* the gradient ops receive the forward's attributes wholesale, plus transpose */
   {.name = "_conv_grad_input",
    .doc = "gradient of convolution (transpose 0) or convolution_transpose (1) for x: (dy, w, x); "
@@ -915,17 +1078,17 @@ const em_op_def em_ops_conv[] = {
    .min_inputs = 3, .max_inputs = 3, .n_outputs = 1, .no_grad = 0, .state_inputs = 0, .inplace = 0,
    .attrs = EM_ATTRS("group", "kernel_shape", "strides", "dilations", "pads", "auto_pad", "output_padding",
                      "output_shape", "transpose"),
-   .infer = grad_input_infer, .cpu = grad_input_cpu, .gpu = NULL, .backward = NULL},
+   .infer = grad_input_infer, .cpu = grad_input_cpu, .gpu = grad_input_gpu, .backward = NULL},
   {.name = "_conv_grad_weight",
    .doc = "gradient of convolution (transpose 0) or convolution_transpose (1) for w: (x, dy, w); "
           "the forward's attrs + transpose",
    .min_inputs = 3, .max_inputs = 3, .n_outputs = 1, .no_grad = 0, .state_inputs = 0, .inplace = 0,
    .attrs = EM_ATTRS("group", "kernel_shape", "strides", "dilations", "pads", "auto_pad", "output_padding",
                      "output_shape", "transpose"),
-   .infer = grad_weight_infer, .cpu = grad_weight_cpu, .gpu = NULL, .backward = NULL},
+   .infer = grad_weight_infer, .cpu = grad_weight_cpu, .gpu = grad_weight_gpu, .backward = NULL},
   {.name = "_conv_grad_bias", .doc = "gradient of a convolution's bias: dy summed over N and the spatial axes",
    .min_inputs = 1, .max_inputs = 1, .n_outputs = 1, .no_grad = 0, .state_inputs = 0, .inplace = 0,
-   .attrs = EM_NO_ATTRS, .infer = grad_bias_infer, .cpu = grad_bias_cpu, .gpu = NULL, .backward = NULL},
+   .attrs = EM_NO_ATTRS, .infer = grad_bias_infer, .cpu = grad_bias_cpu, .gpu = grad_bias_gpu, .backward = NULL},
 };
 const size_t em_ops_conv_count = sizeof em_ops_conv / sizeof em_ops_conv[0];
 
@@ -1267,19 +1430,6 @@ static void CONV_NAME(add_bias)(const R *b, int64_t n, int64_t ch, int64_t P, R 
     R v = b[pl % ch], *row = y + pl * P;
 #pragma omp simd
     for (int64_t p = 0; p < P; p++) row[p] += v;
-  }
-}
-
-/* db[c] = sum over n, then p, of dy[n, c, p], in double. */
-static void CONV_NAME(bias_grad)(const R *dy, int64_t n, int64_t ch, int64_t P, R *db) {
-#pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (n * ch * P > 32768)
-  for (int64_t c = 0; c < ch; c++) {
-    double acc = 0;
-    for (int64_t i = 0; i < n; i++) {
-      const R *row = dy + (i * ch + c) * P;
-      for (int64_t p = 0; p < P; p++) acc += row[p];
-    }
-    db[c] = (R)acc;
   }
 }
 

@@ -30,7 +30,11 @@
  * large pads and dilation) is refused when the op is built.
  *
  * Work is split by (item, channel) plane; every plane is reduced, and its gradient scattered, in
- * one fixed order, so results never depend on the thread count. Sums are accumulated in double. */
+ * one fixed order, so results never depend on the thread count. Sums are accumulated in double.
+ * The per-window arithmetic (argmax, mean, a window's gradient share) and the window tables are
+ * kernels/pool_math.h's, shared with kernels/pool.cu: the GPU computes each output the same way
+ * and gathers each input's gradient from its windows in the order this file scatters them, so
+ * the GPU gives the CPU's bits in both modes. */
 #ifndef POOL_T
 #include <math.h>
 #include <stdlib.h>
@@ -39,6 +43,8 @@
 #include "error.h"
 #include "op.h"
 #include "spatial.h"
+#include "pool_gpu.h"
+#include "../kernels/pool_math.h"
 
 #define SP 3 /* spatial axes as handled internally (missing leading axes have size 1) */
 
@@ -58,16 +64,30 @@ typedef struct pool_tables {
 
 static int64_t prod3(const int64_t *v) { return v[0] * v[1] * v[2]; }
 
+/* The geometry as kernels/pool_math.h takes it (long long, for the CPU loops and the kernels alike). */
+static pm_geom to_pm(const pool_geom *gm) {
+  pm_geom p = {.planes = gm->planes};
+  for (int j = 0; j < SP; j++) {
+    p.img[j] = gm->img[j], p.col[j] = gm->col[j], p.k[j] = gm->k[j], p.s[j] = gm->s[j], p.d[j] = gm->d[j];
+    p.pb[j] = gm->pb[j], p.pe[j] = gm->pe[j];
+  }
+  return p;
+}
+
 #define POOL_T float
 #define POOL_NAME(f) f##_f32
+#define POOL_PM(f) f##_f32
 #include "pool.c"
 #undef POOL_T
 #undef POOL_NAME
+#undef POOL_PM
 #define POOL_T double
 #define POOL_NAME(f) f##_f64
+#define POOL_PM(f) f##_f64
 #include "pool.c"
 #undef POOL_T
 #undef POOL_NAME
+#undef POOL_PM
 
 /* --------------------------------------------------------- attributes --- */
 
@@ -156,18 +176,9 @@ static em_status tables_build(const pool_geom *gm, pool_tables *t) {
     t->padded[j] = p + 2 * gm->col[j];
     p += 3 * gm->col[j];
     for (int64_t o = 0; o < gm->col[j]; o++) {
-      int64_t lo = -1, hi = 0, padded = 0;
-      for (int64_t k = 0; k < gm->k[j]; k++) {
-        int64_t pos = o * gm->s[j] - gm->pb[j] + k * gm->d[j];
-        if (pos >= 0 && pos < gm->img[j]) {
-          if (lo < 0) lo = k;
-          hi = k + 1;
-        }
-        if (pos >= -gm->pb[j] && pos < gm->img[j] + gm->pe[j]) padded++;
-      }
-      t->lo[j][o] = lo < 0 ? 0 : lo;
-      t->hi[j][o] = lo < 0 ? 0 : hi;
-      t->padded[j][o] = padded;
+      long long lo, hi, padded;
+      pm_taps(o, gm->img[j], gm->k[j], gm->s[j], gm->d[j], gm->pb[j], gm->pe[j], &lo, &hi, &padded);
+      t->lo[j][o] = lo, t->hi[j][o] = hi, t->padded[j][o] = padded;
     }
   }
   return EM_OK;
@@ -218,6 +229,30 @@ static em_status avg_pool_cpu(const em_op_args *a, em_tensor *const *in, em_tens
   return EM_OK;
 }
 
+/* The geometry of max_pool (is_max) or average_pool on x at run time, for the kernels. */
+static em_status run_geom_pm(const em_op_args *a, int is_max, em_tensor *x, pm_geom *out) {
+  pool_geom gm;
+  em_shape xs, y;
+  em_shape_of(x, &xs);
+  em_status st = pool_resolve(a, is_max, &xs, &gm, &y);
+  if (!st) *out = to_pm(&gm);
+  return st;
+}
+
+static em_status max_pool_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  pm_geom g;
+  em_status st = run_geom_pm(a, 1, in[0], &g);
+  return st ? st : em_pool_gpu_max(a, em_tensor_dtype(in[0]) == EM_F64, &g, em_tensor_data(in[0]),
+                                   em_tensor_data(out[0]));
+}
+
+static em_status avg_pool_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  pm_geom g;
+  em_status st = run_geom_pm(a, 0, in[0], &g);
+  return st ? st : em_pool_gpu_avg(a, em_tensor_dtype(in[0]) == EM_F64, &g, (int)em_attr_int(a, "count_include_pad", 0),
+                                   em_tensor_data(in[0]), em_tensor_data(out[0]));
+}
+
 static em_status max_pool_backward(em_graph *g, const em_op_args *a, const em_var *x, const em_var *y,
                                    const em_var *dy, em_var *din) {
   (void)y;
@@ -262,6 +297,13 @@ static em_status max_grad_cpu(const em_op_args *a, em_tensor *const *in, em_tens
   return EM_OK;
 }
 
+static em_status max_grad_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  pm_geom g;
+  em_status st = run_geom_pm(a, 1, in[0], &g);
+  return st ? st : em_pool_gpu_max_grad(a, em_tensor_dtype(in[0]) == EM_F64, &g, em_tensor_data(in[0]),
+                                        em_tensor_data(in[1]), em_tensor_data(out[0]));
+}
+
 /* _avg_pool_grad(dy, x) */
 static em_status avg_grad_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
   pool_geom gm;
@@ -273,6 +315,14 @@ static em_status avg_grad_cpu(const em_op_args *a, em_tensor *const *in, em_tens
   else avg_grad_f64(&gm, &t, cip, em_tensor_data(in[0]), em_tensor_data(out[0]));
   tables_free(&t);
   return EM_OK;
+}
+
+static em_status avg_grad_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  pm_geom g;
+  em_status st = run_geom_pm(a, 0, in[1], &g);
+  return st ? st : em_pool_gpu_avg_grad(a, em_tensor_dtype(in[0]) == EM_F64, &g,
+                                        (int)em_attr_int(a, "count_include_pad", 0), em_tensor_data(in[0]),
+                                        em_tensor_data(out[0]));
 }
 
 /* ---------------------------------------------------------- global pools --- */
@@ -324,6 +374,21 @@ static em_status global_backward(em_graph *g, const char *mode, const em_var *x,
   return em_apply(g, "_global_pool_grad", in, 2, &at, 1, &din[0], 1);
 }
 
+static em_status global_gpu(const em_op_args *a, int is_max, em_tensor *const *in, em_tensor *const *out) {
+  int64_t planes, size;
+  plane_dims(in[0], &planes, &size);
+  return em_pool_gpu_global(a, em_tensor_dtype(in[0]) == EM_F64, is_max, planes, size, em_tensor_data(in[0]),
+                            em_tensor_data(out[0]));
+}
+
+static em_status global_max_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  return global_gpu(a, 1, in, out);
+}
+
+static em_status global_avg_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  return global_gpu(a, 0, in, out);
+}
+
 static em_status global_max_backward(em_graph *g, const em_op_args *a, const em_var *x, const em_var *y,
                                      const em_var *dy, em_var *din) {
   (void)a, (void)y;
@@ -369,9 +434,19 @@ static em_status global_grad_cpu(const em_op_args *a, em_tensor *const *in, em_t
   return EM_OK;
 }
 
-#define POOL_DEF(NAME, DOC, NIN, INFER, CPU, BACKWARD, ATTRS)                                                   \
+static em_status global_grad_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  int is_max;
+  em_status st = global_mode(a, &is_max);
+  if (st) return st;
+  int64_t planes, size;
+  plane_dims(in[0], &planes, &size);
+  return em_pool_gpu_global_grad(a, em_tensor_dtype(in[0]) == EM_F64, is_max, planes, size, em_tensor_data(in[0]),
+                                 em_tensor_data(in[1]), em_tensor_data(out[0]));
+}
+
+#define POOL_DEF(NAME, DOC, NIN, INFER, CPU, GPU, BACKWARD, ATTRS)                                              \
   {.name = NAME, .doc = DOC, .min_inputs = NIN, .max_inputs = NIN, .n_outputs = 1, .no_grad = 0,                \
-   .state_inputs = 0, .inplace = 0, .infer = INFER, .cpu = CPU, .gpu = NULL, .backward = BACKWARD, .attrs = ATTRS}
+   .state_inputs = 0, .inplace = 0, .infer = INFER, .cpu = CPU, .gpu = GPU, .backward = BACKWARD, .attrs = ATTRS}
 #define MAX_POOL_ATTRS EM_ATTRS("kernel_shape", "strides", "dilations", "pads", "auto_pad", "ceil_mode", "storage_order")
 #define AVG_POOL_ATTRS                                                                                          \
   EM_ATTRS("kernel_shape", "strides", "dilations", "pads", "auto_pad", "ceil_mode", "count_include_pad")
@@ -379,20 +454,20 @@ static em_status global_grad_cpu(const em_op_args *a, em_tensor *const *in, em_t
 /* The window pools' gradient ops receive their forward's attributes wholesale. */
 const em_op_def em_ops_pool[] = {
   POOL_DEF("max_pool", "window maximum of x [N,C,s...]; attrs kernel_shape (required), strides, dilations, pads, "
-           "auto_pad, ceil_mode", 1, max_pool_infer, max_pool_cpu, max_pool_backward, MAX_POOL_ATTRS),
+           "auto_pad, ceil_mode", 1, max_pool_infer, max_pool_cpu, max_pool_gpu, max_pool_backward, MAX_POOL_ATTRS),
   POOL_DEF("average_pool", "window mean of x [N,C,s...]; attrs kernel_shape (required), strides, dilations, pads, "
-           "auto_pad, ceil_mode, count_include_pad", 1, avg_pool_infer, avg_pool_cpu, avg_pool_backward,
+           "auto_pad, ceil_mode, count_include_pad", 1, avg_pool_infer, avg_pool_cpu, avg_pool_gpu, avg_pool_backward,
            AVG_POOL_ATTRS),
   POOL_DEF("global_max_pool", "maximum of each [N,C] plane of x [N,C,s...] -> [N,C,1...]", 1, global_infer,
-           global_max_cpu, global_max_backward, EM_NO_ATTRS),
+           global_max_cpu, global_max_gpu, global_max_backward, EM_NO_ATTRS),
   POOL_DEF("global_average_pool", "mean of each [N,C] plane of x [N,C,s...] -> [N,C,1...]", 1, global_infer,
-           global_avg_cpu, global_avg_backward, EM_NO_ATTRS),
+           global_avg_cpu, global_avg_gpu, global_avg_backward, EM_NO_ATTRS),
   POOL_DEF("_max_pool_grad", "max_pool's gradient (x, dy): dy routed to the first maximum of each window; max_pool's "
-           "attrs", 2, max_grad_infer, max_grad_cpu, NULL, MAX_POOL_ATTRS),
+           "attrs", 2, max_grad_infer, max_grad_cpu, max_grad_gpu, NULL, MAX_POOL_ATTRS),
   POOL_DEF("_avg_pool_grad", "average_pool's gradient (dy, x); average_pool's attrs", 2, avg_grad_infer,
-           avg_grad_cpu, NULL, AVG_POOL_ATTRS),
+           avg_grad_cpu, avg_grad_gpu, NULL, AVG_POOL_ATTRS),
   POOL_DEF("_global_pool_grad", "global pools' gradient (x, dy); attr mode \"max\" (first maximum) or \"average\"",
-           2, global_grad_infer, global_grad_cpu, NULL, EM_ATTRS("mode")),
+           2, global_grad_infer, global_grad_cpu, global_grad_gpu, NULL, EM_ATTRS("mode")),
 };
 const size_t em_ops_pool_count = sizeof em_ops_pool / sizeof em_ops_pool[0];
 
@@ -400,33 +475,25 @@ const size_t em_ops_pool_count = sizeof em_ops_pool / sizeof em_ops_pool[0];
 
 #define R POOL_T
 
-/* The flat input index of the first maximum of window o (od, oh, ow) in a plane. */
-static int64_t POOL_NAME(argmax)(const pool_geom *gm, const pool_tables *t, const R *src, int64_t od, int64_t oh,
+/* The taps of window (od, oh, ow) per axis, from the tables. */
+static void POOL_NAME(window_taps)(const pool_tables *t, int64_t od, int64_t oh, int64_t ow, long long *lo,
+                                   long long *hi, long long *padded) {
+  lo[0] = t->lo[0][od], lo[1] = t->lo[1][oh], lo[2] = t->lo[2][ow];
+  hi[0] = t->hi[0][od], hi[1] = t->hi[1][oh], hi[2] = t->hi[2][ow];
+  padded[0] = t->padded[0][od], padded[1] = t->padded[1][oh], padded[2] = t->padded[2][ow];
+}
+
+/* The flat input index of the first maximum of window (od, oh, ow) in a plane (pool_math.h's rule). */
+static int64_t POOL_NAME(argmax)(const pm_geom *g, const pool_tables *t, const R *src, int64_t od, int64_t oh,
                                  int64_t ow) {
-  const int64_t *s = gm->s, *d = gm->d, *pb = gm->pb, *in = gm->img;
-  int64_t arg = -1;
-  R best = 0;
-  for (int64_t kd = t->lo[0][od]; kd < t->hi[0][od]; kd++) {
-    int64_t id = od * s[0] - pb[0] + kd * d[0];
-    for (int64_t kh = t->lo[1][oh]; kh < t->hi[1][oh]; kh++) {
-      int64_t ih = oh * s[1] - pb[1] + kh * d[1];
-      const R *row = src + (id * in[1] + ih) * in[2];
-      for (int64_t kw = t->lo[2][ow]; kw < t->hi[2][ow]; kw++) {
-        int64_t iw = ow * s[2] - pb[2] + kw * d[2];
-        R v = row[iw];
-        /* strict >: ties keep the first; a NaN wins once and then stays */
-        if (arg < 0 || v > best || (isnan(v) && !isnan(best))) {
-          best = v;
-          arg = (id * in[1] + ih) * in[2] + iw;
-        }
-      }
-    }
-  }
-  return arg;
+  long long lo[3], hi[3], padded[3];
+  POOL_NAME(window_taps)(t, od, oh, ow, lo, hi, padded);
+  return POOL_PM(pm_argmax)(src, g->img, g->s, g->d, g->pb, od, oh, ow, lo, hi);
 }
 
 static void POOL_NAME(max_fwd)(const pool_geom *gm, const pool_tables *t, const R *x, R *y) {
   const int64_t P = prod3(gm->col), Q = prod3(gm->img), *out = gm->col;
+  const pm_geom g = to_pm(gm);
 #pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (gm->planes * P > 32768)
   for (int64_t pl = 0; pl < gm->planes; pl++) {
     const R *src = x + pl * Q;
@@ -434,33 +501,29 @@ static void POOL_NAME(max_fwd)(const pool_geom *gm, const pool_tables *t, const 
     for (int64_t od = 0; od < out[0]; od++)
       for (int64_t oh = 0; oh < out[1]; oh++)
         for (int64_t ow = 0; ow < out[2]; ow++)
-          dst[(od * out[1] + oh) * out[2] + ow] = src[POOL_NAME(argmax)(gm, t, src, od, oh, ow)];
+          dst[(od * out[1] + oh) * out[2] + ow] = src[POOL_NAME(argmax)(&g, t, src, od, oh, ow)];
   }
 }
 
+/* Each window's dy added to its first maximum, window after window (pool_math.h's order). */
 static void POOL_NAME(max_grad)(const pool_geom *gm, const pool_tables *t, const R *x, const R *dy, R *dx) {
   const int64_t P = prod3(gm->col), Q = prod3(gm->img), *out = gm->col;
+  const pm_geom g = to_pm(gm);
 #pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (gm->planes * P > 32768)
   for (int64_t pl = 0; pl < gm->planes; pl++) {
-    const R *src = x + pl * Q, *g = dy + pl * P;
+    const R *src = x + pl * Q, *gr = dy + pl * P;
     R *dst = dx + pl * Q;
     memset(dst, 0, sizeof(R) * (size_t)Q);
     for (int64_t od = 0; od < out[0]; od++)
       for (int64_t oh = 0; oh < out[1]; oh++)
         for (int64_t ow = 0; ow < out[2]; ow++)
-          dst[POOL_NAME(argmax)(gm, t, src, od, oh, ow)] += g[(od * out[1] + oh) * out[2] + ow];
+          dst[POOL_NAME(argmax)(&g, t, src, od, oh, ow)] += gr[(od * out[1] + oh) * out[2] + ow];
   }
 }
 
-/* The divisor of window (od, oh, ow). */
-static double POOL_NAME(divisor)(const pool_tables *t, int cip, int64_t od, int64_t oh, int64_t ow) {
-  if (cip) return (double)(t->padded[0][od] * t->padded[1][oh] * t->padded[2][ow]);
-  return (double)((t->hi[0][od] - t->lo[0][od]) * (t->hi[1][oh] - t->lo[1][oh]) * (t->hi[2][ow] - t->lo[2][ow]));
-}
-
 static void POOL_NAME(avg_fwd)(const pool_geom *gm, const pool_tables *t, int cip, const R *x, R *y) {
-  const int64_t P = prod3(gm->col), Q = prod3(gm->img), *out = gm->col, *s = gm->s, *d = gm->d, *pb = gm->pb,
-                *in = gm->img;
+  const int64_t P = prod3(gm->col), Q = prod3(gm->img), *out = gm->col;
+  const pm_geom g = to_pm(gm);
 #pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (gm->planes * P > 32768)
   for (int64_t pl = 0; pl < gm->planes; pl++) {
     const R *src = x + pl * Q;
@@ -468,64 +531,47 @@ static void POOL_NAME(avg_fwd)(const pool_geom *gm, const pool_tables *t, int ci
     for (int64_t od = 0; od < out[0]; od++)
       for (int64_t oh = 0; oh < out[1]; oh++)
         for (int64_t ow = 0; ow < out[2]; ow++) {
-          double acc = 0;
-          for (int64_t kd = t->lo[0][od]; kd < t->hi[0][od]; kd++) {
-            int64_t id = od * s[0] - pb[0] + kd * d[0];
-            for (int64_t kh = t->lo[1][oh]; kh < t->hi[1][oh]; kh++) {
-              const R *row = src + (id * in[1] + oh * s[1] - pb[1] + kh * d[1]) * in[2];
-              for (int64_t kw = t->lo[2][ow]; kw < t->hi[2][ow]; kw++) acc += row[ow * s[2] - pb[2] + kw * d[2]];
-            }
-          }
-          dst[(od * out[1] + oh) * out[2] + ow] = (R)(acc / POOL_NAME(divisor)(t, cip, od, oh, ow));
+          long long lo[3], hi[3], padded[3];
+          POOL_NAME(window_taps)(t, od, oh, ow, lo, hi, padded);
+          dst[(od * out[1] + oh) * out[2] + ow] =
+              POOL_PM(pm_avg)(src, g.img, g.s, g.d, g.pb, od, oh, ow, lo, hi, pm_divisor(cip, lo, hi, padded));
         }
   }
 }
 
+/* Each window's share of its dy added to the inputs it averages, window after window. */
 static void POOL_NAME(avg_grad)(const pool_geom *gm, const pool_tables *t, int cip, const R *dy, R *dx) {
   const int64_t P = prod3(gm->col), Q = prod3(gm->img), *out = gm->col, *s = gm->s, *d = gm->d, *pb = gm->pb,
                 *in = gm->img;
 #pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (gm->planes * P > 32768)
   for (int64_t pl = 0; pl < gm->planes; pl++) {
-    const R *g = dy + pl * P;
+    const R *gr = dy + pl * P;
     R *dst = dx + pl * Q;
     memset(dst, 0, sizeof(R) * (size_t)Q);
     for (int64_t od = 0; od < out[0]; od++)
       for (int64_t oh = 0; oh < out[1]; oh++)
         for (int64_t ow = 0; ow < out[2]; ow++) {
-          R v = (R)(g[(od * out[1] + oh) * out[2] + ow] / POOL_NAME(divisor)(t, cip, od, oh, ow));
-          for (int64_t kd = t->lo[0][od]; kd < t->hi[0][od]; kd++) {
+          long long lo[3], hi[3], padded[3];
+          POOL_NAME(window_taps)(t, od, oh, ow, lo, hi, padded);
+          R v = POOL_PM(pm_avg_share)(gr[(od * out[1] + oh) * out[2] + ow], pm_divisor(cip, lo, hi, padded));
+          for (int64_t kd = lo[0]; kd < hi[0]; kd++) {
             int64_t id = od * s[0] - pb[0] + kd * d[0];
-            for (int64_t kh = t->lo[1][oh]; kh < t->hi[1][oh]; kh++) {
+            for (int64_t kh = lo[1]; kh < hi[1]; kh++) {
               R *row = dst + (id * in[1] + oh * s[1] - pb[1] + kh * d[1]) * in[2];
-              for (int64_t kw = t->lo[2][ow]; kw < t->hi[2][ow]; kw++) row[ow * s[2] - pb[2] + kw * d[2]] += v;
+              for (int64_t kw = lo[2]; kw < hi[2]; kw++) row[ow * s[2] - pb[2] + kw * d[2]] += v;
             }
           }
         }
   }
-}
-
-/* The index of the first maximum of a plane (a NaN counts as the maximum). */
-static int64_t POOL_NAME(plane_argmax)(const R *p, int64_t n) {
-  int64_t arg = 0;
-  for (int64_t i = 1; i < n; i++)
-    if (isnan(p[arg])) break;
-    else if (p[i] > p[arg] || isnan(p[i])) arg = i;
-  return arg;
 }
 
 static void POOL_NAME(global_fwd)(int is_max, int64_t planes, int64_t size, const R *x, R *y) {
 #pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (planes * size > 32768)
   for (int64_t pl = 0; pl < planes; pl++) {
     const R *p = x + pl * size;
-    if (size == 0) {
-      y[pl] = is_max ? (R)-INFINITY : (R)NAN; /* an empty plane: max of nothing, mean of nothing */
-    } else if (is_max) {
-      y[pl] = p[POOL_NAME(plane_argmax)(p, size)];
-    } else {
-      double acc = 0;
-      for (int64_t i = 0; i < size; i++) acc += p[i];
-      y[pl] = (R)(acc / (double)size);
-    }
+    if (size == 0) y[pl] = is_max ? (R)-INFINITY : (R)NAN; /* an empty plane: max of nothing, mean of nothing */
+    else if (is_max) y[pl] = p[POOL_PM(pm_plane_argmax)(p, size)];
+    else y[pl] = POOL_PM(pm_plane_mean)(p, size);
   }
 }
 
@@ -535,9 +581,9 @@ static void POOL_NAME(global_grad)(int is_max, int64_t planes, int64_t size, con
     R *dst = dx + pl * size;
     if (is_max) {
       memset(dst, 0, sizeof(R) * (size_t)size);
-      if (size) dst[POOL_NAME(plane_argmax)(x + pl * size, size)] = dy[pl];
+      if (size) dst[POOL_PM(pm_plane_argmax)(x + pl * size, size)] = dy[pl];
     } else {
-      R v = (R)(dy[pl] / (double)size);
+      R v = POOL_PM(pm_avg_share)(dy[pl], (double)size);
       for (int64_t i = 0; i < size; i++) dst[i] = v;
     }
   }

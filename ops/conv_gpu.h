@@ -1,0 +1,26 @@
+/* Launches of the convolution family's kernels (kernels/conv.cu) for the gpu
+ * members in ops/conv.c: conv.c resolves the geometry as for the CPU and
+ * calls these with it (cm_geom, kernels/conv_math.h). Each returns
+ * EM_ERR_USE_CPU untouched when the device's plan for the module is the CPU.
+ * Pointers are device memory on a->dev; `f64` picks the kernel's dtype. */
+#ifndef EMBER_OPS_CONV_GPU_H
+#define EMBER_OPS_CONV_GPU_H
+
+#include <stdint.h>
+#include "../engine/op.h"
+#include "../kernels/conv_math.h"
+
+/* image -> column: y = conv(x, w) (+ bias [co] unless NULL). */
+em_status em_conv_gpu_fwd(const em_op_args *a, int f64, const cm_geom *gm, const void *x, const void *w,
+                          const void *bias, void *y);
+/* column -> image: dx = adjoint(dy, w) (+ bias [ci] unless NULL). */
+em_status em_conv_gpu_adj(const em_op_args *a, int f64, const cm_geom *gm, const void *dy, const void *w,
+                          const void *bias, void *dx);
+/* dw from the image side and the column side. */
+em_status em_conv_gpu_wgrad(const em_op_args *a, int f64, const cm_geom *gm, const void *img, const void *col,
+                            void *dw);
+/* db [ch] = dy [n, ch, P] summed over n and P. */
+em_status em_conv_gpu_bias_grad(const em_op_args *a, int f64, const void *dy, int64_t n, int64_t ch, int64_t P,
+                                void *db);
+
+#endif
