@@ -33,6 +33,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../kernels/gemm_math.h"
+#include "linalg.h"
 #include "op.h"
 
 /* ---------------------------------------------------------- geometry --- */
@@ -231,10 +233,81 @@ static void int_gemm(em_dtype dt, const gemm_call *c) {
     }
 }
 
-/* One product on the calling thread. */
-static void gemm_one(em_dtype dt, const gemm_call *c) {
+/* The portable GEMM: each element of C exactly as kernels/gemm.cu computes
+ * it (kernels/gemm_math.h: acc = acc + x * y for k = 0 .. K-1 from +0, then
+ * alpha * acc, then + beta * c or, for a later product of a sum over
+ * broadcast batches, prev + t), vectorised across the columns of C: a block
+ * of PG_ROWS rows x PG_COLS columns of accumulators takes one row of op(Y) at
+ * a time, in k order. op(Y) transposed is first copied column panel by column
+ * panel so its rows are contiguous (a copy changes no bits; without memory
+ * for it the strided loop computes the same). */
+#define PG_ROWS 4
+#define PG_COLS 64
+
+#define PORTABLE_GEMM(T, SUF)                                                                                   \
+  /* acc[r][j] (r < rows, j < w) = sum over p of op(X)[r, p] * yp[p * ysp + j * ysj], in p order. */            \
+  EM_SIMD_CLONES static void pg_block_##SUF(T acc[PG_ROWS][PG_COLS], int rows, int64_t w, int64_t k,          \
+                                            const T *x, int64_t xsr, int64_t xsp, const T *yp, int64_t ysp,   \
+                                            int64_t ysj) {                                                    \
+    for (int r = 0; r < PG_ROWS; r++)                                                                         \
+      for (int64_t j = 0; j < PG_COLS; j++) acc[r][j] = 0;                                                    \
+    for (int64_t p = 0; p < k; p++) {                                                                         \
+      const T *yr = yp + p * ysp;                                                                             \
+      for (int r = 0; r < rows; r++) {                                                                        \
+        T xv = x[r * xsr + p * xsp];                                                                          \
+        T *ar = acc[r];                                                                                       \
+        if (ysj == 1) {                                                                                       \
+          _Pragma("omp simd") for (int64_t j = 0; j < w; j++) ar[j] = ar[j] + xv * yr[j];                     \
+        } else {                                                                                              \
+          for (int64_t j = 0; j < w; j++) ar[j] = ar[j] + xv * yr[j * ysj];                                   \
+        }                                                                                                     \
+      }                                                                                                       \
+    }                                                                                                         \
+  }                                                                                                           \
+                                                                                                              \
+  static void portable_gemm_##SUF(const gemm_call *c, int accumulate) {                                       \
+    const T *x = c->x, *y = c->y;                                                                             \
+    T *out = c->c, alpha = (T)c->alpha, beta = (T)c->beta;                                                    \
+    int64_t xsr = c->tx ? 1 : c->ldx, xsp = c->tx ? c->ldx : 1;                                               \
+    T *panel = c->ty ? malloc(sizeof(T) * (size_t)(c->k > 0 ? c->k : 1) * PG_COLS) : NULL;                   \
+    T acc[PG_ROWS][PG_COLS];                                                                                  \
+    for (int64_t j0 = 0; j0 < c->n; j0 += PG_COLS) {                                                          \
+      int64_t w = c->n - j0 < PG_COLS ? c->n - j0 : PG_COLS;                                                  \
+      const T *yp = y + j0;                                                                                   \
+      int64_t ysp = c->ldy, ysj = 1;                                                                          \
+      if (c->ty && panel) {                                                                                   \
+        for (int64_t p = 0; p < c->k; p++)                                                                    \
+          for (int64_t j = 0; j < w; j++) panel[p * w + j] = y[(j0 + j) * c->ldy + p];                        \
+        yp = panel;                                                                                           \
+        ysp = w;                                                                                              \
+      } else if (c->ty) {                                                                                     \
+        yp = y + j0 * c->ldy;                                                                                 \
+        ysp = 1;                                                                                              \
+        ysj = c->ldy;                                                                                         \
+      }                                                                                                       \
+      for (int64_t i0 = 0; i0 < c->m; i0 += PG_ROWS) {                                                        \
+        int rows = c->m - i0 < PG_ROWS ? (int)(c->m - i0) : PG_ROWS;                                          \
+        pg_block_##SUF(acc, rows, w, c->k, x + i0 * xsr, xsr, xsp, yp, ysp, ysj);                             \
+        for (int r = 0; r < rows; r++)                                                                        \
+          for (int64_t j = 0; j < w; j++) {                                                                   \
+            T *o = out + (i0 + r) * c->ldc + j0 + j;                                                          \
+            T prev = accumulate ? *o : (T)0, cv = (!accumulate && beta != (T)0) ? *o : (T)0;                  \
+            *o = em_gemm_out_##SUF(acc[r][j], alpha, accumulate, prev, beta, cv);                             \
+          }                                                                                                   \
+      }                                                                                                       \
+    }                                                                                                         \
+    free(panel);                                                                                              \
+  }
+PORTABLE_GEMM(float, f32)
+PORTABLE_GEMM(double, f64)
+
+/* One product on the calling thread. accumulate (portable mode): a later
+ * product of a sum over broadcast batches, added to what C holds. */
+static void gemm_one(em_dtype dt, const gemm_call *c, int portable, int accumulate) {
   if (c->m == 0 || c->n == 0) return;
   if (dt == EM_I32 || dt == EM_I64) int_gemm(dt, c);
+  else if (portable && dt == EM_F32) portable_gemm_f32(c, accumulate);
+  else if (portable) portable_gemm_f64(c, accumulate);
   else if (c->k == 0) scale_block(dt, c->c, c->m, c->n, c->ldc, c->beta);
   else float_gemm(dt, c);
 }
@@ -348,7 +421,7 @@ static em_status gemm_plan_run(const em_op_args *a, gemm_plan *p) {
       one.c = (char *)c->c + (size_t)p->items[i].oc * es;
       one.beta = i == start[g] ? p->beta_first : 1.0;
       gemm_call sub = sub_block(&one, es, r0, h, c0, wd);
-      gemm_one(p->dt, &sub);
+      gemm_one(p->dt, &sub, a->portable, i != start[g]);
     }
   }
   free(start);
@@ -420,6 +493,38 @@ static em_status matmul_cpu(const em_op_args *a, em_tensor *const *in, em_tensor
   s = gemm_plan_run(a, &p);
   free(p.items);
   return s;
+}
+
+/* Batch strides of the contiguous result (and of dy), in elements. */
+static void result_strides(const mm_geom *g, int64_t *st) {
+  int64_t step = g->m * g->n;
+  for (int j = g->nb - 1; j >= 0; j--) {
+    st[j] = step;
+    step *= g->batch[j];
+  }
+}
+
+/* The GPU runs the same products as matmul_cpu (the same fold), each element
+ * summed as the portable CPU GEMM sums it. */
+static em_status matmul_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  mm_geom g;
+  em_shape ys;
+  em_status s = mm_geometry(a, &a->in[0], &a->in[1], em_attr_int(a, "transpose_a", 0),
+                            em_attr_int(a, "transpose_b", 0), &g, &ys);
+  if (s) return s;
+  em_linalg_gemm q = {.dt = a->in[0].dtype, .tx = g.ta, .ty = g.tb, .m = g.m, .n = g.n, .k = g.k,
+                      .ldx = lead_a(&g), .ldy = lead_b(&g), .ldc = g.n, .alpha = 1, .x = em_tensor_data(in[0]),
+                      .y = em_tensor_data(in[1]), .c = em_tensor_data(out[0])};
+  if (fold_batches(&g)) {
+    q.m *= g.n_batch;
+  } else {
+    q.nd = g.nb;
+    memcpy(q.dims, g.batch, sizeof q.dims);
+    memcpy(q.sx, g.a_stride, sizeof q.sx);
+    memcpy(q.sy, g.b_stride, sizeof q.sy);
+    result_strides(&g, q.sc);
+  }
+  return em_linalg_gemm_gpu(a, &q);
 }
 
 /* Gradient of one operand through _matmul_grad (any float dtype; none for integers). */
@@ -514,7 +619,9 @@ static em_status mm_grad_cpu(const em_op_args *a, em_tensor *const *in, em_tenso
   if (fold && which == 0) c.m *= g.n_batch; /* d/da of the stacked a: one product */
   if (fold && which == 1) c.k *= g.n_batch; /* d/db: one product over every stacked row */
   gemm_plan p;
-  if ((s = gemm_plan_init(a, &p, dt, &c, 1.0, fold ? 1 : g.n_batch))) return s;
+  /* Portable mode: the first product replaces C (t, not t + 0: the GPU's
+   * order, kernels/gemm_math.h), the rest add to it. */
+  if ((s = gemm_plan_init(a, &p, dt, &c, a->portable ? 0.0 : 1.0, fold ? 1 : g.n_batch))) return s;
   for (int64_t idx = 0; idx < p.count && !fold; idx++) {
     int64_t oa, ob, o_dy = idx * g.m * g.n;
     batch_offsets(&g, idx, &oa, &ob);
@@ -525,6 +632,38 @@ static em_status mm_grad_cpu(const em_op_args *a, em_tensor *const *in, em_tenso
   s = gemm_plan_run(a, &p);
   free(p.items);
   return s;
+}
+
+/* The products of mm_grad_cpu (the same fold, the same batch order). */
+static em_status mm_grad_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  mm_geom g;
+  em_shape ys;
+  em_status s = mm_geometry(a, &a->in[1], &a->in[2], em_attr_int(a, "transpose_a", 0),
+                            em_attr_int(a, "transpose_b", 0), &g, &ys);
+  if (s) return s;
+  int which = (int)em_attr_int(a, "which", 0);
+  gemm_call c;
+  if (which == 0) grad_a_call(&g, &c);
+  else grad_b_call(&g, &c);
+  int x_dy = grad_x_is_dy(&g, which);
+  const void *pdy = em_tensor_data(in[0]), *other = em_tensor_data(in[which == 0 ? 2 : 1]);
+  em_linalg_gemm q = {.dt = a->in[0].dtype, .tx = c.tx, .ty = c.ty, .m = c.m, .n = c.n, .k = c.k, .ldx = c.ldx,
+                      .ldy = c.ldy, .ldc = c.ldc, .alpha = em_attr_float(a, "alpha", 1.0), .x = x_dy ? pdy : other,
+                      .y = x_dy ? other : pdy, .c = em_tensor_data(out[0])};
+  if (fold_batches(&g)) {
+    if (which == 0) q.m *= g.n_batch;
+    else q.k *= g.n_batch;
+  } else {
+    int64_t dy_st[EM_MAX_DIMS];
+    result_strides(&g, dy_st);
+    const int64_t *other_st = which == 0 ? g.b_stride : g.a_stride;
+    q.nd = g.nb;
+    memcpy(q.dims, g.batch, sizeof q.dims);
+    memcpy(q.sx, x_dy ? dy_st : other_st, sizeof q.sx);
+    memcpy(q.sy, x_dy ? other_st : dy_st, sizeof q.sy);
+    memcpy(q.sc, which == 0 ? g.a_stride : g.b_stride, sizeof q.sc);
+  }
+  return em_linalg_gemm_gpu(a, &q);
 }
 
 /* --------------------------------------------------------------- gemm --- */
@@ -595,6 +734,28 @@ static em_status gemm_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *
   return s;
 }
 
+/* c is read in place through broadcast strides (what gemm_fill_c copies). */
+static em_status gemm_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  int ta, tb;
+  mm_geom g;
+  em_shape ys;
+  em_status s = gemm_attrs(a, &ta, &tb);
+  if (s || (s = mm_geometry(a, &a->in[0], &a->in[1], ta, tb, &g, &ys))) return s;
+  em_linalg_gemm q = {.dt = a->in[0].dtype, .tx = ta, .ty = tb, .m = g.m, .n = g.n, .k = g.k, .ldx = lead_a(&g),
+                      .ldy = lead_b(&g), .ldc = g.n, .alpha = em_attr_float(a, "alpha", 1.0),
+                      .x = em_tensor_data(in[0]), .y = em_tensor_data(in[1]), .c = em_tensor_data(out[0])};
+  double beta = a->n_in == 3 ? em_attr_float(a, "beta", 1.0) : 0.0;
+  if (beta != 0) {
+    const em_shape *cs = &a->in[2];
+    int64_t rows = cs->ndim == 2 ? cs->dims[0] : 1, cols = cs->ndim >= 1 ? cs->dims[cs->ndim - 1] : 1;
+    q.beta = beta;
+    q.cin = em_tensor_data(in[2]);
+    q.cin_rs = rows == 1 ? 0 : cols;
+    q.cin_cs = cols == 1 ? 0 : 1;
+  }
+  return em_linalg_gemm_gpu(a, &q);
+}
+
 static em_status gemm_backward(em_graph *g, const em_op_args *a, const em_var *x, const em_var *y, const em_var *dy,
                                em_var *din) {
   (void)y;
@@ -647,27 +808,34 @@ static em_status gemm_c_grad_cpu(const em_op_args *a, em_tensor *const *in, em_t
   return EM_OK;
 }
 
+static em_status gemm_c_grad_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  const em_shape *cs = &a->in[1];
+  int64_t rows = cs->ndim == 2 ? cs->dims[0] : 1, cols = cs->ndim >= 1 ? cs->dims[cs->ndim - 1] : 1;
+  return em_linalg_c_grad_gpu(a, em_tensor_data(in[0]), em_tensor_data(out[0]), a->in[0].dims[0], a->in[0].dims[1],
+                              rows, cols, em_attr_float(a, "beta", 1.0));
+}
+
 /* ------------------------------------------------------------- table --- */
 
 const em_op_def em_ops_linalg[] = {
   {.name = "matmul",
    .doc = "numpy matmul (1-D operands promoted, batch axes broadcast); attrs transpose_a, transpose_b (INT, 0)",
    .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
-   .infer = matmul_infer, .cpu = matmul_cpu, .backward = matmul_backward,
+   .infer = matmul_infer, .cpu = matmul_cpu, .gpu = matmul_gpu, .backward = matmul_backward,
    .attrs = EM_ATTRS("transpose_a", "transpose_b")},
   {.name = "gemm",
    .doc = "ONNX Gemm: alpha*op(a)@op(b) + beta*c, c broadcast; attrs alpha, beta (FLOAT, 1), transA, transB (INT, 0)",
    .min_inputs = 2, .max_inputs = 3, .n_outputs = 1,
-   .infer = gemm_infer, .cpu = gemm_cpu, .backward = gemm_backward,
+   .infer = gemm_infer, .cpu = gemm_cpu, .gpu = gemm_gpu, .backward = gemm_backward,
    .attrs = EM_ATTRS("alpha", "beta", "transA", "transB")},
   {.name = "_matmul_grad",
    .doc = "gradient of matmul/gemm into a (which=0) or b (which=1), summed over broadcast batches; attrs which, "
           "transpose_a, transpose_b, alpha",
    .min_inputs = 3, .max_inputs = 3, .n_outputs = 1,
-   .infer = mm_grad_infer, .cpu = mm_grad_cpu, .attrs = EM_ATTRS("which", "transpose_a", "transpose_b", "alpha")},
+   .infer = mm_grad_infer, .cpu = mm_grad_cpu, .gpu = mm_grad_gpu, .attrs = EM_ATTRS("which", "transpose_a", "transpose_b", "alpha")},
   {.name = "_gemm_c_grad",
    .doc = "gemm's gradient into c: beta * dy summed to c's shape; attr beta (FLOAT, 1)",
    .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
-   .infer = gemm_c_grad_infer, .cpu = gemm_c_grad_cpu, .attrs = EM_ATTRS("beta")},
+   .infer = gemm_c_grad_infer, .cpu = gemm_c_grad_cpu, .gpu = gemm_c_grad_gpu, .attrs = EM_ATTRS("beta")},
 };
 const size_t em_ops_linalg_count = sizeof em_ops_linalg / sizeof em_ops_linalg[0];

@@ -1,0 +1,37 @@
+/* Inside the linalg family: what ops/linalg.c (shapes, CPU, the gpu members)
+ * hands to its GPU launcher ops/linalg_gpu.c (kernels/gemm.cu). */
+#ifndef EMBER_OPS_LINALG_H
+#define EMBER_OPS_LINALG_H
+
+#include <stdint.h>
+
+#include "op.h"
+
+/* A batch of products C = alpha * op(X) op(Y) (+ beta * cin), row-major with
+ * leading dimensions, all in elements. The batch axes (before coalescing)
+ * give each operand's stride per axis; an axis of size > 1 along which C's
+ * stride is 0 is summed over (the gradient of a broadcast operand): its
+ * products are added into C in batch order (row-major over those axes), the
+ * first one replacing what C held. */
+typedef struct em_linalg_gemm {
+  em_dtype dt;                  /* f32, f64, i32, i64 (integers: wrapping, alpha 1, beta 0) */
+  int tx, ty;
+  int64_t m, n, k, ldx, ldy, ldc;
+  double alpha, beta;           /* beta != 0 only with cin (a single product) */
+  const void *x, *y;
+  void *c;
+  const void *cin;              /* gemm's c: cin[i * cin_rs + j * cin_cs] (0: broadcast) */
+  int64_t cin_rs, cin_cs;
+  int nd;
+  int64_t dims[EM_MAX_DIMS], sx[EM_MAX_DIMS], sy[EM_MAX_DIMS], sc[EM_MAX_DIMS];
+} em_linalg_gemm;
+
+/* Runs g on a->dev and a->stream with em_gemm_<dtype>. EM_ERR_USE_CPU when
+ * the device's plan for kernels/gemm.cu is the CPU. */
+em_status em_linalg_gemm_gpu(const em_op_args *a, const em_linalg_gemm *g);
+
+/* dc[rows, cols] = beta * dy[m, n] summed to c's broadcast shape (em_gemm_c_grad_<dtype>). */
+em_status em_linalg_c_grad_gpu(const em_op_args *a, const void *dy, void *dc, int64_t m, int64_t n, int64_t rows,
+                               int64_t cols, double beta);
+
+#endif

@@ -1,0 +1,185 @@
+/* GPU launches of the linalg family (kernels/gemm.cu): the batch axes of a
+ * product become the kernel's grid z (targets) and, for a sum over a
+ * broadcast batch axis, a sequence of launches in batch order that add into
+ * C (accumulate = 1), so every element is summed in the order ops/linalg.c's
+ * portable CPU GEMM uses. */
+#include <string.h>
+
+#include "error.h"
+#include "gpu_glue.h"
+#include "linalg.h"
+
+/* Tile of one block (kernels/gemm.cu: 16 x 16 threads, 8 x 8 outputs each
+ * for 4-byte types, 4 x 4 for 8-byte ones). */
+static int64_t gemm_tile(em_dtype dt) { return em_dtype_size(dt) == 4 ? 128 : 64; }
+
+static const char *gemm_kernel(em_dtype dt) {
+  switch (dt) {
+  case EM_F32: return "em_gemm_f32";
+  case EM_F64: return "em_gemm_f64";
+  case EM_I32: return "em_gemm_u32";
+  case EM_I64: return "em_gemm_u64";
+  default: return NULL;
+  }
+}
+
+#define GRID_LIMIT 65535 /* grid y and z on every CC */
+
+/* The batch axes without size-1 axes, adjacent axes merged where every
+ * operand steps over them as over one axis of the same kind (target or
+ * summed). */
+typedef struct axes {
+  int n;
+  int64_t d[EM_MAX_DIMS], sx[EM_MAX_DIMS], sy[EM_MAX_DIMS], sc[EM_MAX_DIMS];
+} axes;
+
+static int summed(const axes *v, int i) { return v->sc[i] == 0; }
+
+static void coalesce(const em_linalg_gemm *g, axes *v) {
+  v->n = 0;
+  for (int i = 0; i < g->nd; i++) {
+    if (g->dims[i] == 1) continue;
+    int j = v->n;
+    if (j > 0 && (g->sc[i] == 0) == summed(v, j - 1) && v->sx[j - 1] == g->sx[i] * g->dims[i] &&
+        v->sy[j - 1] == g->sy[i] * g->dims[i] && v->sc[j - 1] == g->sc[i] * g->dims[i]) {
+      v->d[j - 1] *= g->dims[i];
+      v->sx[j - 1] = g->sx[i];
+      v->sy[j - 1] = g->sy[i];
+      v->sc[j - 1] = g->sc[i];
+      continue;
+    }
+    v->d[j] = g->dims[i];
+    v->sx[j] = g->sx[i];
+    v->sy[j] = g->sy[i];
+    v->sc[j] = g->sc[i];
+    v->n++;
+  }
+}
+
+/* Kernel arguments of one launch; the pointers and offsets change per launch. */
+typedef struct launch {
+  const char *x, *y;
+  char *c;
+  const char *cin;
+  long long m, n, k, ldx, ldy, ldc, cin_rs, cin_cs, zx, zy, zc;
+  int tx, ty, accumulate;
+  union { float f; double d; unsigned u; unsigned long long ul; } alpha, beta;
+} launch;
+
+static void set_scalar(em_dtype dt, double v, launch *l, int beta) {
+  if (dt == EM_F32) (beta ? &l->beta : &l->alpha)->f = (float)v;
+  else if (dt == EM_F64) (beta ? &l->beta : &l->alpha)->d = v;
+  else if (dt == EM_I32) (beta ? &l->beta : &l->alpha)->u = (unsigned)v;
+  else (beta ? &l->beta : &l->alpha)->ul = (unsigned long long)v;
+}
+
+/* Launches z targets (grid z) of l, in chunks of GRID_LIMIT targets and of
+ * GRID_LIMIT row tiles. */
+static em_status launch_targets(const em_op_args *a, const char *kernel, em_dtype dt, launch l, int64_t z) {
+  size_t es = em_dtype_size(dt);
+  int64_t tile = gemm_tile(dt), row_tiles = (l.m + tile - 1) / tile, col_tiles = (l.n + tile - 1) / tile;
+  if (col_tiles > 0x7fffffff)
+    return em_op_fail(a, "%lld columns are more than one grid holds", (long long)l.n);
+  const launch base = l;
+  for (int64_t z0 = 0; z0 < z; z0 += GRID_LIMIT)
+    for (int64_t r0 = 0; r0 < row_tiles; r0 += GRID_LIMIT) {
+      int64_t zn = z - z0 < GRID_LIMIT ? z - z0 : GRID_LIMIT, rn = row_tiles - r0 < GRID_LIMIT ? row_tiles - r0 : GRID_LIMIT;
+      int64_t row = r0 * tile;
+      l = base;
+      l.m = base.m - row;
+      l.x = base.x + (size_t)(z0 * base.zx + (base.tx ? row : row * base.ldx)) * es;
+      l.y = base.y + (size_t)(z0 * base.zy) * es;
+      l.c = base.c + (size_t)(z0 * base.zc + row * base.ldc) * es;
+      l.cin = base.cin + (size_t)(row * base.cin_rs) * es;
+      void *args[] = {&l.x,      &l.y,      &l.c,     &l.cin,   &l.m,     &l.n,  &l.k,
+                      &l.tx,     &l.ty,     &l.ldx,   &l.ldy,   &l.ldc,   &l.cin_rs, &l.cin_cs,
+                      &l.alpha,  &l.beta,   &l.accumulate,      &l.zx,    &l.zy, &l.zc};
+      em_status s = em_ops_launch(a, kernel, (em_dim3){(unsigned)col_tiles, (unsigned)rn, (unsigned)zn},
+                                  (em_dim3){256, 1, 1}, 0, args);
+      if (s) return s;
+    }
+  return EM_OK;
+}
+
+em_status em_linalg_gemm_gpu(const em_op_args *a, const em_linalg_gemm *g) {
+  const char *kernel = gemm_kernel(g->dt);
+  if (!kernel) return em_op_fail(a, "no GPU GEMM for dtype %s", em_dtype_name(g->dt));
+  if (g->m == 0 || g->n == 0) return EM_OK;
+  axes v;
+  coalesce(g, &v);
+  int64_t k = g->k;
+  double alpha = g->alpha;
+  for (int i = 0; i < v.n; i++)
+    if (v.d[i] == 0) {
+      if (!summed(&v, i)) return EM_OK; /* no targets */
+      /* Nothing to sum: every target is +0, what a product with k = 0 and alpha 1 writes. */
+      int w = 0;
+      for (int j = 0; j < v.n; j++)
+        if (!summed(&v, j)) v.d[w] = v.d[j], v.sx[w] = 0, v.sy[w] = 0, v.sc[w] = v.sc[j], w++;
+      v.n = w;
+      k = 0;
+      alpha = 1;
+      break;
+    }
+  /* Grid z runs over the last target axis; every other axis is a host loop,
+   * row-major, so each target receives its summed products in batch order. */
+  int zaxis = -1;
+  for (int i = v.n - 1; i >= 0 && zaxis < 0; i--)
+    if (!summed(&v, i)) zaxis = i;
+  launch l;
+  memset(&l, 0, sizeof l);
+  l.m = g->m;
+  l.n = g->n;
+  l.k = k;
+  l.ldx = g->ldx;
+  l.ldy = g->ldy;
+  l.ldc = g->ldc;
+  l.tx = g->tx;
+  l.ty = g->ty;
+  set_scalar(g->dt, alpha, &l, 0);
+  set_scalar(g->dt, g->cin ? g->beta : 0.0, &l, 1);
+  /* The kernel reads cin only when beta != 0; any valid pointer stands in otherwise. */
+  l.cin = g->cin ? g->cin : g->c;
+  l.cin_rs = g->cin ? g->cin_rs : 0;
+  l.cin_cs = g->cin ? g->cin_cs : 0;
+  int64_t z = 1;
+  if (zaxis >= 0) {
+    z = v.d[zaxis];
+    l.zx = v.sx[zaxis];
+    l.zy = v.sy[zaxis];
+    l.zc = v.sc[zaxis];
+  }
+  int64_t loops = 1;
+  for (int i = 0; i < v.n; i++)
+    if (i != zaxis) loops *= v.d[i];
+  size_t es = em_dtype_size(g->dt);
+  for (int64_t it = 0; it < loops; it++) {
+    int64_t rem = it, ox = 0, oy = 0, oc = 0;
+    int later = 0; /* a summed coordinate is past its first product */
+    for (int i = v.n - 1; i >= 0; i--) {
+      if (i == zaxis) continue;
+      int64_t q = rem % v.d[i];
+      rem /= v.d[i];
+      ox += q * v.sx[i];
+      oy += q * v.sy[i];
+      oc += q * v.sc[i];
+      if (summed(&v, i) && q > 0) later = 1;
+    }
+    launch one = l;
+    one.x = (const char *)g->x + (size_t)ox * es;
+    one.y = (const char *)g->y + (size_t)oy * es;
+    one.c = (char *)g->c + (size_t)oc * es;
+    one.accumulate = later;
+    em_status s = launch_targets(a, kernel, g->dt, one, z);
+    if (s) return s;
+  }
+  return EM_OK;
+}
+
+em_status em_linalg_c_grad_gpu(const em_op_args *a, const void *dy, void *dc, int64_t m, int64_t n, int64_t rows,
+                               int64_t cols, double beta) {
+  const char *kernel = a->in[0].dtype == EM_F32 ? "em_gemm_c_grad_f32" : "em_gemm_c_grad_f64";
+  long long lm = m, ln = n, lr = rows, lc = cols;
+  void *args[] = {&dy, &dc, &lm, &ln, &lr, &lc, &beta};
+  return em_ops_launch_1d(a, kernel, (size_t)(rows * cols), args);
+}

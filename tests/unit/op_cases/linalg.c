@@ -1,0 +1,63 @@
+/* Cases of the every-op-every-device test for the linalg family (ops/linalg.c,
+ * kernels/gemm.cu). Sizes around the kernel's tiles (128 x 128 for the 4-byte
+ * types, 64 x 64 for the 8-byte ones, K in slices of 8: one above each), a
+ * single element, 1-D operands, every transpose, batches that broadcast on
+ * either side (their gradients sum over the broadcast axes in batch order),
+ * the folded batch of a dense layer, gemm's c in each broadcast shape with
+ * alpha and beta. .grad covers _matmul_grad and _gemm_c_grad. */
+#include "op_cases.h"
+
+static const oc_case cases[] = {
+  {"matmul", "1", 2, {OC_F32(-1, 1, 1, 1), OC_F32(-1, 1, 1, 1)}, .grad = 1},
+  {"matmul", "dot", 2, {OC_F32(-1, 1, 7), OC_F32(-1, 1, 7)}, .grad = 1},
+  {"matmul", "vec @ mat", 2, {OC_F32(-1, 1, 5), OC_F32(-1, 1, 5, 3)}, .grad = 1},
+  {"matmul", "mat @ vec", 2, {OC_F32(-1, 1, 4, 6), OC_F32(-1, 1, 6)}, .grad = 1},
+  {"matmul", "odd", 2, {OC_F32(-1, 1, 13, 17), OC_F32(-1, 1, 17, 11)}, .grad = 1},
+  {"matmul", "tile+1", 2, {OC_F32(-1, 1, 129, 9), OC_F32(-1, 1, 9, 130)}, .grad = 1, .tol = 1e-4},
+  {"matmul", "large", 2, {OC_F32(-1, 1, 130, 90), OC_F32(-1, 1, 90, 70)}, .grad = 1, .tol = 1e-4},
+  {"matmul", "transpose_a", 2, {OC_F32(-1, 1, 9, 5), OC_F32(-1, 1, 9, 4)}, 1, {OC_ATTR_I("transpose_a", 1)},
+   .grad = 1},
+  {"matmul", "transpose_b", 2, {OC_F32(-1, 1, 5, 9), OC_F32(-1, 1, 4, 9)}, 1, {OC_ATTR_I("transpose_b", 1)},
+   .grad = 1},
+  {"matmul", "both transposed", 2, {OC_F32(-1, 1, 17, 131), OC_F32(-1, 1, 3, 17)}, 2,
+   {OC_ATTR_I("transpose_a", 1), OC_ATTR_I("transpose_b", 1)}, .grad = 1, .tol = 1e-4},
+  {"matmul", "batch", 2, {OC_F32(-1, 1, 3, 4, 5), OC_F32(-1, 1, 3, 5, 6)}, .grad = 1},
+  {"matmul", "broadcast", 2, {OC_F32(-1, 1, 2, 1, 3, 4), OC_F32(-1, 1, 5, 4, 6)}, .grad = 1},
+  {"matmul", "broadcast both ways", 2, {OC_F32(-1, 1, 3, 1, 2, 5, 4), OC_F32(-1, 1, 1, 4, 1, 4, 3)}, .grad = 1},
+  {"matmul", "dense layer fold", 2, {OC_F32(-1, 1, 4, 3, 5), OC_F32(-1, 1, 5, 7)}, .grad = 1},
+  {"matmul", "batch @ vec", 2, {OC_F32(-1, 1, 3, 4, 5), OC_F32(-1, 1, 5)}, .grad = 1},
+  {"matmul", "vec @ batch", 2, {OC_F32(-1, 1, 5), OC_F32(-1, 1, 3, 5, 4)}, .grad = 1},
+  {"matmul", "broadcast transposed", 2, {OC_F32(-1, 1, 2, 7, 3), OC_F32(-1, 1, 5, 1, 4, 7)}, 2,
+   {OC_ATTR_I("transpose_a", 1), OC_ATTR_I("transpose_b", 1)}, .grad = 1},
+  {"matmul", "f64 1", 2, {OC_F64(-1, 1, 1, 1), OC_F64(-1, 1, 1, 1)}, .grad = 1},
+  {"matmul", "f64 tile+1", 2, {OC_F64(-1, 1, 65, 33), OC_F64(-1, 1, 33, 66)}, .grad = 1},
+  {"matmul", "f64 large", 2, {OC_F64(-1, 1, 130, 90), OC_F64(-1, 1, 90, 70)}},
+  {"matmul", "f64 broadcast transposed", 2, {OC_F64(-1, 1, 2, 1, 9, 6), OC_F64(-1, 1, 3, 5, 9)}, 2,
+   {OC_ATTR_I("transpose_a", 1), OC_ATTR_I("transpose_b", 1)}, .grad = 1},
+  {"matmul", "f64 fold", 2, {OC_F64(-1, 1, 2, 3, 8), OC_F64(-1, 1, 8, 9)}, .grad = 1},
+  {"matmul", "i32", 2, {OC_I32(-50, 50, 5, 7), OC_I32(-50, 50, 7, 3)}},
+  {"matmul", "i32 wraps", 2, {OC_I32(-2000000000, 2000000000, 3, 9), OC_I32(-2000000000, 2000000000, 9, 2)}},
+  {"matmul", "i64 broadcast", 2, {OC_I64(-1000, 1000, 2, 3, 4), OC_I64(-1000, 1000, 4, 5)}},
+  {"matmul", "i64 transposed", 2, {OC_I64(-9, 9, 2, 1, 4, 3), OC_I64(-9, 9, 3, 4, 5)}, 1,
+   {OC_ATTR_I("transpose_a", 1)}},
+
+  {"gemm", "plain", 2, {OC_F32(-1, 1, 6, 5), OC_F32(-1, 1, 5, 7)}, .grad = 1},
+  {"gemm", "c full", 3, {OC_F32(-1, 1, 6, 5), OC_F32(-1, 1, 5, 7), OC_F32(-1, 1, 6, 7)}, 2,
+   {OC_ATTR_F("alpha", 0.5), OC_ATTR_F("beta", 2)}, .grad = 1},
+  {"gemm", "c row transA", 3, {OC_F32(-1, 1, 9, 6), OC_F32(-1, 1, 9, 7), OC_F32(-1, 1, 7)}, 2,
+   {OC_ATTR_I("transA", 1), OC_ATTR_F("beta", -1.5)}, .grad = 1},
+  {"gemm", "c column transB", 3, {OC_F32(-1, 1, 6, 9), OC_F32(-1, 1, 7, 9), OC_F32(-1, 1, 6, 1)}, 2,
+   {OC_ATTR_I("transB", 1), OC_ATTR_F("alpha", -3)}, .grad = 1},
+  {"gemm", "c scalar both transposed", 3, {OC_F32(-1, 1, 9, 129), OC_F32(-1, 1, 131, 9), OC_F32(-1, 1, 1)}, 2,
+   {OC_ATTR_I("transA", 1), OC_ATTR_I("transB", 1)}, .grad = 1, .tol = 1e-4},
+  {"gemm", "beta 0", 3, {OC_F32(-1, 1, 4, 3), OC_F32(-1, 1, 3, 5), OC_F32(-1, 1, 4, 5)}, 1,
+   {OC_ATTR_F("beta", 0)}, .grad = 1},
+  {"gemm", "alpha int", 2, {OC_F32(-1, 1, 3, 4), OC_F32(-1, 1, 4, 2)}, 1, {OC_ATTR_I("alpha", 2)}, .grad = 1},
+  {"gemm", "large", 3, {OC_F32(-1, 1, 100, 80), OC_F32(-1, 1, 80, 120), OC_F32(-1, 1, 120)}, .grad = 1,
+   .tol = 1e-4},
+  {"gemm", "f64", 3, {OC_F64(-1, 1, 65, 9), OC_F64(-1, 1, 9, 66), OC_F64(-1, 1, 1, 66)}, 2,
+   {OC_ATTR_F("alpha", -1.5), OC_ATTR_F("beta", 0.25)}, .grad = 1},
+  {"gemm", "f64 transposed c full", 3, {OC_F64(-1, 1, 5, 4), OC_F64(-1, 1, 3, 5), OC_F64(-1, 1, 4, 3)}, 2,
+   {OC_ATTR_I("transA", 1), OC_ATTR_I("transB", 1)}, .grad = 1},
+};
+OC_REGISTER(linalg, cases)
