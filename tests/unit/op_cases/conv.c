@@ -47,6 +47,8 @@ static const oc_case cases[] = {
    2, {OC_ATTR_IS("strides", 1, 2, 2), OC_ATTR_IS("pads", 1, 0, 1, 0, 1, 1)}, .grad = 1, .tol = CONV_TOL},
   {"convolution", "3d f64 groups", 2, {OC_F64(-1, 1, 1, 4, 4, 5, 3), OC_F64(-1, 1, 4, 2, 2, 2, 2)},
    1, {OC_ATTR_I("group", 2)}, .grad = 1},
+  {"convolution", "empty batch", 3, {OC_F32(-1, 1, 0, 3, 5, 6), OC_F32(-1, 1, 4, 3, 3, 3), OC_F32(-1, 1, 4)},
+   0, .grad = 1, .tol = CONV_TOL},
   {"convolution", "large", 3, {OC_F32(-1, 1, 2, 8, 30, 30), OC_F32(-1, 1, 16, 8, 3, 3), OC_F32(-1, 1, 16)},
    1, {OC_ATTR_IS("pads", 1, 1, 1, 1)}, .grad = 1, .tol = CONV_TOL},
 

@@ -35,6 +35,7 @@ static const oc_case cases[] = {
   {"max_pool", "same_upper", 1, {OC_F32(-1, 1, 2, 3, 9, 11)},
    3, {OC_ATTR_IS("kernel_shape", 3, 3), OC_ATTR_IS("strides", 2, 2), OC_ATTR_S("auto_pad", "SAME_UPPER")},
    .grad = 1},
+  {"max_pool", "empty batch", 1, {OC_F32(-1, 1, 0, 3, 5, 6)}, 1, {OC_ATTR_IS("kernel_shape", 2, 2)}, .grad = 1},
   {"max_pool", "large", 1, {OC_F32(-1, 1, 2, 8, 56, 56)},
    3, {OC_ATTR_IS("kernel_shape", 3, 3), OC_ATTR_IS("strides", 2, 2), OC_ATTR_IS("pads", 1, 1, 1, 1)}, .grad = 1},
 
@@ -64,6 +65,8 @@ static const oc_case cases[] = {
   {"global_max_pool", "3d", 1, {OC_F32(-1, 1, 2, 2, 3, 4, 5)}, .grad = 1},
   {"global_max_pool", "ties", 1, {OC_VALUES(EM_F32, ties, 2, 4, 5)}, .grad = 1},
   {"global_max_pool", "nan", 1, {OC_VALUES(EM_F64, nans, 4, 2, 5)}, .grad = 1},
+  {"global_max_pool", "empty plane", 1, {OC_F32(-1, 1, 2, 3, 0)}, .grad = 1},
+  {"global_average_pool", "empty plane", 1, {OC_F64(-1, 1, 2, 3, 4, 0)}, .grad = 1},
   {"global_average_pool", "1", 1, {OC_F32(-1, 1, 1, 1, 1)}, .grad = 1},
   {"global_average_pool", "2d", 1, {OC_F32(-1, 1, 2, 5, 7, 9)}, .grad = 1},
   {"global_average_pool", "1d f64", 1, {OC_F64(-1, 1, 2, 3, 17)}, .grad = 1},
