@@ -1,4 +1,6 @@
-/* Linear algebra: matrix products through OpenBLAS.
+/* Linear algebra: matrix products, through OpenBLAS in the fast mode on the
+ * CPU, through Ember's own GEMM in portable mode on the CPU and in both modes
+ * on the GPU (ops/linalg_gpu.c, kernels/gemm.cu).
  *
  * matmul(a, b)
  *   numpy matmul: a 1-D a is a row vector [1,K] and a 1-D b a column vector
@@ -20,6 +22,15 @@
  *   broadcast batches need no reshape or sum_to nodes.
  * _gemm_c_grad(dy, c)             (internal: gemm's gradient into c)
  *   beta FLOAT 1: beta * dy summed to c's shape.
+ *
+ * Portable mode (and the GPU): every output element is summed as
+ * kernels/gemm_math.h says, the same on every device: acc = acc + x * y for
+ * k = 0 .. K-1 from +0 (no FMA), then alpha * acc, then + beta * c; the
+ * products of a gradient that sums over broadcast batch axes are added in
+ * batch order (the first replaces, the rest add: prev + t). The batch folds
+ * below are functions of the shapes, shared by the CPU and the GPU code, so
+ * both sum the same products. _gemm_c_grad sums dy in double in row-major
+ * order on every device.
  *
  * Determinism: OpenBLAS's own threading is NOT thread-count independent
  * (its blocking and edge kernels change with the partition), so OpenBLAS is
