@@ -39,7 +39,16 @@
  * Speed: f32 rows whose class axis is the last (contiguous) go through
  * vector fast paths (below: em_expf, the exp the GPU kernels share, and sums
  * in double over LANES fixed partial sums); other rows, and f64, take the
- * generic path in double with libm. */
+ * generic path in double with libm.
+ *
+ * Portable mode (a->portable) and the GPU (kernels/loss.cu, gpu members at the
+ * end): every row sum and maximum in kernels/loss_math.h's "lanes" order
+ * (L = the power of two >= the row length, at most 256; lane l adds elements
+ * l, l + L, ... from 0.0, then the lanes fold as a tree), the per-element code
+ * of loss_math.h (em_expf for f32 exponentials, its binary64 exp and log for
+ * f64 and for every log), so the CPU and every GPU give the same bits. The
+ * elementwise ops (binary cross entropy, the squared error's gradient) and
+ * classification_error (no sums) give the same bits in every mode. */
 /* Lets GCC turn the fast paths' selects (the row maximum) into vector code; it
  * only stops the compiler from preserving FP exception flags, which Ember never
  * reads (as in unary.c). */
@@ -53,6 +62,8 @@
 #include <string.h>
 
 #include "../kernels/em_math.h"
+#include "../kernels/loss_math.h"
+#include "loss_gpu.h"
 #include "op.h"
 
 /* ---------------------------------------------------------- plumbing --- */
@@ -276,6 +287,88 @@ static em_status grad_node(em_graph *g, const char *op, const em_var *in, int n_
   return em_apply(g, op, in, n_in, at, n_at, out, 1);
 }
 
+/* ------------------------------------------------- portable mode --- */
+
+/* Portable mode (a->portable) sums every row in kernels/loss_math.h's "lanes"
+ * order with its per-element code, as kernels/loss.cu does on a GPU, so both
+ * give the same bits: lane l of L = lm_lanes(c) adds elements l, l + L, ...
+ * in order from 0.0, then the lanes fold as a tree (w = L/2 ... 1: lane l < w
+ * adds lane l + w). Not vectorised: the fast mode keeps the paths above. */
+typedef struct lanes {
+  int L;
+  double s[LM_MAX_LANES];
+} lanes;
+
+static void lanes_start(lanes *l, int64_t c, double v) {
+  l->L = lm_lanes(c);
+  for (int i = 0; i < l->L; i++) l->s[i] = v;
+}
+static void lanes_add(lanes *l, int64_t j, double v) {
+  double *p = &l->s[j & (l->L - 1)];
+  *p = *p + v;
+}
+static void lanes_max(lanes *l, int64_t j, double v) {
+  double *p = &l->s[j & (l->L - 1)];
+  *p = lm_max_f64(*p, v);
+}
+static double lanes_sum(lanes *l) {
+  for (int w = l->L / 2; w > 0; w /= 2)
+    for (int i = 0; i < w; i++) l->s[i] = l->s[i] + l->s[i + w];
+  return l->s[0];
+}
+static double lanes_fold_max(lanes *l) {
+  for (int w = l->L / 2; w > 0; w /= 2)
+    for (int i = 0; i < w; i++) l->s[i] = lm_max_f64(l->s[i], l->s[i + w]);
+  return l->s[0];
+}
+
+/* e^(v - mx) and e^v as the kernels compute them: em_expf on floats for f32. */
+static double p_exp_shift(int f64, double v, double mx) {
+  return f64 ? lm_exp_shift_f64(v, mx) : lm_exp_shift_f32((float)v, (float)mx);
+}
+static double p_exp(int f64, double v) { return f64 ? lm_exp_f64(v) : lm_exp_f32((float)v); }
+
+static double p_row_max(const void *x, int f64, int64_t base, int64_t c, int64_t step) {
+  lanes l;
+  lanes_start(&l, c, -INFINITY);
+  for (int64_t j = 0; j < c; j++) lanes_max(&l, j, ld(x, f64, base + j * step));
+  return lanes_fold_max(&l);
+}
+
+/* sum_j e^(x_j - mx) over j != skip (skip < 0: every j). */
+static double p_row_sum_exp(const void *x, int f64, int64_t base, int64_t c, int64_t step, double mx, int64_t skip) {
+  lanes l;
+  lanes_start(&l, c, 0.0);
+  for (int64_t j = 0; j < c; j++) lanes_add(&l, j, j == skip ? 0.0 : p_exp_shift(f64, ld(x, f64, base + j * step), mx));
+  return lanes_sum(&l);
+}
+
+static void p_softmax_row(const void *x, void *y, int f64, int64_t base, int64_t c, int64_t step, int log_out) {
+  double mx = p_row_max(x, f64, base, c, step);
+  double sum = p_row_sum_exp(x, f64, base, c, step, mx, -1), lse = log_out ? lm_log_d(sum) : 0.0;
+  for (int64_t j = 0; j < c; j++) {
+    int64_t k = base + j * step;
+    double v = ld(x, f64, k), e = log_out ? 0.0 : p_exp_shift(f64, v, mx);
+    st(y, f64, k, lm_softmax_out(e, v, mx, sum, lse, log_out));
+  }
+}
+
+static void p_softmax_grad_row(const void *y, const void *dy, void *dx, int f64, int64_t base, int64_t c, int64_t step,
+                               int log_out) {
+  lanes l;
+  lanes_start(&l, c, 0.0);
+  for (int64_t j = 0; j < c; j++) {
+    int64_t k = base + j * step;
+    lanes_add(&l, j, log_out ? ld(dy, f64, k) : ld(dy, f64, k) * ld(y, f64, k));
+  }
+  double dot = lanes_sum(&l);
+  for (int64_t j = 0; j < c; j++) {
+    int64_t k = base + j * step;
+    double yv = ld(y, f64, k);
+    st(dx, f64, k, lm_softmax_grad_out(yv, ld(dy, f64, k), log_out ? p_exp(f64, yv) : 0.0, dot, log_out));
+  }
+}
+
 /* ----------------------------------------------------------- softmax --- */
 
 static em_status softmax_infer(em_op_args *a) {
@@ -314,7 +407,8 @@ static em_status softmax_run(const em_op_args *a, em_tensor *const *in, em_tenso
   const int fast = !f64 && r.inner == 1;
 #pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (n_rows * r.c > PAR_THRESHOLD)
   for (int64_t row = 0; row < n_rows; row++) {
-    if (fast) softmax_row_f32((const float *)x + row * r.c, (float *)y + row * r.c, r.c, log_out);
+    if (a->portable) p_softmax_row(x, y, f64, row_base(&r, row), r.c, r.inner, log_out);
+    else if (fast) softmax_row_f32((const float *)x + row * r.c, (float *)y + row * r.c, r.c, log_out);
     else softmax_row(x, y, f64, row_base(&r, row), r.c, r.inner, log_out);
   }
   return EM_OK;
@@ -385,7 +479,8 @@ static em_status softmax_grad_run(const em_op_args *a, em_tensor *const *in, em_
   const int fast = !f64 && r.inner == 1;
 #pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (n_rows * r.c > PAR_THRESHOLD)
   for (int64_t row = 0; row < n_rows; row++) {
-    if (fast)
+    if (a->portable) p_softmax_grad_row(y, dy, dx, f64, row_base(&r, row), r.c, r.inner, log_out);
+    else if (fast)
       softmax_grad_row_f32((const float *)y + row * r.c, (const float *)dy + row * r.c, (float *)dx + row * r.c, r.c,
                            log_out);
     else softmax_grad_row(y, dy, dx, f64, row_base(&r, row), r.c, r.inner, log_out);
@@ -453,6 +548,13 @@ static const char *position_str(const em_shape *s, int64_t pos, char *buf, size_
   return buf;
 }
 
+/* Sparse label l at flat position i is not a class of [0, c). */
+static em_status label_range_error(const em_op_args *a, int64_t l, int64_t i, int64_t c) {
+  char pos[160];
+  return em_op_fail(a, "label %" PRId64 " at position %s is outside the classes [0, %" PRId64 ")", l,
+                    position_str(&a->in[1], i, pos, sizeof pos), c);
+}
+
 /* Run-time check of sparse labels (before any parallel loop, so the first
  * bad one is reported whatever the thread count). */
 static em_status check_label_values(const em_op_args *a, const labels_info *li, const em_tensor *labels,
@@ -462,11 +564,7 @@ static em_status check_label_values(const em_op_args *a, const labels_info *li, 
   for (int64_t i = 0; i < n; i++) {
     int64_t l = ld_int(p, li->label_dtype, i);
     if (li->has_ignore && l == li->ignore) continue;
-    if (l < 0 || l >= c) {
-      char pos[160];
-      return em_op_fail(a, "label %" PRId64 " at position %s is outside the classes [0, %" PRId64 ")", l,
-                        position_str(&a->in[1], i, pos, sizeof pos), c);
-    }
+    if (l < 0 || l >= c) return label_range_error(a, l, i, c);
   }
   return EM_OK;
 }
@@ -522,6 +620,58 @@ static em_status ce_infer(em_op_args *a) {
   return EM_OK;
 }
 
+/* Portable mode: the row maximum, sum_j e^(x_j - max) in lanes (1 when the maximum is
+ * infinite), and the loss as (max - x) + log(sum), as kernels/loss.cu's em_loss_ce_*. */
+static double p_ce_row(const labels_info *li, const rows *r, const void *x, const void *t, int f64, int64_t row) {
+  int64_t base = row_base(r, row);
+  double mx = p_row_max(x, f64, base, r->c, r->inner);
+  int inf_max = isinf(mx);
+  double sum = inf_max ? 1.0 : p_row_sum_exp(x, f64, base, r->c, r->inner, mx, -1), ls = lm_log_d(sum);
+  if (li->sparse) {
+    int64_t l = sparse_label(li, t, row);
+    return l < 0 ? 0.0 : (mx - ld(x, f64, base + l * r->inner)) + ls;
+  }
+  lanes acc;
+  lanes_start(&acc, r->c, 0.0);
+  for (int64_t j = 0; j < r->c; j++) {
+    int64_t k = base + j * r->inner;
+    double tv = ld(t, f64, k);
+    lanes_add(&acc, j, tv != 0.0 ? tv * ((mx - ld(x, f64, k)) + ls) : 0.0);
+  }
+  return lanes_sum(&acc);
+}
+
+/* Portable mode: one row of _cross_entropy_grad, as kernels/loss.cu's em_loss_ce_grad_*. */
+static void p_ce_grad_row(const labels_info *li, const rows *r, const void *x, const void *t, double g, void *d,
+                          int f64, int64_t row, int which) {
+  int64_t base = row_base(r, row), c = r->c, step = r->inner;
+  int64_t l = li->sparse ? sparse_label(li, t, row) : -1;
+  if (li->sparse && l < 0) g = 0.0;
+  double tsum = 1.0;
+  if (!li->sparse) {
+    lanes ts;
+    lanes_start(&ts, c, 0.0);
+    for (int64_t j = 0; j < c; j++) lanes_add(&ts, j, ld(t, f64, base + j * step));
+    tsum = lanes_sum(&ts);
+  }
+  double mx = p_row_max(x, f64, base, c, step);
+  int inf_max = isinf(mx);
+  double others = inf_max ? 1.0 : p_row_sum_exp(x, f64, base, c, step, mx, l), sum = others;
+  if (!inf_max && l >= 0) sum = others + p_exp_shift(f64, ld(x, f64, base + l * step), mx);
+  double ls = lm_log_d(sum);
+  for (int64_t j = 0; j < c; j++) {
+    int64_t k = base + j * step;
+    double xv = ld(x, f64, k), v;
+    if (which == 1) {
+      v = ((mx - xv) + ls) * g;
+    } else {
+      double tv = li->sparse ? (j == l ? 1.0 : 0.0) : ld(t, f64, k);
+      v = lm_ce_grad_out(p_exp_shift(f64, xv, mx), tv, tsum, g, sum, others, inf_max, j == l);
+    }
+    st(d, f64, k, v);
+  }
+}
+
 static em_status ce_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
   labels_info li;
   rows r;
@@ -535,6 +685,10 @@ static em_status ce_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *co
   for (int64_t row = 0; row < n_rows; row++) {
     int64_t base = row_base(&r, row);
     double loss = 0, mx, sum, others;
+    if (a->portable) {
+      st(y, f64, row, p_ce_row(&li, &r, x, t, f64, row));
+      continue;
+    }
     if (li.sparse) {
       int64_t l = sparse_label(&li, t, row);
       if (l >= 0) {
@@ -630,6 +784,10 @@ static em_status ce_grad_cpu(const em_op_args *a, em_tensor *const *in, em_tenso
 #pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (n_rows * r.c > PAR_THRESHOLD)
   for (int64_t row = 0; row < n_rows; row++) {
     double g = ld(dy, f64, row);
+    if (a->portable) {
+      p_ce_grad_row(&li, &r, x, t, g, d, f64, row, which);
+      continue;
+    }
     if (which == 0) {
       ce_grad_logits_row(&li, &r, x, t, g, d, f64, row);
     } else {
@@ -665,17 +823,20 @@ static em_status same_pair_infer(em_op_args *a, const char *second) {
 
 static em_status bce_infer(em_op_args *a) { return same_pair_infer(a, "the target t"); }
 
+/* p = v at flat position i is outside [0, 1]. */
+static em_status prob_error(const em_op_args *a, double v, int64_t i) {
+  char pos[160];
+  return em_op_fail(a, "p = %g at position %s is not a probability in [0, 1]", v,
+                    position_str(&a->in[0], i, pos, sizeof pos));
+}
+
 /* p must lie in [0, 1] (NaN passes through). */
 static em_status check_probabilities(const em_op_args *a, const em_tensor *p) {
   int f64 = a->in[0].dtype == EM_F64;
   const void *d = em_tensor_data(p);
   for (int64_t i = 0, n = em_tensor_numel(p); i < n; i++) {
     double v = ld(d, f64, i);
-    if (v < 0 || v > 1) {
-      char pos[160];
-      return em_op_fail(a, "p = %g at position %s is not a probability in [0, 1]", v,
-                        position_str(&a->in[0], i, pos, sizeof pos));
-    }
+    if (v < 0 || v > 1) return prob_error(a, v, i);
   }
   return EM_OK;
 }
@@ -690,7 +851,7 @@ static em_status bce_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *c
 #pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (n > PAR_THRESHOLD)
   for (int64_t i = 0; i < n; i++) {
     double pv = ld(p, f64, i), tv = ld(t, f64, i);
-    st(y, f64, i, -(tv * clamped_log(pv) + (1 - tv) * clamped_log(1 - pv)));
+    st(y, f64, i, a->portable ? lm_bce(pv, tv) : -(tv * clamped_log(pv) + (1 - tv) * clamped_log(1 - pv)));
   }
   return EM_OK;
 }
@@ -739,7 +900,9 @@ static em_status bce_grad_cpu(const em_op_args *a, em_tensor *const *in, em_tens
 #pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (n > PAR_THRESHOLD)
   for (int64_t i = 0; i < n; i++) {
     double pv = ld(p, f64, i), tv = ld(t, f64, i), g = ld(dy, f64, i), v;
-    if (which == 0) {
+    if (a->portable) {
+      v = lm_bce_grad(pv, tv, g, which);
+    } else if (which == 0) {
       double den = pv * (1 - pv);
       v = g * (pv - tv) / (den > BCE_EPS ? den : BCE_EPS);
     } else {
@@ -780,9 +943,19 @@ static em_status sqerr_cpu(const em_op_args *a, em_tensor *const *in, em_tensor 
 #pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (n * per > PAR_THRESHOLD && n > 1)
   for (int64_t i = 0; i < n; i++) {
     double sum = 0;
-    for (int64_t j = i * per; j < (i + 1) * per; j++) {
-      double d = ld(x, f64, j) - ld(y, f64, j);
-      sum += d * d;
+    if (a->portable) { /* lanes, as em_loss_sqerr_* */
+      lanes l;
+      lanes_start(&l, per, 0.0);
+      for (int64_t j = 0; j < per; j++) {
+        double d = ld(x, f64, i * per + j) - ld(y, f64, i * per + j);
+        lanes_add(&l, j, d * d);
+      }
+      sum = lanes_sum(&l);
+    } else {
+      for (int64_t j = i * per; j < (i + 1) * per; j++) {
+        double d = ld(x, f64, j) - ld(y, f64, j);
+        sum += d * d;
+      }
     }
     st(o, f64, i, sum);
   }
@@ -881,47 +1054,171 @@ static em_status no_backward(em_graph *g, const em_op_args *a, const em_var *x, 
   return EM_OK;
 }
 
+/* ------------------------------------------------------------- GPU --- */
+
+/* The gpu members: the same shapes, labels and checks as the CPU members, then
+ * kernels/loss.cu through ops/loss_gpu.c. The kernels always follow the
+ * portable order (lanes), so portable mode gives the CPU's bits and the fast
+ * mode agrees with the CPU's fast paths within rounding. The run-time checks
+ * (sparse labels in range, p in [0, 1]) run on the device and read one
+ * position back, so the error names the same value and position as on the
+ * CPU; that read waits for the stream. */
+
+static int64_t numel_of(const em_shape *s) {
+  int64_t n = 1;
+  for (int i = 0; i < s->ndim; i++) n *= s->dims[i];
+  return n;
+}
+
+static em_status softmax_gpu_run(const em_op_args *a, em_tensor *const *in, em_tensor *const *out, int log_out) {
+  int axis;
+  em_status s = class_axis(a, &axis);
+  if (s) return s;
+  rows r = rows_of(&a->in[0], axis);
+  return em_loss_gpu_softmax(a, a->in[0].dtype == EM_F64, em_tensor_data(in[0]), em_tensor_data(out[0]),
+                             r.outer * r.inner, r.c, r.inner, log_out);
+}
+static em_status softmax_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  return softmax_gpu_run(a, in, out, 0);
+}
+static em_status log_softmax_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  return softmax_gpu_run(a, in, out, 1);
+}
+
+static em_status softmax_grad_gpu_run(const em_op_args *a, em_tensor *const *in, em_tensor *const *out, int log_out) {
+  int axis;
+  em_status s = class_axis(a, &axis);
+  if (s) return s;
+  rows r = rows_of(&a->in[0], axis);
+  return em_loss_gpu_softmax_grad(a, a->in[0].dtype == EM_F64, em_tensor_data(in[0]), em_tensor_data(in[1]),
+                                  em_tensor_data(out[0]), r.outer * r.inner, r.c, r.inner, log_out);
+}
+static em_status softmax_grad_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  return softmax_grad_gpu_run(a, in, out, 0);
+}
+static em_status log_softmax_grad_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  return softmax_grad_gpu_run(a, in, out, 1);
+}
+
+/* labels_at_run on the device: the labels' kind and rows, sparse labels checked by a kernel. */
+static em_status labels_at_run_gpu(const em_op_args *a, em_tensor *const *in, labels_info *li, rows *r,
+                                   em_loss_gpu_labels *t) {
+  em_status s = check_labels(a, li);
+  if (s) return s;
+  *r = rows_of(&a->in[0], li->axis);
+  *t = (em_loss_gpu_labels){.data = em_tensor_data(in[1]), .sparse = li->sparse, .is64 = li->label_dtype == EM_I64,
+                            .has_ignore = li->has_ignore, .ignore = li->ignore};
+  if (!li->sparse) return EM_OK;
+  int64_t bad, value;
+  s = em_loss_gpu_check_labels(a, t, numel_of(&a->in[1]), r->c, &bad, &value);
+  if (!s && bad >= 0) s = label_range_error(a, value, bad, r->c);
+  return s;
+}
+
+static em_status ce_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  labels_info li;
+  rows r;
+  em_loss_gpu_labels t;
+  em_status s = labels_at_run_gpu(a, in, &li, &r, &t);
+  if (s) return s;
+  return em_loss_gpu_ce(a, a->in[0].dtype == EM_F64, em_tensor_data(in[0]), &t, em_tensor_data(out[0]),
+                        r.outer * r.inner, r.c, r.inner);
+}
+
+static em_status ce_grad_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  labels_info li;
+  rows r;
+  em_loss_gpu_labels t;
+  em_status s = labels_at_run_gpu(a, in, &li, &r, &t);
+  if (s) return s;
+  return em_loss_gpu_ce_grad(a, a->in[0].dtype == EM_F64, em_tensor_data(in[0]), &t, em_tensor_data(in[2]),
+                             em_tensor_data(out[0]), r.outer * r.inner, r.c, r.inner,
+                             (int)em_attr_int(a, "which", 0));
+}
+
+static em_status clserr_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  labels_info li;
+  rows r;
+  em_loss_gpu_labels t;
+  em_status s = labels_at_run_gpu(a, in, &li, &r, &t);
+  if (s) return s;
+  return em_loss_gpu_clserr(a, a->in[0].dtype == EM_F64, em_tensor_data(in[0]), &t, em_tensor_data(out[0]),
+                            r.outer * r.inner, r.c, r.inner, em_attr_int(a, "topN", 1));
+}
+
+static em_status bce_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  int f64 = a->in[0].dtype == EM_F64;
+  int64_t n = em_tensor_numel(out[0]), bad;
+  double value;
+  em_status s = em_loss_gpu_check_prob(a, f64, em_tensor_data(in[0]), n, &bad, &value);
+  if (!s && bad >= 0) s = prob_error(a, value, bad);
+  if (s) return s;
+  return em_loss_gpu_bce(a, f64, em_tensor_data(in[0]), em_tensor_data(in[1]), em_tensor_data(out[0]), n);
+}
+
+static em_status bce_grad_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  return em_loss_gpu_bce_grad(a, a->in[0].dtype == EM_F64, em_tensor_data(in[0]), em_tensor_data(in[1]),
+                              em_tensor_data(in[2]), em_tensor_data(out[0]), em_tensor_numel(out[0]),
+                              (int)em_attr_int(a, "which", 0));
+}
+
+static em_status sqerr_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  int64_t n, per;
+  samples_of(&a->in[0], &n, &per);
+  return em_loss_gpu_sqerr(a, a->in[0].dtype == EM_F64, em_tensor_data(in[0]), em_tensor_data(in[1]),
+                           em_tensor_data(out[0]), n, per);
+}
+
+static em_status sqerr_grad_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  int64_t n, per;
+  samples_of(&a->in[0], &n, &per);
+  double sign = em_attr_int(a, "which", 0) ? -2.0 : 2.0;
+  return em_loss_gpu_sqerr_grad(a, a->in[0].dtype == EM_F64, em_tensor_data(in[0]), em_tensor_data(in[1]),
+                                em_tensor_data(in[2]), em_tensor_data(out[0]), n * per, per, sign);
+}
+
 /* ------------------------------------------------------------- table --- */
 
 const em_op_def em_ops_loss[] = {
   {.name = "softmax", .doc = "softmax along axis (INT, -1), max-subtracted", .min_inputs = 1, .max_inputs = 1,
-   .n_outputs = 1, .infer = softmax_infer, .cpu = softmax_cpu, .backward = softmax_backward,
+   .n_outputs = 1, .infer = softmax_infer, .cpu = softmax_cpu, .gpu = softmax_gpu, .backward = softmax_backward,
    .attrs = EM_ATTRS("axis")},
   {.name = "log_softmax", .doc = "log of softmax along axis (INT, -1), max-subtracted", .min_inputs = 1,
-   .max_inputs = 1, .n_outputs = 1, .infer = softmax_infer, .cpu = log_softmax_cpu, .backward = log_softmax_backward,
+   .max_inputs = 1, .n_outputs = 1, .infer = softmax_infer, .cpu = log_softmax_cpu, .gpu = log_softmax_gpu, .backward = log_softmax_backward,
    .attrs = EM_ATTRS("axis")},
   {.name = "_softmax_grad", .doc = "softmax's gradient from (y, dy): y (dy - sum(dy y)); attr axis", .min_inputs = 2,
-   .max_inputs = 2, .n_outputs = 1, .infer = softmax_grad_infer, .cpu = softmax_grad_cpu, .attrs = EM_ATTRS("axis")},
+   .max_inputs = 2, .n_outputs = 1, .infer = softmax_grad_infer, .cpu = softmax_grad_cpu, .gpu = softmax_grad_gpu, .attrs = EM_ATTRS("axis")},
   {.name = "_log_softmax_grad", .doc = "log_softmax's gradient from (y, dy): dy - exp(y) sum(dy); attr axis",
    .min_inputs = 2, .max_inputs = 2, .n_outputs = 1, .infer = softmax_grad_infer, .cpu = log_softmax_grad_cpu,
+   .gpu = log_softmax_grad_gpu,
    .attrs = EM_ATTRS("axis")},
   {.name = "cross_entropy_with_softmax",
    .doc = "per-sample -sum(labels * log_softmax(logits)); labels dense or sparse indices; attrs axis (INT, -1), "
           "ignore_index (INT, sparse only)",
-   .min_inputs = 2, .max_inputs = 2, .n_outputs = 1, .infer = ce_infer, .cpu = ce_cpu, .backward = ce_backward,
+   .min_inputs = 2, .max_inputs = 2, .n_outputs = 1, .infer = ce_infer, .cpu = ce_cpu, .gpu = ce_gpu, .backward = ce_backward,
    .attrs = EM_ATTRS("axis", "ignore_index")},
   {.name = "_cross_entropy_grad",
    .doc = "cross_entropy_with_softmax's gradient (logits, labels, dy) into logits (which=0) or dense labels (1); "
           "attrs axis, which, ignore_index",
-   .min_inputs = 3, .max_inputs = 3, .n_outputs = 1, .infer = ce_grad_infer, .cpu = ce_grad_cpu,
+   .min_inputs = 3, .max_inputs = 3, .n_outputs = 1, .infer = ce_grad_infer, .cpu = ce_grad_cpu, .gpu = ce_grad_gpu,
    .attrs = EM_ATTRS("axis", "which", "ignore_index")},
   {.name = "binary_cross_entropy",
    .doc = "elementwise -(t log p + (1-t) log(1-p)), logs clamped at -100; no attributes", .min_inputs = 2,
-   .max_inputs = 2, .n_outputs = 1, .infer = bce_infer, .cpu = bce_cpu, .backward = bce_backward,
+   .max_inputs = 2, .n_outputs = 1, .infer = bce_infer, .cpu = bce_cpu, .gpu = bce_gpu, .backward = bce_backward,
    .attrs = EM_NO_ATTRS},
   {.name = "_bce_grad", .doc = "binary_cross_entropy's gradient (p, t, dy) into p (which=0) or t (1); attr which",
-   .min_inputs = 3, .max_inputs = 3, .n_outputs = 1, .infer = bce_grad_infer, .cpu = bce_grad_cpu, .attrs = EM_ATTRS("which")},
+   .min_inputs = 3, .max_inputs = 3, .n_outputs = 1, .infer = bce_grad_infer, .cpu = bce_grad_cpu, .gpu = bce_grad_gpu, .attrs = EM_ATTRS("which")},
   {.name = "squared_error",
    .doc = "sum of (x-y)^2 per sample (over all axes but the first: [N]; rank <= 1: a scalar); no attributes",
-   .min_inputs = 2, .max_inputs = 2, .n_outputs = 1, .infer = sqerr_infer, .cpu = sqerr_cpu,
+   .min_inputs = 2, .max_inputs = 2, .n_outputs = 1, .infer = sqerr_infer, .cpu = sqerr_cpu, .gpu = sqerr_gpu,
    .backward = sqerr_backward, .attrs = EM_NO_ATTRS},
   {.name = "_squared_error_grad", .doc = "squared_error's gradient (x, y, dy) into x (which=0) or y (1); attr which",
-   .min_inputs = 3, .max_inputs = 3, .n_outputs = 1, .infer = sqerr_grad_infer, .cpu = sqerr_grad_cpu,
+   .min_inputs = 3, .max_inputs = 3, .n_outputs = 1, .infer = sqerr_grad_infer, .cpu = sqerr_grad_cpu, .gpu = sqerr_grad_gpu,
    .attrs = EM_ATTRS("which")},
   {.name = "classification_error",
    .doc = "per sample 1 when the label is not among the topN outputs; attrs axis (INT, -1), topN (INT, 1), "
           "ignore_index (INT, sparse only)",
-   .min_inputs = 2, .max_inputs = 2, .n_outputs = 1, .no_grad = 3u, .infer = clserr_infer, .cpu = clserr_cpu,
+   .min_inputs = 2, .max_inputs = 2, .n_outputs = 1, .no_grad = 3u, .infer = clserr_infer, .cpu = clserr_cpu, .gpu = clserr_gpu,
    .backward = no_backward, .attrs = EM_ATTRS("axis", "topN", "ignore_index")},
 };
 const size_t em_ops_loss_count = sizeof em_ops_loss / sizeof em_ops_loss[0];

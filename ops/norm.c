@@ -41,13 +41,23 @@
  * _dropout_grad(dy) -> dx: dropout's mask and scale applied to dy (same attributes).
  *
  * Reductions accumulate in double in a fixed order; parallel loops split
- * output rows or columns only, so results do not depend on the thread count. */
+ * output rows or columns only, so results do not depend on the thread count.
+ * The order, which kernels/norm.cu repeats on a GPU (gpu members at the end):
+ * row sums over x viewed as [rows, inner] element by element from 0.0; batch
+ * norm's per-channel folds over the rows (n, c) of a channel, n ascending;
+ * layer norm's parameter gradients per column, rows ascending; LRN's window
+ * sums channels ascending. So the CPU and every GPU give the same bits in
+ * both modes, except LRN's power: libm's pow in the fast mode, and in portable
+ * mode kernels/norm_math.h's nm_pow_d, which the kernels always use. Dropout's
+ * counter-based mask generator is in norm_math.h too, shared with the kernels. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../kernels/norm_math.h"
 #include "error.h"
+#include "norm_gpu.h"
 #include "op.h"
 
 /* ------------------------------------------------------------ helpers --- */
@@ -286,7 +296,7 @@ static void copy_if_distinct(em_tensor *dst, const em_tensor *src) {
   }                                                                                                                 \
   /* LRN forward over the channel axis of [n, c, inner]. */                                                         \
   static void lrn_fwd_##S(const void *xv, void *yv, int64_t n, int64_t c, int64_t inner, int64_t half,             \
-                          double alpha_n, double bias, double beta) {                                               \
+                          double alpha_n, double bias, double beta, int portable) {                                 \
     const T *x = xv;                                                                                                \
     T *y = yv;                                                                                                      \
     const int64_t rows = n * c, work = rows * inner;                                                                \
@@ -297,7 +307,7 @@ static void copy_if_distinct(em_tensor *dst, const em_tensor *src) {
       for (int64_t i = 0; i < inner; i++) {                                                                         \
         double s = 0;                                                                                               \
         for (int64_t k = lo; k <= hi; k++) s += (double)xb[k * inner + i] * (double)xb[k * inner + i];              \
-        y[r * inner + i] = (T)((double)x[r * inner + i] * pow(bias + alpha_n * s, -beta));                          \
+        y[r * inner + i] = (T)((double)x[r * inner + i] * lrn_pow(bias + alpha_n * s, -beta, portable));            \
       }                                                                                                             \
     }                                                                                                               \
   }                                                                                                                 \
@@ -305,7 +315,7 @@ static void copy_if_distinct(em_tensor *dst, const em_tensor *src) {
    * base = bias + alpha_n * window sum of x^2:                                                                     \
    * dx[j] = dy[j] base[j]^-beta - 2 alpha_n beta x[j] sum_{c in window(j)} dy[c] x[c] base[c]^(-beta-1). */        \
   static void lrn_grad_item_##S(const void *xv, const void *dyv, void *dxv, int64_t c, int64_t inner, int64_t half, \
-                                double alpha_n, double bias, double beta, double *t) {                              \
+                                double alpha_n, double bias, double beta, double *t, int portable) {                \
     const T *x = xv, *dy = dyv;                                                                                     \
     T *dx = dxv;                                                                                                    \
     const int64_t work = c * inner;                                                                                 \
@@ -315,7 +325,7 @@ static void copy_if_distinct(em_tensor *dst, const em_tensor *src) {
       for (int64_t i = 0; i < inner; i++) {                                                                         \
         double s = 0;                                                                                               \
         for (int64_t k = lo; k <= hi; k++) s += (double)x[k * inner + i] * (double)x[k * inner + i];               \
-        double base = bias + alpha_n * s, p = pow(base, -beta - 1), d = dy[ch * inner + i];                         \
+        double base = bias + alpha_n * s, p = lrn_pow(base, -beta - 1, portable), d = dy[ch * inner + i];           \
         t[ch * inner + i] = d * (double)x[ch * inner + i] * p;                                                      \
         dx[ch * inner + i] = (T)(d * base * p);                                                                     \
       }                                                                                                             \
@@ -337,17 +347,11 @@ static void copy_if_distinct(em_tensor *dst, const em_tensor *src) {
     const T sc = (T)scale;                                                                                          \
     const int64_t work = n;                                                                                         \
     OMP_FOR                                                                                                         \
-    for (int64_t i = 0; i < n; i++) y[i] = (mix64(key + (uint64_t)(i + 1) * GOLDEN) >> 11) >= thr ? x[i] * sc : 0;  \
+    for (int64_t i = 0; i < n; i++) y[i] = nm_dropout_keep(key, i, thr) ? x[i] * sc : 0;                           \
   }
 
-#define GOLDEN 0x9e3779b97f4a7c15ull
-
-/* splitmix64's finaliser: a bijective 64-bit mix. */
-static inline uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
+/* LRN's power: libm's in the fast mode; in portable mode norm_math.h's, which the kernels use. */
+static double lrn_pow(double base, double e, int portable) { return portable ? nm_pow_d(base, e) : pow(base, e); }
 
 NORM_KERNELS(float, f32)
 NORM_KERNELS(double, f64)
@@ -812,7 +816,7 @@ static em_status lrn_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *c
   if (s) return s;
   nc_geom g = nc_geometry(in[0], 0);
   BY_DTYPE(em_tensor_dtype(in[0]), lrn_fwd, em_tensor_data(in[0]), em_tensor_data(out[0]), g.n, g.c, g.inner,
-           p.size / 2, p.alpha / (double)p.size, p.bias, p.beta);
+           p.size / 2, p.alpha / (double)p.size, p.bias, p.beta, a->portable);
   return EM_OK;
 }
 
@@ -848,7 +852,7 @@ static em_status lrn_grad_cpu(const em_op_args *a, em_tensor *const *in, em_tens
   /* One batch item at a time keeps the scratch at C * spatial. */
   for (int64_t n = 0; n < g.n; n++)
     BY_DTYPE(dt, lrn_grad_item, x + n * bytes, dy + n * bytes, dx + n * bytes, g.c, g.inner, p.size / 2,
-             p.alpha / (double)p.size, p.bias, p.beta, t);
+             p.alpha / (double)p.size, p.bias, p.beta, t, a->portable);
   free(t);
   return EM_OK;
 }
@@ -888,9 +892,7 @@ static em_status dropout_cpu(const em_op_args *a, em_tensor *const *in, em_tenso
   }
   /* One key per (seed, step, node); element i then takes the splitmix64
    * output at counter i, so any element's bit can be computed alone. */
-  uint64_t key = mix64((uint64_t)p.seed + GOLDEN);
-  key = mix64(key ^ mix64(a->step + 2 * GOLDEN));
-  key = mix64(key ^ mix64((uint64_t)p.node + 3 * GOLDEN));
+  uint64_t key = nm_dropout_key((uint64_t)p.seed, a->step, (uint64_t)p.node);
   uint64_t thr = (uint64_t)ceil(p.ratio * 9007199254740992.0); /* keep when the top 53 bits >= ratio * 2^53 */
   BY_DTYPE(em_tensor_dtype(in[0]), dropout, em_tensor_data(in[0]), em_tensor_data(out[0]), em_tensor_numel(in[0]),
            key, thr, 1.0 / (1.0 - p.ratio));
@@ -910,13 +912,157 @@ static em_status dropout_backward(em_graph *g, const em_op_args *a, const em_var
   return em_apply(g, "_dropout_grad", &dy[0], 1, at, 3, &din[0], 1);
 }
 
+/* ---------------------------------------------------------------- GPU --- */
+
+/* The gpu members: the same attribute and shape checks as the CPU members,
+ * then kernels/norm.cu through ops/norm_gpu.c, which repeat the CPU's sums
+ * in the CPU's order (bitwise equal in both modes; LRN's power in portable
+ * mode only, see norm_math.h). */
+
+static int is_f64(const em_op_args *a) { return a->in[0].dtype == EM_F64; }
+
+static em_norm_gpu_nc nc_of(const em_tensor *x, int per_channel) {
+  nc_geom g = nc_geometry(x, per_channel);
+  return (em_norm_gpu_nc){g.n, g.c, g.inner, per_channel};
+}
+
+static em_status bn_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  bn_params p;
+  em_status s = bn_parse(a, &p);
+  if (s) return s;
+  em_norm_gpu_nc g = nc_of(in[0], 1);
+  double m = (double)(g.n * g.inner);
+  if (a->training && m < 2)
+    return em_op_fail(a, "training needs more than one value per channel (N * spatial = %g) for the unbiased "
+                         "running variance", m);
+  int f64 = is_f64(a);
+  const void *x = em_tensor_data(in[0]);
+  void *rmean = em_tensor_data(in[3]), *rvar = em_tensor_data(in[4]);
+  em_norm_gpu_stats st;
+  s = a->training ? em_norm_gpu_batch_stats(a, f64, x, &g, p.eps, &st)
+                  : em_norm_gpu_running_stats(a, f64, rmean, rvar, g.c, p.eps, &st);
+  if (s) return s;
+  s = em_norm_gpu_nc_apply(a, f64, x, em_tensor_data(out[0]), &g, &st, em_tensor_data(in[1]), em_tensor_data(in[2]));
+  /* The running statistics are state: updated in the state's own device storage, last (an
+   * EM_ERR_USE_CPU above leaves them untouched for the CPU member). */
+  if (!s && a->training) s = em_norm_gpu_bn_update(a, f64, rmean, rvar, &st, g.c, p.momentum, m / (m - 1));
+  em_norm_gpu_stats_free(a, &st);
+  return s;
+}
+
+static em_status bng_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  bn_params p;
+  em_status s = bn_parse(a, &p);
+  if (s) return s;
+  em_norm_gpu_nc g = nc_of(in[0], 1);
+  int f64 = is_f64(a);
+  const void *x = em_tensor_data(in[0]);
+  em_norm_gpu_stats st;
+  s = a->training ? em_norm_gpu_batch_stats(a, f64, x, &g, p.eps, &st)
+                  : em_norm_gpu_running_stats(a, f64, em_tensor_data(in[2]), em_tensor_data(in[3]), g.c, p.eps, &st);
+  if (s) return s;
+  s = em_norm_gpu_nc_backward(a, f64, x, em_tensor_data(in[1]), em_tensor_data(in[4]), &g, &st, a->training,
+                              em_tensor_data(out[0]), em_tensor_data(out[1]), em_tensor_data(out[2]));
+  em_norm_gpu_stats_free(a, &st);
+  return s;
+}
+
+static em_status inorm_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  double eps;
+  em_status s = check_epsilon(a, &eps);
+  if (s) return s;
+  em_norm_gpu_nc g = nc_of(in[0], 0);
+  int f64 = is_f64(a);
+  em_norm_gpu_stats st;
+  s = em_norm_gpu_batch_stats(a, f64, em_tensor_data(in[0]), &g, eps, &st);
+  if (s) return s;
+  s = em_norm_gpu_nc_apply(a, f64, em_tensor_data(in[0]), em_tensor_data(out[0]), &g, &st, em_tensor_data(in[1]),
+                           em_tensor_data(in[2]));
+  em_norm_gpu_stats_free(a, &st);
+  return s;
+}
+
+static em_status inorm_grad_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  double eps;
+  em_status s = check_epsilon(a, &eps);
+  if (s) return s;
+  em_norm_gpu_nc g = nc_of(in[0], 0);
+  int f64 = is_f64(a);
+  const void *x = em_tensor_data(in[0]);
+  em_norm_gpu_stats st;
+  s = em_norm_gpu_batch_stats(a, f64, x, &g, eps, &st);
+  if (s) return s;
+  s = em_norm_gpu_nc_backward(a, f64, x, em_tensor_data(in[1]), em_tensor_data(in[2]), &g, &st, 1,
+                              em_tensor_data(out[0]), em_tensor_data(out[1]), em_tensor_data(out[2]));
+  em_norm_gpu_stats_free(a, &st);
+  return s;
+}
+
+static em_status ln_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  int axis;
+  double eps;
+  em_status s = ln_parse(a, &axis, &eps);
+  if (s) return s;
+  int64_t rows, m;
+  ln_geometry(in[0], axis, &rows, &m);
+  return em_norm_gpu_ln(a, is_f64(a), em_tensor_data(in[0]), em_tensor_data(in[1]),
+                        a->n_in > 2 ? em_tensor_data(in[2]) : NULL, em_tensor_data(out[0]), rows, m, eps);
+}
+
+static em_status ln_grad_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  int axis;
+  double eps;
+  em_status s = ln_parse(a, &axis, &eps);
+  if (s) return s;
+  int64_t rows, m;
+  ln_geometry(in[0], axis, &rows, &m);
+  return em_norm_gpu_ln_grad(a, is_f64(a), em_tensor_data(in[0]), em_tensor_data(in[1]), em_tensor_data(in[2]),
+                             em_tensor_data(out[0]), em_tensor_data(out[1]), em_tensor_data(out[2]), rows, m, eps);
+}
+
+static em_status lrn_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  lrn_params p;
+  em_status s = lrn_parse(a, &p);
+  if (s) return s;
+  nc_geom g = nc_geometry(in[0], 0);
+  return em_norm_gpu_lrn(a, is_f64(a), em_tensor_data(in[0]), em_tensor_data(out[0]), g.n, g.c, g.inner, p.size / 2,
+                         p.alpha / (double)p.size, p.bias, p.beta);
+}
+
+static em_status lrn_grad_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  lrn_params p;
+  em_status s = lrn_parse(a, &p);
+  if (s) return s;
+  nc_geom g = nc_geometry(in[0], 0);
+  return em_norm_gpu_lrn_grad(a, is_f64(a), em_tensor_data(in[0]), em_tensor_data(in[1]), em_tensor_data(out[0]), g.n,
+                              g.c, g.inner, p.size / 2, p.alpha / (double)p.size, p.bias, p.beta);
+}
+
+/* Dropout and its gradient: the CPU's key and threshold (norm_math.h), the same mask. */
+static em_status dropout_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  dropout_params p;
+  em_status s = dropout_parse(a, &p);
+  if (s) return s;
+  void *y = em_tensor_data(out[0]);
+  const void *x = em_tensor_data(in[0]);
+  int64_t n = em_tensor_numel(in[0]);
+  if (!a->training || p.ratio == 0) {
+    if (y == x) return EM_OK;
+    s = em_memcpy_d2d(a->dev, y, x, (size_t)n * em_dtype_size(a->in[0].dtype), a->stream);
+    return s ? em_fail_context(s, "op '%s': copying %lld elements", a->def->name, (long long)n) : EM_OK;
+  }
+  uint64_t key = nm_dropout_key((uint64_t)p.seed, a->step, (uint64_t)p.node);
+  uint64_t thr = (uint64_t)ceil(p.ratio * 9007199254740992.0);
+  return em_norm_gpu_dropout(a, is_f64(a), x, y, n, key, thr, 1.0 / (1.0 - p.ratio));
+}
+
 /* ----------------------------------------------------------- the table --- */
 
 #define BN_STATE ((1u << 3) | (1u << 4))
 
-#define NORM_DEF(NAME, DOC, MIN_IN, MAX_IN, N_OUT, NO_GRAD, STATE, INPLACE, INFER, CPU, BACKWARD, ATTRS)          \
+#define NORM_DEF(NAME, DOC, MIN_IN, MAX_IN, N_OUT, NO_GRAD, STATE, INPLACE, INFER, CPU, GPU, BACKWARD, ATTRS)     \
   {.name = NAME, .doc = DOC, .min_inputs = MIN_IN, .max_inputs = MAX_IN, .n_outputs = N_OUT, .no_grad = NO_GRAD,  \
-   .state_inputs = STATE, .inplace = INPLACE, .infer = INFER, .cpu = CPU, .gpu = NULL, .backward = BACKWARD,      \
+   .state_inputs = STATE, .inplace = INPLACE, .infer = INFER, .cpu = CPU, .gpu = GPU, .backward = BACKWARD,       \
    .attrs = ATTRS}
 
 /* Every gradient op receives its forward's attributes wholesale, so it takes the same names. */
@@ -924,33 +1070,33 @@ const em_op_def em_ops_norm[] = {
   NORM_DEF("batch_normalization",
            "batch_normalization(x[N,C,...], scale[C], bias[C], running_mean[C], running_var[C]): epsilon=1e-5, "
            "momentum=0.9; training uses batch statistics and updates the running ones in place (unbiased variance)",
-           5, 5, 1, BN_STATE, BN_STATE, 0, bn_infer, bn_cpu, bn_backward, EM_ATTRS("epsilon", "momentum")),
+           5, 5, 1, BN_STATE, BN_STATE, 0, bn_infer, bn_cpu, bn_gpu, bn_backward, EM_ATTRS("epsilon", "momentum")),
   NORM_DEF("_batch_norm_grad",
            "_batch_norm_grad(x, scale, running_mean, running_var, dy) -> dx, dscale, dbias: epsilon, momentum; "
            "through the batch statistics when training",
-           5, 5, 3, 0x1f, 0, 0, bng_infer, bng_cpu, NULL, EM_ATTRS("epsilon", "momentum")),
+           5, 5, 3, 0x1f, 0, 0, bng_infer, bng_cpu, bng_gpu, NULL, EM_ATTRS("epsilon", "momentum")),
   NORM_DEF("layer_normalization",
            "layer_normalization(x, scale, [bias]) over x.shape[axis:]: axis=-1, epsilon=1e-5; scale and bias shaped "
            "x.shape[axis:]",
-           2, 3, 1, 0, 0, 0, ln_infer, ln_cpu, ln_backward, EM_ATTRS("axis", "epsilon")),
+           2, 3, 1, 0, 0, 0, ln_infer, ln_cpu, ln_gpu, ln_backward, EM_ATTRS("axis", "epsilon")),
   NORM_DEF("_layer_norm_grad", "_layer_norm_grad(x, scale, dy) -> dx, dscale, dbias: axis, epsilon", 3, 3, 3, 0x7, 0,
-           0, ln_grad_infer, ln_grad_cpu, NULL, EM_ATTRS("axis", "epsilon")),
+           0, ln_grad_infer, ln_grad_cpu, ln_grad_gpu, NULL, EM_ATTRS("axis", "epsilon")),
   NORM_DEF("instance_normalization",
            "instance_normalization(x[N,C,spatial...], scale[C], bias[C]): epsilon=1e-5; each (n, c) over the spatial "
            "axes",
-           3, 3, 1, 0, 0, 0, inorm_infer, inorm_cpu, inorm_backward, EM_ATTRS("epsilon")),
+           3, 3, 1, 0, 0, 0, inorm_infer, inorm_cpu, inorm_gpu, inorm_backward, EM_ATTRS("epsilon")),
   NORM_DEF("_instance_norm_grad", "_instance_norm_grad(x, scale, dy) -> dx, dscale, dbias: epsilon", 3, 3, 3, 0x7, 0,
-           0, inorm_grad_infer, inorm_grad_cpu, NULL, EM_ATTRS("epsilon")),
+           0, inorm_grad_infer, inorm_grad_cpu, inorm_grad_gpu, NULL, EM_ATTRS("epsilon")),
   NORM_DEF("local_response_normalization",
            "ONNX LRN across channels of x[N,C,...]: size (odd, required), alpha=1e-4, beta=0.75, bias=1.0", 1, 1, 1,
-           0, 0, 0, lrn_infer, lrn_cpu, lrn_backward, EM_ATTRS("size", "alpha", "beta", "bias")),
+           0, 0, 0, lrn_infer, lrn_cpu, lrn_gpu, lrn_backward, EM_ATTRS("size", "alpha", "beta", "bias")),
   NORM_DEF("_lrn_grad", "_lrn_grad(x, dy) -> dx: size, alpha, beta, bias", 2, 2, 1, 0x3, 0, 0, lrn_grad_infer,
-           lrn_grad_cpu, NULL, EM_ATTRS("size", "alpha", "beta", "bias")),
+           lrn_grad_cpu, lrn_grad_gpu, NULL, EM_ATTRS("size", "alpha", "beta", "bias")),
   NORM_DEF("dropout",
            "dropout(x): ratio=0.5 in [0,1), seed=0, node (default: this node); training keeps with probability "
            "1-ratio, scaled by 1/(1-ratio); identity in inference",
-           1, 1, 1, 0, 0, 1, dropout_infer, dropout_cpu, dropout_backward, EM_ATTRS("ratio", "seed", "node")),
+           1, 1, 1, 0, 0, 1, dropout_infer, dropout_cpu, dropout_gpu, dropout_backward, EM_ATTRS("ratio", "seed", "node")),
   NORM_DEF("_dropout_grad", "_dropout_grad(dy): dropout's mask and scale applied to dy: ratio, seed, node", 1, 1, 1,
-           0, 0, 1, dropout_infer, dropout_cpu, dropout_backward, EM_ATTRS("ratio", "seed", "node")),
+           0, 0, 1, dropout_infer, dropout_cpu, dropout_gpu, dropout_backward, EM_ATTRS("ratio", "seed", "node")),
 };
 const size_t em_ops_norm_count = sizeof em_ops_norm / sizeof em_ops_norm[0];
