@@ -42,13 +42,19 @@
  * selu, tan). No backward of its own. sign/floor/ceil/round get zeros_like;
  * integer inputs receive no gradient.
  *
- * Numerics: f32 goes through kernels/em_math.h (em_expf, em_logf, ...), the
- * same source the GPU kernels compile, so CPU and GPU agree bit for bit.
- * em_math.h has no asin, acos, sinh, cosh, acosh, atanh or erfc: those (and
- * exact gelu, which needs erfc to stay accurate for negative x where
- * 1 + erf cancels) compute f32 in double with libm and round once, about
- * 0.5 ulp but not guaranteed to match another device's double libm bit for
- * bit. f64 uses libm throughout.
+ * Numerics: the per-element arithmetic is kernels/unary_math.h (em_un_*,
+ * em_ung_*) and kernels/em_math.h (em_expf, em_geluf, ...), the same source
+ * the GPU kernels (kernels/unary.cu, launched by ops/unary_gpu.c) compile, and
+ * the per-op constants come from one function (em_unary_launch_of), so the
+ * CPU and every GPU give the same bits, in both numeric modes (no op sums).
+ * f32: every op, forward and gradient; asin acos sinh cosh acosh atanh and
+ * exact gelu compute in binary64 from em_math.h's pieces and round once
+ * (about 0.5 ulp). f64: the exact-arithmetic ops (neg abs sign relu
+ * leaky_relu clip floor ceil round reciprocal sqrt rsqrt softsign
+ * hard_sigmoid thresholded_relu hard_swish isnan isinf, and the gradients
+ * that need only y or a rational function of x) likewise; the f64
+ * transcendentals use libm and run on the CPU only (their gpu member hands
+ * them back with EM_ERR_USE_CPU). Integer ops are exact everywhere.
  *
  * Speed: one flat loop per op and dtype, split among threads by output
  * element (`parallel for simd`), so results never depend on the thread count.
@@ -69,7 +75,8 @@
 #include <string.h>
 
 #include "op.h"
-#include "../kernels/em_math.h"
+#include "unary_gpu.h"
+#include "../kernels/unary_math.h"
 
 /* ================================================================ table === */
 
@@ -150,6 +157,10 @@ enum { G_FUSED, G_ZERO, G_NONE };
 
 #define AS_ENUM(id, ...) U_##id,
 enum { UNARY_OPS(AS_ENUM) U_COUNT };
+/* The kernels' op codes (kernels/unary_math.h) are these. */
+#define AS_CODE_CHECK(id, ...) _Static_assert((int)U_##id == (int)EM_UNARY_##id, "unary_math.h: op code of " #id);
+UNARY_OPS(AS_CODE_CHECK)
+_Static_assert((int)U_COUNT == (int)EM_UNARY_COUNT, "unary_math.h lists another number of ops");
 
 typedef struct ufn {
   const char *name;
@@ -332,6 +343,37 @@ static em_status grad_infer(em_op_args *a) {
   return EM_OK;
 }
 
+/* The op code and per-op constants of the kernels and the CPU loops
+ * (kernels/unary_math.h's table of a, b and mode). */
+em_status em_unary_launch_of(const em_op_args *a, int grad, em_dtype dt, em_unary_launch *l) {
+  int id = grad ? grad_fn(a) : fn_of_def(a);
+  if (id < 0) return grad ? EM_ERR_INVALID_ARGUMENT : em_op_fail(a, "not a unary op");
+  uparams p;
+  em_status s = read_params(a, &fns[id], dt, grad, &p);
+  if (s) return s;
+  memset(l, 0, sizeof *l);
+  l->op = id;
+  switch (id) {
+  case U_LEAKY_RELU: case U_ELU: case U_THRESHOLDED_RELU: l->a = p.alpha; break;
+  case U_SELU: l->a = p.gamma, l->b = p.gamma * p.alpha; break;
+  case U_HARD_SIGMOID: l->a = p.alpha, l->b = p.beta; break;
+  case U_POW_SCALAR: l->a = p.exponent; break;
+  case U_GELU: l->mode = p.approx_tanh; break;
+  case U_ISINF: l->mode = p.detect_neg | p.detect_pos << 1; break;
+  case U_CLIP: {
+    l->a = p.lo, l->b = p.hi;
+    const double tmin = dt == EM_I32 ? (double)INT32_MIN : (double)INT64_MIN;
+    const double tmax = dt == EM_I32 ? (double)INT32_MAX : (double)INT64_MAX;
+    const int64_t imin = dt == EM_I32 ? INT32_MIN : INT64_MIN, imax = dt == EM_I32 ? INT32_MAX : INT64_MAX;
+    l->ia = p.lo <= tmin ? imin : (p.lo >= tmax ? imax : (int64_t)p.lo);
+    l->ib = p.hi <= tmin ? imin : (p.hi >= tmax ? imax : (int64_t)p.hi);
+    break;
+  }
+  default: break;
+  }
+  return EM_OK;
+}
+
 /* ========================================================== CPU kernels === */
 
 /* The kernels below map elements [i0, i1) in one vector loop (MAP). SPLIT
@@ -357,40 +399,7 @@ static em_status grad_infer(em_op_args *a) {
     }                                                                                       \
   } while (0)
 
-/* Nearest integer, halves to even, for any float: below 2^23 adding and
- * subtracting 2^23 leaves no fraction bits (round to nearest even is the
- * FPU's mode); at or above it (and inf, NaN) x already is one. The sign is
- * put back so that -0.3 gives -0. Written out so no libm decides, and it
- * vectorises. */
-static inline float rne_f32(float x) {
-  float ax = fabsf(x);
-  float r = copysignf((ax + 8388608.0f) - 8388608.0f, x);
-  return ax < 8388608.0f ? r : x;
-}
-static inline double rne_f64(double x) {
-  double ax = fabs(x);
-  double r = copysign((ax + 4503599627370496.0) - 4503599627370496.0, x);
-  return ax < 4503599627370496.0 ? r : x;
-}
-/* floor and ceil from the nearest integer; the sign of zero follows x
- * (floor(-0) = -0, ceil(-0.5) = -0), as C's. */
-static inline float floor_f32(float x) {
-  float r = rne_f32(x);
-  return copysignf(r > x ? r - 1.0f : r, x);
-}
-static inline float ceil_f32(float x) {
-  float r = rne_f32(x);
-  return copysignf(r < x ? r + 1.0f : r, x);
-}
-static inline double floor_f64(double x) {
-  double r = rne_f64(x);
-  return copysign(r > x ? r - 1.0 : r, x);
-}
-static inline double ceil_f64(double x) {
-  double r = rne_f64(x);
-  return copysign(r < x ? r + 1.0 : r, x);
-}
-
+/* f64 helpers (libm: the f64 transcendentals run on the CPU only). */
 static inline double sigmoid_f64(double x) {
   if (x >= 0) return 1.0 / (1.0 + exp(-x));
   double e = exp(x);
@@ -398,104 +407,100 @@ static inline double sigmoid_f64(double x) {
 }
 static inline double softplus_f64(double x) { return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x)); }
 
-/* gelu, tanh form: x/2 (1 + tanh u) = x sigmoid(2u), 2u = x (C1 + C2 x^2).
- * The sigmoid form does not cancel for negative x as 1 + tanh u does. */
-#define GELU_C1 1.5957691216057308 /* 2 sqrt(2/pi) */
-#define GELU_C2 (GELU_C1 * 0.044715)
 #define SQRT1_2 0.70710678118654752440
 #define INV_SQRT_2PI 0.39894228040143267794 /* 1/sqrt(2 pi) */
 #define TWO_INV_SQRTPI 1.12837916709551257390 /* 2/sqrt(pi) */
 
-/* Exact gelu: x Phi(x) with Phi(x) = erfc(-x/sqrt 2)/2 (accurate for x < 0 too). */
+/* Exact gelu in f64: x Phi(x) with Phi(x) = erfc(-x/sqrt 2)/2 (accurate for x < 0 too). */
 static inline double gelu_erf_f64(double x) { return 0.5 * x * erfc(-x * SQRT1_2); }
 static inline double gelu_erf_grad_f64(double x) {
   return 0.5 * erfc(-x * SQRT1_2) + x * INV_SQRT_2PI * exp(-0.5 * x * x);
 }
 
-EM_SIMD_CLONES static void fwd_f32(int id, const uparams *p, const float *x, float *y, int64_t i0, int64_t i1) {
-  const float al = (float)p->alpha, be = (float)p->beta, ga = (float)p->gamma;
-  const float lo = (float)p->lo, hi = (float)p->hi, ex = (float)p->exponent;
-  const float ga_al = (float)(p->gamma * p->alpha);
-  const float c1 = (float)GELU_C1, c2 = (float)GELU_C2;
-  switch (id) {
-  case U_NEG: MAP(y[i] = -x[i]); break;
-  case U_ABS: MAP(y[i] = fabsf(x[i])); break;
-  case U_SIGN: MAP(float v = x[i]; y[i] = v > 0 ? 1.0f : (v < 0 ? -1.0f : v)); break;
+/* The per-element arithmetic is kernels/unary_math.h's (em_un_*, em_ung_*)
+ * and em_math.h's: the loops below and kernels/unary.cu call the same
+ * functions with the same constants (em_unary_launch: a and b rounded to the
+ * dtype once, here and in the launch alike). */
+EM_SIMD_CLONES static void fwd_f32(const em_unary_launch *l, const float *x, float *y, int64_t i0, int64_t i1) {
+  const float a = (float)l->a, b = (float)l->b;
+  switch (l->op) {
+  case U_NEG: MAP(y[i] = em_un_neg_f32(x[i])); break;
+  case U_ABS: MAP(y[i] = em_un_abs_f32(x[i])); break;
+  case U_SIGN: MAP(y[i] = em_un_sign_f32(x[i])); break;
   case U_EXP: MAP(y[i] = em_expf(x[i])); break;
   case U_LOG: MAP(y[i] = em_logf(x[i])); break;
   case U_SQRT: MAP(y[i] = em_sqrtf(x[i])); break;
   case U_RSQRT: MAP(y[i] = em_rsqrtf(x[i])); break;
-  case U_RECIPROCAL: MAP(y[i] = 1.0f / x[i]); break;
+  case U_RECIPROCAL: MAP(y[i] = em_un_reciprocal_f32(x[i])); break;
   case U_SIGMOID: MAP(y[i] = em_sigmoidf(x[i])); break;
   case U_TANH: MAP(y[i] = em_tanhf(x[i])); break;
-  case U_RELU: MAP(float v = x[i]; y[i] = v < 0 ? 0.0f : v); break;
-  case U_LEAKY_RELU: MAP(float v = x[i]; y[i] = v < 0 ? al * v : v); break;
-  case U_ELU: MAP(float v = x[i]; y[i] = v > 0 ? v : al * em_expm1f(v)); break;
-  case U_SELU: MAP(float v = x[i]; y[i] = v > 0 ? ga * v : ga_al * em_expm1f(v)); break;
+  case U_RELU: MAP(y[i] = em_un_relu_f32(x[i])); break;
+  case U_LEAKY_RELU: MAP(y[i] = em_un_leaky_relu_f32(x[i], a)); break;
+  case U_ELU: MAP(y[i] = em_un_elu_f32(x[i], a)); break;
+  case U_SELU: MAP(y[i] = em_un_selu_f32(x[i], a, b)); break;
   case U_SOFTPLUS: MAP(y[i] = em_softplusf(x[i])); break;
-  case U_SOFTSIGN:
-    MAP(float v = x[i]; float av = fabsf(v); y[i] = av == INFINITY ? copysignf(1.0f, v) : v / (1.0f + av));
-    break;
-  case U_HARD_SIGMOID: MAP(float t = al * x[i] + be; y[i] = t < 0 ? 0.0f : (t > 1 ? 1.0f : t)); break;
-  case U_HARD_SWISH: /* (x + 3)/6 rather than x/6 + 1/2: exact x + 3 near -3, no cancellation */
-    MAP(float v = x[i]; float t = (v + 3.0f) / 6.0f; y[i] = v * (t < 0 ? 0.0f : (t > 1 ? 1.0f : t)));
-    break;
+  case U_SOFTSIGN: MAP(y[i] = em_un_softsign_f32(x[i])); break;
+  case U_HARD_SIGMOID: MAP(y[i] = em_un_hard_sigmoid_f32(x[i], a, b)); break;
+  case U_HARD_SWISH: MAP(y[i] = em_un_hard_swish_f32(x[i])); break;
   case U_GELU:
-    if (p->approx_tanh) MAP(float v = x[i]; y[i] = v * em_sigmoidf(v * (c1 + c2 * (v * v))));
-    else MAP(y[i] = (float)gelu_erf_f64(x[i])); /* double: em_math.h has no erfc */
+    if (l->mode) MAP(y[i] = em_un_gelu_tanh_f32(x[i]));
+    else MAP(y[i] = em_geluf(x[i]));
     break;
   case U_SIN: MAP(y[i] = em_sinf(x[i])); break;
   case U_COS: MAP(y[i] = em_cosf(x[i])); break;
   case U_TAN: MAP(y[i] = em_tanf(x[i])); break;
   case U_ATAN: MAP(y[i] = em_atanf(x[i])); break;
   case U_ASINH: MAP(y[i] = em_asinhf(x[i])); break;
-  case U_FLOOR: MAP(y[i] = floor_f32(x[i])); break;
-  case U_CEIL: MAP(y[i] = ceil_f32(x[i])); break;
-  case U_ROUND: MAP(y[i] = rne_f32(x[i])); break;
-  case U_CLIP: MAP(float v = x[i]; y[i] = v < lo ? lo : (v > hi ? hi : v)); break;
-  case U_POW_SCALAR: MAP(y[i] = em_powf(x[i], ex)); break;
+  case U_FLOOR: MAP(y[i] = em_un_floor_f32(x[i])); break;
+  case U_CEIL: MAP(y[i] = em_un_ceil_f32(x[i])); break;
+  case U_ROUND: MAP(y[i] = em_un_round_f32(x[i])); break;
+  case U_CLIP: MAP(y[i] = em_un_clip_f32(x[i], a, b)); break;
+  case U_POW_SCALAR: MAP(y[i] = em_powf(x[i], a)); break;
   case U_ERF: MAP(y[i] = em_erff(x[i])); break;
-  /* Not in em_math.h: double libm, rounded once. */
-  case U_ASIN: MAP(y[i] = (float)asin(x[i])); break;
-  case U_ACOS: MAP(y[i] = (float)acos(x[i])); break;
-  case U_SINH: MAP(y[i] = (float)sinh(x[i])); break;
-  case U_COSH: MAP(y[i] = (float)cosh(x[i])); break;
-  case U_ACOSH: MAP(y[i] = (float)acosh(x[i])); break;
-  case U_ATANH: MAP(y[i] = (float)atanh(x[i])); break;
+  case U_ASIN: MAP(y[i] = em_asinf(x[i])); break;
+  case U_ACOS: MAP(y[i] = em_acosf(x[i])); break;
+  case U_SINH: MAP(y[i] = em_sinhf(x[i])); break;
+  case U_COSH: MAP(y[i] = em_coshf(x[i])); break;
+  case U_ACOSH: MAP(y[i] = em_acoshf(x[i])); break;
+  case U_ATANH: MAP(y[i] = em_atanhf(x[i])); break;
   case U_LOG1P: MAP(y[i] = em_log1pf(x[i])); break;
-  case U_THRESHOLDED_RELU: MAP(float v = x[i]; y[i] = v <= al ? 0.0f : v); break;
+  case U_THRESHOLDED_RELU: MAP(y[i] = em_un_thresholded_relu_f32(x[i], a)); break;
   default: break; /* isnan, isinf: fwd_bool */
   }
 }
 
-static void fwd_f64(int id, const uparams *p, const double *x, double *y, int64_t i0, int64_t i1) {
-  const double al = p->alpha, be = p->beta, ga = p->gamma, lo = p->lo, hi = p->hi, ex = p->exponent;
-  const double ga_al = p->gamma * p->alpha;
-  switch (id) {
-  case U_NEG: MAP(y[i] = -x[i]); break;
-  case U_ABS: MAP(y[i] = fabs(x[i])); break;
-  case U_SIGN: MAP(double v = x[i]; y[i] = v > 0 ? 1.0 : (v < 0 ? -1.0 : v)); break;
+/* f64: the exact-arithmetic ops through unary_math.h (what the GPU runs);
+ * the transcendentals through libm, on the CPU only. */
+static void fwd_f64(const em_unary_launch *l, const double *x, double *y, int64_t i0, int64_t i1) {
+  const double a = l->a, b = l->b;
+  switch (l->op) {
+  case U_NEG: MAP(y[i] = em_un_neg_f64(x[i])); break;
+  case U_ABS: MAP(y[i] = em_un_abs_f64(x[i])); break;
+  case U_SIGN: MAP(y[i] = em_un_sign_f64(x[i])); break;
+  case U_SQRT: MAP(y[i] = em_un_sqrt_f64(x[i])); break;
+  case U_RSQRT: MAP(y[i] = em_un_rsqrt_f64(x[i])); break;
+  case U_RECIPROCAL: MAP(y[i] = em_un_reciprocal_f64(x[i])); break;
+  case U_RELU: MAP(y[i] = em_un_relu_f64(x[i])); break;
+  case U_LEAKY_RELU: MAP(y[i] = em_un_leaky_relu_f64(x[i], a)); break;
+  case U_SOFTSIGN: MAP(y[i] = em_un_softsign_f64(x[i])); break;
+  case U_HARD_SIGMOID: MAP(y[i] = em_un_hard_sigmoid_f64(x[i], a, b)); break;
+  case U_HARD_SWISH: MAP(y[i] = em_un_hard_swish_f64(x[i])); break;
+  case U_FLOOR: MAP(y[i] = em_un_floor_f64(x[i])); break;
+  case U_CEIL: MAP(y[i] = em_un_ceil_f64(x[i])); break;
+  case U_ROUND: MAP(y[i] = em_un_round_f64(x[i])); break;
+  case U_CLIP: MAP(y[i] = em_un_clip_f64(x[i], a, b)); break;
+  case U_THRESHOLDED_RELU: MAP(y[i] = em_un_thresholded_relu_f64(x[i], a)); break;
+  /* libm, CPU only */
   case U_EXP: MAP(y[i] = exp(x[i])); break;
   case U_LOG: MAP(y[i] = log(x[i])); break;
-  case U_SQRT: MAP(y[i] = sqrt(x[i])); break;
-  case U_RSQRT: MAP(y[i] = 1.0 / sqrt(x[i])); break;
-  case U_RECIPROCAL: MAP(y[i] = 1.0 / x[i]); break;
   case U_SIGMOID: MAP(y[i] = sigmoid_f64(x[i])); break;
   case U_TANH: MAP(y[i] = tanh(x[i])); break;
-  case U_RELU: MAP(double v = x[i]; y[i] = v < 0 ? 0.0 : v); break;
-  case U_LEAKY_RELU: MAP(double v = x[i]; y[i] = v < 0 ? al * v : v); break;
-  case U_ELU: MAP(double v = x[i]; y[i] = v > 0 ? v : al * expm1(v)); break;
-  case U_SELU: MAP(double v = x[i]; y[i] = v > 0 ? ga * v : ga_al * expm1(v)); break;
+  case U_ELU: MAP(double v = x[i]; y[i] = v > 0 ? v : a * expm1(v)); break;
+  case U_SELU: MAP(double v = x[i]; y[i] = v > 0 ? a * v : b * expm1(v)); break;
   case U_SOFTPLUS: MAP(y[i] = softplus_f64(x[i])); break;
-  case U_SOFTSIGN:
-    MAP(double v = x[i]; double av = fabs(v); y[i] = av == INFINITY ? copysign(1.0, v) : v / (1.0 + av));
-    break;
-  case U_HARD_SIGMOID: MAP(double t = al * x[i] + be; y[i] = t < 0 ? 0.0 : (t > 1 ? 1.0 : t)); break;
-  case U_HARD_SWISH:
-    MAP(double v = x[i]; double t = (v + 3.0) / 6.0; y[i] = v * (t < 0 ? 0.0 : (t > 1 ? 1.0 : t)));
-    break;
   case U_GELU:
-    if (p->approx_tanh) MAP(double v = x[i]; y[i] = v * sigmoid_f64(v * (GELU_C1 + GELU_C2 * (v * v))));
+    if (l->mode)
+      MAP(double v = x[i]; y[i] = v * sigmoid_f64(v * (EM_UNARY_GELU_C1 + EM_UNARY_GELU_C2 * (v * v))));
     else MAP(y[i] = gelu_erf_f64(x[i]));
     break;
   case U_SIN: MAP(y[i] = sin(x[i])); break;
@@ -503,11 +508,7 @@ static void fwd_f64(int id, const uparams *p, const double *x, double *y, int64_
   case U_TAN: MAP(y[i] = tan(x[i])); break;
   case U_ATAN: MAP(y[i] = atan(x[i])); break;
   case U_ASINH: MAP(y[i] = asinh(x[i])); break;
-  case U_FLOOR: MAP(y[i] = floor_f64(x[i])); break;
-  case U_CEIL: MAP(y[i] = ceil_f64(x[i])); break;
-  case U_ROUND: MAP(y[i] = rne_f64(x[i])); break;
-  case U_CLIP: MAP(double v = x[i]; y[i] = v < lo ? lo : (v > hi ? hi : v)); break;
-  case U_POW_SCALAR: MAP(y[i] = pow(x[i], ex)); break;
+  case U_POW_SCALAR: MAP(y[i] = pow(x[i], a)); break;
   case U_ERF: MAP(y[i] = erf(x[i])); break;
   case U_ASIN: MAP(y[i] = asin(x[i])); break;
   case U_ACOS: MAP(y[i] = acos(x[i])); break;
@@ -516,59 +517,64 @@ static void fwd_f64(int id, const uparams *p, const double *x, double *y, int64_
   case U_ACOSH: MAP(y[i] = acosh(x[i])); break;
   case U_ATANH: MAP(y[i] = atanh(x[i])); break;
   case U_LOG1P: MAP(y[i] = log1p(x[i])); break;
-  case U_THRESHOLDED_RELU: MAP(double v = x[i]; y[i] = v <= al ? 0.0 : v); break;
   default: break;
   }
 }
 
-/* Integer ops. Negation goes through the unsigned type so that -INT_MIN
- * wraps (to INT_MIN) instead of being undefined behaviour. */
-#define INT_FWD(T, U, TMIN, TMAX)                                                                          \
-  static void fwd_##T(int id, const uparams *p, const T *x, T *y, int64_t i0, int64_t i1) {                  \
-    const T lo = p->lo <= (double)TMIN ? TMIN : (p->lo >= (double)TMAX ? TMAX : (T)p->lo);                 \
-    const T hi = p->hi <= (double)TMIN ? TMIN : (p->hi >= (double)TMAX ? TMAX : (T)p->hi);                 \
-    switch (id) {                                                                                           \
-    case U_NEG: MAP(y[i] = (T)(0u - (U)x[i])); break;                                                       \
-    case U_ABS: MAP(T v = x[i]; y[i] = v < 0 ? (T)(0u - (U)v) : v); break;                                  \
-    case U_SIGN: MAP(T v = x[i]; y[i] = (T)((v > 0) - (v < 0))); break;                                     \
-    case U_RELU: MAP(T v = x[i]; y[i] = v < 0 ? 0 : v); break;                                              \
-    case U_CLIP: MAP(T v = x[i]; y[i] = v < lo ? lo : (v > hi ? hi : v)); break;                            \
-    default: break;                                                                                         \
-    }                                                                                                       \
+/* Integer ops; clip's bounds arrive clamped to the type (em_unary_launch). */
+static void fwd_i32(const em_unary_launch *l, const int32_t *x, int32_t *y, int64_t i0, int64_t i1) {
+  const int32_t lo = (int32_t)l->ia, hi = (int32_t)l->ib;
+  switch (l->op) {
+  case U_NEG: MAP(y[i] = em_un_neg_i32(x[i])); break;
+  case U_ABS: MAP(y[i] = em_un_abs_i32(x[i])); break;
+  case U_SIGN: MAP(y[i] = em_un_sign_i32(x[i])); break;
+  case U_RELU: MAP(y[i] = em_un_relu_i32(x[i])); break;
+  case U_CLIP: MAP(y[i] = em_un_clip_i32(x[i], lo, hi)); break;
+  default: break;
   }
-INT_FWD(int32_t, uint32_t, INT32_MIN, INT32_MAX)
-INT_FWD(int64_t, uint64_t, INT64_MIN, INT64_MAX)
+}
+static void fwd_i64(const em_unary_launch *l, const int64_t *x, int64_t *y, int64_t i0, int64_t i1) {
+  const int64_t lo = l->ia, hi = l->ib;
+  switch (l->op) {
+  case U_NEG: MAP(y[i] = em_un_neg_i64(x[i])); break;
+  case U_ABS: MAP(y[i] = em_un_abs_i64(x[i])); break;
+  case U_SIGN: MAP(y[i] = em_un_sign_i64(x[i])); break;
+  case U_RELU: MAP(y[i] = em_un_relu_i64(x[i])); break;
+  case U_CLIP: MAP(y[i] = em_un_clip_i64(x[i], lo, hi)); break;
+  default: break;
+  }
+}
 
 /* isnan / isinf into bool (one byte, 0 or 1). */
-#define BOOL_FWD(T, ABS)                                                                        \
-  static void fwd_bool_##T(int id, const uparams *p, const T *x, uint8_t *y, int64_t i0, int64_t i1) { \
-    const int neg = p->detect_neg, pos = p->detect_pos;                                         \
-    if (id == U_ISNAN) MAP(T v = x[i]; y[i] = (uint8_t)(v != v));                               \
-    else MAP(T v = x[i]; y[i] = (uint8_t)(ABS(v) == (T)INFINITY && (v > 0 ? pos : neg)));       \
-  }
-BOOL_FWD(float, fabsf)
-BOOL_FWD(double, fabs)
+static void fwd_bool_f32(const em_unary_launch *l, const float *x, uint8_t *y, int64_t i0, int64_t i1) {
+  const int mode = l->mode;
+  if (l->op == U_ISNAN) MAP(y[i] = em_un_isnan_f32(x[i]));
+  else MAP(y[i] = em_un_isinf_f32(x[i], mode));
+}
+static void fwd_bool_f64(const em_unary_launch *l, const double *x, uint8_t *y, int64_t i0, int64_t i1) {
+  const int mode = l->mode;
+  if (l->op == U_ISNAN) MAP(y[i] = em_un_isnan_f64(x[i]));
+  else MAP(y[i] = em_un_isinf_f64(x[i], mode));
+}
 
 static em_status unary_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
-  int id = fn_of_def(a);
-  if (id < 0) return em_op_fail(a, "not a unary op");
   em_dtype dt = em_tensor_dtype(in[0]);
-  uparams p;
-  em_status s = read_params(a, &fns[id], dt, 0, &p);
+  em_unary_launch l;
+  em_status s = em_unary_launch_of(a, 0, dt, &l);
   if (s) return s;
   int64_t n = em_tensor_numel(in[0]);
   const void *x = em_tensor_data(in[0]);
   void *y = em_tensor_data(out[0]);
-  if (id == U_ISNAN || id == U_ISINF) {
-    if (dt == EM_F32) SPLIT(n, fwd_bool_float(id, &p, x, y, i0, i1));
-    else SPLIT(n, fwd_bool_double(id, &p, x, y, i0, i1));
+  if (l.op == U_ISNAN || l.op == U_ISINF) {
+    if (dt == EM_F32) SPLIT(n, fwd_bool_f32(&l, x, y, i0, i1));
+    else SPLIT(n, fwd_bool_f64(&l, x, y, i0, i1));
     return EM_OK;
   }
   switch (dt) {
-  case EM_F32: SPLIT(n, fwd_f32(id, &p, x, y, i0, i1)); break;
-  case EM_F64: SPLIT(n, fwd_f64(id, &p, x, y, i0, i1)); break;
-  case EM_I32: SPLIT(n, fwd_int32_t(id, &p, x, y, i0, i1)); break;
-  case EM_I64: SPLIT(n, fwd_int64_t(id, &p, x, y, i0, i1)); break;
+  case EM_F32: SPLIT(n, fwd_f32(&l, x, y, i0, i1)); break;
+  case EM_F64: SPLIT(n, fwd_f64(&l, x, y, i0, i1)); break;
+  case EM_I32: SPLIT(n, fwd_i32(&l, x, y, i0, i1)); break;
+  case EM_I64: SPLIT(n, fwd_i64(&l, x, y, i0, i1)); break;
   default: return em_op_fail(a, "dtype %s reached the CPU kernel", em_dtype_name(dt));
   }
   return EM_OK;
@@ -577,129 +583,114 @@ static em_status unary_cpu(const em_op_args *a, em_tensor *const *in, em_tensor 
 /* ======================================================= gradient kernels === */
 
 /* dx = dy * f'(x), with y = f(x) where it is the cheaper way. Loops over
- * (x, y, g = dy) into dx. */
-EM_SIMD_CLONES static void grad_f32(int id, const uparams *p, const float *x, const float *y, const float *dy, float *dx,
-                                   int64_t i0, int64_t i1) {
-  const float al = (float)p->alpha, be = (float)p->beta, ga = (float)p->gamma;
-  const float lo = (float)p->lo, hi = (float)p->hi, ex = (float)p->exponent;
-  const float ga_al = (float)(p->gamma * p->alpha), exm1 = ex - 1.0f;
-  const float c1 = (float)GELU_C1, c2 = (float)GELU_C2, c3 = (float)(3.0 * GELU_C2);
-  switch (id) {
+ * (x, y, g = dy) into dx; the arithmetic is unary_math.h's, as on the GPU. */
+EM_SIMD_CLONES static void grad_f32(const em_unary_launch *l, const float *x, const float *y, const float *dy,
+                                   float *dx, int64_t i0, int64_t i1) {
+  const float a = (float)l->a, b = (float)l->b;
+  switch (l->op) {
   case U_NEG: MAP(dx[i] = -dy[i]); break;
-  case U_ABS: MAP(float v = x[i]; float g = dy[i]; dx[i] = v > 0 ? g : (v < 0 ? -g : 0.0f)); break;
+  case U_ABS: MAP(dx[i] = em_ung_abs_f32(x[i], dy[i])); break;
   case U_EXP: MAP(dx[i] = dy[i] * y[i]); break;
   case U_LOG: MAP(dx[i] = dy[i] / x[i]); break;
-  case U_SQRT: MAP(dx[i] = (0.5f * dy[i]) / y[i]); break;
-  case U_RSQRT: MAP(float w = y[i]; dx[i] = (-0.5f * dy[i]) * (w * w * w)); break;
-  case U_RECIPROCAL: MAP(float w = y[i]; dx[i] = -dy[i] * (w * w)); break;
-  case U_SIGMOID: MAP(float w = y[i]; dx[i] = dy[i] * ((1.0f - w) * w)); break;
-  case U_TANH: MAP(float w = y[i]; dx[i] = dy[i] * (1.0f - w * w)); break;
-  case U_RELU: MAP(float g = dy[i]; dx[i] = x[i] > 0 ? g : 0.0f); break;
-  case U_LEAKY_RELU: MAP(float g = dy[i]; float ag = al * g; dx[i] = x[i] > 0 ? g : ag); break;
-  case U_ELU: MAP(float g = dy[i]; float t = g * (y[i] + al); dx[i] = x[i] > 0 ? g : t); break;
-  case U_SELU: MAP(float g = dy[i]; float t = g * (y[i] + ga_al); dx[i] = x[i] > 0 ? ga * g : t); break;
-  case U_SOFTPLUS: MAP(dx[i] = dy[i] * em_sigmoidf(x[i])); break;
-  case U_SOFTSIGN: MAP(float d = 1.0f + fabsf(x[i]); dx[i] = dy[i] / (d * d)); break;
-  case U_HARD_SIGMOID: MAP(float t = al * x[i] + be; float ag = al * dy[i]; dx[i] = t > 0 && t < 1 ? ag : 0.0f); break;
-  case U_HARD_SWISH:
-    MAP(float v = x[i]; float g = dy[i]; float m = g * (v / 3.0f + 0.5f);
-        dx[i] = v < -3.0f ? 0.0f : (v <= 3.0f ? m : g));
-    break;
+  case U_SQRT: MAP(dx[i] = em_ung_sqrt_f32(y[i], dy[i])); break;
+  case U_RSQRT: MAP(dx[i] = em_ung_rsqrt_f32(y[i], dy[i])); break;
+  case U_RECIPROCAL: MAP(dx[i] = em_ung_reciprocal_f32(y[i], dy[i])); break;
+  case U_SIGMOID: MAP(dx[i] = em_ung_sigmoid_f32(y[i], dy[i])); break;
+  case U_TANH: MAP(dx[i] = em_ung_tanh_f32(y[i], dy[i])); break;
+  case U_RELU: MAP(dx[i] = em_ung_relu_f32(x[i], dy[i])); break;
+  case U_LEAKY_RELU: MAP(dx[i] = em_ung_leaky_relu_f32(x[i], dy[i], a)); break;
+  case U_ELU: MAP(dx[i] = em_ung_elu_f32(x[i], y[i], dy[i], a)); break;
+  case U_SELU: MAP(dx[i] = em_ung_selu_f32(x[i], y[i], dy[i], a, b)); break;
+  case U_SOFTPLUS: MAP(dx[i] = em_ung_softplus_f32(x[i], dy[i])); break;
+  case U_SOFTSIGN: MAP(dx[i] = em_ung_softsign_f32(x[i], dy[i])); break;
+  case U_HARD_SIGMOID: MAP(dx[i] = em_ung_hard_sigmoid_f32(x[i], dy[i], a, b)); break;
+  case U_HARD_SWISH: MAP(dx[i] = em_ung_hard_swish_f32(x[i], dy[i])); break;
   case U_GELU:
-    if (p->approx_tanh)
-      MAP(float v = x[i]; float v2 = v * v; float s = em_sigmoidf(v * (c1 + c2 * v2));
-          dx[i] = dy[i] * (s + v * (s * (1.0f - s)) * (c1 + c3 * v2)));
-    else MAP(dx[i] = (float)(dy[i] * gelu_erf_grad_f64(x[i])));
+    if (l->mode) MAP(dx[i] = em_ung_gelu_tanh_f32(x[i], dy[i]));
+    else MAP(dx[i] = em_ung_gelu_f32(x[i], dy[i]));
     break;
-  case U_SIN: MAP(dx[i] = dy[i] * em_cosf(x[i])); break;
-  case U_COS: MAP(dx[i] = -dy[i] * em_sinf(x[i])); break;
-  case U_TAN: MAP(float w = y[i]; dx[i] = dy[i] * (1.0f + w * w)); break;
-  case U_ATAN: MAP(float v = x[i]; dx[i] = dy[i] / (1.0f + v * v)); break;
-  case U_ASINH: MAP(float v = x[i]; dx[i] = dy[i] / em_sqrtf(v * v + 1.0f)); break;
-  case U_CLIP: MAP(float v = x[i]; float g = dy[i]; dx[i] = v >= lo && v <= hi ? g : 0.0f); break;
-  case U_POW_SCALAR:
-    if (ex == 0.0f) MAP(dx[i] = 0.0f);
-    else MAP(dx[i] = dy[i] * (ex * em_powf(x[i], exm1)));
-    break;
-  case U_ERF: MAP(float v = x[i]; dx[i] = dy[i] * ((float)TWO_INV_SQRTPI * em_expf(-(v * v)))); break;
-  /* Not in em_math.h (and 1 - x^2 cancels near |x| = 1): double, rounded once. */
-  case U_ASIN: MAP(double v = x[i]; dx[i] = (float)(dy[i] / sqrt((1.0 - v) * (1.0 + v)))); break;
-  case U_ACOS: MAP(double v = x[i]; dx[i] = (float)(-dy[i] / sqrt((1.0 - v) * (1.0 + v)))); break;
-  case U_SINH: MAP(dx[i] = (float)(dy[i] * cosh(x[i]))); break;
-  case U_COSH: MAP(dx[i] = (float)(dy[i] * sinh(x[i]))); break;
-  case U_ACOSH: MAP(double v = x[i]; dx[i] = (float)(dy[i] / sqrt((v - 1.0) * (v + 1.0)))); break;
-  case U_ATANH: MAP(double v = x[i]; dx[i] = (float)(dy[i] / ((1.0 - v) * (1.0 + v)))); break;
-  case U_LOG1P: MAP(dx[i] = dy[i] / (1.0f + x[i])); break;
-  case U_THRESHOLDED_RELU: MAP(float g = dy[i]; dx[i] = x[i] > al ? g : 0.0f); break;
+  case U_SIN: MAP(dx[i] = em_ung_sin_f32(x[i], dy[i])); break;
+  case U_COS: MAP(dx[i] = em_ung_cos_f32(x[i], dy[i])); break;
+  case U_TAN: MAP(dx[i] = em_ung_tan_f32(y[i], dy[i])); break;
+  case U_ATAN: MAP(dx[i] = em_ung_atan_f32(x[i], dy[i])); break;
+  case U_ASINH: MAP(dx[i] = em_ung_asinh_f32(x[i], dy[i])); break;
+  case U_CLIP: MAP(dx[i] = em_ung_clip_f32(x[i], dy[i], a, b)); break;
+  case U_POW_SCALAR: MAP(dx[i] = em_ung_pow_scalar_f32(x[i], dy[i], a)); break;
+  case U_ERF: MAP(dx[i] = em_ung_erf_f32(x[i], dy[i])); break;
+  case U_ASIN: MAP(dx[i] = em_ung_asin_f32(x[i], dy[i])); break;
+  case U_ACOS: MAP(dx[i] = em_ung_acos_f32(x[i], dy[i])); break;
+  case U_SINH: MAP(dx[i] = em_ung_sinh_f32(x[i], dy[i])); break;
+  case U_COSH: MAP(dx[i] = em_ung_cosh_f32(x[i], dy[i])); break;
+  case U_ACOSH: MAP(dx[i] = em_ung_acosh_f32(x[i], dy[i])); break;
+  case U_ATANH: MAP(dx[i] = em_ung_atanh_f32(x[i], dy[i])); break;
+  case U_LOG1P: MAP(dx[i] = em_ung_log1p_f32(x[i], dy[i])); break;
+  case U_THRESHOLDED_RELU: MAP(dx[i] = em_ung_thresholded_relu_f32(x[i], dy[i], a)); break;
   default: break;
   }
 }
 
-static void grad_f64(int id, const uparams *p, const double *x, const double *y, const double *dy, double *dx,
+static void grad_f64(const em_unary_launch *l, const double *x, const double *y, const double *dy, double *dx,
                      int64_t i0, int64_t i1) {
-  const double al = p->alpha, be = p->beta, ga = p->gamma, lo = p->lo, hi = p->hi, ex = p->exponent;
-  const double ga_al = p->gamma * p->alpha;
-  switch (id) {
+  const double a = l->a, b = l->b;
+  switch (l->op) {
   case U_NEG: MAP(dx[i] = -dy[i]); break;
-  case U_ABS: MAP(double v = x[i]; double g = dy[i]; dx[i] = v > 0 ? g : (v < 0 ? -g : 0.0)); break;
+  case U_ABS: MAP(dx[i] = em_ung_abs_f64(x[i], dy[i])); break;
   case U_EXP: MAP(dx[i] = dy[i] * y[i]); break;
   case U_LOG: MAP(dx[i] = dy[i] / x[i]); break;
-  case U_SQRT: MAP(dx[i] = (0.5 * dy[i]) / y[i]); break;
-  case U_RSQRT: MAP(double w = y[i]; dx[i] = (-0.5 * dy[i]) * (w * w * w)); break;
-  case U_RECIPROCAL: MAP(double w = y[i]; dx[i] = -dy[i] * (w * w)); break;
-  case U_SIGMOID: MAP(double w = y[i]; dx[i] = dy[i] * ((1.0 - w) * w)); break;
-  case U_TANH: MAP(double w = y[i]; dx[i] = dy[i] * (1.0 - w * w)); break;
-  case U_RELU: MAP(double g = dy[i]; dx[i] = x[i] > 0 ? g : 0.0); break;
-  case U_LEAKY_RELU: MAP(double g = dy[i]; double ag = al * g; dx[i] = x[i] > 0 ? g : ag); break;
-  case U_ELU: MAP(double g = dy[i]; double t = g * (y[i] + al); dx[i] = x[i] > 0 ? g : t); break;
-  case U_SELU: MAP(double g = dy[i]; double t = g * (y[i] + ga_al); dx[i] = x[i] > 0 ? ga * g : t); break;
+  case U_SQRT: MAP(dx[i] = em_ung_sqrt_f64(y[i], dy[i])); break;
+  case U_RSQRT: MAP(dx[i] = em_ung_rsqrt_f64(y[i], dy[i])); break;
+  case U_RECIPROCAL: MAP(dx[i] = em_ung_reciprocal_f64(y[i], dy[i])); break;
+  case U_SIGMOID: MAP(dx[i] = em_ung_sigmoid_f64(y[i], dy[i])); break;
+  case U_TANH: MAP(dx[i] = em_ung_tanh_f64(y[i], dy[i])); break;
+  case U_RELU: MAP(dx[i] = em_ung_relu_f64(x[i], dy[i])); break;
+  case U_LEAKY_RELU: MAP(dx[i] = em_ung_leaky_relu_f64(x[i], dy[i], a)); break;
+  case U_ELU: MAP(dx[i] = em_ung_elu_f64(x[i], y[i], dy[i], a)); break;
+  case U_SELU: MAP(dx[i] = em_ung_selu_f64(x[i], y[i], dy[i], a, b)); break;
+  case U_SOFTSIGN: MAP(dx[i] = em_ung_softsign_f64(x[i], dy[i])); break;
+  case U_HARD_SIGMOID: MAP(dx[i] = em_ung_hard_sigmoid_f64(x[i], dy[i], a, b)); break;
+  case U_HARD_SWISH: MAP(dx[i] = em_ung_hard_swish_f64(x[i], dy[i])); break;
+  case U_TAN: MAP(dx[i] = em_ung_tan_f64(y[i], dy[i])); break;
+  case U_ATAN: MAP(dx[i] = em_ung_atan_f64(x[i], dy[i])); break;
+  case U_ASINH: MAP(dx[i] = em_ung_asinh_f64(x[i], dy[i])); break;
+  case U_CLIP: MAP(dx[i] = em_ung_clip_f64(x[i], dy[i], a, b)); break;
+  case U_ASIN: MAP(dx[i] = em_ung_asin_f64(x[i], dy[i])); break;
+  case U_ACOS: MAP(dx[i] = em_ung_acos_f64(x[i], dy[i])); break;
+  case U_ACOSH: MAP(dx[i] = em_ung_acosh_f64(x[i], dy[i])); break;
+  case U_ATANH: MAP(dx[i] = em_ung_atanh_f64(x[i], dy[i])); break;
+  case U_LOG1P: MAP(dx[i] = em_ung_log1p_f64(x[i], dy[i])); break;
+  case U_THRESHOLDED_RELU: MAP(dx[i] = em_ung_thresholded_relu_f64(x[i], dy[i], a)); break;
+  /* libm, CPU only */
   case U_SOFTPLUS: MAP(dx[i] = dy[i] * sigmoid_f64(x[i])); break;
-  case U_SOFTSIGN: MAP(double d = 1.0 + fabs(x[i]); dx[i] = dy[i] / (d * d)); break;
-  case U_HARD_SIGMOID: MAP(double t = al * x[i] + be; double ag = al * dy[i]; dx[i] = t > 0 && t < 1 ? ag : 0.0); break;
-  case U_HARD_SWISH:
-    MAP(double v = x[i]; double g = dy[i]; double m = g * (v / 3.0 + 0.5); dx[i] = v < -3.0 ? 0.0 : (v <= 3.0 ? m : g));
-    break;
   case U_GELU:
-    if (p->approx_tanh)
-      MAP(double v = x[i]; double v2 = v * v; double s = sigmoid_f64(v * (GELU_C1 + GELU_C2 * v2));
-          dx[i] = dy[i] * (s + v * (s * (1.0 - s)) * (GELU_C1 + 3.0 * GELU_C2 * v2)));
+    if (l->mode)
+      MAP(double v = x[i]; double v2 = v * v;
+          double s = sigmoid_f64(v * (EM_UNARY_GELU_C1 + EM_UNARY_GELU_C2 * v2));
+          dx[i] = dy[i] * (s + v * (s * (1.0 - s)) * (EM_UNARY_GELU_C1 + EM_UNARY_GELU_C3 * v2)));
     else MAP(dx[i] = dy[i] * gelu_erf_grad_f64(x[i]));
     break;
   case U_SIN: MAP(dx[i] = dy[i] * cos(x[i])); break;
   case U_COS: MAP(dx[i] = -dy[i] * sin(x[i])); break;
-  case U_TAN: MAP(double w = y[i]; dx[i] = dy[i] * (1.0 + w * w)); break;
-  case U_ATAN: MAP(double v = x[i]; dx[i] = dy[i] / (1.0 + v * v)); break;
-  case U_ASINH: MAP(double v = x[i]; dx[i] = dy[i] / sqrt(v * v + 1.0)); break;
-  case U_CLIP: MAP(double v = x[i]; double g = dy[i]; dx[i] = v >= lo && v <= hi ? g : 0.0); break;
   case U_POW_SCALAR:
-    if (ex == 0.0) MAP(dx[i] = 0.0);
-    else MAP(dx[i] = dy[i] * (ex * pow(x[i], ex - 1.0)));
+    if (a == 0.0) MAP(dx[i] = 0.0);
+    else MAP(dx[i] = dy[i] * (a * pow(x[i], a - 1.0)));
     break;
   case U_ERF: MAP(double v = x[i]; dx[i] = dy[i] * (TWO_INV_SQRTPI * exp(-(v * v)))); break;
-  case U_ASIN: MAP(double v = x[i]; dx[i] = dy[i] / sqrt((1.0 - v) * (1.0 + v))); break;
-  case U_ACOS: MAP(double v = x[i]; dx[i] = -dy[i] / sqrt((1.0 - v) * (1.0 + v))); break;
   case U_SINH: MAP(dx[i] = dy[i] * cosh(x[i])); break;
   case U_COSH: MAP(dx[i] = dy[i] * sinh(x[i])); break;
-  case U_ACOSH: MAP(double v = x[i]; dx[i] = dy[i] / sqrt((v - 1.0) * (v + 1.0))); break;
-  case U_ATANH: MAP(double v = x[i]; dx[i] = dy[i] / ((1.0 - v) * (1.0 + v))); break;
-  case U_LOG1P: MAP(dx[i] = dy[i] / (1.0 + x[i])); break;
-  case U_THRESHOLDED_RELU: MAP(double g = dy[i]; dx[i] = x[i] > al ? g : 0.0); break;
   default: break;
   }
 }
 
 static em_status grad_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
-  int id = grad_fn(a);
-  if (id < 0) return EM_ERR_INVALID_ARGUMENT;
   em_dtype dt = em_tensor_dtype(in[0]);
-  uparams p;
-  em_status s = read_params(a, &fns[id], dt, 1, &p);
+  em_unary_launch l;
+  em_status s = em_unary_launch_of(a, 1, dt, &l);
   if (s) return s;
   int64_t n = em_tensor_numel(in[0]);
   const void *x = em_tensor_data(in[0]), *y = em_tensor_data(in[1]), *dy = em_tensor_data(in[2]);
   void *dx = em_tensor_data(out[0]);
-  if (dt == EM_F32) SPLIT(n, grad_f32(id, &p, x, y, dy, dx, i0, i1));
-  else if (dt == EM_F64) SPLIT(n, grad_f64(id, &p, x, y, dy, dx, i0, i1));
+  if (dt == EM_F32) SPLIT(n, grad_f32(&l, x, y, dy, dx, i0, i1));
+  else if (dt == EM_F64) SPLIT(n, grad_f64(&l, x, y, dy, dx, i0, i1));
   else return em_op_fail(a, "dtype %s reached the CPU kernel", em_dtype_name(dt));
   return EM_OK;
 }
@@ -751,7 +742,7 @@ UNARY_OPS(AS_LIST_CHECK)
 #define AS_DEF(id, nm, dt, at, gr, al, be, ga, dc)                                                          \
   {.name = nm, .doc = dc, .min_inputs = 1, .max_inputs = 1, .n_outputs = 1, .no_grad = (gr) == G_NONE,    \
    .inplace = U_##id != U_ISNAN && U_##id != U_ISINF, .infer = unary_infer, .cpu = unary_cpu,              \
-   .backward = unary_backward, .attrs = AT_LIST(at)},
+   .gpu = em_unary_gpu, .backward = unary_backward, .attrs = AT_LIST(at)},
 
 const em_op_def em_ops_unary[] = {
   UNARY_OPS(AS_DEF)
@@ -759,6 +750,7 @@ const em_op_def em_ops_unary[] = {
    .doc = "dx = dy * f'(x) for the unary op f named by attribute fn (string), inputs (x, y = f(x), dy), "
           "plus f's attributes; f32 f64",
    .min_inputs = 3, .max_inputs = 3, .n_outputs = 1, .inplace = 1, .infer = grad_infer, .cpu = grad_cpu,
+   .gpu = em_unary_grad_gpu,
    /* fn plus every attribute of a unary op with a fused gradient (isinf's
     * detect_* never reach it: isinf has no gradient) */
    .attrs = EM_ATTRS("fn", "alpha", "beta", "gamma", "min", "max", "exponent", "approximate")},

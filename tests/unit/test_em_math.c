@@ -1,5 +1,6 @@
 /* Tests of Ember's portable math (kernels/em_math.h), its elementwise maps
- * (ops/math_map.c) and the committed PTX of kernels/math.cu.
+ * (ops/math_map.c) and the committed PTX of kernels/math.cu and
+ * kernels/unary.cu (the unary op family, built on em_math.h).
  *
  * References are independent of the code under test:
  *  - accuracy: glibc's binary64 functions (exp, log, tanh, erf, sin, pow, ...;
@@ -116,6 +117,8 @@ static void sweep_unary(const unary *u) {
 static double ref_sigmoid(double x) { return x >= 0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x)); }
 static double ref_softplus(double x) { return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x)); }
 static double ref_rsqrt(double x) { return 1.0 / sqrt(x); }
+/* x Phi(x) = x erfc(-x/sqrt 2)/2: no cancellation for x < 0. */
+static double ref_gelu(double x) { return 0.5 * x * erfc(-x / sqrt(2.0)); }
 
 #define LN2 0.693147182f
 static const unary unaries[] = {
@@ -134,6 +137,13 @@ static const unary unaries[] = {
     {"tanf", em_tanf, tan, EM_ULP_TANF, {0.785398f, 1.570796f, 3.141592f, 33554432.0f, 1e6f, 1e-4f}},
     {"atanf", em_atanf, atan, EM_ULP_ATANF, {1.0f, 0.4142136f, 2.4142136f, 1e-4f, 1e7f}},
     {"asinhf", em_asinhf, asinh, EM_ULP_ASINHF, {2.44e-4f, 1.0f, 1e10f, 1e30f}},
+    {"asinf", em_asinf, asin, EM_ULP_ASINF, {2.44e-4f, 0.5f, 0.99999f, 1.0f, 0.7071068f}},
+    {"acosf", em_acosf, acos, EM_ULP_ACOSF, {2.44e-4f, 0.5f, 0.99999f, 1.0f, 0.7071068f}},
+    {"sinhf", em_sinhf, sinh, EM_ULP_SINHF, {2.44e-4f, 0.5f, 1.0f, 89.4159851f, 20.0f}},
+    {"coshf", em_coshf, cosh, EM_ULP_COSHF, {2.44e-4f, 0.5f, 1.0f, 89.4159851f, 20.0f}},
+    {"acoshf", em_acoshf, acosh, EM_ULP_ACOSHF, {1.0f, 1.0001f, 2.0f, 1e19f, 3e38f}},
+    {"atanhf", em_atanhf, atanh, EM_ULP_ATANHF, {2.44e-4f, 0.5f, 0.99999f, 1.0f, 1e-3f}},
+    {"geluf", em_geluf, ref_gelu, EM_ULP_GELUF, {2.8284271f, 1.0f, 5.0f, 10.0f, 14.5f, 37.0f}},
 };
 #define N_UNARY (sizeof unaries / sizeof unaries[0])
 
@@ -238,6 +248,24 @@ static const special specials[] = {
     {em_atanf, "atanf", DENORM_BITS, DENORM_BITS},
     {em_asinhf, "asinhf", INF_BITS, INF_BITS},      {em_asinhf, "asinhf", NINF_BITS, NINF_BITS},
     {em_asinhf, "asinhf", NZERO_BITS, NZERO_BITS},  {em_asinhf, "asinhf", DENORM_BITS, DENORM_BITS},
+    {em_asinf, "asinf", 0x3f800000u, 0x3fc90fdbu},  {em_asinf, "asinf", 0xbf800000u, 0xbfc90fdbu}, /* +-pi/2 */
+    {em_asinf, "asinf", NZERO_BITS, NZERO_BITS},    {em_asinf, "asinf", DENORM_BITS, DENORM_BITS},
+    {em_asinf, "asinf", 0x3f800001u, NAN_BITS},     {em_asinf, "asinf", INF_BITS, NAN_BITS},
+    {em_acosf, "acosf", 0x3f800000u, 0x00000000u},  {em_acosf, "acosf", 0xbf800000u, 0x40490fdbu}, /* 0, pi */
+    {em_acosf, "acosf", NZERO_BITS, 0x3fc90fdbu},   {em_acosf, "acosf", NINF_BITS, NAN_BITS},
+    {em_sinhf, "sinhf", INF_BITS, INF_BITS},        {em_sinhf, "sinhf", NINF_BITS, NINF_BITS},
+    {em_sinhf, "sinhf", NZERO_BITS, NZERO_BITS},    {em_sinhf, "sinhf", DENORM_BITS, DENORM_BITS},
+    {em_sinhf, "sinhf", 0x42c80000u, INF_BITS},     {em_sinhf, "sinhf", 0xc2c80000u, NINF_BITS}, /* +-100 */
+    {em_coshf, "coshf", INF_BITS, INF_BITS},        {em_coshf, "coshf", NINF_BITS, INF_BITS},
+    {em_coshf, "coshf", NZERO_BITS, 0x3f800000u},   {em_coshf, "coshf", 0xc2c80000u, INF_BITS},
+    {em_acoshf, "acoshf", 0x3f800000u, 0x00000000u}, {em_acoshf, "acoshf", INF_BITS, INF_BITS},
+    {em_acoshf, "acoshf", 0x3f7fffffu, NAN_BITS},   {em_acoshf, "acoshf", NINF_BITS, NAN_BITS},
+    {em_atanhf, "atanhf", 0x3f800000u, INF_BITS},   {em_atanhf, "atanhf", 0xbf800000u, NINF_BITS},
+    {em_atanhf, "atanhf", NZERO_BITS, NZERO_BITS},  {em_atanhf, "atanhf", DENORM_BITS, DENORM_BITS},
+    {em_atanhf, "atanhf", 0x3f800001u, NAN_BITS},
+    {em_geluf, "geluf", INF_BITS, INF_BITS},        {em_geluf, "geluf", NINF_BITS, NAN_BITS},
+    {em_geluf, "geluf", NZERO_BITS, NZERO_BITS},    {em_geluf, "geluf", 0xc1a00000u, NZERO_BITS}, /* -20 */
+    {em_geluf, "geluf", 0x41a00000u, 0x41a00000u}, /* 20 */
 };
 
 static void test_special_values(void **state) {
@@ -583,22 +611,30 @@ static void test_ptx_is_portable(void **state) {
   const char *src = getenv("EMBER_SRC_DIR");
   char dir[1024];
   snprintf(dir, sizeof dir, "%s/ptx", src && *src ? src : ".");
-  DIR *d = opendir(dir);
-  if (!d) fail_msg("cannot open %s (run from the repository root or set EMBER_SRC_DIR)", dir);
-  int files = 0, legacy = 0;
-  struct dirent *e;
-  while ((e = readdir(d))) {
-    size_t len = strlen(e->d_name);
-    if (strncmp(e->d_name, "math.", 5) || len < 4 || strcmp(e->d_name + len - 4, ".ptx")) continue;
-    char path[2048];
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    size_t n = check_ptx_file(path);
-    if (n < 1000) fail_msg("%s: only %zu instructions; is it the math module?", path, n);
-    files++;
-    legacy += strstr(e->d_name, ".sm_35.") != NULL;
+  /* The modules built on em_math.h: its maps, and the unary op family
+   * (kernels/unary.cu through unary_math.h). */
+  static const char *const modules[] = {"math.", "unary."};
+  for (size_t m = 0; m < sizeof modules / sizeof modules[0]; m++) {
+    DIR *d = opendir(dir);
+    if (!d) fail_msg("cannot open %s (run from the repository root or set EMBER_SRC_DIR)", dir);
+    int files = 0, legacy = 0;
+    struct dirent *e;
+    size_t lm = strlen(modules[m]);
+    while ((e = readdir(d))) {
+      size_t len = strlen(e->d_name);
+      if (strncmp(e->d_name, modules[m], lm) || len < 4 || strcmp(e->d_name + len - 4, ".ptx")) continue;
+      char path[2048];
+      snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+      size_t n = check_ptx_file(path);
+      if (n < 1000) fail_msg("%s: only %zu instructions; is it the %.*s module?", path, n, (int)lm - 1, modules[m]);
+      files++;
+      legacy += strstr(e->d_name, ".sm_35.") != NULL;
+    }
+    closedir(d);
+    if (files < 2 || !legacy)
+      fail_msg("%s: expected %ssm_35.ptx and nvcc's %scompute_*.ptx, found %d files", dir, modules[m], modules[m],
+               files);
   }
-  closedir(d);
-  if (files < 2 || !legacy) fail_msg("%s: expected math.sm_35.ptx and nvcc's math.compute_*.ptx, found %d files", dir, files);
 }
 
 int main(void) {
