@@ -30,7 +30,8 @@ CLANG ?= $(shell command -v clang 2>/dev/null)
 NVCC ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
 NVCC_LEGACY ?=
 PTXAS ?= $(shell command -v ptxas 2>/dev/null || { test -x /usr/local/cuda/bin/ptxas && echo /usr/local/cuda/bin/ptxas; })
-EMBER_ARCHS ?= 75 80 86 89 90 100 120
+DEFAULT_ARCHS := 75 80 86 89 90 100 120
+EMBER_ARCHS ?= $(DEFAULT_ARCHS)
 LEGACY_ARCHS := 35 37 50 52 53 60 61 62 70 72
 
 # ---- PyPI CUDA tools (.tools/) ----
@@ -207,11 +208,14 @@ $(foreach v,$(NVRTC_CUBIN_VERSIONS),$(foreach m,$(MODULES),$(foreach a,$(NVRTC_C
 # ------------------------------------------------------ committed PTX: ptx/ ---
 # `make ptx` regenerates ptx/ from kernels/; the build embeds what is committed.
 .PHONY: ptx check-ptx
+# PTX_MODULES="unary binary" regenerates only those modules' PTX (the stamp
+# always covers every source). The committed PTX is made for DEFAULT_ARCHS
+# whatever EMBER_ARCHS a build narrows to.
 ptx:
-	@bash build-tools/make_ptx.sh ptx "$(NVCC)" "$(CLANG)" "$(EMBER_ARCHS)"
+	@bash build-tools/make_ptx.sh ptx "$(NVCC)" "$(CLANG)" "$(DEFAULT_ARCHS)" $(PTX_MODULES)
 
 check-ptx:
-	@bash build-tools/check_ptx.sh "$(NVCC)" "$(CLANG)" "$(EMBER_ARCHS)" "$(PTXAS)"
+	@bash build-tools/check_ptx.sh "$(NVCC)" "$(CLANG)" "$(DEFAULT_ARCHS)" "$(PTXAS)"
 
 # ------------------------------------------------------------- image table ---
 GEN := $(BUILD)/gen
