@@ -560,7 +560,7 @@ static void run_end(em_exec *e, const em_copy_counts *mark, em_status result) {
          "executor on %s, run %llu%s: intermediates peak %llu bytes; device %llu bytes in use (peak %llu this run), "
          "%llu cached, %llu held for parameters/states/constants; copies h2d %llu (%llu bytes), d2h %llu (%llu "
          "bytes), d2d %llu (%llu bytes); %d step%s on host copies",
-         dev_name(e->dev, d, sizeof d), (unsigned long long)e->runs, result ? " (failed)" : "",
+         dev_name(e->dev, d, sizeof d), (unsigned long long)(e->runs + (result ? 1 : 0)), result ? " (failed)" : "",
          (unsigned long long)st->peak_bytes, (unsigned long long)st->device_bytes_in_use,
          (unsigned long long)st->device_peak_bytes, (unsigned long long)st->device_bytes_cached,
          (unsigned long long)st->resident_bytes, (unsigned long long)st->h2d_copies, (unsigned long long)st->h2d_bytes,

@@ -31,10 +31,19 @@
 
 /* Points the runtime at the test double with these devices (NULL: none
  * visible) and memory cap (0: the default), forcing a path (NULL: none).
- * Returns 0 when there is no double to use (the test then skips). */
-static int use_double(const char *devices, int mem_mb, const char *force) {
+ * Without the double (a real GPU, `make test-gpu`), a test that needs only
+ * one GPU (real_ok) runs on the real driver's cuda:0. Returns 0 when neither
+ * is there (the test then skips). */
+static int use_double(const char *devices, int mem_mb, const char *force, int real_ok) {
   const char *fake = getenv("FAKECUDA_LIB");
-  if (!fake || !*fake) return 0;
+  if (!fake || !*fake) {
+    if (!real_ok || getenv("EMBER_LIBCUDA")) return 0;
+    if (force) setenv("EMBER_FORCE", force, 1);
+    else unsetenv("EMBER_FORCE");
+    em_shutdown();
+    int n = 0;
+    return !em_cuda_device_count(&n) && n > 0;
+  }
   setenv("EMBER_LIBCUDA", fake, 1);
   if (devices) setenv("FAKECUDA_DEVICES", devices, 1);
   else setenv("FAKECUDA_DEVICES", "", 1);
@@ -58,13 +67,17 @@ static void leave_double(void) {
   unsetenv("FAKECUDA_STUB");
 }
 
-#define NEED_DOUBLE(devices, mem_mb, force)                                              \
-  do {                                                                                   \
-    if (!use_double(devices, mem_mb, force)) {                                           \
-      print_message("SKIPPED: FAKECUDA_LIB not set (run through build-tools/run_tests.sh)\n"); \
-      skip();                                                                            \
-    }                                                                                    \
+/* The test double's configuration, or (where one GPU is enough) a real GPU. */
+#define NEED_GPU(devices, mem_mb, force, real_ok)                                                        \
+  do {                                                                                                   \
+    if (!use_double(devices, mem_mb, force, real_ok)) {                                                  \
+      print_message("SKIPPED: no test double (FAKECUDA_LIB, set by build-tools/run_tests.sh)%s\n",       \
+                    (real_ok) ? " and no real GPU" : "; this test needs the double's configuration");    \
+      skip();                                                                                            \
+    }                                                                                                    \
   } while (0)
+#define NEED_DOUBLE(devices, mem_mb, force) NEED_GPU(devices, mem_mb, force, 0)
+#define NEED_ONE_GPU(force) NEED_GPU("9.0=Fake H100", 0, force, 1)
 
 static void expect_error(em_status s, em_status want, const char *n1, const char *n2) {
   if (s != want) fail_msg("expected %s, got %s (%s)", em_status_name(want), em_status_name(s), em_last_error());
@@ -231,7 +244,7 @@ static void test_no_usable_driver(void **state) {
  * storage for writing), never after em_parameter_get. */
 static void test_copies_counted_with_host_fallback(void **state) {
   (void)state;
-  NEED_DOUBLE("9.0=Fake H100", 0, "cpu");
+  NEED_ONE_GPU("cpu");
   em_graph *g = new_graph();
   double pv[4] = {1, 2, 3, 4}, cv[4] = {10, 20, 30, 40}, xv[4] = {100, 200, 300, 400};
   em_var x = input(g, "x", EM_F64, 4), p = leaf(g, 0, "p", 4, pv);
@@ -324,7 +337,7 @@ static void test_copies_counted_with_host_fallback(void **state) {
  * Skips while no op of the chain has its gpu member. */
 static void test_device_ops_copy_only_feeds(void **state) {
   (void)state;
-  NEED_DOUBLE("9.0=Fake H100", 0, NULL);
+  NEED_ONE_GPU(NULL);
   /* Two-input elementwise ops that may have a GPU implementation by now. */
   static const char *const candidates[] = {"mul", "add", "sub", "max", "add_n"};
   const char *op = NULL;
@@ -384,7 +397,7 @@ static void test_device_ops_copy_only_feeds(void **state) {
  * tensor goes through the host (two down, one up), counted. */
 static void test_run_into_device_outputs(void **state) {
   (void)state;
-  NEED_DOUBLE("9.0=Fake H100", 0, "cpu");
+  NEED_ONE_GPU("cpu");
   em_graph *g = new_graph();
   double xv[3] = {1, 2, 3}, ten[3] = {10, 10, 10};
   em_var x = input(g, "x", EM_F64, 3), y = apply(g, "identity", &x, 1);
@@ -547,14 +560,14 @@ static void states_on_device(const char *force) {
 
 static void test_states_on_device(void **state) {
   (void)state;
-  NEED_DOUBLE("9.0=Fake H100", 0, NULL);
+  NEED_ONE_GPU(NULL);
   states_on_device(NULL);
   leave_double();
 }
 
 static void test_states_on_host_copies(void **state) {
   (void)state;
-  NEED_DOUBLE("9.0=Fake H100", 0, "cpu");
+  NEED_ONE_GPU("cpu");
   states_on_device("cpu");
   leave_double();
 }
