@@ -267,6 +267,11 @@ API void *em_tensor_data(const em_tensor *t) {
 }
 
 API int em_tensor_is_contiguous(const em_tensor *t) {
+  /* An empty tensor touches no element: contiguous whatever its strides
+   * (contiguous_strides gives a 0-size axis stride 1 to its neighbours, which
+   * the walk below would call a gap, failing an in-place reshape). */
+  for (int i = 0; i < t->ndim; i++)
+    if (t->shape[i] == 0) return 1;
   int64_t want = 1;
   for (int i = t->ndim - 1; i >= 0; i--) {
     if (t->shape[i] != 1 && t->strides[i] != want) return 0;

@@ -15,6 +15,9 @@
 #include "op_cases.h"
 
 #define OC_U8(lo, hi, ...) OC_IN(EM_U8, lo, hi, __VA_ARGS__)
+/* An INTS attribute with no entries (the pads or repeats of a scalar). */
+static const int64_t no_ints[1];
+#define OC_ATTR_NONE_INTS(nm) {.name = (nm), .type = EM_ATTR_INTS, .ints = no_ints, .n = 0}
 
 static const double idx_5[] = {0, 4, -1};
 static const double idx_rep[] = {5, 0, 5, 5, -6, 2};
@@ -236,5 +239,42 @@ static const oc_case cases[] = {
   CAST("large f32 -> f64", OC_F32(-2, 2, 70000), EM_F64),
   {"cast", "f32 -> f64 grad", 1, {OC_F32(-2, 2, 3, 5)}, 1, {OC_ATTR_I("to", EM_F64)}, .grad = 1},
   {"cast", "f64 -> f32 grad", 1, {OC_F64(-2, 2, 3, 5)}, 1, {OC_ATTR_I("to", EM_F32)}, .grad = 1},
+
+  /* review: empty tensors (0-size dims) and rank 0 on every path */
+  {"transpose", "empty", 1, {OC_F32(-2, 2, 0, 3)}, .grad = 1},
+  {"transpose", "scalar", 1, {OC_SCALAR(EM_F64, -2, 2)}, .grad = 1},
+  {"reshape", "empty", 1, {OC_F32(-2, 2, 3, 0)}, 1, {OC_ATTR_IS("shape", 2, 0)}, .grad = 1},
+  {"reshape", "scalar to 1", 1, {OC_SCALAR(EM_F32, -2, 2)}, 1, {OC_ATTR_IS("shape", 1)}, .grad = 1},
+  {"slice", "empty result", 1, {OC_F32(-2, 2, 4, 5)}, 2, {OC_ATTR_IS("starts", 3), OC_ATTR_IS("ends", 1)},
+   .grad = 1},
+  {"slice", "of empty", 1, {OC_F64(-2, 2, 0, 5)}, 3,
+   {OC_ATTR_IS("starts", 1), OC_ATTR_IS("ends", 4), OC_ATTR_IS("axes", 1)}, .grad = 1},
+  {"slice", "8-D negative steps", 1, {OC_F64(-2, 2, 2, 3, 2, 3, 2, 3, 2, 3)}, 3,
+   {OC_ATTR_IS("starts", -1, -1, -1, -1, -1, -1, -1, -1), OC_ATTR_IS("ends", -100, -100, -100, -100, -100, -100, -100, -100),
+    OC_ATTR_IS("steps", -1, -2, -1, -2, -1, -2, -1, -2)}, .grad = 1},
+  {"concat", "empty piece", 3, {OC_F32(-2, 2, 2, 3), OC_F32(-2, 2, 2, 0), OC_F32(-2, 2, 2, 2)}, 1,
+   {OC_ATTR_I("axis", 1)}, .grad = 1},
+  {"concat", "all empty", 2, {OC_F64(-2, 2, 0, 3), OC_F64(-2, 2, 0, 3)}, .grad = 1},
+  {"pad", "empty axis constant", 1, {OC_F32(-2, 2, 0, 3)}, 2, {OC_ATTR_IS("pads", 1, 0, 2, 1), OC_ATTR_F("value", 3)},
+   .grad = 1},
+  {"pad", "empty last axis constant", 1, {OC_F64(-2, 2, 2, 0)}, 2, {OC_ATTR_IS("pads", 0, 1, 0, 2), OC_ATTR_F("value", -1)},
+   .grad = 1},
+  {"pad", "scalar", 1, {OC_SCALAR(EM_F32, -2, 2)}, 1, {OC_ATTR_NONE_INTS("pads")}, .grad = 1},
+  {"pad", "crop to empty", 1, {OC_F32(-2, 2, 3, 4)}, 1, {OC_ATTR_IS("pads", -1, 0, -2, 0)}, .grad = 1},
+  {"gather", "no indices", 2, {OC_F32(-2, 2, 5, 3), OC_I64(0, 5, 0)}, .grad = 1},
+  {"gather", "empty rows", 2, {OC_F64(-2, 2, 4, 0), OC_VALUES(EM_I32, idx_axis_last, 4)}, .grad = 1},
+  {"one_hot", "empty", 1, {OC_I64(0, 3, 0, 2)}, 1, {OC_ATTR_I("depth", 3)}},
+  {"top_k", "k 0", 1, {OC_F32(-2, 2, 3, 4)}, 1, {OC_ATTR_I("k", 0)}, .grad = 1},
+  {"top_k", "empty rows", 1, {OC_F64(-2, 2, 0, 4)}, 1, {OC_ATTR_I("k", 2)}, .grad = 1},
+  {"expand", "scalar", 1, {OC_SCALAR(EM_F64, -2, 2)}, 1, {OC_ATTR_IS("shape", 2, 3)}, .grad = 1},
+  {"expand", "to empty", 1, {OC_F32(-2, 2, 3, 1)}, 1, {OC_ATTR_IS("shape", 3, 0)}, .grad = 1},
+  {"tile", "zero repeats grad", 1, {OC_F32(-2, 2, 3, 2)}, 1, {OC_ATTR_IS("repeats", 2, 0)}, .grad = 1},
+  {"tile", "scalar", 1, {OC_SCALAR(EM_F64, -2, 2)}, 1, {OC_ATTR_NONE_INTS("repeats")}, .grad = 1},
+  {"tile", "f64 7-D grad", 1, {OC_F64(-2, 2, 2, 1, 2, 1, 2, 1, 2)}, 1, {OC_ATTR_IS("repeats", 2, 3, 2, 3, 2, 3, 2)},
+   .grad = 1},
+  {"pad", "f64 7 padded axes grad", 1, {OC_F64(-2, 2, 2, 2, 2, 2, 2, 2, 2)}, 1,
+   {OC_ATTR_IS("pads", 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0)}, .grad = 1},
+  CAST("empty", OC_F32(-2, 2, 0, 4), EM_I32),
+  CAST("scalar", OC_SCALAR(EM_F64, -2, 2), EM_F16),
 };
 OC_REGISTER(shape, cases)
