@@ -641,6 +641,118 @@ static void test_out_of_memory(void **state) {
   leave_double();
 }
 
+/* ------------------------------------------------- several executors --- */
+
+/* Batch normalization trained by executors on two GPUs and by a CPU
+ * executor, turn by turn on one graph: each run starts from the newest
+ * running statistics wherever the last run left them (another GPU's copy is
+ * brought over through the host), so after every turn the statistics equal
+ * a CPU executor's after as many runs on a twin graph, bit for bit (portable
+ * mode). Freeing the executors in either order loses nothing. */
+static void test_executors_take_turns(void **state) {
+  (void)state;
+  NEED_DOUBLE("9.0=Fake H100,8.0=Fake A100", 0, NULL);
+  int64_t s42[2] = {4, 2};
+  double xv[8] = {1, 10, 2, 20, 3, 30, 6, 40}, ones[2] = {1, 1}, zeros[2] = {0, 0};
+  em_graph *g[2];
+  em_var x, rm, rv, y;
+  for (int k = 0; k < 2; k++) {
+    g[k] = new_graph();
+    CHECK(em_input(g[k], "x", EM_F64, 2, s42, &x));
+    em_var sc = leaf(g[k], 0, "scale", 2, ones), bi = leaf(g[k], 0, "bias", 2, zeros);
+    rm = leaf(g[k], 1, "rm", 2, zeros), rv = leaf(g[k], 1, "rv", 2, ones);
+    y = apply(g[k], "batch_normalization", (em_var[]){x, sc, bi, rm, rv}, 5);
+  }
+  em_exec *twin, *e[3];
+  CHECK(em_exec_create(g[0], &y, 1, em_cpu(), &twin));
+  CHECK(em_exec_create(g[1], &y, 1, em_cuda(0), &e[0]));
+  CHECK(em_exec_create(g[1], &y, 1, em_cuda(1), &e[1]));
+  CHECK(em_exec_create(g[1], &y, 1, em_cpu(), &e[2]));
+  em_exec *all[4] = {twin, e[0], e[1], e[2]};
+  for (int k = 0; k < 4; k++) {
+    CHECK(em_exec_set_training(all[k], 1));
+    CHECK(em_exec_set_mode(all[k], EM_MODE_PORTABLE));
+  }
+  em_tensor *xt = ot_tensor(EM_F64, 2, s42, xv), *r, *t;
+  em_feed f = {x, xt};
+  static const int order[] = {0, 0, 1, 0, 2, 1, 1, 2, 0};
+  for (size_t k = 0; k < sizeof order / sizeof *order; k++) {
+    CHECK(em_exec_run(e[order[k]], &f, 1, &r));
+    em_tensor_release(r);
+    CHECK(em_exec_run(twin, &f, 1, &r));
+    em_tensor_release(r);
+    for (int sv = 0; sv < 2; sv++) {
+      em_var v = sv ? rv : rm;
+      CHECK(em_parameter_get(g[0], v, em_cpu(), &t));
+      double *want = values_of(t);
+      /* Read where the last run was, and on the host. */
+      em_device where = order[k] == 2 ? em_cpu() : em_cuda(order[k]);
+      CHECK(em_parameter_get(g[1], v, where, &t));
+      double *got = values_of(t);
+      char what[96];
+      snprintf(what, sizeof what, "%s after turn %zu (executor %d)", sv ? "rv" : "rm", k, order[k]);
+      ot_expect_close(got, want, 2, 0, 0, what);
+      free(got);
+      CHECK(em_parameter_get(g[1], v, em_cpu(), &t));
+      got = values_of(t);
+      ot_expect_close(got, want, 2, 0, 0, what);
+      free(got);
+      free(want);
+    }
+  }
+  /* cuda:0 ran last: freeing cuda:1's executor first, then cuda:0's, brings
+   * the host the newest value. */
+  em_exec_free(e[1]);
+  em_exec_free(e[0]);
+  em_tensor *host;
+  CHECK(em_parameter_get(g[0], rm, em_cpu(), &t));
+  double *want = values_of(t);
+  CHECK(em_parameter_value(g[1], rm, &host));
+  ot_expect_close(em_tensor_data(host), want, 2, 0, 0, "the host after both executors went");
+  em_tensor_release(host);
+  free(want);
+  em_exec_free(e[2]);
+  em_exec_free(twin);
+  em_tensor_release(xt);
+  em_graph_free(g[0]);
+  em_graph_free(g[1]);
+  leave_double();
+}
+
+/* A run that fails (out of memory at its second step) frees every
+ * intermediate it made: the device holds afterwards what it held before. */
+static void test_failed_run_frees_its_memory(void **state) {
+  (void)state;
+  NEED_DOUBLE("9.0=Fake H100", 1, NULL);
+  em_graph *g = new_graph();
+  em_var x = input(g, "x", EM_F32, -1);
+  em_var y = apply(g, "add_n", (em_var[]){x, x}, 2);
+  em_var z = apply(g, "add_n", (em_var[]){y, x}, 2);
+  em_var w = apply(g, "add_n", (em_var[]){z, y}, 2);
+  em_exec *e;
+  CHECK(em_exec_create(g, &w, 1, em_cuda(0), &e));
+  float *xv = calloc(100000, sizeof *xv);
+  assert_non_null(xv);
+  em_tensor *x100, *xd, *r;
+  CHECK(em_tensor_from_host(em_cpu(), EM_F32, 1, (int64_t[]){100000}, xv, 100000 * sizeof *xv, &x100));
+  CHECK(em_tensor_to_device(x100, em_cuda(0), &xd));
+  CHECK(em_alloc_trim(em_cuda(0)));
+  em_alloc_stats before, after;
+  CHECK(em_alloc_stats_get(em_cuda(0), &before));
+  em_feed f = {x, xd};
+  expect_error(em_exec_run(e, &f, 1, &r), EM_ERR_OUT_OF_MEMORY, "f32[100000]", NULL);
+  assert_null(r);
+  CHECK(em_alloc_stats_get(em_cuda(0), &after));
+  if (after.bytes_in_use != before.bytes_in_use)
+    fail_msg("a failed run left %lld bytes in use on the device", (long long)(after.bytes_in_use - before.bytes_in_use));
+  em_tensor_release(xd);
+  em_tensor_release(x100);
+  free(xv);
+  em_exec_free(e);
+  em_graph_free(g);
+  leave_double();
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_devices_checked_where_they_enter),
@@ -651,6 +763,8 @@ int main(void) {
     cmocka_unit_test(test_states_on_device),
     cmocka_unit_test(test_states_on_host_copies),
     cmocka_unit_test(test_out_of_memory),
+    cmocka_unit_test(test_executors_take_turns),
+    cmocka_unit_test(test_failed_run_frees_its_memory),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   em_shutdown();
