@@ -247,70 +247,77 @@ static void int_gemm(em_dtype dt, const gemm_call *c) {
 /* The portable GEMM: each element of C exactly as kernels/gemm.cu computes
  * it (kernels/gemm_math.h: acc = acc + x * y for k = 0 .. K-1 from +0, then
  * alpha * acc, then + beta * c or, for a later product of a sum over
- * broadcast batches, prev + t), vectorised across the columns of C: a block
- * of PG_ROWS rows x PG_COLS columns of accumulators takes one row of op(Y) at
- * a time, in k order. op(Y) transposed is first copied column panel by column
- * panel so its rows are contiguous (a copy changes no bits; without memory
- * for it the strided loop computes the same). */
+ * broadcast batches, prev + t), vectorised across the columns of C. op(Y) is
+ * copied one panel of NB columns at a time into a contiguous [K][NB] buffer
+ * (zero-padded past N; a copy changes no bits), then PG_ROWS rows x NB
+ * columns of accumulators, few enough to stay in vector registers (NB = 16
+ * floats or 8 doubles: 8 AVX2 registers), take one panel row at a time, in
+ * k order. Without memory for the panel a plain loop computes the same. */
 #define PG_ROWS 4
-#define PG_COLS 64
 
-#define PORTABLE_GEMM(T, SUF)                                                                                   \
-  /* acc[r][j] (r < rows, j < w) = sum over p of op(X)[r, p] * yp[p * ysp + j * ysj], in p order. */            \
-  EM_SIMD_CLONES static void pg_block_##SUF(T acc[PG_ROWS][PG_COLS], int rows, int64_t w, int64_t k,          \
-                                            const T *x, int64_t xsr, int64_t xsp, const T *yp, int64_t ysp,   \
-                                            int64_t ysj) {                                                    \
-    for (int r = 0; r < PG_ROWS; r++)                                                                         \
-      for (int64_t j = 0; j < PG_COLS; j++) acc[r][j] = 0;                                                    \
+#define PORTABLE_GEMM(T, SUF, NB)                                                                               \
+  /* acc[r][j] = sum over p of x[r][p * xsp] * panel[p * NB + j], in p order (rows past the matrix repeat     \
+   * its last row; their sums are dropped). */                                                                \
+  EM_SIMD_CLONES static void pg_block_##SUF(T acc[PG_ROWS][NB], const T *x0, const T *x1, const T *x2,          \
+                                            const T *x3, int64_t xsp, const T *panel, int64_t k) {            \
+    T a0[NB], a1[NB], a2[NB], a3[NB];                                                                         \
+    for (int j = 0; j < NB; j++) a0[j] = a1[j] = a2[j] = a3[j] = 0;                                           \
     for (int64_t p = 0; p < k; p++) {                                                                         \
-      const T *yr = yp + p * ysp;                                                                             \
-      for (int r = 0; r < rows; r++) {                                                                        \
-        T xv = x[r * xsr + p * xsp];                                                                          \
-        T *ar = acc[r];                                                                                       \
-        if (ysj == 1) {                                                                                       \
-          _Pragma("omp simd") for (int64_t j = 0; j < w; j++) ar[j] = ar[j] + xv * yr[j];                     \
-        } else {                                                                                              \
-          for (int64_t j = 0; j < w; j++) ar[j] = ar[j] + xv * yr[j * ysj];                                   \
-        }                                                                                                     \
+      const T *yr = panel + p * NB;                                                                           \
+      T v0 = x0[p * xsp], v1 = x1[p * xsp], v2 = x2[p * xsp], v3 = x3[p * xsp];                               \
+      for (int j = 0; j < NB; j++) {                                                                          \
+        a0[j] = a0[j] + v0 * yr[j];                                                                           \
+        a1[j] = a1[j] + v1 * yr[j];                                                                           \
+        a2[j] = a2[j] + v2 * yr[j];                                                                           \
+        a3[j] = a3[j] + v3 * yr[j];                                                                           \
       }                                                                                                       \
     }                                                                                                         \
+    for (int j = 0; j < NB; j++) {                                                                            \
+      acc[0][j] = a0[j];                                                                                      \
+      acc[1][j] = a1[j];                                                                                      \
+      acc[2][j] = a2[j];                                                                                      \
+      acc[3][j] = a3[j];                                                                                      \
+    }                                                                                                         \
+  }                                                                                                           \
+                                                                                                              \
+  static void pg_store_##SUF(const gemm_call *c, int64_t i, int64_t j, T acc, int accumulate) {               \
+    T *o = (T *)c->c + i * c->ldc + j, beta = (T)c->beta;                                                     \
+    T prev = accumulate ? *o : (T)0, cv = (!accumulate && beta != (T)0) ? *o : (T)0;                          \
+    *o = em_gemm_out_##SUF(acc, (T)c->alpha, accumulate, prev, beta, cv);                                     \
   }                                                                                                           \
                                                                                                               \
   static void portable_gemm_##SUF(const gemm_call *c, int accumulate) {                                       \
     const T *x = c->x, *y = c->y;                                                                             \
-    T *out = c->c, alpha = (T)c->alpha, beta = (T)c->beta;                                                    \
     int64_t xsr = c->tx ? 1 : c->ldx, xsp = c->tx ? c->ldx : 1;                                               \
-    T *panel = c->ty ? malloc(sizeof(T) * (size_t)(c->k > 0 ? c->k : 1) * PG_COLS) : NULL;                   \
-    T acc[PG_ROWS][PG_COLS];                                                                                  \
-    for (int64_t j0 = 0; j0 < c->n; j0 += PG_COLS) {                                                          \
-      int64_t w = c->n - j0 < PG_COLS ? c->n - j0 : PG_COLS;                                                  \
-      const T *yp = y + j0;                                                                                   \
-      int64_t ysp = c->ldy, ysj = 1;                                                                          \
-      if (c->ty && panel) {                                                                                   \
-        for (int64_t p = 0; p < c->k; p++)                                                                    \
-          for (int64_t j = 0; j < w; j++) panel[p * w + j] = y[(j0 + j) * c->ldy + p];                        \
-        yp = panel;                                                                                           \
-        ysp = w;                                                                                              \
-      } else if (c->ty) {                                                                                     \
-        yp = y + j0 * c->ldy;                                                                                 \
-        ysp = 1;                                                                                              \
-        ysj = c->ldy;                                                                                         \
-      }                                                                                                       \
+    int64_t ysp = c->ty ? 1 : c->ldy, ysj = c->ty ? c->ldy : 1;                                               \
+    T *panel = malloc(sizeof(T) * (size_t)(c->k > 0 ? c->k : 1) * NB);                                        \
+    if (!panel) {                                                                                             \
+      for (int64_t i = 0; i < c->m; i++)                                                                      \
+        for (int64_t j = 0; j < c->n; j++) {                                                                  \
+          T acc = 0;                                                                                          \
+          for (int64_t p = 0; p < c->k; p++) acc = acc + x[i * xsr + p * xsp] * y[p * ysp + j * ysj];        \
+          pg_store_##SUF(c, i, j, acc, accumulate);                                                           \
+        }                                                                                                     \
+      return;                                                                                                 \
+    }                                                                                                         \
+    T acc[PG_ROWS][NB];                                                                                       \
+    for (int64_t j0 = 0; j0 < c->n; j0 += NB) {                                                               \
+      int64_t w = c->n - j0 < NB ? c->n - j0 : NB;                                                            \
+      for (int64_t p = 0; p < c->k; p++)                                                                      \
+        for (int64_t j = 0; j < NB; j++) panel[p * NB + j] = j < w ? y[p * ysp + (j0 + j) * ysj] : (T)0;     \
       for (int64_t i0 = 0; i0 < c->m; i0 += PG_ROWS) {                                                        \
         int rows = c->m - i0 < PG_ROWS ? (int)(c->m - i0) : PG_ROWS;                                          \
-        pg_block_##SUF(acc, rows, w, c->k, x + i0 * xsr, xsr, xsp, yp, ysp, ysj);                             \
+        const T *xr[PG_ROWS];                                                                                 \
+        for (int r = 0; r < PG_ROWS; r++) xr[r] = x + (i0 + (r < rows ? r : rows - 1)) * xsr;                 \
+        pg_block_##SUF(acc, xr[0], xr[1], xr[2], xr[3], xsp, panel, c->k);                                    \
         for (int r = 0; r < rows; r++)                                                                        \
-          for (int64_t j = 0; j < w; j++) {                                                                   \
-            T *o = out + (i0 + r) * c->ldc + j0 + j;                                                          \
-            T prev = accumulate ? *o : (T)0, cv = (!accumulate && beta != (T)0) ? *o : (T)0;                  \
-            *o = em_gemm_out_##SUF(acc[r][j], alpha, accumulate, prev, beta, cv);                             \
-          }                                                                                                   \
+          for (int64_t j = 0; j < w; j++) pg_store_##SUF(c, i0 + r, j0 + j, acc[r][j], accumulate);          \
       }                                                                                                       \
     }                                                                                                         \
     free(panel);                                                                                              \
   }
-PORTABLE_GEMM(float, f32)
-PORTABLE_GEMM(double, f64)
+PORTABLE_GEMM(float, f32, 16)
+PORTABLE_GEMM(double, f64, 8)
 
 /* One product on the calling thread. accumulate (portable mode): a later
  * product of a sum over broadcast batches, added to what C holds. */
