@@ -16,7 +16,9 @@
  *
  * Coverage: an op without its own GPU implementation fails the coverage
  * test unless it is listed in `pending` below, and a listed op that has one
- * fails it too, so the list only shrinks. Every op with a GPU implementation
+ * fails it too, so the list only shrinks. A GPU run in which a step of an op
+ * not listed ran on host copies (its gpu member handed the case back to the
+ * CPU) fails as well. Every op with a GPU implementation
  * needs at least one case.
  *
  * Under valgrind only the cubin path runs (see run_path).
@@ -45,6 +47,7 @@
 static const char *const pending[] = {
 #include "op_cases/pending.inc"
 };
+#define N_PENDING (sizeof pending / sizeof pending[0])
 
 /* ------------------------------------------------------------ the cases --- */
 
@@ -144,7 +147,46 @@ typedef struct results {
   int n;
   em_tensor *t[MAX_RESULTS]; /* on the host */
   const char *what[MAX_RESULTS];
+  char on_host[300];         /* a GPU run: steps that ran their CPU code on host copies, with why */
 } results;
+
+static int is_pending(const char *op);
+static int pending_index(const char *op, const char *dtype);
+
+/* Per pending entry "op:dtype": bit 0, a GPU run executed such a step on the
+ * device; bit 1, one ran on host copies. Only the first: the entry should go
+ * (an op like _unary_grad may run some cases of a dtype on the device and
+ * others on the host: the entry stays while any does). */
+static unsigned char *g_pending_seen;
+
+/* The steps of a GPU executor that ran on host copies although neither their
+ * op nor "op:dtype" (the dtype of the step's first output) is pending
+ * (em_exec_describe marks them "[on host copies: why]"): a gpu member that
+ * hands a case back to the CPU is as missing as no gpu member. */
+static void find_host_steps(const em_exec *e, char *out, size_t cap) {
+  out[0] = 0;
+  size_t len = em_exec_describe(e, NULL, 0);
+  char *text = malloc(len + 1);
+  if (!text) return;
+  em_exec_describe(e, text, len + 1);
+  for (char *line = text; line && *line;) {
+    char *end = strchr(line, '\n');
+    if (end) *end = 0;
+    const char *why = strstr(line, "[on host copies: "), *arrow = strstr(line, ") -> ");
+    char op[64], dtype[16] = "";
+    if (sscanf(line, " %*d node %*d %63[^(]", op) == 1) {
+      if (arrow) sscanf(arrow + 5, "%*d:%15[a-z0-9]", dtype);
+      int qualified = pending_index(op, dtype);
+      if (qualified >= 0) g_pending_seen[qualified] |= why ? 2 : 1;
+      if (why && !is_pending(op) && qualified < 0) {
+        size_t have = strlen(out);
+        snprintf(out + have, cap - have, "%s%s %.80s", have ? "; " : "", op, why + 1);
+      }
+    }
+    line = end ? end + 1 : NULL;
+  }
+  free(text);
+}
 
 static void results_free(results *r) {
   for (int i = 0; i < r->n; i++) em_tensor_release(r->t[i]);
@@ -223,6 +265,7 @@ static em_status run_once(const oc_case *c, uint64_t seed, em_device dev, em_mod
   if (!s) s = em_exec_run(e, feeds, c->n_in, got);
   for (int i = 0; i < n_fetch && !s; i++) s = em_tensor_to_device(got[i], em_cpu(), &out->t[i]);
   if (!s) out->n = n_fetch;
+  if (!s && dev.kind == EM_DEVICE_CUDA) find_host_steps(e, out->on_host, sizeof out->on_host);
   for (int i = 0; i < n_fetch; i++) em_tensor_release(got[i]);
   for (int k = 0; k < c->n_in; k++) em_tensor_release(in[k]);
   for (int k = 0; k < 8; k++) em_tensor_release(w[k]);
@@ -378,6 +421,11 @@ static void run_path(const char *path) {
           failures++;
           continue;
         }
+        if (r.on_host[0]) {
+          print_error("%s (%s, cuda:%d, %s): ran on host copies: %s\n", case_name(&g_cases[i], name, sizeof name), mode,
+                      d, path, r.on_host);
+          failures++;
+        }
         const results *want = &g_refs[2 * i + m];
         for (int k = 0; k < want->n; k++) {
           const char *diff = compare(r.t[k], want->t[k], m == EM_MODE_PORTABLE, case_tol(c), buf, sizeof buf);
@@ -396,6 +444,19 @@ static void run_path(const char *path) {
   if (failures) fail_msg("%d of %d GPU runs on path %s differ from the CPU or failed (above)", failures, runs, path);
 }
 
+/* After the GPU runs: an "op:dtype" entry that ran on the device goes. */
+static void test_pending_still_pending(void **state) {
+  (void)state;
+  if (!g_gpu_count) skip();
+  int failures = 0;
+  for (size_t i = 0; i < N_PENDING; i++)
+    if (g_pending_seen[i] == 1) {
+      print_error("'%s' now runs on the GPU: remove it from tests/unit/op_cases/pending.inc\n", pending[i]);
+      failures++;
+    }
+  if (failures) fail_msg("%d pending entries are no longer pending (above)", failures);
+}
+
 static void test_gpu_cubin(void **state) { (void)state; run_path("cubin"); }
 static void test_gpu_ptx(void **state) { (void)state; run_path("ptx"); }
 static void test_gpu_ptx_legacy(void **state) { (void)state; run_path("ptx-legacy"); }
@@ -403,10 +464,27 @@ static void test_gpu_nvrtc(void **state) { (void)state; run_path("nvrtc"); }
 
 /* ------------------------------------------------------------ coverage --- */
 
+/* An entry "op": the op has no GPU implementation. */
 static int is_pending(const char *op) {
-  for (size_t i = 0; i < sizeof pending / sizeof pending[0]; i++)
+  for (size_t i = 0; i < N_PENDING; i++)
     if (pending[i] && !strcmp(pending[i], op)) return 1;
   return 0;
+}
+
+/* An entry "op:dtype": the op's gpu member hands that dtype back to the CPU.
+ * Its index, or -1. */
+static int pending_index(const char *op, const char *dtype) {
+  size_t lo = strlen(op);
+  for (size_t i = 0; i < N_PENDING; i++)
+    if (pending[i] && !strncmp(pending[i], op, lo) && pending[i][lo] == ':' && !strcmp(pending[i] + lo + 1, dtype))
+      return (int)i;
+  return -1;
+}
+
+/* The op name of a pending entry ("exp:f64" -> "exp"). */
+static const char *pending_op(size_t i, char *buf, size_t cap) {
+  snprintf(buf, cap, "%.*s", (int)strcspn(pending[i], ":"), pending[i]);
+  return buf;
 }
 
 static int has_case(const char *op) {
@@ -444,8 +522,9 @@ static void test_coverage(void **state) {
         print_error("case %s/%s names no op\n", (*t)->family, (*t)->cases[i].op);
         failures++;
       }
-  for (size_t i = 0; i < sizeof pending / sizeof pending[0]; i++)
-    if (pending[i] && op_outputs(pending[i]) < 0) {
+  char op[64];
+  for (size_t i = 0; i < N_PENDING; i++)
+    if (pending[i] && op_outputs(pending_op(i, op, sizeof op)) < 0) {
       print_error("pending.inc names '%s', which is no op\n", pending[i]);
       failures++;
     }
@@ -462,6 +541,7 @@ int main(void) {
   printf("test_ops_devices: %zu cases\n", g_n_cases);
   g_refs = calloc(2 * (g_n_cases ? g_n_cases : 1), sizeof *g_refs);
   g_ref_status = calloc(2 * (g_n_cases ? g_n_cases : 1), sizeof *g_ref_status);
+  g_pending_seen = calloc(N_PENDING, 1);
   choose_driver();
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_coverage),
@@ -470,12 +550,14 @@ int main(void) {
     cmocka_unit_test(test_gpu_ptx),
     cmocka_unit_test(test_gpu_ptx_legacy),
     cmocka_unit_test(test_gpu_nvrtc),
+    cmocka_unit_test(test_pending_still_pending),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   for (size_t i = 0; i < 2 * g_n_cases; i++) results_free(&g_refs[i]);
   free(g_refs);
   free(g_ref_status);
   free(g_cases);
+  free(g_pending_seen);
   em_shutdown();
   return rc;
 }
