@@ -155,6 +155,39 @@ EM_HD long long cm_col_of(long long i, long long pb, long long k, long long d, l
     return acc;                                                                                                  \
   }                                                                                                              \
                                                                                                                  \
+  /* The outputs [n, m, od, oh, 0 .. col2) of cm_fwd at once, for the CPU: each out[ow] receives     \
+   * exactly cm_fwd's sequence of additions (channels, then taps, padding skipped, then the bias),     \
+   * only interleaved with its neighbours', so the bits are cm_fwd's and the ow loop vectorises. */    \
+  EM_HD void cm_fwd_row_##S(const cm_geom *gm, const T *x, const T *w, const T *bias, long long n, long long m,  \
+                            long long od, long long oh, T *out) {                                          \
+    const long long *k = gm->k, *s = gm->s, *d = gm->d, *pb = gm->pb, *in = gm->img, *col = gm->col;       \
+    long long Q = cm_prod3(in), nt = cm_prod3(k), cig = gm->ci / gm->g, cog = gm->co / gm->g;               \
+    const T *xg = x + (n * gm->ci + m / cog * cig) * Q, *wm = w + m * cig * nt;                             \
+    for (long long ow = 0; ow < col[2]; ow++) out[ow] = 0;                                                  \
+    for (long long c = 0; c < cig; c++) {                                                                  \
+      const T *xc = xg + c * Q, *wc = wm + c * nt;                                                         \
+      for (long long kd = 0; kd < k[0]; kd++) {                                                            \
+        long long id = od * s[0] - pb[0] + kd * d[0];                                                      \
+        if (id < 0 || id >= in[0]) continue;                                                               \
+        for (long long kh = 0; kh < k[1]; kh++) {                                                          \
+          long long ih = oh * s[1] - pb[1] + kh * d[1];                                                    \
+          if (ih < 0 || ih >= in[1]) continue;                                                             \
+          const T *row = xc + (id * in[1] + ih) * in[2], *wr = wc + (kd * k[1] + kh) * k[2];               \
+          for (long long kw = 0; kw < k[2]; kw++) {                                                        \
+            long long off = kw * d[2] - pb[2], lo, hi; /* ow in [lo, hi): 0 <= ow s + off < in2 */           \
+            lo = off >= 0 ? 0 : (-off + s[2] - 1) / s[2];                                                  \
+            hi = in[2] - 1 - off < 0 ? 0 : (in[2] - 1 - off) / s[2] + 1;                                   \
+            if (hi > col[2]) hi = col[2];                                                                  \
+            const T wv = wr[kw];                                                                           \
+            for (long long ow = lo; ow < hi; ow++) out[ow] = out[ow] + row[ow * s[2] + off] * wv;           \
+          }                                                                                                \
+        }                                                                                                  \
+      }                                                                                                    \
+    }                                                                                                      \
+    if (bias)                                                                                              \
+      for (long long ow = 0; ow < col[2]; ow++) out[ow] = out[ow] + bias[m];                               \
+  }                                                                                                        \
+                                                                                                           \
   /* db[c] of dy [n, ch, P]: in double, over n then p (cm_bias_grad above). */                                   \
   EM_HD T cm_bias_grad_##S(const T *dy, long long n, long long ch, long long P, long long c) {                   \
     double acc = 0;                                                                                              \

@@ -778,17 +778,18 @@ static cm_geom to_cm(const conv_geom *gm) {
 /* Whether `count` elements of `per` multiply-adds each are worth splitting over threads. */
 static int portable_par(int64_t count, int64_t per) { return (double)count * (double)(per > 0 ? per : 1) > 32768.0; }
 
-/* image -> column (+ bias per column channel): cm_fwd. */
+/* image -> column (+ bias per column channel): cm_fwd, a row of outputs at a time (cm_fwd_row:
+ * the same additions per element, vectorised along the row). */
 static void portable_fwd(const conv_geom *gm, em_dtype dt, const void *x, const void *w, const void *bias, void *y) {
   const cm_geom c = to_cm(gm);
-  const int64_t count = cm_fwd_count(&c);
-  const int par = portable_par(count, gm->ci / gm->g * prod3(gm->k));
-  if (dt == EM_F32) {
+  const int64_t rows = gm->n * gm->co * gm->col[0] * gm->col[1], W = gm->col[2];
+  const int par = portable_par(rows * W, gm->ci / gm->g * prod3(gm->k));
 #pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (par)
-    for (int64_t i = 0; i < count; i++) ((float *)y)[i] = cm_fwd_f32(&c, x, w, bias, i);
-  } else {
-#pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (par)
-    for (int64_t i = 0; i < count; i++) ((double *)y)[i] = cm_fwd_f64(&c, x, w, bias, i);
+  for (int64_t r = 0; r < rows; r++) {
+    int64_t oh = r % gm->col[1], od = r / gm->col[1] % gm->col[0], m = r / (gm->col[0] * gm->col[1]) % gm->co;
+    int64_t n = r / (gm->col[0] * gm->col[1] * gm->co);
+    if (dt == EM_F32) cm_fwd_row_f32(&c, x, w, bias, n, m, od, oh, (float *)y + r * W);
+    else cm_fwd_row_f64(&c, x, w, bias, n, m, od, oh, (double *)y + r * W);
   }
 }
 
