@@ -54,7 +54,14 @@
  *      elements (in fixed blocks of rows), so memory is read contiguously.
  * Threads split outputs, or (when outputs are few) the fixed blocks, whose
  * partial results are then folded in the same order as a single thread does.
- * f32 inputs accumulate in double. */
+ * f32 inputs accumulate in double. The per-element arithmetic (transforms,
+ * folds, the finishing mean / sqrt / log, the gradient) is
+ * kernels/reduce_math.h's, log_sum_exp and log_sum use its binary64 exp and
+ * log (not libm's), and the GPU kernels (kernels/reduce_ops.cu, launched by
+ * ops/reduce_gpu.c) follow the same plan and order with one thread per
+ * segment lane, (output, block of rows) or fixed block: every device gives
+ * the CPU's bits, in both numeric modes. argmax / argmin pick the same element
+ * on every device (equal extremes resolved by position). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -63,9 +70,12 @@
 #include "error.h"
 #include "op.h"
 #include "../kernels/em_math.h"
+#include "../kernels/reduce_math.h"
+#include "gpu_glue.h"
+#include "reduce_gpu.h"
 
-#define RD_LANES 8
-#define RD_SEG 4096            /* A: elements per segment (lane partial) */
+#define RD_LANES RDM_LANES
+#define RD_SEG RDM_SEG         /* A: elements per segment (lane partial) */
 #define RD_BLOCK_WORK 32768    /* elements folded per fixed block */
 #define RD_SUB 256             /* B: columns accumulated side by side on the stack */
 #define RD_MIN_ROWS 16         /* B: rows per block at least */
@@ -73,8 +83,11 @@
 
 /* ------------------------------------------------------------ functions --- */
 
+/* The values are reduce_math.h's RDM_FN_*, which the kernels take. */
 typedef enum rd_fn {
-  RD_SUM, RD_MEAN, RD_MAX, RD_MIN, RD_PROD, RD_LSE, RD_LOG_SUM, RD_L1, RD_L2, RD_SUMSQ, RD_N_FN
+  RD_SUM = RDM_FN_SUM, RD_MEAN = RDM_FN_MEAN, RD_MAX = RDM_FN_MAX, RD_MIN = RDM_FN_MIN, RD_PROD = RDM_FN_PROD,
+  RD_LSE = RDM_FN_LSE, RD_LOG_SUM = RDM_FN_LOG_SUM, RD_L1 = RDM_FN_L1, RD_L2 = RDM_FN_L2, RD_SUMSQ = RDM_FN_SUMSQ,
+  RD_N_FN
 } rd_fn;
 
 static const char *const rd_fn_names[RD_N_FN] = {"sum", "mean", "max", "min", "prod", "log_sum_exp", "log_sum",
@@ -154,12 +167,6 @@ static int rd_empty_axis(const em_shape *x, unsigned mask) {
 
 /* ---------------------------------------------------------------- plans --- */
 
-/* Row-major walk over a few (size, stride) axes of x. */
-typedef struct rd_walk {
-  int n;
-  int64_t dim[EM_MAX_DIMS], stride[EM_MAX_DIMS];
-} rd_walk;
-
 /* The offset of the t-th position (row-major); idx receives its index. */
 static int64_t rd_seek(const rd_walk *w, int64_t t, int64_t *idx) {
   int64_t off = 0;
@@ -193,23 +200,6 @@ static void rd_walk_add(rd_walk *w, int64_t dim, int64_t stride) {
   w->stride[w->n] = stride;
   w->n++;
 }
-
-/* How a reduction traverses x (see the top of the file): axes of size 1 are
- * dropped and neighbours of the same kind (kept / reduced) merged. */
-typedef struct rd_plan {
-  int64_t n_out, n_red;       /* outputs; reduced elements per output */
-  int empty;                  /* x has no elements */
-  int inner_reduced;          /* 1: case A, 0: case B */
-  int64_t inner;              /* A: contiguous reduced run L; B: contiguous kept width K */
-  rd_walk outer;              /* A: output bases (kept axes); B: block bases (kept axes but the innermost) */
-  rd_walk rows;               /* A: run starts (reduced axes but the innermost); B: all reduced axes */
-  int64_t n_rows;
-  int64_t nchunk, n_seg, seg_per_blk; /* A: segments per run, per output, per block */
-  int64_t rows_per_blk;       /* B: rows per block */
-  int64_t jc, n_jc;           /* B: column chunk width, chunks per block base (the thread split only) */
-  int64_t n_blk;              /* fixed blocks per output (A) or per group (B) */
-  int64_t n_groups;           /* A: n_out; B: block bases * column chunks */
-} rd_plan;
 
 static int64_t rd_min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t rd_cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -497,7 +487,7 @@ typedef struct rd_sink {
 #define TR_F(v, s) ((double)(v))
 #define TR_ABS(v, s) fabs((double)(v))
 #define TR_SQ(v, s) ((double)(v) * (double)(v))
-#define TR_EXP(v, s) exp((double)(v) - (s))
+#define TR_EXP(v, s) rdm_exp_d((double)(v) - (s))
 #define TR_ISZERO(v, s) ((v) == 0 ? 1.0 : 0.0)
 #define TR_NONZERO(v, s) ((v) == 0 ? 1.0 : (double)(v))
 #define TR_U(v, s) ((uint64_t)(v))
@@ -505,8 +495,8 @@ typedef struct rd_sink {
 #define C_ADD(a, b) ((a) + (b))
 #define C_MUL(a, b) ((a) * (b))
 /* NaN wins (propagates), as in numpy. */
-#define C_FMAX(a, b) (((b) > (a)) | ((b) != (b)) ? (b) : (a))
-#define C_FMIN(a, b) (((b) < (a)) | ((b) != (b)) ? (b) : (a))
+#define C_FMAX(a, b) rdm_fmax(a, b)
+#define C_FMIN(a, b) rdm_fmin(a, b)
 #define C_IMAX(a, b) ((b) > (a) ? (b) : (a))
 #define C_IMIN(a, b) ((b) < (a) ? (b) : (a))
 
@@ -717,9 +707,9 @@ static void rd_plan_for(const em_op_args *a, const em_shape *x, rd_plan *p) {
     const double nr = (double)s->n_red, *sh = s->shift ? s->shift + o0 : NULL;                                        \
     switch (s->f) {                                                                                                   \
     case RD_MEAN: for (int64_t i = 0; i < n; i++) out[i] = (OUT_T)(acc[i] / nr); break;                               \
-    case RD_L2: for (int64_t i = 0; i < n; i++) out[i] = (OUT_T)sqrt(acc[i]); break;                                  \
-    case RD_LOG_SUM: for (int64_t i = 0; i < n; i++) out[i] = (OUT_T)log(acc[i]); break;                              \
-    case RD_LSE: for (int64_t i = 0; i < n; i++) out[i] = (OUT_T)(sh[i] + log(acc[i])); break;                        \
+    case RD_L2: for (int64_t i = 0; i < n; i++) out[i] = (OUT_T)rdm_finish(RD_L2, acc[i], nr, 0); break;               \
+    case RD_LOG_SUM: for (int64_t i = 0; i < n; i++) out[i] = (OUT_T)rdm_finish(RD_LOG_SUM, acc[i], nr, 0); break;     \
+    case RD_LSE: for (int64_t i = 0; i < n; i++) out[i] = (OUT_T)rdm_finish(RD_LSE, acc[i], nr, sh[i]); break;      \
     default: for (int64_t i = 0; i < n; i++) out[i] = (OUT_T)acc[i]; break;                                           \
     }                                                                                                                 \
   } while (0)
@@ -811,6 +801,45 @@ static em_status rd_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *co
   return rd_cpu_int(f, &p, in[0], out[0]);
 }
 
+/* The pass that folds reduction f's elements (its CPU kernel above). */
+static int rd_pass_of(rd_fn f) {
+  switch (f) {
+  case RD_L1: return RDM_PASS_ABS;
+  case RD_L2:
+  case RD_SUMSQ: return RDM_PASS_SQ;
+  case RD_PROD: return RDM_PASS_PROD;
+  case RD_MAX: return RDM_PASS_MAX;
+  case RD_MIN: return RDM_PASS_MIN;
+  default: return RDM_PASS_SUM; /* sum, mean, log_sum */
+  }
+}
+
+/* On a CUDA device: the passes of rd_cpu_float / rd_cpu_int, in the same
+ * order (ops/reduce_gpu.c, kernels/reduce_ops.cu), so every device gives the
+ * CPU's bits in both modes. */
+static em_status rd_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  rd_fn f = rd_fn_of_op(a->def);
+  em_shape xs;
+  rd_plan p;
+  em_shape_of(in[0], &xs);
+  rd_plan_for(a, &xs, &p);
+  if (p.n_out == 0) return EM_OK;
+  const void *x = em_tensor_data(in[0]);
+  void *y = em_tensor_data(out[0]);
+  em_dtype dt = xs.dtype;
+  if (dt == EM_I32 || dt == EM_I64)
+    return em_reduce_gpu_pass(a, dt, rd_pass_of(f), f, dt == EM_I32 ? RDM_DST_I32 : RDM_DST_I64, &p, x, NULL, y);
+  int dst = dt == EM_F32 ? RDM_DST_F32 : RDM_DST_F64;
+  if (f != RD_LSE) return em_reduce_gpu_pass(a, dt, rd_pass_of(f), f, dst, &p, x, NULL, y);
+  /* log_sum_exp: the shifts (rd_log_sum_exp), then sum(exp(x - shift)). */
+  void *shift = NULL;
+  em_status s = em_ops_scratch(a, sizeof(double) * (size_t)p.n_out, &shift);
+  if (!s) s = em_reduce_gpu_pass(a, dt, RDM_PASS_MAX, f, RDM_DST_SHIFT, &p, x, NULL, shift);
+  if (!s) s = em_reduce_gpu_pass(a, dt, RDM_PASS_EXP, f, dst, &p, x, shift, y);
+  em_ops_scratch_free(a, shift);
+  return s;
+}
+
 /* The backward of every float reduction: one fused _reduce_grad node. */
 static em_status rd_backward(em_graph *g, const em_op_args *a, const em_var *x, const em_var *y, const em_var *dy,
                              em_var *din) {
@@ -857,6 +886,21 @@ static em_status arg_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *c
   rd_sel sel = {!strcmp(a->def->name, "argmax"), em_attr_int(a, "select_last_index", 0) != 0, 0};
   rd_arg_kernel(xs.dtype)(em_tensor_data(in[0]), &p, &sel, em_tensor_data(out[0]));
   return EM_OK;
+}
+
+/* On a CUDA device: the same selection (first or last of equal extremes,
+ * NaN the extreme), whatever the threads per output. */
+static em_status arg_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  em_shape xs;
+  rd_plan p;
+  em_shape_of(in[0], &xs);
+  int64_t axis = em_attr_int(a, "axis", 0);
+  int k = (int)(axis < 0 ? axis + xs.ndim : axis);
+  rd_plan_make(xs.dims, xs.ndim, 1u << k, 1, &p);
+  if (p.n_out == 0) return EM_OK;
+  return em_reduce_gpu_arg(a, xs.dtype, &p, !strcmp(a->def->name, "argmax"),
+                           em_attr_int(a, "select_last_index", 0) != 0, 0, em_tensor_data(in[0]),
+                           em_tensor_data(out[0]));
 }
 
 /* No gradient flows into the searched values (no_grad marks it too). */
@@ -922,7 +966,7 @@ static em_status grad_infer(em_op_args *a) {
     case RD_LSE:                                                                                                      \
       for (int64_t j = 0; j < n; j++)                                                                                 \
         dx[j] = y[j * ys] == -INFINITY ? (T)0                                                                         \
-                                       : (T)((double)dy[j * ys] * exp((double)x[j] - (double)y[j * ys]));             \
+                                       : (T)((double)dy[j * ys] * rdm_exp_d((double)x[j] - (double)y[j * ys]));        \
       break;                                                                                                          \
     case RD_LOG_SUM: /* a1: the sum */                                                                                \
       for (int64_t j = 0; j < n; j++) dx[j] = (T)((double)dy[j * ys] / a1[j * ys]);                                   \
@@ -1043,16 +1087,51 @@ static em_status grad_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *
   return EM_OK;
 }
 
+/* On a CUDA device: grad_cpu's helpers (selected elements, zero counts and
+ * products, sums) by the same passes, then dx element by element. */
+static em_status grad_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  rd_fn f = (rd_fn)rd_fn_find(em_attr_str(a, "fn", ""));
+  em_shape xs;
+  rd_plan p;
+  unsigned mask;
+  em_shape_of(in[0], &xs);
+  em_status s = rd_axes_mask(a, xs.ndim, &mask); /* infer checked them */
+  if (s) return s;
+  rd_plan_make(xs.dims, xs.ndim, mask, 1, &p);
+  if (p.empty) return EM_OK; /* dx has no elements */
+  const void *x = em_tensor_data(in[0]), *y = em_tensor_data(in[1]), *dy = em_tensor_data(in[2]);
+  void *dx = em_tensor_data(out[0]), *aux = NULL;
+  double *a1 = NULL, *a2 = NULL;
+  int64_t *pos = NULL;
+  if (f == RD_MAX || f == RD_MIN || f == RD_PROD || f == RD_LOG_SUM)
+    s = em_ops_scratch(a, sizeof(double) * (size_t)(2 * p.n_out), &aux);
+  if (!s && (f == RD_MAX || f == RD_MIN)) {
+    pos = aux;
+    s = em_reduce_gpu_arg(a, xs.dtype, &p, f == RD_MAX, 0, 1, x, pos);
+  } else if (!s && f == RD_PROD) {
+    a1 = aux;
+    a2 = a1 + p.n_out;
+    s = em_reduce_gpu_pass(a, xs.dtype, RDM_PASS_ZEROS, f, RDM_DST_RAW, &p, x, NULL, a1);
+    if (!s) s = em_reduce_gpu_pass(a, xs.dtype, RDM_PASS_NZPROD, f, RDM_DST_RAW, &p, x, NULL, a2);
+  } else if (!s && f == RD_LOG_SUM) {
+    a1 = aux;
+    s = em_reduce_gpu_pass(a, xs.dtype, RDM_PASS_SUM, f, RDM_DST_RAW, &p, x, NULL, a1);
+  }
+  if (!s) s = em_reduce_gpu_grad(a, xs.dtype, f, xs.dims, xs.ndim, mask, x, y, dy, a1, a2, pos, dx);
+  em_ops_scratch_free(a, aux);
+  return s;
+}
+
 /* ------------------------------------------------------------- registry --- */
 
 #define RD_OP(NAME, DOC)                                                                                       \
   {.name = NAME, .doc = DOC " Attributes: axes (INTS; absent: all), keepdims (INT, 0).", .min_inputs = 1,          \
    .max_inputs = 1, .n_outputs = 1, .no_grad = 0, .state_inputs = 0, .inplace = 0, .infer = rd_infer,            \
-   .cpu = rd_cpu, .gpu = NULL, .backward = rd_backward, .attrs = EM_ATTRS("axes", "keepdims")}
+   .cpu = rd_cpu, .gpu = rd_gpu, .backward = rd_backward, .attrs = EM_ATTRS("axes", "keepdims")}
 #define ARG_OP(NAME, DOC)                                                                                       \
   {.name = NAME, .doc = DOC " (i64). Attributes: axis (INT, 0), keepdims (INT, 0), select_last_index (INT, 0).", \
    .min_inputs = 1, .max_inputs = 1, .n_outputs = 1, .no_grad = 1u, .state_inputs = 0, .inplace = 0,             \
-   .infer = arg_infer, .cpu = arg_cpu, .gpu = NULL, .backward = arg_backward,                                     \
+   .infer = arg_infer, .cpu = arg_cpu, .gpu = arg_gpu, .backward = arg_backward,                                     \
    .attrs = EM_ATTRS("axis", "keepdims", "select_last_index")}
 
 const em_op_def em_ops_reduce[] = {
@@ -1071,6 +1150,6 @@ const em_op_def em_ops_reduce[] = {
   {.name = "_reduce_grad",
    .doc = "Gradient of the reductions: (x, y, dy) -> dx. Attributes: the forward's axes and keepdims, fn (STRING).",
    .min_inputs = 3, .max_inputs = 3, .n_outputs = 1, .no_grad = 0, .state_inputs = 0, .inplace = 0,
-   .infer = grad_infer, .cpu = grad_cpu, .gpu = NULL, .backward = NULL, .attrs = EM_ATTRS("axes", "keepdims", "fn")},
+   .infer = grad_infer, .cpu = grad_cpu, .gpu = grad_gpu, .backward = NULL, .attrs = EM_ATTRS("axes", "keepdims", "fn")},
 };
 const size_t em_ops_reduce_count = sizeof em_ops_reduce / sizeof em_ops_reduce[0];
