@@ -1,5 +1,6 @@
 /* ember selftest: for every device, runs each primitive on fresh random
- * inputs and compares the bits with the CPU twin; reports, per kernel module,
+ * inputs and compares the bits with the CPU twin, and one graph op of each
+ * op family's kernel module (portable mode: the CPU's bits); reports, per kernel module,
  * the path its plan took and how long the load took (cold or from the JIT
  * cache). The portable math maps (kernels/math.cu) get inputs that reach
  * every branch: random bit patterns, every scale, and all 65536 half and
@@ -258,6 +259,90 @@ static void case_f32_to_bf16(em_device dev, case_result *r) { case_to16(dev, r, 
 static void case_f16_to_f32(em_device dev, case_result *r) { case_from16(dev, r, em_f16_to_f32); }
 static void case_bf16_to_f32(em_device dev, case_result *r) { case_from16(dev, r, em_bf16_to_f32); }
 
+/* ---------------------------------------------------------- engine ops --- */
+
+/* One graph op on dev and on the CPU, both in portable mode, inputs random
+ * f32 in [-2, 2): the outputs must be the same bits. Shows that the op
+ * family's kernel module loads and computes on this device. */
+typedef struct op_case {
+  const char *op;
+  int n_in;
+  int ndim[3];
+  int64_t shape[3][4];
+  int n_attrs;
+  em_attr attrs[2];
+} op_case;
+
+static em_status run_op(const op_case *c, em_device dev, em_tensor *const *in, em_tensor **host_out) {
+  em_graph *g = NULL;
+  em_exec *e = NULL;
+  em_var x[3], y;
+  em_tensor *out = NULL;
+  em_status s = em_graph_create(&g);
+  for (int i = 0; i < c->n_in && !s; i++) s = em_input(g, NULL, EM_F32, c->ndim[i], c->shape[i], &x[i]);
+  if (!s) s = em_apply(g, c->op, x, c->n_in, c->attrs, c->n_attrs, &y, 1);
+  if (!s) s = em_exec_create(g, &y, 1, dev, &e);
+  if (!s) s = em_exec_set_mode(e, EM_MODE_PORTABLE);
+  em_feed f[3];
+  for (int i = 0; i < c->n_in; i++) f[i] = (em_feed){x[i], in[i]};
+  if (!s) s = em_exec_run(e, f, c->n_in, &out);
+  if (!s) s = em_tensor_to_device(out, em_cpu(), host_out);
+  em_tensor_release(out);
+  em_exec_free(e);
+  em_graph_free(g);
+  return s;
+}
+
+static void case_op(em_device dev, case_result *r, const op_case *c) {
+  em_tensor *in[3] = {0}, *want = NULL, *got = NULL;
+  int ok = 1;
+  for (int i = 0; i < c->n_in && ok; i++) {
+    int64_t n = 1;
+    for (int d = 0; d < c->ndim[i]; d++) n *= c->shape[i][d];
+    float *v = malloc(sizeof(float) * (size_t)n);
+    if (v) fill_random(v, (size_t)n);
+    for (int64_t k = 0; v && k < n; k++) v[k] *= 2;
+    ok = v && !em_tensor_from_host(em_cpu(), EM_F32, c->ndim[i], c->shape[i], v, sizeof(float) * (size_t)n, &in[i]);
+    free(v);
+  }
+  if (!ok || run_op(c, em_cpu(), in, &want) || run_op(c, dev, in, &got)) record_error(r);
+  else {
+    size_t n = (size_t)em_tensor_numel(want);
+    r->ok = em_tensor_numel(got) == (int64_t)n &&
+            (r->mismatches = count_mismatches(em_tensor_data(want), em_tensor_data(got), n)) == 0;
+  }
+  for (int i = 0; i < 3; i++) em_tensor_release(in[i]);
+  em_tensor_release(want);
+  em_tensor_release(got);
+}
+
+#define PADS1 {.name = "pads", .type = EM_ATTR_INTS, .ints = (const int64_t[]){1, 1, 1, 1}, .n = 4}
+static const op_case op_unary = {"exp", 1, {1}, {{100003}}};
+static const op_case op_binary = {"add", 2, {2, 1}, {{257, 33}, {33}}};
+static const op_case op_core = {"add_n", 3, {1, 1, 1}, {{1000}, {1000}, {1000}}};
+static const op_case op_reduce = {"reduce_sum", 1, {2}, {{129, 1000}}, 1,
+                                  {{.name = "axes", .type = EM_ATTR_INTS, .ints = (const int64_t[]){1}, .n = 1}}};
+static const op_case op_shape = {"transpose", 1, {2}, {{65, 130}}};
+static const op_case op_gemm = {"matmul", 2, {2, 2}, {{70, 50}, {50, 90}}};
+static const op_case op_conv = {"convolution", 2, {4, 4}, {{2, 3, 9, 11}, {4, 3, 3, 3}}, 1, {PADS1}};
+static const op_case op_pool = {"max_pool", 1, {4}, {{2, 3, 9, 11}}, 1,
+                                {{.name = "kernel_shape", .type = EM_ATTR_INTS, .ints = (const int64_t[]){3, 3}, .n = 2}}};
+static const op_case op_loss = {"softmax", 1, {2}, {{33, 300}}};
+static const op_case op_norm = {"layer_normalization", 2, {2, 1}, {{16, 300}, {300}}};
+#define OP_CASE(name) \
+  static void case_op_##name(em_device dev, case_result *r) { case_op(dev, r, &op_##name); }
+OP_CASE(unary)
+OP_CASE(binary)
+OP_CASE(core)
+OP_CASE(reduce)
+OP_CASE(shape)
+OP_CASE(gemm)
+OP_CASE(conv)
+OP_CASE(pool)
+OP_CASE(loss)
+OP_CASE(norm)
+
+/* kernel: the primitive, or for an engine op "op:<name>". */
 static const struct {
   const char *kernel, *module;
   void (*run)(em_device, case_result *);
@@ -286,6 +371,16 @@ static const struct {
   {"em_map_f16_to_f32", "math", case_f16_to_f32},
   {"em_map_f32_to_bf16", "math", case_f32_to_bf16},
   {"em_map_bf16_to_f32", "math", case_bf16_to_f32},
+  {"op:exp", "unary", case_op_unary},
+  {"op:add", "binary", case_op_binary},
+  {"op:add_n", "core", case_op_core},
+  {"op:reduce_sum", "reduce_ops", case_op_reduce},
+  {"op:transpose", "shape", case_op_shape},
+  {"op:matmul", "gemm", case_op_gemm},
+  {"op:convolution", "conv", case_op_conv},
+  {"op:max_pool", "pool", case_op_pool},
+  {"op:softmax", "loss", case_op_loss},
+  {"op:layer_normalization", "norm", case_op_norm},
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
 
