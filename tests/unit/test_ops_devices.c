@@ -42,6 +42,7 @@
 
 #include "ember.h"
 #include "op_cases/op_cases.h"
+#include "../../kernels/em_math.h" /* f16 and bf16 conversions */
 
 /* Ops still without a GPU implementation of their own. Shrink it; never grow it. */
 static const char *const pending[] = {
@@ -112,11 +113,15 @@ static void store(em_dtype t, void *p, int64_t i, double v) {
   case EM_I64: ((int64_t *)p)[i] = (int64_t)v; break;
   case EM_U8: ((uint8_t *)p)[i] = (uint8_t)v; break;
   case EM_BOOL: ((uint8_t *)p)[i] = v != 0; break;
-  default: break;
+  case EM_F16: ((uint16_t *)p)[i] = em_f32_to_f16_bits((float)v); break;
+  case EM_BF16: ((uint16_t *)p)[i] = em_f32_to_bf16_bits((float)v); break;
+  default: fail_msg("test_ops_devices: no inputs of dtype %d", (int)t);
   }
 }
 
+/* Differentiable dtypes: gradients are compared for these. */
 static int is_float(em_dtype t) { return t == EM_F32 || t == EM_F64; }
+static int is_floating(em_dtype t) { return is_float(t) || t == EM_F16 || t == EM_BF16; }
 
 /* A host tensor for input k of case c: fixed values, or random ones from the
  * case's seed (so every device and mode sees the same inputs). */
@@ -128,7 +133,7 @@ static em_tensor *make_input(const oc_input *in, uint64_t seed) {
   assert_non_null(buf);
   for (int64_t i = 0; i < n; i++) {
     double v = in->values ? in->values[i] : uniform(&seed, in->lo, in->hi);
-    if (!in->values && !is_float(in->dtype)) v = floor(v);
+    if (!in->values && !is_floating(in->dtype)) v = floor(v);
     store(in->dtype, buf, i, v);
   }
   em_tensor *t = NULL;
@@ -288,6 +293,8 @@ static double value_at(const em_tensor *t, int64_t i) {
   case EM_I32: return ((const int32_t *)p)[i];
   case EM_I64: return (double)((const int64_t *)p)[i];
   case EM_U8: case EM_BOOL: return ((const uint8_t *)p)[i];
+  case EM_F16: return em_f16_bits_to_f32(((const uint16_t *)p)[i]);
+  case EM_BF16: return em_bf16_bits_to_f32(((const uint16_t *)p)[i]);
   default: return NAN;
   }
 }
@@ -297,7 +304,7 @@ static int same_bits(const em_tensor *a, const em_tensor *b, int64_t i) {
   const unsigned char *pa = (const unsigned char *)em_tensor_data(a) + (size_t)i * es;
   const unsigned char *pb = (const unsigned char *)em_tensor_data(b) + (size_t)i * es;
   if (!memcmp(pa, pb, es)) return 1;
-  return is_float(em_tensor_dtype(a)) && isnan(value_at(a, i)) && isnan(value_at(b, i));
+  return is_floating(em_tensor_dtype(a)) && isnan(value_at(a, i)) && isnan(value_at(b, i));
 }
 
 /* NULL when got matches want; else one line naming the first difference. */
@@ -311,7 +318,7 @@ static const char *compare(const em_tensor *got, const em_tensor *want, int bitw
              em_tensor_describe(want, b, sizeof b));
     return buf;
   }
-  int exact = bitwise || !is_float(em_tensor_dtype(want));
+  int exact = bitwise || !is_floating(em_tensor_dtype(want));
   int64_t n = em_tensor_numel(want), bad = 0, first = -1;
   for (int64_t i = 0; i < n; i++) {
     int ok;
