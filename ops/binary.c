@@ -34,12 +34,21 @@
  * zero strides so the compiler vectorises them; the general N-d case walks an
  * odometer over the outer axes. Output elements are split in fixed chunks
  * among threads: no op here reduces, so results never depend on the thread
- * count. */
+ * count.
+ *
+ * Devices: every element is computed by kernels/binary_math.h, which these
+ * loops and the GPU kernels (kernels/binary.cu, launched by ops/binary_gpu.c)
+ * share, so a GPU gives the CPU's bits in both modes (NaN payloads of + - * /
+ * aside: the hardware picks them). f32 pow is em_math's em_powf, fmod /
+ * floor / trunc are binary_math.h's exact ones; f64 pow (and log in its
+ * gradient) stay libm's and run on the CPU whatever the device. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "op.h"
+#include "binary_gpu.h"
+#include "../kernels/binary_math.h"
 
 /* ================================================= broadcasting engine === */
 
@@ -242,71 +251,39 @@ static void bc_apply(bc_inner_fn fn, em_tensor *const *in, int n_in, em_tensor *
     }                                                                                                      \
   }
 
-/* ---- scalar helpers that need more than an expression ---- */
+/* ---- per-element arithmetic: kernels/binary_math.h, shared with the kernels ---- */
 
-/* Python/numpy remainder: the sign of the divisor. */
-static inline double pymod_f64(double a, double b) {
-  double r = fmod(a, b);
-  if (r != 0) {
-    if ((r < 0) != (b < 0)) r += b;
-  } else {
-    r = copysign(0.0, b);
-  }
-  return r;
-}
-static inline float pymod_f32(float a, float b) {
-  float r = fmodf(a, b);
-  if (r != 0) {
-    if ((r < 0) != (b < 0)) r += b;
-  } else {
-    r = copysignf(0.0f, b);
-  }
-  return r;
-}
-
-/* Integer division and remainder that never trap: /0 gives 0, MIN/-1 wraps
- * to MIN (and MIN % -1 is 0). */
-#define INT_DIVMOD(SUF, T, UT)                                                                             \
-  static inline T div_##SUF(T a, T b) {                                                                    \
-    if (b == 0) return 0;                                                                                  \
-    if (b == -1) return (T)((UT)0 - (UT)a);                                                                \
-    return a / b;                                                                                          \
-  }                                                                                                        \
-  static inline T cmod_##SUF(T a, T b) { return b == 0 || b == -1 ? 0 : a % b; }                           \
-  static inline T pymod_##SUF(T a, T b) {                                                                  \
-    T r = cmod_##SUF(a, b);                                                                                \
-    return r != 0 && ((r < 0) != (b < 0)) ? (T)(r + b) : r;                                                \
-  }
-INT_DIVMOD(i32, int32_t, uint32_t)
-INT_DIVMOD(i64, int64_t, uint64_t)
+/* f64 pow stays libm's (binary_math.h: no portable f64 pow; the GPU hands it
+ * back to the CPU). */
+static inline double pow_libm_f64(double a, double b) { return pow(a, b); }
 
 /* ---- arithmetic ---- */
 
-#define FLOAT_ARITH(SUF, T, POW, FMOD)                                                                     \
-  BC_BIN(add_##SUF, T, T, T, a + b)                                                                        \
-  BC_BIN(sub_##SUF, T, T, T, a - b)                                                                        \
-  BC_BIN(mul_##SUF, T, T, T, a * b)                                                                        \
-  BC_BIN(div_k_##SUF, T, T, T, a / b)                                                                      \
+#define FLOAT_ARITH(SUF, T, POW)                                                                           \
+  BC_BIN(add_##SUF, T, T, T, em_bin_add_##SUF(a, b))                                                       \
+  BC_BIN(sub_##SUF, T, T, T, em_bin_sub_##SUF(a, b))                                                       \
+  BC_BIN(mul_##SUF, T, T, T, em_bin_mul_##SUF(a, b))                                                       \
+  BC_BIN(div_k_##SUF, T, T, T, em_bin_div_##SUF(a, b))                                                     \
   BC_BIN(pow_##SUF, T, T, T, POW(a, b))                                                                    \
-  BC_BIN(max_##SUF, T, T, T, (a > b || a != a) ? a : b)                                                    \
-  BC_BIN(min_##SUF, T, T, T, (a < b || a != a) ? a : b)                                                    \
-  BC_BIN(mod_##SUF, T, T, T, pymod_##SUF(a, b))                                                            \
-  BC_BIN(fmod_##SUF, T, T, T, FMOD(a, b))
-FLOAT_ARITH(f32, float, powf, fmodf)
-FLOAT_ARITH(f64, double, pow, fmod)
+  BC_BIN(max_##SUF, T, T, T, em_bin_max_##SUF(a, b))                                                       \
+  BC_BIN(min_##SUF, T, T, T, em_bin_min_##SUF(a, b))                                                       \
+  BC_BIN(mod_##SUF, T, T, T, em_bin_pymod_##SUF(a, b))                                                     \
+  BC_BIN(fmod_##SUF, T, T, T, em_bin_fmod_##SUF(a, b))
+FLOAT_ARITH(f32, float, em_powf)
+FLOAT_ARITH(f64, double, pow_libm_f64)
 
-/* Integer add/sub/mul go through the unsigned type: wrap-around, never UB. */
-#define INT_ARITH(SUF, T, UT)                                                                              \
-  BC_BIN(add_##SUF, T, T, T, (UT)a + (UT)b)                                                                \
-  BC_BIN(sub_##SUF, T, T, T, (UT)a - (UT)b)                                                                \
-  BC_BIN(mul_##SUF, T, T, T, (UT)a * (UT)b)                                                                \
-  BC_BIN(div_k_##SUF, T, T, T, div_##SUF(a, b))                                                            \
-  BC_BIN(max_##SUF, T, T, T, a > b ? a : b)                                                                \
-  BC_BIN(min_##SUF, T, T, T, a < b ? a : b)                                                                \
-  BC_BIN(mod_##SUF, T, T, T, pymod_##SUF(a, b))                                                            \
-  BC_BIN(fmod_##SUF, T, T, T, cmod_##SUF(a, b))
-INT_ARITH(i32, int32_t, uint32_t)
-INT_ARITH(i64, int64_t, uint64_t)
+/* Integers wrap (add/sub/mul) and never trap (div, mod): binary_math.h. */
+#define INT_ARITH(SUF, T)                                                                                  \
+  BC_BIN(add_##SUF, T, T, T, em_bin_add_##SUF(a, b))                                                       \
+  BC_BIN(sub_##SUF, T, T, T, em_bin_sub_##SUF(a, b))                                                       \
+  BC_BIN(mul_##SUF, T, T, T, em_bin_mul_##SUF(a, b))                                                       \
+  BC_BIN(div_k_##SUF, T, T, T, em_bin_div_##SUF(a, b))                                                     \
+  BC_BIN(max_##SUF, T, T, T, em_bin_max_##SUF(a, b))                                                       \
+  BC_BIN(min_##SUF, T, T, T, em_bin_min_##SUF(a, b))                                                       \
+  BC_BIN(mod_##SUF, T, T, T, em_bin_pymod_##SUF(a, b))                                                     \
+  BC_BIN(fmod_##SUF, T, T, T, em_bin_cmod_##SUF(a, b))
+INT_ARITH(i32, int32_t)
+INT_ARITH(i64, int64_t)
 
 /* ---- comparisons (bool output) ---- */
 
@@ -343,31 +320,37 @@ BC_TER(where_8, uint8_t, uint64_t, uint64_t, uint64_t, g ? a : b)
 
 /* ---- gradients (float only): g = dy, a = x, b = y ---- */
 
-#define FLOAT_GRADS(SUF, T, POW, LOG, FLOOR, TRUNC)                                                        \
+#define FLOAT_GRADS(SUF, T)                                                                                \
   BC_TER(g_div0_##SUF, T, T, T, T, g / b)                                                                  \
-  BC_TER(g_div1_##SUF, T, T, T, T, -g * a / (b * b))                                                       \
-  BC_TER(g_pow0_##SUF, T, T, T, T, b == 0 ? (T)0 : g * b * POW(a, b - 1))                                  \
-  BC_TER(g_pow1_##SUF, T, T, T, T, a > 0 ? g * POW(a, b) * LOG(a) : (T)0)                                  \
+  BC_TER(g_div1_##SUF, T, T, T, T, em_bgrad_div1_##SUF(g, a, b))                                           \
   BC_TER(g_max0_##SUF, T, T, T, T, a >= b ? g : (T)0)                                                      \
   BC_TER(g_max1_##SUF, T, T, T, T, a >= b ? (T)0 : g)                                                      \
   BC_TER(g_min0_##SUF, T, T, T, T, a <= b ? g : (T)0)                                                      \
   BC_TER(g_min1_##SUF, T, T, T, T, a <= b ? (T)0 : g)                                                      \
   BC_TER(g_mod0_##SUF, T, T, T, T, g)                                                                      \
-  BC_TER(g_pymod1_##SUF, T, T, T, T, b != 0 ? -g * FLOOR(a / b) : (T)0)                                    \
-  BC_TER(g_fmod1_##SUF, T, T, T, T, b != 0 ? -g * TRUNC(a / b) : (T)0)                                     \
+  BC_TER(g_pymod1_##SUF, T, T, T, T, em_bgrad_pymod1_##SUF(g, a, b))                                       \
+  BC_TER(g_fmod1_##SUF, T, T, T, T, em_bgrad_fmod1_##SUF(g, a, b))                                         \
   BC_BIN(g_wh0_##SUF, uint8_t, T, T, a ? b : (T)0)                                                         \
   BC_BIN(g_wh1_##SUF, uint8_t, T, T, a ? (T)0 : b)
-FLOAT_GRADS(f32, float, powf, logf, floorf, truncf)
-FLOAT_GRADS(f64, double, pow, log, floor, trunc)
+FLOAT_GRADS(f32, float)
+FLOAT_GRADS(f64, double)
+BC_TER(g_pow0_f32, float, float, float, float, em_bgrad_pow0_f32(g, a, b))
+BC_TER(g_pow1_f32, float, float, float, float, em_bgrad_pow1_f32(g, a, b))
+/* f64: libm's pow and log, CPU only (see pow_libm_f64). */
+BC_TER(g_pow0_f64, double, double, double, double, b == 0 ? 0.0 : g * b * pow(a, b - 1))
+BC_TER(g_pow1_f64, double, double, double, double, a > 0 ? g * pow(a, b) * log(a) : 0.0)
 
 /* ====================================================== op catalogue === */
 
+/* The kernels' op codes (binary_math.h), so the GPU members pass them on. */
 typedef enum bop {
-  OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_POW, OP_MAX, OP_MIN, OP_MOD,
-  OP_EQ, OP_LT, OP_GT, OP_LE, OP_GE,
-  OP_AND, OP_OR, OP_XOR,
+  OP_ADD = EM_BIN_ADD, OP_SUB = EM_BIN_SUB, OP_MUL = EM_BIN_MUL, OP_DIV = EM_BIN_DIV, OP_POW = EM_BIN_POW,
+  OP_MAX = EM_BIN_MAX, OP_MIN = EM_BIN_MIN, OP_MOD = EM_BIN_MOD,
+  OP_EQ = EM_BIN_EQ, OP_LT = EM_BIN_LT, OP_GT = EM_BIN_GT, OP_LE = EM_BIN_LE, OP_GE = EM_BIN_GE,
+  OP_AND = EM_BIN_AND, OP_OR = EM_BIN_OR, OP_XOR = EM_BIN_XOR,
   OP_COUNT
 } bop;
+_Static_assert(OP_COUNT == EM_BIN_XOR + 1, "the op codes are binary_math.h's, in order");
 
 static const char *const op_names[OP_COUNT] = {
   "add", "sub", "mul", "div", "pow", "max", "min", "mod",
@@ -465,6 +448,12 @@ static em_status binary_cpu(const em_op_args *a, em_tensor *const *in, em_tensor
   bc_inner_fn fn = op == OP_MOD && em_attr_int(a, "fmod", 0) == 1 ? fmod_kernels[c] : kernels[op][c];
   bc_apply(fn, in, 2, out[0]);
   return EM_OK;
+}
+
+int em_binary_op_code(const em_op_args *a) {
+  bop op = op_code(a);
+  if (op == OP_COUNT) return -1;
+  return op == OP_MOD && em_attr_int(a, "fmod", 0) == 1 ? EM_BIN_FMOD : (int)op;
 }
 
 /* not: one bool input, flat. */
@@ -582,6 +571,22 @@ static em_status binary_grad_cpu(const em_op_args *a, em_tensor *const *in, em_t
   return EM_OK;
 }
 
+int em_binary_grad_code(const em_op_args *a) {
+  gfn f = gfn_code(em_attr_str(a, "fn", NULL));
+  int which = em_attr_int(a, "which", 0) == 1;
+  switch (f) {
+  case G_NEG: return EM_BGRAD_NEG;
+  case G_DIV: return which ? EM_BGRAD_DIV1 : EM_BGRAD_DIV0;
+  case G_POW: return which ? EM_BGRAD_POW1 : EM_BGRAD_POW0;
+  case G_MAX: return which ? EM_BGRAD_MAX1 : EM_BGRAD_MAX0;
+  case G_MIN: return which ? EM_BGRAD_MIN1 : EM_BGRAD_MIN0;
+  case G_MOD:
+    if (!which) return EM_BGRAD_MOD0;
+    return em_attr_int(a, "fmod", 0) == 1 ? EM_BGRAD_FMOD1 : EM_BGRAD_PYMOD1;
+  default: return -1;
+  }
+}
+
 static em_status where_grad_infer(em_op_args *a) {
   int64_t which = em_attr_int(a, "which", 0);
   if (which != 0 && which != 1) return em_op_fail(a, "attribute which = %lld, expected 0 or 1", (long long)which);
@@ -686,10 +691,11 @@ static em_status where_backward(em_graph *g, const em_op_args *a, const em_var *
 
 #define ARITH(NAME, DOC)                                                                                   \
   {.name = NAME, .doc = DOC, .min_inputs = 2, .max_inputs = 2, .n_outputs = 1, .inplace = 1,               \
-   .infer = binary_infer, .cpu = binary_cpu, .backward = binary_backward, .attrs = EM_NO_ATTRS}
+   .infer = binary_infer, .cpu = binary_cpu, .gpu = em_binary_gpu, .backward = binary_backward,              \
+   .attrs = EM_NO_ATTRS}
 #define PREDICATE(NAME, DOC)                                                                               \
   {.name = NAME, .doc = DOC, .min_inputs = 2, .max_inputs = 2, .n_outputs = 1, .no_grad = 3,               \
-   .infer = binary_infer, .cpu = binary_cpu, .attrs = EM_NO_ATTRS}
+   .infer = binary_infer, .cpu = binary_cpu, .gpu = em_binary_gpu, .attrs = EM_NO_ATTRS}
 
 const em_op_def em_ops_binary[] = {
   ARITH("add", "x + y, numpy broadcasting (f32 f64 i32 i64; ints wrap)"),
@@ -701,7 +707,7 @@ const em_op_def em_ops_binary[] = {
   ARITH("min", "elementwise minimum, numpy broadcasting (f32 f64 i32 i64; NaN propagates; tie gradient to x)"),
   {.name = "mod", .doc = "remainder (attr fmod: 0 sign of y as numpy, 1 sign of x as C fmod); integer x mod 0 = 0",
    .min_inputs = 2, .max_inputs = 2, .n_outputs = 1, .inplace = 1, .infer = binary_infer, .cpu = binary_cpu,
-   .backward = binary_backward, .attrs = EM_ATTRS("fmod")},
+   .gpu = em_binary_gpu, .backward = binary_backward, .attrs = EM_ATTRS("fmod")},
   PREDICATE("equal", "x == y as bool, numpy broadcasting (f32 f64 i32 i64 u8 bool)"),
   PREDICATE("less", "x < y as bool, numpy broadcasting (f32 f64 i32 i64 u8 bool)"),
   PREDICATE("greater", "x > y as bool, numpy broadcasting (f32 f64 i32 i64 u8 bool)"),
@@ -711,16 +717,16 @@ const em_op_def em_ops_binary[] = {
   PREDICATE("or", "logical or of bools, numpy broadcasting"),
   PREDICATE("xor", "logical xor of bools, numpy broadcasting"),
   {.name = "not", .doc = "logical not of a bool", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1, .no_grad = 1,
-   .inplace = 1, .infer = not_infer, .cpu = not_cpu, .attrs = EM_NO_ATTRS},
+   .inplace = 1, .infer = not_infer, .cpu = not_cpu, .gpu = em_binary_not_gpu, .attrs = EM_NO_ATTRS},
   {.name = "where", .doc = "x where cond else y; cond bool, x and y one dtype; all three broadcast (numpy)",
    .min_inputs = 3, .max_inputs = 3, .n_outputs = 1, .no_grad = 1, .infer = where_infer, .cpu = where_cpu,
-   .backward = where_backward, .attrs = EM_NO_ATTRS},
+   .gpu = em_binary_where_gpu, .backward = where_backward, .attrs = EM_NO_ATTRS},
   {.name = "_binary_grad", .doc = "dy times d(fn)/d(input `which`) at the broadcast shape (attrs fn, which, fmod; "
                                   "fn neg: -dy)",
    .min_inputs = 1, .max_inputs = 3, .n_outputs = 1, .inplace = 1, .infer = binary_grad_infer,
-   .cpu = binary_grad_cpu, .attrs = EM_ATTRS("fn", "which", "fmod")},
+   .cpu = binary_grad_cpu, .gpu = em_binary_grad_gpu, .attrs = EM_ATTRS("fn", "which", "fmod")},
   {.name = "_where_grad", .doc = "dy where cond (attr which=0) or where not cond (which=1), else 0",
    .min_inputs = 2, .max_inputs = 2, .n_outputs = 1, .no_grad = 3, .infer = where_grad_infer,
-   .cpu = where_grad_cpu, .attrs = EM_ATTRS("which")},
+   .cpu = where_grad_cpu, .gpu = em_binary_where_grad_gpu, .attrs = EM_ATTRS("which")},
 };
 const size_t em_ops_binary_count = sizeof em_ops_binary / sizeof em_ops_binary[0];

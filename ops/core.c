@@ -12,12 +12,22 @@
  *   broadcast_like(x, like)  x broadcast (numpy) to like's shape; its gradient is sum_to
  *   _weighted_sum(y, w)      scalar sum(y * w), accumulated in double (test losses)
  *   _scale_by(w, s)          w times the scalar s
+ *
+ * Every op runs on the GPU too (ops/core_gpu.c, kernels/core.cu) with the
+ * same bits in both modes; the orders of the sums, which the kernels follow:
+ *   add_n           per element, inputs in input order, in the dtype (integers wrap);
+ *   sum_to          per output element, from 0 in a double (int64 for integers), x's
+ *                   elements in row-major order;
+ *   _weighted_sum   double products summed in chunks of EM_CORE_WSUM_CHUNK, then the
+ *                   chunk sums in order (kernels/core_math.h).
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "error.h"
 #include "op.h"
+#include "core_gpu.h"
+#include "../kernels/core_math.h"
 
 /* ------------------------------------------------------------ helpers --- */
 
@@ -158,25 +168,27 @@ static em_status add_n_infer(em_op_args *a) {
   return EM_OK;
 }
 
-#define ADD_N_LOOP(T)                                                                                      \
+/* A: the accumulator, the dtype itself or (integers) its unsigned twin, so a
+ * sum wraps instead of overflowing (undefined in C); kernels/core.cu does the same. */
+#define ADD_N_LOOP(T, A)                                                                                   \
   do {                                                                                                     \
     T *y = em_tensor_data(out[0]);                                                                         \
     const T *x0 = em_tensor_data(in[0]);                                                                   \
     _Pragma("omp parallel for schedule(static) num_threads(em_cpu_threads()) if (n > 32768)")             \
     for (int64_t i = 0; i < n; i++) {                                                                      \
-      T s = x0[i];                                                                                         \
-      for (int k = 1; k < a->n_in; k++) s += ((const T *)em_tensor_data(in[k]))[i];                       \
-      y[i] = s;                                                                                            \
+      A s = (A)x0[i];                                                                                      \
+      for (int k = 1; k < a->n_in; k++) s += (A)((const T *)em_tensor_data(in[k]))[i];                    \
+      y[i] = (T)s;                                                                                         \
     }                                                                                                      \
   } while (0)
 
 static em_status add_n_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
   int64_t n = em_shape_numel(&a->out[0]);
   switch (a->out[0].dtype) {
-  case EM_F32: ADD_N_LOOP(float); break;
-  case EM_F64: ADD_N_LOOP(double); break;
-  case EM_I32: ADD_N_LOOP(int32_t); break;
-  case EM_I64: ADD_N_LOOP(int64_t); break;
+  case EM_F32: ADD_N_LOOP(float, float); break;
+  case EM_F64: ADD_N_LOOP(double, double); break;
+  case EM_I32: ADD_N_LOOP(int32_t, uint32_t); break;
+  case EM_I64: ADD_N_LOOP(int64_t, uint64_t); break;
   default: return em_op_fail(a, "unsupported dtype");
   }
   return EM_OK;
@@ -258,13 +270,13 @@ static em_status sum_to_cpu(const em_op_args *a, em_tensor *const *in, em_tensor
   if (rows >= 0 && (t == EM_F32 || t == EM_F64)) return sum_rows_float(t, x, y, rows, m);
   if (t == EM_I32 || t == EM_I64) {
     /* Integers: exact in int64 whatever the order. */
-    int64_t *acc = calloc((size_t)(m ? m : 1), sizeof *acc);
+    uint64_t *acc = calloc((size_t)(m ? m : 1), sizeof *acc); /* unsigned: wraps, never overflows */
     if (!acc) return em_fail(EM_ERR_OUT_OF_MEMORY, "sum_to: no memory for %lld accumulators", (long long)m);
-    if (t == EM_I32) WALK_BROADCAST(big, small, acc[is] += ((const int32_t *)x)[ib]);
-    else WALK_BROADCAST(big, small, acc[is] += ((const int64_t *)x)[ib]);
+    if (t == EM_I32) WALK_BROADCAST(big, small, acc[is] += (uint64_t)((const int32_t *)x)[ib]);
+    else WALK_BROADCAST(big, small, acc[is] += (uint64_t)((const int64_t *)x)[ib]);
     for (int64_t i = 0; i < m; i++) {
       if (t == EM_I32) ((int32_t *)y)[i] = (int32_t)acc[i];
-      else ((int64_t *)y)[i] = acc[i];
+      else ((int64_t *)y)[i] = (int64_t)acc[i];
     }
     free(acc);
     return EM_OK;
@@ -328,9 +340,14 @@ static em_status weighted_sum_infer(em_op_args *a) {
 static em_status weighted_sum_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
   int64_t n = em_shape_numel(&a->in[0]);
   em_dtype t = a->in[0].dtype;
+  /* In chunks, then the chunk sums (core_math.h: the GPU's order). */
   double s = 0;
-  for (int64_t i = 0; i < n; i++)
-    s += get_d(t, em_tensor_data(in[0]), i) * get_d(t, em_tensor_data(in[1]), i);
+  for (int64_t lo = 0; lo < n; lo += EM_CORE_WSUM_CHUNK) {
+    int64_t hi = lo + EM_CORE_WSUM_CHUNK < n ? lo + EM_CORE_WSUM_CHUNK : n;
+    double c = 0;
+    for (int64_t i = lo; i < hi; i++) c += get_d(t, em_tensor_data(in[0]), i) * get_d(t, em_tensor_data(in[1]), i);
+    s += c;
+  }
   if (t == EM_F32) *(float *)em_tensor_data(out[0]) = (float)s;
   else *(double *)em_tensor_data(out[0]) = s;
   return EM_OK;
@@ -371,28 +388,32 @@ static em_status scale_by_cpu(const em_op_args *a, em_tensor *const *in, em_tens
 const em_op_def em_ops_core[] = {
   {.name = "identity", .doc = "y = x (any dtype)", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1, .inplace = 1,
    .attrs = EM_NO_ATTRS,
-   .infer = same_as_input, .cpu = copy_cpu, .backward = identity_backward},
+   .infer = same_as_input, .cpu = copy_cpu, .gpu = em_core_copy_gpu, .backward = identity_backward},
   {.name = "stop_gradient", .doc = "y = x; no gradient flows back into x", .min_inputs = 1, .max_inputs = 1,
-   .n_outputs = 1, .inplace = 1, .attrs = EM_NO_ATTRS, .infer = same_as_input, .cpu = copy_cpu, .backward = stop_backward},
+   .n_outputs = 1, .inplace = 1, .attrs = EM_NO_ATTRS, .infer = same_as_input, .cpu = copy_cpu, .gpu = em_core_copy_gpu,
+   .backward = stop_backward},
   {.name = "zeros", .doc = "zeros of attrs shape (INTS) and dtype (INT, default f32)", .min_inputs = 0,
-   .max_inputs = 0, .n_outputs = 1, .attrs = EM_ATTRS("shape", "dtype"), .infer = zeros_infer, .cpu = zeros_cpu},
+   .max_inputs = 0, .n_outputs = 1, .attrs = EM_ATTRS("shape", "dtype"), .infer = zeros_infer, .cpu = zeros_cpu,
+   .gpu = em_core_zeros_gpu},
   {.name = "zeros_like", .doc = "zeros of x's shape (attr dtype: another dtype)", .min_inputs = 1, .max_inputs = 1,
-   .n_outputs = 1, .no_grad = 1, .attrs = EM_ATTRS("dtype"), .infer = like_infer, .cpu = zeros_cpu},
+   .n_outputs = 1, .no_grad = 1, .attrs = EM_ATTRS("dtype"), .infer = like_infer, .cpu = zeros_cpu, .gpu = em_core_zeros_gpu},
   {.name = "ones_like", .doc = "ones of x's shape (attr dtype: another dtype)", .min_inputs = 1, .max_inputs = 1,
-   .n_outputs = 1, .no_grad = 1, .attrs = EM_ATTRS("dtype"), .infer = like_infer, .cpu = ones_cpu},
+   .n_outputs = 1, .no_grad = 1, .attrs = EM_ATTRS("dtype"), .infer = like_infer, .cpu = ones_cpu, .gpu = em_core_ones_gpu},
   {.name = "add_n", .doc = "elementwise sum of 1 to 16 same-shape, same-dtype inputs", .min_inputs = 1,
-   .max_inputs = 16, .n_outputs = 1, .inplace = 1, .attrs = EM_NO_ATTRS, .infer = add_n_infer, .cpu = add_n_cpu, .backward = add_n_backward},
+   .max_inputs = 16, .n_outputs = 1, .inplace = 1, .attrs = EM_NO_ATTRS, .infer = add_n_infer, .cpu = add_n_cpu,
+   .gpu = em_core_add_n_gpu, .backward = add_n_backward},
   {.name = "sum_to", .doc = "x summed over the axes along which input 1's shape broadcasts to x's (a broadcast's "
                             "gradient)",
    .min_inputs = 2, .max_inputs = 2, .n_outputs = 1, .no_grad = 2, .attrs = EM_NO_ATTRS, .infer = sum_to_infer, .cpu = sum_to_cpu,
-   .backward = sum_to_backward},
+   .gpu = em_core_sum_to_gpu, .backward = sum_to_backward},
   {.name = "broadcast_like", .doc = "x broadcast (numpy rules) to the shape of input 1", .min_inputs = 2,
    .max_inputs = 2, .n_outputs = 1, .no_grad = 2, .attrs = EM_NO_ATTRS, .infer = broadcast_like_infer, .cpu = broadcast_like_cpu,
-   .backward = broadcast_like_backward},
+   .gpu = em_core_broadcast_like_gpu, .backward = broadcast_like_backward},
   {.name = "_weighted_sum", .doc = "scalar sum(y * w) accumulated in double", .min_inputs = 2, .max_inputs = 2,
    .n_outputs = 1, .no_grad = 2, .attrs = EM_NO_ATTRS, .infer = weighted_sum_infer, .cpu = weighted_sum_cpu,
-   .backward = weighted_sum_backward},
+   .gpu = em_core_weighted_sum_gpu, .backward = weighted_sum_backward},
   {.name = "_scale_by", .doc = "w times the scalar s", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
-   .attrs = EM_NO_ATTRS, .infer = scale_by_infer, .cpu = scale_by_cpu},
+   .attrs = EM_NO_ATTRS, .infer = scale_by_infer, .cpu = scale_by_cpu,
+   .gpu = em_core_scale_by_gpu},
 };
 const size_t em_ops_core_count = sizeof em_ops_core / sizeof em_ops_core[0];
