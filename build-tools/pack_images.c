@@ -25,7 +25,6 @@
 #include "policy.h"
 #include "ptx_header.h"
 
-#define MAX_IMAGES 256
 #define KERNELS_CAP 4096
 
 typedef struct item {
@@ -35,8 +34,8 @@ typedef struct item {
   size_t size;
 } item;
 
-static item items[MAX_IMAGES];
-static size_t n_items;
+static item *items; /* grown as images come: about 40 per kernel module */
+static size_t n_items, cap_items;
 
 static void *read_file(const char *path, size_t *size) {
   FILE *f = fopen(path, "rb");
@@ -61,9 +60,15 @@ static void *read_file(const char *path, size_t *size) {
 }
 
 static item *new_item(const char *module, const char *producer, const char *path) {
-  if (n_items == MAX_IMAGES) {
-    fprintf(stderr, "pack_images: more than %d images\n", MAX_IMAGES);
-    return NULL;
+  if (n_items == cap_items) {
+    size_t cap = cap_items ? 2 * cap_items : 256;
+    item *grown = realloc(items, cap * sizeof *grown);
+    if (!grown) {
+      fprintf(stderr, "pack_images: no memory for %zu images\n", cap);
+      return NULL;
+    }
+    items = grown;
+    cap_items = cap;
   }
   item *it = &items[n_items];
   memset(it, 0, sizeof *it);
@@ -127,7 +132,7 @@ static void fill_source_kernels(void) {
     if (items[i].info.kind != EM_IMAGE_SOURCE) continue;
     for (size_t j = 0; j < n_items; j++)
       if (items[j].info.kind == EM_IMAGE_PTX && !strcmp(items[j].module, items[i].module))
-        snprintf(items[i].kernels, sizeof items[i].kernels, "%s", items[j].kernels);
+        memcpy(items[i].kernels, items[j].kernels, sizeof items[i].kernels); /* i != j: a source is no PTX */
   }
 }
 

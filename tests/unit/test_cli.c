@@ -71,8 +71,8 @@ static int group_teardown(void **state) {
 
 /* What a test allocated: freed by the teardown, also when an assertion
  * jumps out of the test (no leak reports under the sanitizers). */
-static char *owned_text[64];
-static json_t *owned_json[32];
+static char *owned_text[256];
+static json_t *owned_json[128];
 static size_t n_text, n_json;
 
 static char *own_text(char *p) {

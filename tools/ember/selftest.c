@@ -317,18 +317,21 @@ static void case_op(em_device dev, case_result *r, const op_case *c) {
 }
 
 #define PADS1 {.name = "pads", .type = EM_ATTR_INTS, .ints = (const int64_t[]){1, 1, 1, 1}, .n = 4}
-static const op_case op_unary = {"exp", 1, {1}, {{100003}}};
-static const op_case op_binary = {"add", 2, {2, 1}, {{257, 33}, {33}}};
-static const op_case op_core = {"add_n", 3, {1, 1, 1}, {{1000}, {1000}, {1000}}};
-static const op_case op_reduce = {"reduce_sum", 1, {2}, {{129, 1000}}, 1,
-                                  {{.name = "axes", .type = EM_ATTR_INTS, .ints = (const int64_t[]){1}, .n = 1}}};
-static const op_case op_shape = {"transpose", 1, {2}, {{65, 130}}};
-static const op_case op_gemm = {"matmul", 2, {2, 2}, {{70, 50}, {50, 90}}};
-static const op_case op_conv = {"convolution", 2, {4, 4}, {{2, 3, 9, 11}, {4, 3, 3, 3}}, 1, {PADS1}};
-static const op_case op_pool = {"max_pool", 1, {4}, {{2, 3, 9, 11}}, 1,
-                                {{.name = "kernel_shape", .type = EM_ATTR_INTS, .ints = (const int64_t[]){3, 3}, .n = 2}}};
-static const op_case op_loss = {"softmax", 1, {2}, {{33, 300}}};
-static const op_case op_norm = {"layer_normalization", 2, {2, 1}, {{16, 300}, {300}}};
+static const op_case op_unary = {.op = "exp", .n_in = 1, .ndim = {1}, .shape = {{100003}}};
+static const op_case op_binary = {.op = "add", .n_in = 2, .ndim = {2, 1}, .shape = {{257, 33}, {33}}};
+static const op_case op_core = {.op = "add_n", .n_in = 3, .ndim = {1, 1, 1}, .shape = {{1000}, {1000}, {1000}}};
+static const op_case op_reduce = {
+    .op = "reduce_sum", .n_in = 1, .ndim = {2}, .shape = {{129, 1000}}, .n_attrs = 1,
+    .attrs = {{.name = "axes", .type = EM_ATTR_INTS, .ints = (const int64_t[]){1}, .n = 1}}};
+static const op_case op_shape = {.op = "transpose", .n_in = 1, .ndim = {2}, .shape = {{65, 130}}};
+static const op_case op_gemm = {.op = "matmul", .n_in = 2, .ndim = {2, 2}, .shape = {{70, 50}, {50, 90}}};
+static const op_case op_conv = {.op = "convolution", .n_in = 2, .ndim = {4, 4}, .shape = {{2, 3, 9, 11}, {4, 3, 3, 3}},
+                                .n_attrs = 1, .attrs = {PADS1}};
+static const op_case op_pool = {
+    .op = "max_pool", .n_in = 1, .ndim = {4}, .shape = {{2, 3, 9, 11}}, .n_attrs = 1,
+    .attrs = {{.name = "kernel_shape", .type = EM_ATTR_INTS, .ints = (const int64_t[]){3, 3}, .n = 2}}};
+static const op_case op_loss = {.op = "softmax", .n_in = 1, .ndim = {2}, .shape = {{33, 300}}};
+static const op_case op_norm = {.op = "layer_normalization", .n_in = 2, .ndim = {2, 1}, .shape = {{16, 300}, {300}}};
 #define OP_CASE(name) \
   static void case_op_##name(em_device dev, case_result *r) { case_op(dev, r, &op_##name); }
 OP_CASE(unary)
