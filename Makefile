@@ -468,7 +468,8 @@ fuzz-run: build/gen/onnx/onnx.pb-c.c
 # a minute and a half on 2 cores and need no second run under sanitizers.
 SWEEP := $(BUILD)/tests/toolchains/sweep
 SWEEP_ARGS = --lib $(BUILD)/lib/libember.so $(foreach n,$(PYPI_NVRTC),--nvrtc $(n)) --nvrtc-system \
-  --ptxas "$(or $(PTXAS_LEGACY),$(PYPI_PTXAS))" --ptxas "$(PTXAS)" --ptx-dir ptx --jobs 2
+  --ptxas "$(or $(PTXAS_LEGACY),$(PYPI_PTXAS))" --ptxas "$(PTXAS)" --ptx-dir ptx --jobs 2 \
+  --modules elementwise,reduce,transpose,math
 $(SWEEP): tests/toolchains/sweep.c build-tools/nvrtc_module.c build-tools/nvrtc_module.h $(LIB_A) \
   $(wildcard runtime/*.h arch_table/*.h include/*.h include/ember/*.h)
 	@mkdir -p $(@D)

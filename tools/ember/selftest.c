@@ -387,6 +387,20 @@ static const struct {
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
 
+/* EMBER_SELFTEST_MODULES: a comma-separated list of kernel modules to test
+ * (unset or empty: all). */
+static int module_selected(const char *module) {
+  const char *list = getenv("EMBER_SELFTEST_MODULES");
+  if (!list || !*list) return 1;
+  size_t n = strlen(module);
+  for (const char *p = list; *p;) {
+    size_t len = strcspn(p, ",");
+    if (len == n && !strncmp(p, module, n)) return 1;
+    p += len + (p[len] == ',');
+  }
+  return 0;
+}
+
 int ember_selftest(int json) {
   em_driver_info drv;
   int n_gpu = 0, failures = 0;
@@ -407,6 +421,7 @@ int ember_selftest(int json) {
     json_t *rows = json_array();
     if (!json) printf("\ncuda:%d %s (CC %d.%d)\n", d, info.name, info.cc_major, info.cc_minor);
     for (size_t c = 0; c < N_CASES; c++) {
+      if (!module_selected(cases[c].module)) continue;
       case_result r = {cases[c].kernel, cases[c].module, 1, 1, 0, ""};
       cases[c].run(dev, &r);
       em_load_record rec;
