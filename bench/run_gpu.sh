@@ -23,7 +23,10 @@ trap 'rm -rf "$tmp"' EXIT
 "$bin" "${args[@]}" | tee "$tmp/ember.txt" || exit 1
 python3 bench/gpu_torch.py "${args[@]}" | tee "$tmp/torch.txt"
 date=$(date -u +%Y-%m-%d)
-commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+# A bundle names the commit it was built from; a checkout on a lent machine
+# may carry a stale .git, so the bundle's word comes first.
+commit=$(sed -n 's/.* from commit \([0-9a-f]*\).*/\1/p' "$build/BUNDLE.txt" 2>/dev/null)
+[ -n "$commit" ] || commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 out=bench/results/gpu-$date-$commit.md
 python3 - "$tmp/ember.txt" "$tmp/torch.txt" "$out" "$date" "$commit" <<'PY'
 import sys
