@@ -20,7 +20,7 @@ static em_status allocator_of(em_device dev, em_allocator **out, em_gpu **gpu) {
   if (!rt) return EM_ERR_INTERNAL;
   *gpu = NULL;
   if (dev.kind == EM_DEVICE_CPU) {
-    *out = &rt->cpu_alloc;
+    *out = em_cpu_allocator();
     return EM_OK;
   }
   em_status s = em_rt_gpu(dev, gpu);

@@ -63,6 +63,23 @@ static void cpu_release(void *ctx, void *ptr) {
   free(ptr);
 }
 
+/* The CPU's allocator belongs to the process, not to the runtime: CPU
+ * tensors outlive em_shutdown (the user's data is not lost, and releasing
+ * them later frees their blocks instead of leaking them). The CPU caches
+ * too: glibc returns large blocks to the kernel on free (mmap), so each run
+ * of a graph paid page faults and zeroing for every big buffer (a 2048^2
+ * matmul through an executor: 186 vs 201 GFLOP/s). Capped at 1 GiB;
+ * em_alloc_trim(em_cpu()) and em_shutdown return the cache. */
+static em_allocator cpu_allocator;
+static pthread_once_t cpu_allocator_once = PTHREAD_ONCE_INIT;
+static void cpu_allocator_init(void) {
+  em_allocator_init(&cpu_allocator, (em_alloc_backend){cpu_alloc, cpu_release, NULL, 1, (size_t)1 << 30});
+}
+em_allocator *em_cpu_allocator(void) {
+  pthread_once(&cpu_allocator_once, cpu_allocator_init);
+  return &cpu_allocator;
+}
+
 static int gpu_alloc(void *ctx, size_t bytes, void **ptr) {
   em_gpu *g = ctx;
   em_runtime *rt = rt_instance;
@@ -98,11 +115,6 @@ static em_runtime *rt_create(void) {
   rt->strict = env_flag("EMBER_STRICT");
   rt->force = parse_force(getenv("EMBER_FORCE"), rt->force_invalid, sizeof rt->force_invalid);
   rt->jit_disabled = env_flag("CUDA_DISABLE_PTX_JIT");
-  /* The CPU caches too: glibc returns large blocks to the kernel on free
-   * (mmap), so each run of a graph paid page faults and zeroing for every
-   * big buffer (a 2048^2 matmul through an executor: 186 vs 201 GFLOP/s).
-   * Capped at 1 GiB; em_alloc_trim(em_cpu()) returns it. */
-  em_allocator_init(&rt->cpu_alloc, (em_alloc_backend){cpu_alloc, cpu_release, NULL, 1, (size_t)1 << 30});
   rt_instance = rt;
   em_driver_load(rt);
   for (int i = 0; i < rt->n_gpus; i++) {
@@ -144,7 +156,7 @@ API void em_shutdown(void) {
     free(g->modules);
   }
   free(rt->gpus);
-  em_allocator_destroy(&rt->cpu_alloc);
+  em_allocator_trim(em_cpu_allocator()); /* live CPU blocks stay: see em_cpu_allocator */
   em_jit_cache_close(rt->cache);
   em_nvrtc_unload_all(&rt->nvrtc);
   em_driver_unload(rt);

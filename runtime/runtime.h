@@ -103,8 +103,10 @@ typedef struct em_runtime {
   em_path force;          /* EMBER_FORCE */
   char force_invalid[64]; /* EMBER_FORCE's value when it names no path, else "" */
   int jit_disabled;       /* CUDA_DISABLE_PTX_JIT=1 */
-  em_allocator cpu_alloc;
 } em_runtime;
+
+/* The CPU's caching allocator: one per process, kept across em_shutdown. */
+em_allocator *em_cpu_allocator(void);
 
 /* The runtime, initialised on first call; NULL only if even the CPU side could
  * not be set up (then em_last_error says why). Holds no lock on return. */

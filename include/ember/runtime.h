@@ -56,9 +56,12 @@ EM_API em_status em_stream_destroy(em_stream *s);
 /* Waits for the stream (NULL: the whole device) to finish. */
 EM_API em_status em_stream_sync(em_device dev, em_stream *s);
 
-/* Releases every module, buffer and stream and closes the driver. NVRTC,
+/* Releases every module, CUDA buffer and stream and closes the driver. NVRTC,
  * cuBLAS and cuDNN stay mapped (RTLD_NODELETE): their C++ runtimes leak on
- * each unload. The next Ember call initialises the runtime again. */
+ * each unload. CPU tensors stay valid (the CPU allocator only returns its
+ * cache); tensors on a CUDA device lose their memory with the context, and
+ * releasing them afterwards is safe. The next Ember call initialises the
+ * runtime again. */
 EM_API void em_shutdown(void);
 
 #ifdef __cplusplus

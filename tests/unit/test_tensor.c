@@ -179,6 +179,30 @@ static void test_bad_input_is_named(void **state) {
 
 /* Through the fake driver, whose device memory is real host memory: the GPU
  * paths of from_host, to_host (incl. a strided view) and to_device. */
+/* em_shutdown closes the driver, but a CPU tensor the caller still holds
+ * keeps its data, and releasing it afterwards hands its block back (the
+ * allocator's bytes in use return to where they were: no leak, no error). */
+static void test_cpu_tensor_outlives_shutdown(void **state) {
+  (void)state;
+  em_alloc_stats before, after;
+  assert_int_equal(em_alloc_stats_get(em_cpu(), &before), EM_OK);
+  const int64_t shape[1] = {1000};
+  float host[1000];
+  for (int i = 0; i < 1000; i++) host[i] = (float)i * 0.5f - 7.0f;
+  em_tensor *t;
+  assert_int_equal(em_tensor_from_host(em_cpu(), EM_F32, 1, shape, host, sizeof host, &t), EM_OK);
+  em_shutdown();
+  assert_memory_equal(em_tensor_data(t), host, sizeof host);
+  em_alloc_stats held;
+  assert_int_equal(em_alloc_stats_get(em_cpu(), &held), EM_OK);
+  assert_true(held.bytes_in_use >= before.bytes_in_use + sizeof host); /* still the tensor's */
+  em_clear_error();
+  em_tensor_release(t);
+  assert_string_equal(em_last_error(), ""); /* the block was known and freed */
+  assert_int_equal(em_alloc_stats_get(em_cpu(), &after), EM_OK);
+  assert_int_equal(after.bytes_in_use, before.bytes_in_use);
+}
+
 static void test_on_a_cuda_device(void **state) {
   (void)state;
   const char *fake = getenv("FAKECUDA_LIB");
@@ -218,6 +242,7 @@ int main(void) {
     cmocka_unit_test(test_reshape),
     cmocka_unit_test(test_zeros_scalars_and_empties),
     cmocka_unit_test(test_bad_input_is_named),
+    cmocka_unit_test(test_cpu_tensor_outlives_shutdown),
     cmocka_unit_test(test_on_a_cuda_device),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
