@@ -515,15 +515,19 @@ test-nocuda:
 test-install: lib tools
 	@bash build-tools/test_install.sh $(BUILD)
 
+# make test builds with one job per core unless told otherwise (make -jN test):
+# CI runs a plain `make test` on a 2-core machine, and the kernel images (14
+# modules, every SM, three compilers) are most of its time.
+TEST_JOBS := $(if $(filter -j%,$(MAKEFLAGS)),,-j$(shell nproc 2>/dev/null || echo 1))
 test:
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory $(TEST_JOBS) all
 	@$(MAKE) --no-print-directory check-ptx
 	@$(MAKE) --no-print-directory test-toolchains
 	@$(MAKE) --no-print-directory test-unit
 	@$(MAKE) --no-print-directory test-gpu-double
-	@$(MAKE) --no-print-directory test-san
+	@$(MAKE) --no-print-directory $(TEST_JOBS) test-san
 	@$(MAKE) --no-print-directory test-valgrind
-	@$(MAKE) --no-print-directory test-nocuda
+	@$(MAKE) --no-print-directory $(TEST_JOBS) test-nocuda
 	@$(MAKE) --no-print-directory test-install
 	@$(MAKE) --no-print-directory fuzz-run
 

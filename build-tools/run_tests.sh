@@ -26,17 +26,41 @@ export FAKECUDA_SEED=${FAKECUDA_SEED:-$(( (RANDOM << 15 | RANDOM) + 1 ))}
 # loaded CI machine (and under valgrind) spinning multiplies test time.
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 
+# The binaries run EMBER_TEST_JOBS at a time (default: one per core), the
+# longest first so the others fill in beside it; each writes its own log, and
+# the summary below reads them in name order, so the output does not depend
+# on the order they finished in. The tests share nothing but the JIT cache,
+# which is safe across processes (atomic writes).
+jobs=${EMBER_TEST_JOBS:-$(nproc 2>/dev/null || echo 1)}
+slow_first="test_ops_devices test_cli test_dispatch test_ops_conv test_gc_inspect"
+bins=()
+for name in $slow_first; do [ -x "$build/tests/unit/$name" ] && bins+=("$build/tests/unit/$name"); done
+for t in "$build"/tests/unit/test_*; do
+  [ -x "$t" ] || continue
+  case " $slow_first " in *" $(basename "$t") "*) continue ;; esac
+  bins+=("$t")
+done
+run_one() {
+  local t=$1 log=$scratch/$(basename "$1").log
+  "${wrapper[@]}" "$t" >"$log" 2>&1
+  echo $? >"$log.rc"
+}
+export -f run_one
+export scratch
+# xargs cannot pass an array: the wrapper's words travel in a variable.
+export WRAPPER_WORDS="${wrapper[*]}"
+printf '%s\n' "${bins[@]}" | xargs -P "$jobs" -I{} bash -c 'wrapper=($WRAPPER_WORDS); run_one "$1"' _ {}
+
 passed=0 failed=0 skipped=0 bad_bins=()
 for t in "$build"/tests/unit/test_*; do
   [ -x "$t" ] || continue
   log=$scratch/$(basename "$t").log
-  "${wrapper[@]}" "$t" >"$log" 2>&1
-  rc=$?
+  rc=$(cat "$log.rc" 2>/dev/null || echo 127)
   p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test(s)\./\1/p' "$log" | awk '{s+=$1} END {print s+0}')
   f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test(s), listed below:/\1/p' "$log" | awk '{s+=$1} END {print s+0}')
   s=$(grep -c '^\[  SKIPPED \]' "$log")
   passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
-  if [ $rc -ne 0 ] || [ "$f" -ne 0 ]; then
+  if [ "$rc" -ne 0 ] || [ "$f" -ne 0 ]; then
     bad_bins+=("$(basename "$t")")
     [ "$f" -eq 0 ] && failed=$((failed + 1)) # crashed or exited non-zero outside cmocka's count
     echo "---- $(basename "$t") (exit $rc; FAKECUDA_SEED=$FAKECUDA_SEED repeats the double's orders) ----"
