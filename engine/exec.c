@@ -21,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "devcheck.h"
 #include "error.h"
 #include "graph_internal.h"
 #include "memory.h"
@@ -222,6 +223,9 @@ API em_status em_exec_create(em_graph *g, const em_var *outputs, int n, em_devic
 
 API void em_exec_free(em_exec *e) {
   if (!e) return;
+  /* A device check that failed after the caller's last read: said on the log
+   * (free cannot fail), so the drop below reads the values back cleanly. */
+  if (em_devcheck_settle(e->dev)) em_log(EM_LOG_MEMORY, "em_exec_free: %s", em_last_error());
   /* Device copies of parameters and states: the last executor's drop brings
    * the host up to date and frees them. A failure keeps the copy (and its
    * newer value, read back later), and is only logged: free cannot fail. */
@@ -501,6 +505,8 @@ static em_status run_plan(em_exec *e, const em_feed *feeds, int n_feeds, run_sta
                    "em_exec_run: the graph was edited (em_graph_replace) after this executor was planned; create a "
                    "new executor");
   if (n_feeds < 0 || (n_feeds && !feeds)) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_exec_run: bad feeds");
+  em_status settled = em_devcheck_settle(e->dev); /* an earlier run's failed device check, if visible already */
+  if (settled) return settled;
   r->val = calloc(e->n_values ? e->n_values : 1, sizeof *r->val);
   if (!r->val) return em_fail(EM_ERR_OUT_OF_MEMORY, "no memory for a run over %zu values", e->n_values);
   em_status s = EM_OK;

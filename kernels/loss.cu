@@ -12,8 +12,14 @@
  * number of blocks, L passed in (a power of two <= LK_THREADS).
  *
  * Elementwise kernels: 1-D grid-stride. Checks (labels in range, p in [0, 1]):
- * one block of LK_THREADS threads writes the first offending position (or
- * -1), which the glue reads back to report it as the CPU does. */
+ * one block of LK_THREADS threads finds the first offending position and
+ * thread 0 reports it into a status record (runtime/devcheck.h: int64
+ * {tag, position, integer value, double value}) unless an earlier check
+ * already did; the host reads it at its next synchronisation, so a run
+ * makes no copy for them. With `fresh` (the copy-back fallback, into
+ * scratch) the record is written whatever is found, tag 0 for nothing. A
+ * label the check rejects is read as ignored by the other kernels, so a run
+ * whose failure is reported later never reads outside the logits. */
 #include "em_kernel.h"
 #include "loss_math.h"
 
@@ -49,17 +55,29 @@ EM_DEVICE double lk_max(double *sh, int L, double v) {
   return r;
 }
 
-/* A sparse label (i32 or i64) of row `row`; -1 when it is ignore_index. */
-EM_DEVICE em_i64 lk_label(const void *lab, int is64, em_i64 row, int has_ignore, em_i64 ignore) {
+/* A sparse label (i32 or i64) of row `row`; -1 when it is ignore_index or
+ * outside [0, c) (the check kernel reports that one; nothing reads x at it). */
+EM_DEVICE em_i64 lk_label(const void *lab, int is64, em_i64 row, int has_ignore, em_i64 ignore, em_i64 c) {
   em_i64 l = is64 ? ((const em_i64 *)lab)[row] : (em_i64)((const int *)lab)[row];
-  return has_ignore && l == ignore ? -1 : l;
+  return (has_ignore && l == ignore) || l < 0 || l >= c ? -1 : l;
 }
 
 EM_DEVICE int lk_isinf(double v) { return v == lm_inf_d() || v == -lm_inf_d(); }
 
-/* The first sparse label outside [0, c) (ignore_index excepted), or -1. */
+/* Thread 0 reports the first bad position `bad` (or nothing, -1) into the
+ * status record, with its value. Within one check the first bad element is
+ * named, as on the CPU; across checks the earliest in stream order wins. */
+EM_DEVICE void lk_report(em_i64 *rec, em_i64 tag, int fresh, em_i64 bad, em_i64 ivalue, double fvalue) {
+  if (!fresh && (bad < 0 || rec[0] != 0)) return;
+  rec[1] = bad;
+  rec[2] = ivalue;
+  ((double *)rec)[3] = fvalue;
+  rec[0] = bad >= 0 ? tag : 0;
+}
+
+/* The first sparse label outside [0, c) (ignore_index excepted), reported. One block. */
 EM_GLOBAL void em_loss_check_labels(const void *lab, int is64, em_i64 n, em_i64 c, int has_ignore, em_i64 ignore,
-                                    em_i64 *first_bad) {
+                                    em_i64 *rec, em_i64 tag, int fresh) {
   EM_SHARED em_i64 sh[LK_THREADS];
   int t = EM_TID_X;
   em_i64 bad = -1;
@@ -73,12 +91,16 @@ EM_GLOBAL void em_loss_check_labels(const void *lab, int is64, em_i64 n, em_i64 
     if (t < w && sh[t + w] >= 0 && (sh[t] < 0 || sh[t + w] < sh[t])) sh[t] = sh[t + w];
     EM_SYNC();
   }
-  if (t == 0) first_bad[0] = sh[0];
+  if (t == 0) {
+    em_i64 b = sh[0], l = 0;
+    if (b >= 0) l = is64 ? ((const em_i64 *)lab)[b] : (em_i64)((const int *)lab)[b];
+    lk_report(rec, tag, fresh, b, l, (double)l);
+  }
 }
 
 /* ------------------------------------------------------ typed kernels --- */
 
-#define LOSS_KERNELS(T, S)                                                                                        \
+#define LOSS_KERNELS(T, S)                                                                                      \
   /* softmax (log_out 0) or log_softmax (1) along rows of [outer, c, inner]. */                                 \
   EM_GLOBAL void em_loss_softmax_##S(const T *x, T *y, em_i64 n_rows, em_i64 c, em_i64 inner, int L,            \
                                      int log_out) {                                                             \
@@ -97,7 +119,7 @@ EM_GLOBAL void em_loss_check_labels(const void *lab, int is64, em_i64 n, em_i64 
       double sum = lk_sum(sh, L, s), lse = log_out ? lm_log_d(sum) : 0.0;                                       \
       for (em_i64 j = lane; on && j < c; j += L) {                                                              \
         em_i64 k = base + j * inner;                                                                            \
-        double e = log_out ? 0.0 : lm_exp_shift_##S(x[k], (T)mx);                                              \
+        double e = log_out ? 0.0 : lm_exp_shift_##S(x[k], (T)mx);                                               \
         y[k] = (T)lm_softmax_out(e, (double)x[k], mx, sum, lse, log_out);                                       \
       }                                                                                                         \
     }                                                                                                           \
@@ -121,14 +143,14 @@ EM_GLOBAL void em_loss_check_labels(const void *lab, int is64, em_i64 n, em_i64 
       double dot = lk_sum(sh, L, s);                                                                            \
       for (em_i64 j = lane; on && j < c; j += L) {                                                              \
         em_i64 k = base + j * inner;                                                                            \
-        double ey = log_out ? lm_exp_##S(y[k]) : 0.0;                                                          \
-        dx[k] = (T)lm_softmax_grad_out((double)y[k], (double)dy[k], ey, dot, log_out);                         \
+        double ey = log_out ? lm_exp_##S(y[k]) : 0.0;                                                           \
+        dx[k] = (T)lm_softmax_grad_out((double)y[k], (double)dy[k], ey, dot, log_out);                          \
       }                                                                                                         \
     }                                                                                                           \
   }                                                                                                             \
                                                                                                                 \
-  /* Cross entropy per row. t: dense labels (T, x's shape) or, when sparse, class indices (i32/i64). */        \
-  EM_GLOBAL void em_loss_ce_##S(const T *x, const void *t, int sparse, int is64, int has_ignore, em_i64 ignore,  \
+  /* Cross entropy per row. t: dense labels (T, x's shape) or, when sparse, class indices (i32/i64). */         \
+  EM_GLOBAL void em_loss_ce_##S(const T *x, const void *t, int sparse, int is64, int has_ignore, em_i64 ignore, \
                                 T *out, em_i64 n_rows, em_i64 c, em_i64 inner, int L) {                         \
     EM_SHARED double sh[LK_THREADS];                                                                            \
     int lane = EM_TID_X & (L - 1);                                                                              \
@@ -149,7 +171,7 @@ EM_GLOBAL void em_loss_check_labels(const void *lab, int is64, em_i64 n, em_i64 
       double ls = lm_log_d(sum);                                                                                \
       if (sparse) {                                                                                             \
         if (on && lane == 0) {                                                                                  \
-          em_i64 l = lk_label(t, is64, row, has_ignore, ignore);                                                \
+          em_i64 l = lk_label(t, is64, row, has_ignore, ignore, c);                                             \
           out[row] = (T)(l < 0 ? 0.0 : (mx - (double)x[base + l * inner]) + ls);                                \
         }                                                                                                       \
         continue;                                                                                               \
@@ -165,9 +187,9 @@ EM_GLOBAL void em_loss_check_labels(const void *lab, int is64, em_i64 n, em_i64 
     }                                                                                                           \
   }                                                                                                             \
                                                                                                                 \
-  /* Cross entropy's gradient into the logits (which 0) or the dense labels (1); dy per row. */                \
+  /* Cross entropy's gradient into the logits (which 0) or the dense labels (1); dy per row. */                 \
   EM_GLOBAL void em_loss_ce_grad_##S(const T *x, const void *t, int sparse, int is64, int has_ignore,           \
-                                     em_i64 ignore, const T *dy, T *d, em_i64 n_rows, em_i64 c, em_i64 inner,    \
+                                     em_i64 ignore, const T *dy, T *d, em_i64 n_rows, em_i64 c, em_i64 inner,   \
                                      int L, int which) {                                                        \
     EM_SHARED double sh[LK_THREADS];                                                                            \
     int lane = EM_TID_X & (L - 1);                                                                              \
@@ -178,7 +200,7 @@ EM_GLOBAL void em_loss_check_labels(const void *lab, int is64, em_i64 n, em_i64 
       int on = row < n_rows;                                                                                    \
       em_i64 base = on ? lm_row_base(row, c, inner) : 0;                                                        \
       double g = on ? (double)dy[row] : 0.0;                                                                    \
-      em_i64 l = on && sparse ? lk_label(t, is64, row, has_ignore, ignore) : -1;                                \
+      em_i64 l = on && sparse ? lk_label(t, is64, row, has_ignore, ignore, c) : -1;                             \
       if (sparse && l < 0) g = 0.0;                                                                             \
       double ts = 0.0;                                                                                          \
       for (em_i64 j = lane; on && !sparse && j < c; j += L) ts = ts + (double)td[base + j * inner];             \
@@ -208,8 +230,8 @@ EM_GLOBAL void em_loss_check_labels(const void *lab, int is64, em_i64 n, em_i64 
     }                                                                                                           \
   }                                                                                                             \
                                                                                                                 \
-  /* The first p outside [0, 1] (NaN passes), or -1. One block. */                                              \
-  EM_GLOBAL void em_loss_check_prob_##S(const T *p, em_i64 n, em_i64 *first_bad) {                              \
+  /* The first p outside [0, 1] (NaN passes), reported. One block. */                                           \
+  EM_GLOBAL void em_loss_check_prob_##S(const T *p, em_i64 n, em_i64 *rec, em_i64 tag, int fresh) {             \
     EM_SHARED em_i64 sh[LK_THREADS];                                                                            \
     int t = EM_TID_X;                                                                                           \
     em_i64 bad = -1;                                                                                            \
@@ -221,7 +243,7 @@ EM_GLOBAL void em_loss_check_labels(const void *lab, int is64, em_i64 n, em_i64 
       if (t < w && sh[t + w] >= 0 && (sh[t] < 0 || sh[t + w] < sh[t])) sh[t] = sh[t + w];                       \
       EM_SYNC();                                                                                                \
     }                                                                                                           \
-    if (t == 0) first_bad[0] = sh[0];                                                                           \
+    if (t == 0) lk_report(rec, tag, fresh, sh[0], 0, sh[0] >= 0 ? (double)p[sh[0]] : 0.0);                      \
   }                                                                                                             \
                                                                                                                 \
   EM_GLOBAL void em_loss_bce_##S(const T *p, const T *t, T *y, em_i64 n) {                                      \
@@ -231,10 +253,10 @@ EM_GLOBAL void em_loss_check_labels(const void *lab, int is64, em_i64 n, em_i64 
                                                                                                                 \
   EM_GLOBAL void em_loss_bce_grad_##S(const T *p, const T *t, const T *dy, T *d, em_i64 n, int which) {         \
     for (em_i64 i = (em_i64)EM_BID_X * EM_BDIM_X + EM_TID_X; i < n; i += (em_i64)EM_GDIM_X * EM_BDIM_X)         \
-      d[i] = (T)lm_bce_grad((double)p[i], (double)t[i], (double)dy[i], which);                                 \
+      d[i] = (T)lm_bce_grad((double)p[i], (double)t[i], (double)dy[i], which);                                  \
   }                                                                                                             \
                                                                                                                 \
-  /* Squared error: out[i] = sum over sample i's per elements of (x - y)^2 (rows of length per). */            \
+  /* Squared error: out[i] = sum over sample i's per elements of (x - y)^2 (rows of length per). */             \
   EM_GLOBAL void em_loss_sqerr_##S(const T *x, const T *y, T *out, em_i64 n, em_i64 per, int L) {               \
     EM_SHARED double sh[LK_THREADS];                                                                            \
     int lane = EM_TID_X & (L - 1);                                                                              \
@@ -259,8 +281,8 @@ EM_GLOBAL void em_loss_check_labels(const void *lab, int is64, em_i64 n, em_i64 
       d[i] = (T)(sign * ((double)x[i] - (double)y[i]) * (double)dy[i / per]);                                   \
   }                                                                                                             \
                                                                                                                 \
-  /* Classification error, one thread per row: 1 when the label's class is not among the top n outputs (ties  \
-   * to the lower index); dense labels give their first largest entry. No sums: any order gives these bits. */ \
+  /* Classification error, one thread per row: 1 when the label's class is not among the top n outputs (ties    \
+   * to the lower index); dense labels give their first largest entry. No sums: any order gives these bits. */  \
   EM_GLOBAL void em_loss_clserr_##S(const T *x, const void *t, int sparse, int is64, int has_ignore,            \
                                     em_i64 ignore, T *out, em_i64 n_rows, em_i64 c, em_i64 inner, em_i64 top) { \
     const T *td = (const T *)t;                                                                                 \
@@ -268,7 +290,7 @@ EM_GLOBAL void em_loss_check_labels(const void *lab, int is64, em_i64 n, em_i64 
          row += (em_i64)EM_GDIM_X * EM_BDIM_X) {                                                                \
       em_i64 base = lm_row_base(row, c, inner), l = 0;                                                          \
       if (sparse) {                                                                                             \
-        l = lk_label(t, is64, row, has_ignore, ignore);                                                         \
+        l = lk_label(t, is64, row, has_ignore, ignore, c);                                                      \
       } else {                                                                                                  \
         for (em_i64 j = 1; j < c; j++)                                                                          \
           if (td[base + j * inner] > td[base + l * inner]) l = j;                                               \

@@ -1109,10 +1109,8 @@ static em_status labels_at_run_gpu(const em_op_args *a, em_tensor *const *in, la
   *t = (em_loss_gpu_labels){.data = em_tensor_data(in[1]), .sparse = li->sparse, .is64 = li->label_dtype == EM_I64,
                             .has_ignore = li->has_ignore, .ignore = li->ignore};
   if (!li->sparse) return EM_OK;
-  int64_t bad, value;
-  s = em_loss_gpu_check_labels(a, t, numel_of(&a->in[1]), r->c, &bad, &value);
-  if (!s && bad >= 0) s = label_range_error(a, value, bad, r->c);
-  return s;
+  /* Reported at the next synchronisation where the device maps host memory (loss_gpu.h). */
+  return em_loss_gpu_check_labels(a, t, numel_of(&a->in[1]), r->c, label_range_error);
 }
 
 static em_status ce_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
@@ -1148,10 +1146,8 @@ static em_status clserr_gpu(const em_op_args *a, em_tensor *const *in, em_tensor
 
 static em_status bce_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
   int f64 = a->in[0].dtype == EM_F64;
-  int64_t n = em_tensor_numel(out[0]), bad;
-  double value;
-  em_status s = em_loss_gpu_check_prob(a, f64, em_tensor_data(in[0]), n, &bad, &value);
-  if (!s && bad >= 0) s = prob_error(a, value, bad);
+  int64_t n = em_tensor_numel(out[0]);
+  em_status s = em_loss_gpu_check_prob(a, f64, em_tensor_data(in[0]), n, prob_error);
   if (s) return s;
   return em_loss_gpu_bce(a, f64, em_tensor_data(in[0]), em_tensor_data(in[1]), em_tensor_data(out[0]), n);
 }

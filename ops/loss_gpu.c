@@ -1,8 +1,12 @@
 /* Launches of kernels/loss.cu for ops/loss.c's gpu members (loss_gpu.h). */
 #include "loss_gpu.h"
 
+#include <string.h>
+
 #include "ember.h"
 #include "gpu_glue.h"
+#include "devcheck.h"
+#include "error.h"
 #include "../kernels/loss_math.h"
 
 #define LK_THREADS 256 /* kernels/loss.cu's block */
@@ -88,53 +92,90 @@ em_status em_loss_gpu_sqerr_grad(const em_op_args *a, int f64, const void *x, co
   return em_ops_launch_1d(a, pick(f64, "em_loss_sqerr_grad_f32", "em_loss_sqerr_grad_f64"), (size_t)total, args);
 }
 
-/* Runs a one-block check kernel writing the first bad position to scratch, and reads it back. */
-static em_status first_bad(const em_op_args *a, const char *kernel, void **args, int n_args, int64_t *bad) {
-  void *dev_bad = NULL;
-  long long got = -1;
-  em_status s = em_ops_scratch(a, sizeof got, &dev_bad);
+/* ------------------------------------------------------------ checks --- */
+
+#define CHECK_MAX_IN 3 /* inputs of the checked ops (_cross_entropy_grad has 3) */
+
+/* What a deferred check keeps for its message (runtime/devcheck.h payload). */
+typedef struct check_ctx {
+  em_loss_gpu_label_fail label_fail; /* one of the two is set */
+  em_loss_gpu_prob_fail prob_fail;
+  const em_op_def *def;              /* the op table is static: the pointer outlives the run */
+  int node, n_in;
+  uint64_t step;
+  int64_t c;
+  em_shape in[CHECK_MAX_IN];
+} check_ctx;
+
+_Static_assert(sizeof(check_ctx) <= EM_DEVCHECK_PAYLOAD, "check_ctx must fit a device check's payload");
+
+static check_ctx context_of(const em_op_args *a, em_loss_gpu_label_fail lf, em_loss_gpu_prob_fail pf, int64_t c) {
+  check_ctx k = {.label_fail = lf, .prob_fail = pf, .def = a->def, .node = a->node, .step = a->step, .c = c,
+                 .n_in = a->n_in < CHECK_MAX_IN ? a->n_in : CHECK_MAX_IN};
+  memcpy(k.in, a->in, sizeof(em_shape) * (size_t)k.n_in);
+  return k;
+}
+
+/* The op's own message, from the kept context and what the kernel found. */
+static em_status check_error(const check_ctx *k, const em_devcheck_found *f) {
+  em_op_args a = {.def = k->def, .n_in = k->n_in, .in = k->in, .node = k->node, .step = k->step};
+  return k->label_fail ? k->label_fail(&a, f->ivalue, f->position, k->c) : k->prob_fail(&a, f->fvalue, f->position);
+}
+
+/* devcheck's report: the message, with where and when the check ran (a later
+ * synchronisation reports it, maybe during another run). */
+static em_status deferred_report(const void *payload, const em_devcheck_found *f) {
+  const check_ctx *k = payload;
+  em_status s = check_error(k, f);
+  return em_fail_context(s, "node %d (op '%s') in run %llu", k->node, k->def->name, (unsigned long long)k->step);
+}
+
+/* Launches a one-block check kernel (its last three parameters: record, tag,
+ * fresh). Deferred where the device has a status record; else into scratch,
+ * copied back (counted) and waited for, reported at once. */
+static em_status run_check(const em_op_args *a, const char *kernel, void **args, int n_args, const check_ctx *k) {
+  void *rec = NULL;
+  long long tag = 0;
+  int fresh = 0;
+  int64_t t64;
+  em_status s = em_devcheck_arm(a->dev, deferred_report, k, sizeof *k, &rec, &t64);
   if (s) return s;
-  args[n_args - 1] = &dev_bad;
-  s = em_ops_launch(a, kernel, (em_dim3){1, 1, 1}, (em_dim3){LK_THREADS, 1, 1}, 0, args);
-  if (!s) s = em_memcpy_d2h(a->dev, &got, dev_bad, sizeof got, a->stream);
-  if (!s) s = em_stream_sync(a->dev, a->stream);
-  em_ops_scratch_free(a, dev_bad);
-  *bad = got;
-  return s;
+  tag = t64;
+  args[n_args - 3] = &rec;
+  args[n_args - 2] = &tag;
+  args[n_args - 1] = &fresh;
+  em_dim3 grid = {1, 1, 1}, block = {LK_THREADS, 1, 1};
+  if (rec) return em_ops_launch(a, kernel, grid, block, 0, args);
+  /* No mapped memory: the record in scratch, read back now. */
+  int64_t got[EM_DEVCHECK_WORDS] = {0};
+  fresh = 1;
+  tag = 1; /* any non-zero tag marks a find */
+  if ((s = em_ops_scratch(a, sizeof got, &rec))) return s;
+  s = em_ops_launch(a, kernel, grid, block, 0, args);
+  if (!s) s = em_memcpy_d2h(a->dev, got, rec, sizeof got, a->stream);
+  if (!s && a->stream) s = em_stream_sync(a->dev, a->stream);
+  em_ops_scratch_free(a, rec);
+  if (s || !got[0]) return s;
+  em_devcheck_found f = {.position = got[1], .ivalue = got[2]};
+  memcpy(&f.fvalue, &got[3], sizeof f.fvalue);
+  return check_error(k, &f);
 }
 
 em_status em_loss_gpu_check_labels(const em_op_args *a, const em_loss_gpu_labels *t, int64_t n, int64_t c,
-                                   int64_t *bad, int64_t *value) {
-  *bad = -1;
+                                   em_loss_gpu_label_fail fail) {
   if (n <= 0) return EM_OK;
   long long nn = n, cc = c, ig = t->ignore;
   int is64 = t->is64, has = t->has_ignore;
   const void *lab = t->data;
-  void *args[] = {&lab, &is64, &nn, &cc, &has, &ig, NULL};
-  em_status s = first_bad(a, "em_loss_check_labels", args, 7, bad);
-  if (s || *bad < 0) return s;
-  size_t es = is64 ? 8 : 4;
-  long long v64 = 0;
-  int v32 = 0;
-  s = em_memcpy_d2h(a->dev, is64 ? (void *)&v64 : (void *)&v32, (const char *)lab + (size_t)*bad * es, es, a->stream);
-  if (!s) s = em_stream_sync(a->dev, a->stream);
-  *value = is64 ? v64 : v32;
-  return s;
+  void *args[] = {&lab, &is64, &nn, &cc, &has, &ig, NULL, NULL, NULL};
+  check_ctx k = context_of(a, fail, NULL, c);
+  return run_check(a, "em_loss_check_labels", args, 9, &k);
 }
 
-em_status em_loss_gpu_check_prob(const em_op_args *a, int f64, const void *p, int64_t n, int64_t *bad,
-                                 double *value) {
-  *bad = -1;
+em_status em_loss_gpu_check_prob(const em_op_args *a, int f64, const void *p, int64_t n, em_loss_gpu_prob_fail fail) {
   if (n <= 0) return EM_OK;
   long long nn = n;
-  void *args[] = {&p, &nn, NULL};
-  em_status s = first_bad(a, pick(f64, "em_loss_check_prob_f32", "em_loss_check_prob_f64"), args, 3, bad);
-  if (s || *bad < 0) return s;
-  double v64 = 0;
-  float v32 = 0;
-  size_t es = f64 ? 8 : 4;
-  s = em_memcpy_d2h(a->dev, f64 ? (void *)&v64 : (void *)&v32, (const char *)p + (size_t)*bad * es, es, a->stream);
-  if (!s) s = em_stream_sync(a->dev, a->stream);
-  *value = f64 ? v64 : v32;
-  return s;
+  void *args[] = {&p, &nn, NULL, NULL, NULL};
+  check_ctx k = context_of(a, NULL, fail, 0);
+  return run_check(a, pick(f64, "em_loss_check_prob_f32", "em_loss_check_prob_f64"), args, 5, &k);
 }

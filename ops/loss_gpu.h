@@ -34,11 +34,21 @@ em_status em_loss_gpu_sqerr(const em_op_args *a, int f64, const void *x, const v
 em_status em_loss_gpu_sqerr_grad(const em_op_args *a, int f64, const void *x, const void *y, const void *dy, void *d,
                                  int64_t total, int64_t per, double sign);
 
-/* Run-time checks, read back to the host (they wait for the stream): *bad is
- * the first offending position (-1: none) and *value what is there. */
+/* Run-time checks of values (runtime/devcheck.h): a one-block kernel looks
+ * for the first bad element. Where the device maps host memory the check
+ * reports into the device's status record and returns EM_OK at once: the
+ * failure surfaces at the next synchronisation (a value read back,
+ * em_stream_sync, the executor's next run) as the error `fail` builds, with
+ * the node and run prefixed. Elsewhere the result is copied back and
+ * waited for, and `fail`'s error returned here. `fail` gets a copy of a's
+ * op, node, step and input shapes only (no attributes, no device). */
+typedef em_status (*em_loss_gpu_label_fail)(const em_op_args *a, int64_t label, int64_t position, int64_t c);
+typedef em_status (*em_loss_gpu_prob_fail)(const em_op_args *a, double p, int64_t position);
+
+/* Sparse labels must lie in [0, c) (ignore_index excepted). */
 em_status em_loss_gpu_check_labels(const em_op_args *a, const em_loss_gpu_labels *t, int64_t n, int64_t c,
-                                   int64_t *bad, int64_t *value);
-em_status em_loss_gpu_check_prob(const em_op_args *a, int f64, const void *p, int64_t n, int64_t *bad,
-                                 double *value);
+                                   em_loss_gpu_label_fail fail);
+/* p must lie in [0, 1] (NaN passes). */
+em_status em_loss_gpu_check_prob(const em_op_args *a, int f64, const void *p, int64_t n, em_loss_gpu_prob_fail fail);
 
 #endif

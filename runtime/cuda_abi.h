@@ -54,12 +54,17 @@ enum {
 /* CUdevice_attribute values used by Ember. */
 enum {
   CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
+  CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY = 19,
   CU_DEVICE_ATTRIBUTE_PCI_BUS_ID = 33,
   CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID = 34,
+  CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING = 41,
   CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID = 50,
   CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
   CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
 };
+
+/* cuMemHostAlloc flags (cuda.h CU_MEMHOSTALLOC_*). */
+enum { CU_MEMHOSTALLOC_PORTABLE = 0x01, CU_MEMHOSTALLOC_DEVICEMAP = 0x02, CU_MEMHOSTALLOC_WRITECOMBINED = 0x04 };
 
 /* CUjit_option values. */
 enum {
@@ -112,6 +117,9 @@ typedef CUresult (*PFN_cuLinkComplete)(CUlinkState st, void **cubin, size_t *siz
 typedef CUresult (*PFN_cuLinkDestroy)(CUlinkState st);
 typedef CUresult (*PFN_cuMemAlloc)(CUdeviceptr *p, size_t bytes);
 typedef CUresult (*PFN_cuMemFree)(CUdeviceptr p);
+typedef CUresult (*PFN_cuMemHostAlloc)(void **p, size_t bytes, unsigned flags);
+typedef CUresult (*PFN_cuMemHostGetDevicePointer)(CUdeviceptr *dptr, void *p, unsigned flags);
+typedef CUresult (*PFN_cuMemFreeHost)(void *p);
 typedef CUresult (*PFN_cuMemGetInfo)(size_t *free_bytes, size_t *total_bytes);
 typedef CUresult (*PFN_cuMemcpyHtoD)(CUdeviceptr dst, const void *src, size_t bytes);
 typedef CUresult (*PFN_cuMemcpyDtoH)(void *dst, CUdeviceptr src, size_t bytes);

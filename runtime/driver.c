@@ -45,6 +45,10 @@ static const char *resolve(em_cuda_api *a) {
   REQ(cuLinkDestroy, NULL, "cuLinkDestroy")
   REQ(cuMemAlloc, "cuMemAlloc_v2", "cuMemAlloc")
   REQ(cuMemFree, "cuMemFree_v2", "cuMemFree")
+  OPT(cuMemHostAlloc, NULL, "cuMemHostAlloc")
+  /* Only the _v2 symbol: the plain name is the 32-bit CUdeviceptr ABI of CUDA 3.x. */
+  OPT(cuMemHostGetDevicePointer, NULL, "cuMemHostGetDevicePointer_v2")
+  OPT(cuMemFreeHost, NULL, "cuMemFreeHost")
   REQ(cuMemcpyHtoD, "cuMemcpyHtoD_v2", "cuMemcpyHtoD")
   REQ(cuMemcpyDtoH, "cuMemcpyDtoH_v2", "cuMemcpyDtoH")
   REQ(cuMemcpyDtoD, "cuMemcpyDtoD_v2", "cuMemcpyDtoD")

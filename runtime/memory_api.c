@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "devcheck.h"
 #include "load.h"
 #include "runtime.h"
 
@@ -115,7 +116,9 @@ static em_status copy(em_device dev, void *dst, const void *src, size_t bytes, e
   if (r) return em_cuda_fail(r, calls[kind][h != NULL], "%s: %zu bytes on CUDA device %d", names[kind], bytes, g->ordinal);
   t_copies.copies[kind]++;
   t_copies.bytes[kind] += bytes;
-  return EM_OK;
+  /* A synchronous copy to the host waited for every earlier kernel: a device
+   * check that failed is reported here, where a value is read. */
+  return kind == D2H && !h ? em_devcheck_collect(dev) : EM_OK;
 }
 
 API em_status em_memcpy_h2d(em_device dev, void *dst, const void *src, size_t bytes, em_stream *s) {
@@ -178,5 +181,6 @@ API em_status em_stream_sync(em_device dev, em_stream *s) {
   em_cuda_api *cu = &em_rt()->cu;
   CUresult r = s ? cu->cuStreamSynchronize(s->handle) : cu->cuCtxSynchronize();
   em_gpu_leave(g);
-  return r ? em_cuda_fail(r, s ? "cuStreamSynchronize" : "cuCtxSynchronize", "CUDA device %d", dev.ordinal) : EM_OK;
+  if (r) return em_cuda_fail(r, s ? "cuStreamSynchronize" : "cuCtxSynchronize", "CUDA device %d", dev.ordinal);
+  return em_devcheck_collect(dev); /* the device checks that ran meanwhile */
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "devcheck.h"
 #include "ember.h"
 
 #define API __attribute__((visibility("default")))
@@ -140,6 +141,7 @@ API void em_shutdown(void) {
     em_rt_unlock();
     return;
   }
+  em_devcheck_shutdown(rt);
   for (int i = 0; i < rt->n_gpus; i++) {
     em_gpu *g = &rt->gpus[i];
     if (g->ctx && em_gpu_enter(g) == EM_OK) {

@@ -44,6 +44,11 @@ typedef struct em_cuda_api {
   PFN_cuLinkDestroy cuLinkDestroy;
   PFN_cuMemAlloc cuMemAlloc;
   PFN_cuMemFree cuMemFree;
+  /* Mapped pinned host memory (devcheck.c's status records); optional: without
+   * them device checks copy their result back instead. */
+  PFN_cuMemHostAlloc cuMemHostAlloc;
+  PFN_cuMemHostGetDevicePointer cuMemHostGetDevicePointer;
+  PFN_cuMemFreeHost cuMemFreeHost;
   PFN_cuMemcpyHtoD cuMemcpyHtoD;
   PFN_cuMemcpyDtoH cuMemcpyDtoH;
   PFN_cuMemcpyDtoD cuMemcpyDtoD;

@@ -44,7 +44,13 @@ typedef struct em_feed {
 /* Runs once. Every input the outputs need must be fed, with its declared
  * dtype and a shape that matches except on -1 axes. outputs[i] receives a
  * tensor the caller owns (release it); an output that is a parameter, state,
- * constant or input is a copy, never the graph's own storage. */
+ * constant or input is a copy, never the graph's own storage.
+ * On a CUDA device the run does not wait for the device: input values that
+ * ops check there (class labels, probabilities) fail when a value is next
+ * read back (em_tensor_to_host, em_exec_run_into to the host,
+ * em_stream_sync) or at the executor's next run, with the op's message
+ * naming the node and the run; where the device cannot map host memory,
+ * each such check copies and waits instead and fails this run. */
 EM_API em_status em_exec_run(em_exec *e, const em_feed *feeds, int n_feeds, em_tensor **outputs);
 
 typedef enum em_run_mode {

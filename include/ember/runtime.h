@@ -46,6 +46,9 @@ EM_API em_status em_alloc_trim(em_device dev);
 
 EM_API em_status em_memcpy_h2d(em_device dev, void *dst, const void *src, size_t bytes,
                                em_stream *stream);
+/* A synchronous copy to the host (stream NULL) waits for the device; like
+ * em_stream_sync it then reports an input check on the device that failed
+ * since the last report (the bytes are copied all the same). */
 EM_API em_status em_memcpy_d2h(em_device dev, void *dst, const void *src, size_t bytes,
                                em_stream *stream);
 EM_API em_status em_memcpy_d2d(em_device dev, void *dst, const void *src, size_t bytes,
@@ -53,7 +56,11 @@ EM_API em_status em_memcpy_d2d(em_device dev, void *dst, const void *src, size_t
 
 EM_API em_status em_stream_create(em_device dev, em_stream **out);
 EM_API em_status em_stream_destroy(em_stream *s);
-/* Waits for the stream (NULL: the whole device) to finish. */
+/* Waits for the stream (NULL: the whole device) to finish. Ops check some
+ * input values on the device (a class label outside [0, c), a probability
+ * outside [0, 1]) without a copy of their own: a check that failed since the
+ * last report is reported here, or at the next synchronous copy to the host,
+ * with the op's message, its node and run (once; the device stays usable). */
 EM_API em_status em_stream_sync(em_device dev, em_stream *s);
 
 /* Releases every module, CUDA buffer and stream and closes the driver. NVRTC,

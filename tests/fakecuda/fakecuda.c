@@ -293,6 +293,10 @@ static CUresult device_attribute(int *value, int attrib, CUdevice dev) {
     *value = d->major;
   else if (attrib == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)
     *value = d->minor;
+  else if (attrib == CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY)
+    *value = !fc_g.cfg.no_map_host;
+  else if (attrib == CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING)
+    *value = 1; /* every 64-bit process on CC >= 2.0 */
   else
     return CUDA_ERROR_INVALID_VALUE;
   return CUDA_SUCCESS;

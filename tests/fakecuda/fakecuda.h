@@ -18,7 +18,9 @@ typedef void (*fakecuda_reset_fn)(void);
 typedef unsigned long (*fakecuda_count_fn)(void);
 
 /* fakecuda_bytes_allocated: bytes of live device allocations (as requested);
- * fakecuda_live_allocations: their number. */
+ * fakecuda_live_allocations: their number; fakecuda_pinned_allocations: the
+ * number of live pinned host allocations (cuMemHostAlloc), which the other
+ * two leave out. */
 typedef size_t (*fakecuda_size_fn)(void);
 
 /* fakecuda_last_launch: name of the last kernel launched ("" if none);

@@ -278,6 +278,7 @@ int fc_config_read(fc_config *cfg, char *err, size_t cap) {
   cfg->no_jit = flag_set("FAKECUDA_NO_JIT");
   cfg->jit_disabled = flag_set("CUDA_DISABLE_PTX_JIT");
   cfg->force_ptx_jit = flag_set("CUDA_FORCE_PTX_JIT");
+  cfg->no_map_host = flag_set("FAKECUDA_NO_MAP_HOST");
   apply_visible(getenv("CUDA_VISIBLE_DEVICES"), cfg);
   return 0;
 }
@@ -285,7 +286,7 @@ int fc_config_read(fc_config *cfg, char *err, size_t cap) {
 char *fc_config_snapshot(void) {
   static const char *const vars[] = {"FAKECUDA_DEVICES",   "FAKECUDA_DRIVER",     "FAKECUDA_MEM_MB",
                                      "FAKECUDA_FAIL",      "FAKECUDA_NO_JIT",     "CUDA_DISABLE_PTX_JIT",
-                                     "CUDA_FORCE_PTX_JIT", "CUDA_VISIBLE_DEVICES"};
+                                     "CUDA_FORCE_PTX_JIT", "CUDA_VISIBLE_DEVICES", "FAKECUDA_NO_MAP_HOST"};
   size_t n = 1;
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
     const char *v = getenv(vars[i]);

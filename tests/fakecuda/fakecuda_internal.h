@@ -47,6 +47,9 @@
   X(cuMemAlloc_v2, "cuMemAlloc")                               \
   X(cuMemFree_v2, "cuMemFree")                                 \
   X(cuMemGetInfo_v2, "cuMemGetInfo")                           \
+  X(cuMemHostAlloc, NULL)                                      \
+  X(cuMemHostGetDevicePointer_v2, "cuMemHostGetDevicePointer") \
+  X(cuMemFreeHost, NULL)                                       \
   X(cuMemcpyHtoD_v2, "cuMemcpyHtoD")                           \
   X(cuMemcpyDtoH_v2, "cuMemcpyDtoH")                           \
   X(cuMemcpyDtoD_v2, "cuMemcpyDtoD")                           \
@@ -103,6 +106,7 @@ typedef struct fc_config {
   int no_jit;        /* FAKECUDA_NO_JIT */
   int jit_disabled;  /* CUDA_DISABLE_PTX_JIT */
   int force_ptx_jit; /* CUDA_FORCE_PTX_JIT */
+  int no_map_host;   /* FAKECUDA_NO_MAP_HOST: canMapHostMemory 0 */
 } fc_config;
 
 /* Reads the whole configuration from the environment. Returns 0, or -1 with

@@ -19,7 +19,16 @@
  * An asynchronous one is left for a synchronisation point even for pageable
  * memory (where the real driver returns only once it is done): the double
  * behaves like pinned memory, the case where reading before synchronising
- * really does read stale data. */
+ * really does read stale data.
+ *
+ * Pinned host memory (cuMemHostAlloc) is host memory the caller reads and
+ * writes directly. Allocated with CU_MEMHOSTALLOC_DEVICEMAP it is mapped:
+ * cuMemHostGetDevicePointer gives a synthetic device address (in its own
+ * region, above every device's) that kernels and copies may use like device
+ * memory, translated to the same host bytes, so what a kernel writes there
+ * the host sees once the kernel ran, without a copy. The real driver's
+ * device address equals the host one under unified addressing; the double's
+ * differs, so a host pointer handed to a kernel still fails. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +42,8 @@
  * request), so a host pointer is never mistaken for device memory. */
 #define DEVICE_BASE 0x0100000000000000ull
 #define DEVICE_SPAN 0x100000000000ull   /* 16 TiB of address space per device ordinal */
+#define MAPPED_BASE (DEVICE_BASE + DEVICE_SPAN * FC_MAX_DEVICES) /* mapped host memory, after every device */
+#define MAPPED_SPAN DEVICE_SPAN
 #define POISON_LIMIT ((size_t)1 << 30)  /* fill new allocations up to this size */
 #define POISON_BYTE 0xFF                /* all-ones floats are NaN: uninitialised reads show */
 #define FREED_MAX 4096                  /* freed ranges remembered, for messages */
@@ -50,6 +61,8 @@ typedef struct fc_alloc {
   size_t charged; /* rounded up to ALLOC_ALIGN, counted against the device */
   unsigned char *host; /* the bytes; GUARD bytes of pattern lie on each side */
   const struct CUctx_st *ctx;
+  int pinned;          /* cuMemHostAlloc: host memory (charged nothing), base its device address */
+  unsigned flags;      /* ... and its CU_MEMHOSTALLOC_* flags */
 } fc_alloc;
 
 typedef struct fc_freed {
@@ -60,6 +73,7 @@ typedef struct fc_freed {
 static fc_alloc *allocs;
 static size_t n_allocs, cap_allocs;
 static CUdeviceptr next_offset[FC_MAX_DEVICES];
+static CUdeviceptr next_mapped; /* offset of the next pinned allocation from MAPPED_BASE */
 static fc_freed freed[FREED_MAX]; /* a ring of the latest frees */
 static size_t n_freed;
 
@@ -69,14 +83,15 @@ static size_t n_freed;
 static fc_alloc *find_range(CUdeviceptr p, size_t n) {
   for (size_t i = 0; i < n_allocs; i++) {
     fc_alloc *a = &allocs[i];
-    if (p >= a->base && p - a->base < a->size && n <= a->size - (size_t)(p - a->base)) return a;
+    if (a->base && p >= a->base && p - a->base < a->size && n <= a->size - (size_t)(p - a->base)) return a;
   }
   return NULL;
 }
 
+/* A device allocation (cuMemAlloc) starting at p, for cuMemFree. */
 static size_t find_base(CUdeviceptr p) {
   for (size_t i = 0; i < n_allocs; i++)
-    if (allocs[i].base == p) return i;
+    if (!allocs[i].pinned && allocs[i].base == p) return i;
   return SIZE_MAX;
 }
 
@@ -85,7 +100,7 @@ static void drop_alloc(size_t i) {
   fc_device *d = fc_ctx_device(a->ctx);
   d->mem_used -= a->charged < d->mem_used ? a->charged : d->mem_used;
   free(a->host - GUARD);
-  freed[n_freed++ % FREED_MAX] = (fc_freed){a->base, a->size};
+  if (a->base) freed[n_freed++ % FREED_MAX] = (fc_freed){a->base, a->size};
   allocs[i] = allocs[--n_allocs];
 }
 
@@ -98,6 +113,7 @@ void fc_memory_release(const struct CUctx_st *ctx) {
     n_allocs = cap_allocs = 0;
     n_freed = 0;
     memset(next_offset, 0, sizeof next_offset); /* a new configuration starts a new address space */
+    next_mapped = 0;
   }
 }
 
@@ -105,9 +121,9 @@ void fc_memory_release(const struct CUctx_st *ctx) {
  * pointer C lets a kernel form). */
 static fc_alloc *holding(CUdeviceptr p) {
   for (size_t i = 0; i < n_allocs; i++)
-    if (p >= allocs[i].base && p - allocs[i].base < allocs[i].size) return &allocs[i];
+    if (allocs[i].base && p >= allocs[i].base && p - allocs[i].base < allocs[i].size) return &allocs[i];
   for (size_t i = 0; i < n_allocs; i++)
-    if (p == allocs[i].base + allocs[i].size) return &allocs[i];
+    if (allocs[i].base && p == allocs[i].base + allocs[i].size) return &allocs[i];
   return NULL;
 }
 
@@ -117,7 +133,7 @@ CUresult fc_mem_translate(const struct CUctx_st *ctx, CUdeviceptr p, void **host
     return CUDA_SUCCESS;
   }
   fc_alloc *a = holding(p);
-  if (a && a->ctx != ctx) {
+  if (a && a->ctx != ctx && !(a->pinned && (a->flags & CU_MEMHOSTALLOC_PORTABLE))) {
     snprintf(msg, cap, "0x%llx is memory of CUDA device %d, not of device %d that runs the kernel", p, a->ctx->ordinal,
              ctx->ordinal);
     return CUDA_ERROR_ILLEGAL_ADDRESS;
@@ -136,6 +152,8 @@ CUresult fc_mem_translate(const struct CUctx_st *ctx, CUdeviceptr p, void **host
   }
   if (p >= DEVICE_BASE && p - DEVICE_BASE < DEVICE_SPAN * FC_MAX_DEVICES)
     snprintf(msg, cap, "0x%llx is in no allocation of any device (out of bounds, or never allocated)", p);
+  else if (p >= MAPPED_BASE && p - MAPPED_BASE < MAPPED_SPAN)
+    snprintf(msg, cap, "0x%llx is in no mapped host allocation (out of bounds, or never allocated)", p);
   else
     snprintf(msg, cap, "0x%llx is not device memory (a host pointer?)", p);
   return CUDA_ERROR_ILLEGAL_ADDRESS;
@@ -201,7 +219,7 @@ static CUresult mem_alloc(CUdeviceptr *p, size_t bytes) {
   int ord = ctx->ordinal;
   CUdeviceptr base = DEVICE_BASE + DEVICE_SPAN * (CUdeviceptr)ord + next_offset[ord];
   next_offset[ord] += charged + ALLOC_ALIGN;
-  allocs[n_allocs++] = (fc_alloc){base, bytes, charged, host, ctx};
+  allocs[n_allocs++] = (fc_alloc){base, bytes, charged, host, ctx, 0, 0};
   d->mem_used += charged;
   *p = base;
   return CUDA_SUCCESS;
@@ -235,6 +253,89 @@ static CUresult mem_info(size_t *free_bytes, size_t *total_bytes) {
   *free_bytes = d->mem_total - d->mem_used;
   *total_bytes = d->mem_total;
   return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------ pinned host memory --- */
+
+/* Room for one more allocation record. */
+static int grow_allocs(void) {
+  if (n_allocs < cap_allocs) return 1;
+  size_t cap = cap_allocs ? cap_allocs * 2 : 64;
+  fc_alloc *grown = realloc(allocs, cap * sizeof *grown);
+  if (!grown) return 0;
+  allocs = grown;
+  cap_allocs = cap;
+  return 1;
+}
+
+/* cuMemHostAlloc: flags of CU_MEMHOSTALLOC_PORTABLE | DEVICEMAP |
+ * WRITECOMBINED only, else CUDA_ERROR_INVALID_VALUE, and so for 0 bytes
+ * [U: cuda.h does not say]. Charged to no device. Guard zones as for device
+ * memory (checked after kernels that were handed the mapped address). */
+static CUresult host_alloc(void **pp, size_t bytes, unsigned flags) {
+  struct CUctx_st *ctx;
+  CUresult r = fc_current_ctx(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  if (!pp || bytes == 0 || (flags & ~0x7u)) return CUDA_ERROR_INVALID_VALUE;
+  if (bytes > SIZE_MAX - 2 * GUARD || !grow_allocs()) return CUDA_ERROR_OUT_OF_MEMORY;
+  unsigned char *block = malloc(bytes + 2 * GUARD), *host = block + GUARD;
+  if (!block) return CUDA_ERROR_OUT_OF_MEMORY;
+  memset(block, GUARD_BYTE, GUARD);
+  memset(host + bytes, GUARD_BYTE, GUARD);
+  if (bytes <= POISON_LIMIT) memset(host, POISON_BYTE, bytes);
+  CUdeviceptr base = 0;
+  if (flags & CU_MEMHOSTALLOC_DEVICEMAP) {
+    size_t span = (bytes + ALLOC_ALIGN - 1) / ALLOC_ALIGN * ALLOC_ALIGN;
+    base = MAPPED_BASE + next_mapped;
+    next_mapped += span + ALLOC_ALIGN;
+  }
+  allocs[n_allocs++] = (fc_alloc){base, bytes, 0, host, ctx, 1, flags};
+  *pp = host;
+  return CUDA_SUCCESS;
+}
+
+/* The pinned allocation whose host bytes hold p. */
+static fc_alloc *pinned_holding(const void *p) {
+  const unsigned char *c = p;
+  for (size_t i = 0; i < n_allocs; i++)
+    if (allocs[i].pinned && c >= allocs[i].host && (size_t)(c - allocs[i].host) < allocs[i].size) return &allocs[i];
+  return NULL;
+}
+
+/* cuMemHostGetDevicePointer_v2 (cuda.h): flags must be 0 ("for now, it must
+ * be set to 0"); p anywhere inside a pinned allocation made with DEVICEMAP,
+ * in the current context unless PORTABLE; it "will fail if the
+ * CU_MEMHOSTALLOC_DEVICEMAP flag was not specified ..., or if the function
+ * is called on a GPU that does not support mapped pinned memory"
+ * (FAKECUDA_NO_MAP_HOST). Every failure is CUDA_ERROR_INVALID_VALUE, the only
+ * error cuda.h lists beyond the context ones [U: which one the driver gives;
+ * and under unified addressing it maps every pinned allocation]. */
+static CUresult host_device_pointer(CUdeviceptr *dp, void *p, unsigned flags) {
+  struct CUctx_st *ctx;
+  CUresult r = fc_current_ctx(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  if (!dp || !p || flags) return CUDA_ERROR_INVALID_VALUE;
+  if (fc_g.cfg.no_map_host) return CUDA_ERROR_INVALID_VALUE;
+  fc_alloc *a = pinned_holding(p);
+  if (!a || !(a->flags & CU_MEMHOSTALLOC_DEVICEMAP)) return CUDA_ERROR_INVALID_VALUE;
+  if (a->ctx != ctx && !(a->flags & CU_MEMHOSTALLOC_PORTABLE)) return CUDA_ERROR_INVALID_VALUE;
+  *dp = a->base + (CUdeviceptr)((unsigned char *)p - a->host);
+  return CUDA_SUCCESS;
+}
+
+/* cuMemFreeHost: p must be the start of a pinned allocation, else
+ * CUDA_ERROR_INVALID_VALUE. Pending work of its context runs first (a kernel
+ * may still write there). */
+static CUresult host_free(void *p) {
+  struct CUctx_st *ctx;
+  CUresult r = fc_current_ctx(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  fc_alloc *a = p ? pinned_holding(p) : NULL;
+  if (!a || a->host != p) return CUDA_ERROR_INVALID_VALUE;
+  r = fc_run_ctx(a->ctx);
+  a = pinned_holding(p); /* the work run may not free it, but look again */
+  if (a) drop_alloc((size_t)(a - allocs));
+  return r;
 }
 
 /* ------------------------------------------------------------ copies --- */
@@ -387,6 +488,17 @@ FC_EXPORT CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned v, size_t n, CUstr
   FC_CALL(cuMemsetD32Async, memset_issue(dst, v, 4, n, s));
 }
 
+FC_EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytes, unsigned flags) {
+  FC_CALL(cuMemHostAlloc, host_alloc(pp, bytes, flags));
+}
+FC_EXPORT CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *dp, void *p, unsigned flags) {
+  FC_CALL(cuMemHostGetDevicePointer_v2, host_device_pointer(dp, p, flags));
+}
+FC_EXPORT CUresult cuMemFreeHost(void *p) { FC_CALL(cuMemFreeHost, host_free(p)); }
+
+FC_SAME_TYPE(cuMemHostAlloc, PFN_cuMemHostAlloc);
+FC_SAME_TYPE(cuMemHostGetDevicePointer_v2, PFN_cuMemHostGetDevicePointer);
+FC_SAME_TYPE(cuMemFreeHost, PFN_cuMemFreeHost);
 FC_SAME_TYPE(cuMemAlloc_v2, PFN_cuMemAlloc);
 FC_SAME_TYPE(cuMemFree_v2, PFN_cuMemFree);
 FC_SAME_TYPE(cuMemGetInfo_v2, PFN_cuMemGetInfo);
@@ -436,6 +548,10 @@ FC_EXPORT CUresult cuMemGetInfo(unsigned int *free_bytes, unsigned int *total_by
   (void)free_bytes, (void)total_bytes;
   FC_CALL(cuMemGetInfo_v2, legacy("cuMemGetInfo"));
 }
+FC_EXPORT CUresult cuMemHostGetDevicePointer(legacy_ptr *dp, void *p, unsigned int flags) {
+  (void)dp, (void)p, (void)flags;
+  FC_CALL(cuMemHostGetDevicePointer_v2, legacy("cuMemHostGetDevicePointer"));
+}
 FC_EXPORT CUresult cuMemcpyHtoD(legacy_ptr dst, const void *src, unsigned int n) {
   (void)dst, (void)src, (void)n;
   FC_CALL(cuMemcpyHtoD_v2, legacy("cuMemcpyHtoD"));
@@ -474,17 +590,27 @@ FC_EXPORT CUresult cuMemsetD32(legacy_ptr dst, unsigned v, unsigned int n) {
 FC_EXPORT size_t fakecuda_bytes_allocated(void) {
   size_t total = 0;
   fc_lock_raw();
-  for (size_t i = 0; i < n_allocs; i++) total += allocs[i].size;
+  for (size_t i = 0; i < n_allocs; i++) total += allocs[i].pinned ? 0 : allocs[i].size; /* device memory only */
   fc_leave();
   return total;
 }
 
 FC_EXPORT size_t fakecuda_live_allocations(void) {
   fc_lock_raw();
-  size_t n = n_allocs;
+  size_t n = 0;
+  for (size_t i = 0; i < n_allocs; i++) n += !allocs[i].pinned; /* device memory only */
+  fc_leave();
+  return n;
+}
+
+FC_EXPORT size_t fakecuda_pinned_allocations(void) {
+  fc_lock_raw();
+  size_t n = 0;
+  for (size_t i = 0; i < n_allocs; i++) n += allocs[i].pinned;
   fc_leave();
   return n;
 }
 
 FC_SAME_TYPE(fakecuda_bytes_allocated, fakecuda_size_fn);
 FC_SAME_TYPE(fakecuda_live_allocations, fakecuda_size_fn);
+FC_SAME_TYPE(fakecuda_pinned_allocations, fakecuda_size_fn);

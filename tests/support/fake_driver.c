@@ -43,7 +43,9 @@ static int bind_all(void) {
          BIND(ModuleGetFunction, "cuModuleGetFunction") & BIND(ModuleUnload, "cuModuleUnload") &
          BIND(LinkCreate, "cuLinkCreate_v2") & BIND(LinkAddData, "cuLinkAddData_v2") &
          BIND(LinkComplete, "cuLinkComplete") & BIND(LinkDestroy, "cuLinkDestroy") & BIND(MemAlloc, "cuMemAlloc_v2") &
-         BIND(MemFree, "cuMemFree_v2") & BIND(MemGetInfo, "cuMemGetInfo_v2") & BIND(MemcpyHtoD, "cuMemcpyHtoD_v2") &
+         BIND(MemFree, "cuMemFree_v2") & BIND(MemGetInfo, "cuMemGetInfo_v2") &
+         BIND(MemHostAlloc, "cuMemHostAlloc") & BIND(MemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2") &
+         BIND(MemFreeHost, "cuMemFreeHost") & BIND(pinned_allocations, "fakecuda_pinned_allocations") & BIND(MemcpyHtoD, "cuMemcpyHtoD_v2") &
          BIND(MemcpyDtoH, "cuMemcpyDtoH_v2") & BIND(MemcpyDtoD, "cuMemcpyDtoD_v2") &
          BIND(MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2") & BIND(MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2") &
          BIND(MemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2") & BIND(MemsetD8, "cuMemsetD8_v2") &
@@ -139,7 +141,8 @@ int fake_test_setup(void **state) {
   (void)state;
   static const char *const vars[] = {"FAKECUDA_DEVICES",     "FAKECUDA_DRIVER",    "FAKECUDA_MEM_MB",
                                      "FAKECUDA_FAIL",        "FAKECUDA_NO_JIT",    "FAKECUDA_STUB",
-                                     "CUDA_DISABLE_PTX_JIT", "CUDA_FORCE_PTX_JIT", "CUDA_VISIBLE_DEVICES"};
+                                     "CUDA_DISABLE_PTX_JIT", "CUDA_FORCE_PTX_JIT", "CUDA_VISIBLE_DEVICES",
+                                     "FAKECUDA_NO_MAP_HOST"};
   /* FAKECUDA_SEED stays: run_tests.sh sets one per run and prints it. */
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
   if (fk.handle) fk.reset();

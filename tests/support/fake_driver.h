@@ -48,6 +48,9 @@ typedef struct fake_driver {
   PFN_cuMemAlloc MemAlloc;
   PFN_cuMemFree MemFree;
   PFN_cuMemGetInfo MemGetInfo;
+  PFN_cuMemHostAlloc MemHostAlloc;
+  PFN_cuMemHostGetDevicePointer MemHostGetDevicePointer;
+  PFN_cuMemFreeHost MemFreeHost;
   PFN_cuMemcpyHtoD MemcpyHtoD;
   PFN_cuMemcpyDtoH MemcpyDtoH;
   PFN_cuMemcpyDtoD MemcpyDtoD;
@@ -73,7 +76,7 @@ typedef struct fake_driver {
   PFN_legacy_cuMemAlloc LegacyMemAlloc;
   fakecuda_reset_fn reset;
   fakecuda_count_fn launch_count, jit_count;
-  fakecuda_size_fn bytes_allocated, live_allocations, pending_ops;
+  fakecuda_size_fn bytes_allocated, live_allocations, pinned_allocations, pending_ops;
   fakecuda_text_fn last_launch, config_error, last_error;
   fakecuda_call_count_fn call_count;
   fakecuda_seed_fn seed;

@@ -282,6 +282,88 @@ static void host_pointer_is_refused(void **state) {
   assert_int_equal(fk.CtxSynchronize(), CUDA_SUCCESS);
 }
 
+/* Mapped pinned host memory (cuMemHostAlloc with DEVICEMAP): a kernel writes
+ * it through the device address cuMemHostGetDevicePointer gives, and the host
+ * reads the bytes where they are once the kernel ran, no copy made. The
+ * device address is checked like device memory: inside the allocation (an
+ * interior host pointer maps to the same offset), not past it, not after
+ * cuMemFreeHost; the host address itself is still refused in a launch. */
+static void mapped_host_memory(void **state) {
+  (void)state;
+  FAKE_NEED();
+  CUfunction f = one_kernel("fc_fill");
+  int attr = -1;
+  assert_int_equal(fk.DeviceGetAttribute(&attr, CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, 0), CUDA_SUCCESS);
+  assert_int_equal(attr, 1);
+  assert_int_equal(fk.DeviceGetAttribute(&attr, CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, 0), CUDA_SUCCESS);
+  assert_int_equal(attr, 1);
+  enum { N = 64 };
+  void *hv = NULL, *plain = NULL;
+  assert_int_equal(fk.MemHostAlloc(&hv, N * sizeof(float), CU_MEMHOSTALLOC_DEVICEMAP), CUDA_SUCCESS);
+  assert_int_equal(fk.MemHostAlloc(&plain, 64, 0), CUDA_SUCCESS);
+  assert_int_equal(fk.pinned_allocations(), 2);
+  assert_int_equal(fk.live_allocations(), 0); /* host memory: no device allocation */
+  float *h = hv;
+  for (int i = 0; i < N; i++) h[i] = -1.0f; /* the host writes it directly */
+  CUdeviceptr d = 0, inner = 0;
+  assert_int_equal(fk.MemHostGetDevicePointer(&d, h, 0), CUDA_SUCCESS);
+  assert_true(d != 0 && d != (CUdeviceptr)(uintptr_t)h);
+  assert_int_equal(fk.MemHostGetDevicePointer(&inner, h + 16, 0), CUDA_SUCCESS);
+  assert_true(inner == d + 16 * sizeof(float));
+  /* Refused: flags (must be 0), memory allocated without DEVICEMAP, memory not pinned. */
+  CUdeviceptr bad = 0;
+  float local[4];
+  assert_int_equal(fk.MemHostGetDevicePointer(&bad, h, 1), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(fk.MemHostGetDevicePointer(&bad, plain, 0), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(fk.MemHostGetDevicePointer(&bad, local, 0), CUDA_ERROR_INVALID_VALUE);
+
+  /* A kernel fills the last 48 floats through the interior device address. */
+  float v = 2.5f;
+  int n = N - 16;
+  void *args[] = {&inner, &v, &n};
+  assert_int_equal(launch1(f, 1, N, 0, NULL, args), CUDA_SUCCESS);
+  assert_int_equal(fk.CtxSynchronize(), CUDA_SUCCESS);
+  for (int i = 0; i < N; i++) assert_true(h[i] == (i < 16 ? -1.0f : 2.5f));
+
+  /* Past the mapping, and the host address itself: refused at the launch. */
+  CUdeviceptr past = d + N * sizeof(float) + 256;
+  void *past_args[] = {&past, &v, &n};
+  assert_int_equal(launch1(f, 1, 1, 0, NULL, past_args), CUDA_ERROR_ILLEGAL_ADDRESS);
+  ASSERT_LAST_ERROR_HAS("no mapped host allocation");
+  float *hp = h;
+  void *host_args[] = {&hp, &v, &n};
+  assert_int_equal(launch1(f, 1, 1, 0, NULL, host_args), CUDA_ERROR_ILLEGAL_ADDRESS);
+  ASSERT_LAST_ERROR_HAS("not device memory");
+
+  /* cuMemFreeHost takes the start only; then the device address is dead. */
+  assert_int_equal(fk.MemFreeHost(h + 1), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(fk.MemFreeHost(h), CUDA_SUCCESS);
+  assert_int_equal(fk.MemFreeHost(plain), CUDA_SUCCESS);
+  assert_int_equal(fk.pinned_allocations(), 0);
+  assert_int_equal(launch1(f, 1, 1, 0, NULL, args), CUDA_ERROR_ILLEGAL_ADDRESS);
+  ASSERT_LAST_ERROR_HAS("freed memory");
+  assert_int_equal(fk.CtxSynchronize(), CUDA_SUCCESS);
+}
+
+/* FAKECUDA_NO_MAP_HOST: a device without canMapHostMemory. Pinned memory
+ * still allocates, DEVICEMAP included (cuda.h: "the failure is deferred to
+ * cuMemHostGetDevicePointer()"); it has no device address. */
+static void device_that_cannot_map_host_memory(void **state) {
+  (void)state;
+  FAKE_NEED();
+  fake_set("FAKECUDA_NO_MAP_HOST", "1");
+  assert_int_equal(fake_init_with("7.5", NULL), CUDA_SUCCESS);
+  fake_use_device(0);
+  int attr = -1;
+  assert_int_equal(fk.DeviceGetAttribute(&attr, CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, 0), CUDA_SUCCESS);
+  assert_int_equal(attr, 0);
+  void *h = NULL;
+  CUdeviceptr d = 0;
+  assert_int_equal(fk.MemHostAlloc(&h, 256, CU_MEMHOSTALLOC_DEVICEMAP), CUDA_SUCCESS);
+  assert_int_equal(fk.MemHostGetDevicePointer(&d, h, 0), CUDA_ERROR_INVALID_VALUE); /* cuda.h: the failure is deferred here */
+  assert_int_equal(fk.MemFreeHost(h), CUDA_SUCCESS);
+}
+
 static void freed_buffer_is_refused(void **state) {
   (void)state;
   FAKE_NEED();
@@ -1053,6 +1135,8 @@ int main(void) {
       cmocka_unit_test_setup(write_out_of_bounds_is_caught, fake_test_setup),
       cmocka_unit_test_setup(host_pointer_is_refused, fake_test_setup),
       cmocka_unit_test_setup(freed_buffer_is_refused, fake_test_setup),
+      cmocka_unit_test_setup(mapped_host_memory, fake_test_setup),
+      cmocka_unit_test_setup(device_that_cannot_map_host_memory, fake_test_setup),
       cmocka_unit_test_setup(other_gpus_buffer_is_refused, fake_test_setup),
       cmocka_unit_test_setup(launch_larger_than_the_device_is_refused, fake_test_setup),
       cmocka_unit_test_setup(fresh_memory_reads_as_nan, fake_test_setup),
