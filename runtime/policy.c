@@ -183,7 +183,7 @@ static long next_cubin(const em_policy_input *in, long prev) {
   long best = -1;
   for (size_t i = 0; i < in->n_images; i++) {
     const em_image_info *img = &in->images[i];
-    if (!belongs(in, img) || img->kind != EM_IMAGE_CUBIN) continue;
+    if (img->kind != EM_IMAGE_CUBIN || !belongs(in, img)) continue;
     if (prev >= 0 && !cubin_before(in->images, (size_t)prev, i)) continue;
     if (best < 0 || cubin_before(in->images, i, (size_t)best)) best = (long)i;
   }
@@ -223,33 +223,48 @@ static void consider_cubins(plan_builder *b, int want_step) {
 
 /* Step 3: PTX, highest compute arch not above the device; at equal arch the
  * newer ISA (nvcc's) before the legacy one. */
+/* PTX candidates come newest arch first, nvcc's before legacy at one arch,
+ * then in table order. */
+static int ptx_before(const em_image_info *a, size_t ia, const em_image_info *b, size_t ib) {
+  if (a->arch != b->arch) return a->arch > b->arch;
+  int la = (a->flags & EM_IMAGE_LEGACY) != 0, lb = (b->flags & EM_IMAGE_LEGACY) != 0;
+  if (la != lb) return lb;
+  return ia < ib;
+}
+
 static void consider_ptx(plan_builder *b) {
   const em_policy_input *in = b->in;
-  for (int arch = 1000; arch >= 0; arch--) {
-    for (int legacy = 0; legacy <= 1; legacy++) {
-      for (size_t i = 0; i < in->n_images; i++) {
-        const em_image_info *img = &in->images[i];
-        if (!belongs(in, img) || img->kind != EM_IMAGE_PTX || img->arch != arch) continue;
-        if (((img->flags & EM_IMAGE_LEGACY) != 0) != legacy) continue;
-        em_path path = legacy ? EM_PATH_PTX_LEGACY : EM_PATH_PTX;
-        char name[32], why[160];
-        image_name(img, name);
-        if (!ptx_fits(img->arch, img->variant, in->cc)) {
-          add_candidate(b, path, (int)i, img->arch, img->variant, 0,
-                        "%s PTX cannot be compiled for CC %s (%s)", name, b->cc_s,
-                        img->variant ? "variant PTX is limited to its SM or family"
-                                     : "PTX JITs only for a CC at or above its arch");
-        } else if (!driver_can_load(b, img, why, sizeof why)) {
-          add_candidate(b, path, (int)i, img->arch, img->variant, 0, "%s PTX: %s", name, why);
-        } else if (in->jit_disabled) {
-          add_candidate(b, path, (int)i, img->arch, img->variant, 0,
-                        "%s PTX: the driver's JIT is disabled (CUDA_DISABLE_PTX_JIT=1)", name);
-        } else {
-          add_candidate(b, path, (int)i, img->arch, img->variant, 1,
-                        "%s PTX (ISA %d.%d%s) JIT-compiled by the driver for sm_%d", name,
-                        img->ptx_isa / 10, img->ptx_isa % 10, legacy ? ", legacy" : "", in->cc);
-        }
-      }
+  /* The module's PTX images in candidate order: one pass over the table
+   * (a scan per arch and flavour compared ~1M module names a plan). */
+  size_t order[EM_PLAN_MAX_CANDIDATES], n = 0;
+  for (size_t i = 0; i < in->n_images && n < EM_PLAN_MAX_CANDIDATES; i++) {
+    const em_image_info *img = &in->images[i];
+    if (img->kind != EM_IMAGE_PTX || !belongs(in, img)) continue;
+    size_t k = n++;
+    for (; k > 0 && ptx_before(img, i, &in->images[order[k - 1]], order[k - 1]); k--) order[k] = order[k - 1];
+    order[k] = i;
+  }
+  for (size_t o = 0; o < n; o++) {
+    size_t i = order[o];
+    const em_image_info *img = &in->images[i];
+    int legacy = (img->flags & EM_IMAGE_LEGACY) != 0;
+    em_path path = legacy ? EM_PATH_PTX_LEGACY : EM_PATH_PTX;
+    char name[32], why[160];
+    image_name(img, name);
+    if (!ptx_fits(img->arch, img->variant, in->cc)) {
+      add_candidate(b, path, (int)i, img->arch, img->variant, 0, "%s PTX cannot be compiled for CC %s (%s)", name,
+                    b->cc_s,
+                    img->variant ? "variant PTX is limited to its SM or family"
+                                 : "PTX JITs only for a CC at or above its arch");
+    } else if (!driver_can_load(b, img, why, sizeof why)) {
+      add_candidate(b, path, (int)i, img->arch, img->variant, 0, "%s PTX: %s", name, why);
+    } else if (in->jit_disabled) {
+      add_candidate(b, path, (int)i, img->arch, img->variant, 0,
+                    "%s PTX: the driver's JIT is disabled (CUDA_DISABLE_PTX_JIT=1)", name);
+    } else {
+      add_candidate(b, path, (int)i, img->arch, img->variant, 1,
+                    "%s PTX (ISA %d.%d%s) JIT-compiled by the driver for sm_%d", name, img->ptx_isa / 10,
+                    img->ptx_isa % 10, legacy ? ", legacy" : "", in->cc);
     }
   }
 }
