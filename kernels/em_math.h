@@ -13,9 +13,11 @@
  * and integer bit manipulation. There is no fmaf (FMA contraction is off in
  * every build: nvcc/NVRTC --fmad=false, clang -ffp-contract=off, gcc
  * -std=c11), no libm call besides the hardware square root, and no table in
- * memory. Range reductions and polynomials are written out below; their
- * coefficients were fitted for Ember (Chebyshev fits with mpmath, rounded to
- * the working precision) or are Taylor coefficients.
+ * memory. (em_fmaf / em_fma below are for other kernels, the GEMM: an
+ * explicit, correctly rounded fma written at the same place on both sides.)
+ * Range reductions and polynomials are written out below; their coefficients
+ * were fitted for Ember (Chebyshev fits with mpmath, rounded to the working
+ * precision) or are Taylor coefficients.
  *
  * Requirements on the host build (checked where a macro can tell): SSE
  * arithmetic (FLT_EVAL_METHOD 0, not x87), no -ffast-math, no FMA
@@ -158,6 +160,35 @@ EM_HD double em__sqrt_hw_d(double x) {
   return __nvvm_sqrt_rn_d(x);
 #else
   return sqrt(x);
+#endif
+}
+
+/* Explicit fused multiply-add: a * b + c rounded once (IEEE 754 fusedMultiplyAdd,
+ * round to nearest even), so the CPU and every GPU give the same bits: fma.rn.f32 /
+ * fma.rn.f64 on the GPU (CUDA's __fmaf_rn / __fma_rn, clang's NVVM builtins; every
+ * NVIDIA GPU has them, subnormals kept), C99 fmaf / fma on the host (glibc's are
+ * correctly rounded, in hardware where the CPU has FMA3 and in software otherwise;
+ * GCC inlines them as vfmadd in code compiled for an FMA target). Only an fma written
+ * out like this is fused: every build keeps contraction off, so a * b + c stays two
+ * roundings. The functions of this header use none (test_em_math rejects any fma in
+ * ptx/math.*.ptx); the GEMM sums with them (kernels/gemm_math.h). */
+EM_HD float em_fmaf(float a, float b, float c) {
+#if defined(EM_MATH_NV)
+  return __fmaf_rn(a, b, c);
+#elif defined(EM_MATH_CLANG_NVPTX)
+  return __nvvm_fma_rn_f(a, b, c);
+#else
+  return fmaf(a, b, c);
+#endif
+}
+
+EM_HD double em_fma(double a, double b, double c) {
+#if defined(EM_MATH_NV)
+  return __fma_rn(a, b, c);
+#elif defined(EM_MATH_CLANG_NVPTX)
+  return __nvvm_fma_rn_d(a, b, c);
+#else
+  return fma(a, b, c);
 #endif
 }
 

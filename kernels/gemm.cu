@@ -22,26 +22,41 @@
  * registers a thread (nvcc 13, sm_90).
  *
  * Arithmetic (kernels/gemm_math.h, shared with the CPU's portable GEMM):
- * every output element sums p = 0 .. k-1 strictly in order, acc = acc +
- * x * y, no FMA (--fmad=false, -ffp-contract=off), then alpha * acc, then
- * the previous product's sum or beta * c. The tiling changes only where the
- * operands come from, never that order, so the result is the same bits on
- * every GPU, every grid and the CPU.
+ * every output element sums p = 0 .. k-1 strictly in order, acc =
+ * fma(x, y, acc) (an explicit fma.rn, one rounding a step: em_fmaf / em_fma;
+ * contraction stays off everywhere else), then alpha * acc, then the previous
+ * product's sum or beta * c. The tiling changes only where the operands come
+ * from, never that order, so the result is the same bits on every GPU, every
+ * grid and the CPU (glibc's fmaf or vfmadd there: correctly rounded too).
  *
- * Tiles: the block stages a BM x 8 slice of op(X) and an 8 x BN slice of
- * op(Y) in shared memory, k-major, each row padded by 4 so the stores of
- * either load path hit distinct banks. Loads are coalesced along whichever
- * axis is contiguous in memory (the transposes pick the path) and the next
- * slice is fetched into registers while the current one is multiplied.
- * Thread (trow, tcol) of the 16 x 16 block owns rows trow + 16 i and columns
- * tcol + 16 j: its shared-memory reads are broadcasts or consecutive words
- * (no bank conflicts) and its stores to C are coalesced along j. Out-of-range
- * rows, columns and k are loaded as 0 (the padded products add +0 to an acc
- * that is never -0: no change) and never stored. */
+ * Tiles: the block stages a BM x BK slice of op(X) and a BK x BN slice of
+ * op(Y) (BK = 16) in shared memory, k-major, each row padded by 4 words so
+ * the stores of either load path spread over the banks (at most 2-way) and
+ * every row still starts on 16 bytes. Two buffers: while one slice is
+ * multiplied the next is fetched from global memory into registers and then
+ * stored into the other buffer, one barrier a slice. Loads are coalesced
+ * along whichever axis is contiguous in memory (the transposes pick the
+ * path); interior blocks (whole tiles inside m and n) fetch every slice but
+ * the last without bounds checks.
+ * Thread (trow, tcol) owns rows G trow + g and BM / 2 + G trow + g (g < G =
+ * TM / 2: 4 floats or 2 doubles, 16 bytes) and the same columns of BN: per k
+ * it reads 2 + 2 16-byte words of shared memory (LDS.128) for TM x TN FMAs.
+ * A warp spans 4 x 8 threads, so each of those loads touches 64 or 128
+ * distinct bytes: no bank conflicts. Out-of-range rows, columns and k are
+ * loaded as +0 in x and -0 in y (so a padded k adds a -0 product, which
+ * leaves every acc, -0 included, unchanged: kernels/gemm_math.h) and never
+ * stored.
+ *
+ * Measured on an H200 (nvcc 13, 2026-11-27, square f32, no TF32): 41-43
+ * TFLOP/s at n = 2048-8192, 0.82-0.84 of cuBLAS SGEMM (49-51); the previous
+ * kernel (FMUL + FADD, BK 8, scalar shared loads) made 20.4. SASS (sm_90): the
+ * k loop is 1024 FFMA, 64 LDS.128, 16 + 16 LDG/STS a slice, no spills at ~168
+ * registers (one block of 8 warps an SM: capping registers at 128 for two
+ * blocks spills with BK = 16 and ran slower with BK = 8). */
 #include "em_kernel.h"
 #include "gemm_math.h"
 
-#define EM_GEMM_BK 8
+#define EM_GEMM_BK 16
 #define EM_GEMM_THREADS 256
 #define EM_GEMM_SIDE 16 /* the block is EM_GEMM_SIDE x EM_GEMM_SIDE threads */
 
@@ -50,17 +65,20 @@
 #else
 #define EM_GEMM_UNROLL
 #endif
+/* The shared tiles are read G words at a time (16 bytes): each row starts on a
+ * 16-byte boundary (BM + 4 words of 4 or 8 bytes) if the array does. */
+#define EM_GEMM_ALIGN16 __attribute__((aligned(16)))
 
 /* Per type: the tile loads (global -> registers -> shared) and the kernel.
  * BM = 16 * TM rows and BN = 16 * TN columns a block; LX and LY elements of
  * each operand's slice a thread. */
-#define EM_GEMM_DEFINE(T, SUF, TM, TN)                                                                          \
+#define EM_GEMM_DEFINE(T, SUF, TM, TN, YPAD)                                                                    \
   enum { em_gemm_bm_##SUF = EM_GEMM_SIDE * (TM), em_gemm_bn_##SUF = EM_GEMM_SIDE * (TN),                        \
          em_gemm_lx_##SUF = EM_GEMM_SIDE * (TM) * EM_GEMM_BK / EM_GEMM_THREADS,                                 \
          em_gemm_ly_##SUF = EM_GEMM_SIDE * (TN) * EM_GEMM_BK / EM_GEMM_THREADS };                               \
                                                                                                                 \
   /* Element e of thread t's share of the op(X) slice: tile row *mm, slice column *kk. Untransposed x has k     \
-   * contiguous: 8 threads read one row's slice; transposed x has m contiguous: a warp reads along a column. */ \
+   * contiguous: BK threads read one row's slice; transposed x has m contiguous: a warp reads along a column. */\
   EM_DEVICE void em_gemm_x_at_##SUF(int tx, int t, int e, int *mm, int *kk) {                                   \
     if (!tx) {                                                                                                  \
       *kk = t % EM_GEMM_BK;                                                                                     \
@@ -81,21 +99,46 @@
     }                                                                                                           \
   }                                                                                                             \
                                                                                                                 \
-  /* Fetches the slice at k0 into registers. Element e of a thread's share sits at base + e * estep +      \
-   * k0 * kstep (the strides follow from the load path), inside the matrix when its row (column) e is below    \
-   * the limit lim and its k below k. */                                                                       \
-  EM_DEVICE void em_gemm_fetch_##SUF(const T *xp, em_i64 x_es, em_i64 x_ks, int x_rows, int x_kk, int x_re,     \
-                                     int x_ke, const T *yp, em_i64 y_es, em_i64 y_ks, int y_cols, int y_kk,     \
-                                     int y_ce, int y_ke, em_i64 k0, em_i64 k, T *xr, T *yr) {                   \
+  /* Fetches the slice at k0 into registers; xp and yp point at this thread's first element of that slice.   \
+   * Element e of a thread's share sits e * x_es (y_es) further, inside the matrix when its row (column) is   \
+   * below x_rows (y_cols) and its k below k. Outside, x reads +0 and y reads YPAD (-0 for floats: the        \
+   * products past K are -0, which leave every acc as it is, kernels/gemm_math.h). */                          \
+  EM_DEVICE void em_gemm_fetch_##SUF(const T *xp, em_i64 x_es, int x_rows, int x_kk, int x_re, int x_ke,        \
+                                     const T *yp, em_i64 y_es, int y_cols, int y_kk, int y_ce, int y_ke,        \
+                                     em_i64 k0, em_i64 k, T *xr, T *yr) {                                       \
     EM_GEMM_UNROLL                                                                                              \
     for (int e = 0; e < em_gemm_lx_##SUF; e++) {                                                                \
       int ok = e * x_re < x_rows && k0 + x_kk + e * x_ke < k;                                                   \
-      xr[e] = ok ? xp[e * x_es + k0 * x_ks] : (T)0;                                                             \
+      xr[e] = ok ? xp[e * x_es] : (T)0;                                                                         \
     }                                                                                                           \
     EM_GEMM_UNROLL                                                                                              \
     for (int e = 0; e < em_gemm_ly_##SUF; e++) {                                                                \
       int ok = e * y_ce < y_cols && k0 + y_kk + e * y_ke < k;                                                   \
-      yr[e] = ok ? yp[e * y_es + k0 * y_ks] : (T)0;                                                             \
+      yr[e] = ok ? yp[e * y_es] : (YPAD);                                                                       \
+    }                                                                                                           \
+  }                                                                                                             \
+  /* The same for a slice wholly inside the matrices (an interior tile, k0 + BK <= k): no checks. */           \
+  EM_DEVICE void em_gemm_fetch_full_##SUF(const T *xp, em_i64 x_es, const T *yp, em_i64 y_es, T *xr, T *yr) {   \
+    EM_GEMM_UNROLL                                                                                              \
+    for (int e = 0; e < em_gemm_lx_##SUF; e++) xr[e] = xp[e * x_es];                                            \
+    EM_GEMM_UNROLL                                                                                              \
+    for (int e = 0; e < em_gemm_ly_##SUF; e++) yr[e] = yp[e * y_es];                                            \
+  }                                                                                                             \
+                                                                                                                \
+  /* The fetched slice into one of the shared buffers. */                                                       \
+  EM_DEVICE void em_gemm_stage_##SUF(T (*xs)[em_gemm_bm_##SUF + 4], T (*ys)[em_gemm_bn_##SUF + 4], int tx,      \
+                                     int ty, int t, const T *xr, const T *yr) {                                 \
+    EM_GEMM_UNROLL                                                                                              \
+    for (int e = 0; e < em_gemm_lx_##SUF; e++) {                                                                \
+      int mm, kk;                                                                                               \
+      em_gemm_x_at_##SUF(tx, t, e, &mm, &kk);                                                                   \
+      xs[kk][mm] = xr[e];                                                                                       \
+    }                                                                                                           \
+    EM_GEMM_UNROLL                                                                                              \
+    for (int e = 0; e < em_gemm_ly_##SUF; e++) {                                                                \
+      int kk, nn;                                                                                               \
+      em_gemm_y_at_##SUF(ty, t, e, &kk, &nn);                                                                   \
+      ys[kk][nn] = yr[e];                                                                                       \
     }                                                                                                           \
   }                                                                                                             \
                                                                                                                 \
@@ -103,10 +146,14 @@
                                int tx, int ty, em_i64 ldx, em_i64 ldy, em_i64 ldc, em_i64 cin_rs,               \
                                em_i64 cin_cs, T alpha, T beta, int accumulate, em_i64 zx, em_i64 zy,            \
                                em_i64 zc) {                                                                     \
-    EM_SHARED T xs[EM_GEMM_BK][em_gemm_bm_##SUF + 4];                                                           \
-    EM_SHARED T ys[EM_GEMM_BK][em_gemm_bn_##SUF + 4];                                                           \
+    /* Two slices: one is multiplied while the next is staged into the other. */                               \
+    EM_SHARED T xs[2][EM_GEMM_BK][em_gemm_bm_##SUF + 4] EM_GEMM_ALIGN16;                                        \
+    EM_SHARED T ys[2][EM_GEMM_BK][em_gemm_bn_##SUF + 4] EM_GEMM_ALIGN16;                                        \
+    enum { G = (TM) / 2, HM = em_gemm_bm_##SUF / 2, HN = em_gemm_bn_##SUF / 2 };                                \
     T acc[TM][TN], xr[em_gemm_lx_##SUF], yr[em_gemm_ly_##SUF], xa[TM], yb[TN];                                  \
-    const int t = EM_TID_X, trow = t / EM_GEMM_SIDE, tcol = t % EM_GEMM_SIDE;                                   \
+    const int t = EM_TID_X, w = t / 32, l = t % 32;                                                             \
+    /* Warp w covers 4 x 8 threads: rows of threads 4 (w / 2) .. +3, columns 8 (w % 2) .. +7. */               \
+    const int trow = (w / 2) * 4 + l / 8, tcol = (w % 2) * 8 + l % 8;                                           \
     const em_i64 row0 = (em_i64)EM_BID_Y * em_gemm_bm_##SUF, col0 = (em_i64)EM_BID_X * em_gemm_bn_##SUF;        \
     x += (em_i64)EM_BID_Z * zx;                                                                                 \
     y += (em_i64)EM_BID_Z * zy;                                                                                 \
@@ -130,48 +177,52 @@
       EM_GEMM_UNROLL                                                                                            \
       for (int j = 0; j < (TN); j++) acc[i][j] = (T)0;                                                          \
     }                                                                                                           \
-    em_gemm_fetch_##SUF(x, x_es, x_ks, x_rows, xk0, x_re, x_ke, y, y_es, y_ks, y_cols, yk0, y_ce, y_ke, 0,      \
-                        k, xr, yr);                                                                             \
-    for (em_i64 k0 = 0;; k0 += EM_GEMM_BK) {                                                                    \
-      /* The fetched slice goes to shared memory; the next one is fetched while this one is used. */            \
-      EM_GEMM_UNROLL                                                                                            \
-      for (int e = 0; e < em_gemm_lx_##SUF; e++) {                                                              \
-        int mm, kk;                                                                                             \
-        em_gemm_x_at_##SUF(tx, t, e, &mm, &kk);                                                                 \
-        xs[kk][mm] = xr[e];                                                                                     \
-      }                                                                                                         \
-      EM_GEMM_UNROLL                                                                                            \
-      for (int e = 0; e < em_gemm_ly_##SUF; e++) {                                                              \
-        int kk, nn;                                                                                             \
-        em_gemm_y_at_##SUF(ty, t, e, &kk, &nn);                                                                 \
-        ys[kk][nn] = yr[e];                                                                                     \
-      }                                                                                                         \
-      EM_SYNC();                                                                                                \
-      if (k0 + EM_GEMM_BK < k)                                                                                  \
-        em_gemm_fetch_##SUF(x, x_es, x_ks, x_rows, xk0, x_re, x_ke, y, y_es, y_ks, y_cols, yk0, y_ce, y_ke,     \
+    em_gemm_fetch_##SUF(x, x_es, x_rows, xk0, x_re, x_ke, y, y_es, y_cols, yk0, y_ce, y_ke, 0, k, xr, yr);      \
+    em_gemm_stage_##SUF(xs[0], ys[0], tx, ty, t, xr, yr);                                                       \
+    EM_SYNC();                                                                                                  \
+    /* Interior blocks read every row and column of their tiles; the others check each element. */           \
+    const int interior = m - row0 >= em_gemm_bm_##SUF && n - col0 >= em_gemm_bn_##SUF;                         \
+    const em_i64 x_step = EM_GEMM_BK * x_ks, y_step = EM_GEMM_BK * y_ks;                                        \
+    /* k0 < k holds for every thread or for none: the barrier inside is reached by all. The last slice's      \
+     * fetch and stage see only k >= K (nothing is read) and fill a buffer nobody reads. */                    \
+    int b = 0;                                                                                                  \
+    for (em_i64 k0 = 0; k0 < k; k0 += EM_GEMM_BK, b ^= 1) {                                                     \
+      /* The next slice comes from global memory while this one is multiplied. Fetched before the             \
+       * multiplications and stored after them in every slice (the last reads nothing), so that the compiler  \
+       * keeps the loads ahead of the FFMAs instead of sinking them into a branch next to their use. */        \
+      x += x_step;                                                                                              \
+      y += y_step;                                                                                              \
+      if (interior && k0 + 2 * EM_GEMM_BK <= k)                                                                 \
+        em_gemm_fetch_full_##SUF(x, x_es, y, y_es, xr, yr);                                                     \
+      else                                                                                                      \
+        em_gemm_fetch_##SUF(x, x_es, x_rows, xk0, x_re, x_ke, y, y_es, y_cols, yk0, y_ce, y_ke,                 \
                             k0 + EM_GEMM_BK, k, xr, yr);                                                        \
+      T(*xb)[em_gemm_bm_##SUF + 4] = xs[b];                                                                     \
+      T(*yc)[em_gemm_bn_##SUF + 4] = ys[b];                                                                     \
       EM_GEMM_UNROLL                                                                                            \
       for (int kk = 0; kk < EM_GEMM_BK; kk++) {                                                                 \
+        /* Rows G trow .. +G-1 and HM + the same: G consecutive words, one wide shared load each half. */      \
         EM_GEMM_UNROLL                                                                                          \
-        for (int i = 0; i < (TM); i++) xa[i] = xs[kk][trow + EM_GEMM_SIDE * i];                                 \
+        for (int i = 0; i < (TM); i++) xa[i] = xb[kk][G * trow + i % G + HM * (i / G)];                         \
         EM_GEMM_UNROLL                                                                                          \
-        for (int j = 0; j < (TN); j++) yb[j] = ys[kk][tcol + EM_GEMM_SIDE * j];                                 \
+        for (int j = 0; j < (TN); j++) yb[j] = yc[kk][G * tcol + j % G + HN * (j / G)];                         \
         EM_GEMM_UNROLL                                                                                          \
         for (int i = 0; i < (TM); i++) {                                                                        \
           EM_GEMM_UNROLL                                                                                        \
-          for (int j = 0; j < (TN); j++) acc[i][j] = acc[i][j] + xa[i] * yb[j];                                 \
+          for (int j = 0; j < (TN); j++) acc[i][j] = em_gemm_step_##SUF(acc[i][j], xa[i], yb[j]);               \
         }                                                                                                       \
       }                                                                                                         \
-      EM_SYNC(); /* everyone is done with the slice before it is overwritten */                                 \
-      if (k0 + EM_GEMM_BK >= k) break;                                                                          \
+      /* Buffer b ^ 1 was last read in the previous slice, before the barrier that ended it. */                \
+      em_gemm_stage_##SUF(xs[b ^ 1], ys[b ^ 1], tx, ty, t, xr, yr);                                             \
+      EM_SYNC();                                                                                                \
     }                                                                                                           \
     EM_GEMM_UNROLL                                                                                              \
     for (int i = 0; i < (TM); i++) {                                                                            \
-      em_i64 gm = row0 + trow + EM_GEMM_SIDE * i;                                                               \
+      em_i64 gm = row0 + G * trow + i % G + HM * (i / G);                                                       \
       if (gm >= m) continue;                                                                                    \
       EM_GEMM_UNROLL                                                                                            \
       for (int j = 0; j < (TN); j++) {                                                                          \
-        em_i64 gn = col0 + tcol + EM_GEMM_SIDE * j;                                                             \
+        em_i64 gn = col0 + G * tcol + j % G + HN * (j / G);                                                     \
         if (gn >= n) continue;                                                                                  \
         T *out = c + gm * ldc + gn;                                                                             \
         T prev = accumulate ? *out : (T)0;                                                                      \
@@ -181,10 +232,10 @@
     }                                                                                                           \
   }
 
-EM_GEMM_DEFINE(float, f32, 8, 8)
-EM_GEMM_DEFINE(double, f64, 4, 4)
-EM_GEMM_DEFINE(unsigned int, u32, 8, 8)
-EM_GEMM_DEFINE(unsigned long long, u64, 4, 4)
+EM_GEMM_DEFINE(float, f32, 8, 8, -0.0f)
+EM_GEMM_DEFINE(double, f64, 4, 4, -0.0)
+EM_GEMM_DEFINE(unsigned int, u32, 8, 8, 0u)
+EM_GEMM_DEFINE(unsigned long long, u64, 4, 4, 0ull)
 
 /* gemm's gradient into its input c (dc = beta * dy summed to c's shape,
  * c being [rows, cols] broadcast to dy's [m, n]): one thread per element of

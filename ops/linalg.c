@@ -24,8 +24,10 @@
  *   beta FLOAT 1: beta * dy summed to c's shape.
  *
  * Portable mode (and the GPU): every output element is summed as
- * kernels/gemm_math.h says, the same on every device: acc = acc + x * y for
- * k = 0 .. K-1 from +0 (no FMA), then alpha * acc, then + beta * c; the
+ * kernels/gemm_math.h says, the same on every device: acc = fma(x, y, acc)
+ * for k = 0 .. K-1 from +0 (an explicit, correctly rounded fma: glibc's
+ * fmaf / vfmadd here, fma.rn on the GPU), then alpha * acc, then
+ * + beta * c (no FMA); the
  * products of a gradient that sums over broadcast batch axes are added in
  * batch order (the first replaces, the rest add: prev + t). The batch folds
  * below are functions of the shapes, shared by the CPU and the GPU code, so
@@ -245,31 +247,46 @@ static void int_gemm(em_dtype dt, const gemm_call *c) {
 }
 
 /* The portable GEMM: each element of C exactly as kernels/gemm.cu computes
- * it (kernels/gemm_math.h: acc = acc + x * y for k = 0 .. K-1 from +0, then
- * alpha * acc, then + beta * c or, for a later product of a sum over
+ * it (kernels/gemm_math.h: acc = fma(x, y, acc) for k = 0 .. K-1 from +0,
+ * then alpha * acc, then + beta * c or, for a later product of a sum over
  * broadcast batches, prev + t), vectorised across the columns of C. op(Y) is
  * copied one panel of NB columns at a time into a contiguous [K][NB] buffer
  * (zero-padded past N; a copy changes no bits), then PG_ROWS rows x NB
  * columns of accumulators, few enough to stay in vector registers (NB = 16
  * floats or 8 doubles: 8 AVX2 registers), take one panel row at a time, in
- * k order. Without memory for the panel a plain loop computes the same. */
+ * k order. Without memory for the panel a plain loop computes the same.
+ *
+ * The fma is what the hot loop needs the CPU for: a library built for
+ * baseline x86-64 would call glibc's fmaf for every element (correct, ~10x
+ * slower). So pg_block is compiled three times, like EM_SIMD_CLONES
+ * (engine/op.h) but with an FMA3 variant instead of the AVX2 one (GCC's
+ * "avx2" does not imply FMA; every AVX2 CPU has FMA3): vfmadd on 8 floats
+ * (or 16 with AVX-512F, which implies FMA), and the baseline variant for
+ * CPUs without FMA. Each lane's vfmadd rounds once, like fmaf and the GPU's
+ * fma.rn, so every variant gives the same bits. */
 #define PG_ROWS 4
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__gnu_linux__) && \
+    !defined(EM_NO_SIMD_CLONES)
+#define PG_CLONES __attribute__((target_clones("default", "fma", "avx512f")))
+#else
+#define PG_CLONES /* other targets: FMA is baseline (aarch64) or fmaf is called */
+#endif
 
 #define PORTABLE_GEMM(T, SUF, NB)                                                                               \
   /* acc[r][j] = sum over p of x[r][p * xsp] * panel[p * NB + j], in p order (rows past the matrix repeat     \
    * its last row; their sums are dropped). */                                                                \
-  EM_SIMD_CLONES static void pg_block_##SUF(T acc[PG_ROWS][NB], const T *x0, const T *x1, const T *x2,          \
+  PG_CLONES static void pg_block_##SUF(T acc[PG_ROWS][NB], const T *x0, const T *x1, const T *x2,          \
                                             const T *x3, int64_t xsp, const T *panel, int64_t k) {            \
     T a0[NB], a1[NB], a2[NB], a3[NB];                                                                         \
     for (int j = 0; j < NB; j++) a0[j] = a1[j] = a2[j] = a3[j] = 0;                                           \
     for (int64_t p = 0; p < k; p++) {                                                                         \
       const T *yr = panel + p * NB;                                                                           \
       T v0 = x0[p * xsp], v1 = x1[p * xsp], v2 = x2[p * xsp], v3 = x3[p * xsp];                               \
-      for (int j = 0; j < NB; j++) {                                                                          \
-        a0[j] = a0[j] + v0 * yr[j];                                                                           \
-        a1[j] = a1[j] + v1 * yr[j];                                                                           \
-        a2[j] = a2[j] + v2 * yr[j];                                                                           \
-        a3[j] = a3[j] + v3 * yr[j];                                                                           \
+      _Pragma("GCC unroll 16") for (int j = 0; j < NB; j++) {                                                  \
+        a0[j] = em_gemm_step_##SUF(a0[j], v0, yr[j]);                                                         \
+        a1[j] = em_gemm_step_##SUF(a1[j], v1, yr[j]);                                                         \
+        a2[j] = em_gemm_step_##SUF(a2[j], v2, yr[j]);                                                         \
+        a3[j] = em_gemm_step_##SUF(a3[j], v3, yr[j]);                                                         \
       }                                                                                                       \
     }                                                                                                         \
     for (int j = 0; j < NB; j++) {                                                                            \
@@ -295,7 +312,8 @@ static void int_gemm(em_dtype dt, const gemm_call *c) {
       for (int64_t i = 0; i < c->m; i++)                                                                      \
         for (int64_t j = 0; j < c->n; j++) {                                                                  \
           T acc = 0;                                                                                          \
-          for (int64_t p = 0; p < c->k; p++) acc = acc + x[i * xsr + p * xsp] * y[p * ysp + j * ysj];        \
+          for (int64_t p = 0; p < c->k; p++)                                                                  \
+            acc = em_gemm_step_##SUF(acc, x[i * xsr + p * xsp], y[p * ysp + j * ysj]);                        \
           pg_store_##SUF(c, i, j, acc, accumulate);                                                           \
         }                                                                                                     \
       return;                                                                                                 \

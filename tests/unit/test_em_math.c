@@ -637,12 +637,31 @@ static void test_ptx_is_portable(void **state) {
   }
 }
 
+/* em_fmaf / em_fma round once: (1 + 2^-12)^2 = 1 + 2^-11 + 2^-24 needs 25 bits, so the
+ * product alone rounds to 1 + 2^-11 and a * a - (1 + 2^-11) is 0, while the fused
+ * operation keeps the 2^-24 (the same for doubles with 2^-27). */
+static void test_fma_is_fused(void **state) {
+  (void)state;
+  const float a = 1.0f + 0x1p-12f, c = -(1.0f + 0x1p-11f);
+  volatile float p = a * a;
+  assert_true(p + c == 0.0f);
+  assert_true(em_fmaf(a, a, c) == 0x1p-24f);
+  const double ad = 1.0 + 0x1p-27, cd = -(1.0 + 0x1p-26);
+  volatile double pd = ad * ad;
+  assert_true(pd + cd == 0.0);
+  assert_true(em_fma(ad, ad, cd) == 0x1p-54);
+  /* Signed zeros and subnormals follow IEEE: -tiny * tiny + 0 rounds to -0; subnormal results are kept. */
+  assert_true(signbit(em_fmaf(-1e-30f, 1e-30f, 0.0f)) && em_fmaf(-1e-30f, 1e-30f, 0.0f) == 0.0f);
+  assert_true(em_fmaf(0x1p-100f, 0x1p-40f, 0.0f) == 0x1p-140f);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_special_values),
       cmocka_unit_test(test_nan_is_canonical),
       cmocka_unit_test(test_pow_special_values),
       cmocka_unit_test(test_subnormals_kept),
+      cmocka_unit_test(test_fma_is_fused),
       cmocka_unit_test(test_accuracy),
       cmocka_unit_test(test_pow_accuracy),
       cmocka_unit_test(test_f16_all_codes),

@@ -1,5 +1,6 @@
 /* ops/linalg.c: matmul and gemm against a naive float64 reference written
- * here (promotion, broadcast batches, transposes), finite-difference
+ * here (promotion, broadcast batches, transposes), portable mode's bits
+ * against a plain fmaf / fma loop written here, finite-difference
  * gradients, thread-count determinism and error messages. */
 #include <math.h>
 #include <stdio.h>
@@ -230,6 +231,123 @@ static void test_gemm_forward(void **state) {
   }
 }
 
+/* ------------------------------------------------------ portable order --- */
+
+/* Runs a one-output op on the CPU in portable mode (Ember's own GEMM, not OpenBLAS). */
+static em_tensor *run_portable(const char *op, em_tensor *const *in, int n_in, const em_attr *at, int n_at) {
+  em_graph *g;
+  em_exec *e;
+  em_var v[3], y;
+  em_feed f[3];
+  OK(em_graph_create(&g));
+  for (int i = 0; i < n_in; i++) {
+    char name[8];
+    snprintf(name, sizeof name, "in%d", i);
+    OK(em_input(g, name, em_tensor_dtype(in[i]), em_tensor_ndim(in[i]), em_tensor_shape(in[i]), &v[i]));
+    f[i] = (em_feed){v[i], in[i]};
+  }
+  if (em_apply(g, op, v, n_in, at, n_at, &y, 1)) fail_msg("%s: %s", op, em_last_error());
+  OK(em_exec_create(g, &y, 1, em_cpu(), &e));
+  OK(em_exec_set_mode(e, EM_MODE_PORTABLE));
+  em_tensor *out = NULL;
+  if (em_exec_run(e, f, n_in, &out)) fail_msg("%s (portable): %s", op, em_last_error());
+  em_exec_free(e);
+  em_graph_free(g);
+  return out;
+}
+
+/* kernels/gemm_math.h's order, written out here with C99 fmaf / fma: for each
+ * element acc = +0, acc = fma(x, y, acc) for p = 0 .. K-1, t = alpha * acc, then
+ * t + beta * c (c full [M, N], or none). 2-D operands, row-major. */
+#define REF_PORTABLE(T, SUF, FMA)                                                                                \
+  static void ref_portable_##SUF(const T *a, const T *b, const T *c, int64_t M, int64_t N, int64_t K, int ta,     \
+                                 int tb, T alpha, T beta, T *out) {                                              \
+    for (int64_t i = 0; i < M; i++)                                                                             \
+      for (int64_t j = 0; j < N; j++) {                                                                         \
+        T acc = 0;                                                                                              \
+        for (int64_t p = 0; p < K; p++)                                                                         \
+          acc = FMA(ta ? a[p * M + i] : a[i * K + p], tb ? b[j * K + p] : b[p * N + j], acc);                   \
+        T t = alpha * acc;                                                                                      \
+        out[i * N + j] = c ? t + beta * c[i * N + j] : t;                                                       \
+      }                                                                                                         \
+  }
+REF_PORTABLE(float, f32, fmaf)
+REF_PORTABLE(double, f64, fma)
+
+/* got must equal want bit for bit (the sign of zero included). */
+static void expect_bits(const em_tensor *got, const void *want, int64_t n, const char *what) {
+  size_t es = em_dtype_size(em_tensor_dtype(got));
+  assert_int_equal(em_tensor_numel(got), n);
+  const unsigned char *g = em_tensor_data(got), *w = want;
+  for (int64_t i = 0; i < n; i++)
+    if (memcmp(g + (size_t)i * es, w + (size_t)i * es, es)) {
+      double gv = es == 4 ? ((const float *)g)[i] : ((const double *)g)[i];
+      double wv = es == 4 ? ((const float *)w)[i] : ((const double *)w)[i];
+      fail_msg("%s: element %lld is %a, the fma loop gives %a", what, (long long)i, gv, wv);
+    }
+}
+
+/* One 2-D product in portable mode against the fma loop: matmul, or gemm with alpha, beta and a full c. */
+static void check_portable(em_dtype dt, int64_t M, int64_t N, int64_t K, int ta, int tb, int gemm, double alpha,
+                           double beta, double a_fill, double b_fill) {
+  shp sa = {2, {ta ? K : M, ta ? M : K}}, sb = {2, {tb ? N : K, tb ? K : N}}, sc = {2, {M, N}};
+  em_tensor *in[3] = {rnd(dt, &sa, 41), rnd(dt, &sb, 43), rnd(dt, &sc, 47)};
+  if (a_fill != 0) {
+    em_tensor_release(in[0]), em_tensor_release(in[1]);
+    double *av = malloc(sizeof(double) * (size_t)(M * K)), *bv = malloc(sizeof(double) * (size_t)(K * N));
+    for (int64_t i = 0; i < M * K; i++) av[i] = a_fill;
+    for (int64_t i = 0; i < K * N; i++) bv[i] = b_fill;
+    in[0] = ot_tensor(dt, sa.n, sa.d, av), in[1] = ot_tensor(dt, sb.n, sb.d, bv);
+    free(av), free(bv);
+  }
+  em_attr at[4];
+  int n_at;
+  if (gemm) {
+    at[0] = AF("alpha", alpha), at[1] = AF("beta", beta), at[2] = AI("transA", ta), at[3] = AI("transB", tb);
+    n_at = 4;
+  } else {
+    at[0] = AI("transpose_a", ta), at[1] = AI("transpose_b", tb);
+    n_at = 2;
+  }
+  em_tensor *out = run_portable(gemm ? "gemm" : "matmul", in, gemm ? 3 : 2, at, n_at);
+  char what[96];
+  snprintf(what, sizeof what, "%s %s %lldx%lldx%lld ta=%d tb=%d (portable)", gemm ? "gemm" : "matmul",
+           em_dtype_name(dt), (long long)M, (long long)N, (long long)K, ta, tb);
+  const void *c = gemm ? em_tensor_data(in[2]) : NULL;
+  if (dt == EM_F32) {
+    float *want = malloc(sizeof(float) * (size_t)(M * N));
+    ref_portable_f32(em_tensor_data(in[0]), em_tensor_data(in[1]), c, M, N, K, ta, tb, gemm ? (float)alpha : 1.0f,
+                     (float)beta, want);
+    expect_bits(out, want, M * N, what);
+    free(want);
+  } else {
+    double *want = malloc(sizeof(double) * (size_t)(M * N));
+    ref_portable_f64(em_tensor_data(in[0]), em_tensor_data(in[1]), c, M, N, K, ta, tb, gemm ? alpha : 1.0, beta,
+                     want);
+    expect_bits(out, want, M * N, what);
+    free(want);
+  }
+  for (int i = 0; i < 3; i++) em_tensor_release(in[i]);
+  em_tensor_release(out);
+}
+
+/* Portable mode sums each element with one fma a step, in k order: the same
+ * bits as a plain fmaf / fma loop (and different from x * y + acc rounded
+ * twice in most elements of these products). Sizes cover the CPU's column
+ * panels (16 floats, 8 doubles) and row blocks (4) with remainders. */
+static void test_portable_fma_order(void **state) {
+  (void)state;
+  for (int k = 0; k < 2; k++) {
+    em_dtype dt = k ? EM_F64 : EM_F32;
+    for (int t = 0; t < 4; t++) check_portable(dt, 37, 29, 45, t & 1, t >> 1, 0, 1, 0, 0, 0);
+    check_portable(dt, 6, 35, 70, 0, 0, 1, -1.5, 0.25, 0, 0);
+    check_portable(dt, 19, 3, 8, 1, 1, 1, 0.5, 2, 0, 0);
+    /* Each product 1e-30 * -1e-30 rounds to -0 on its own but not inside an fma: acc starts at +0 and
+     * the first fma makes it -0 (the exact -1e-60 rounds to -0), which every later one keeps. */
+    check_portable(dt, 5, 18, 7, 0, 0, 0, 1, 0, 1e-30, k ? -1e-300 : -1e-30);
+  }
+}
+
 /* ---------------------------------------------------------- gradients --- */
 
 static void grad_matmul(shp sa, shp sb, int ta, int tb) {
@@ -444,6 +562,7 @@ int main(void) {
     cmocka_unit_test(test_matmul_int),
     cmocka_unit_test(test_matmul_k0_zeros),
     cmocka_unit_test(test_gemm_forward),
+    cmocka_unit_test(test_portable_fma_order),
     cmocka_unit_test(test_matmul_gradients),
     cmocka_unit_test(test_gemm_gradients),
     cmocka_unit_test(test_thread_determinism),

@@ -1,11 +1,20 @@
 /* Cases of the every-op-every-device test for the linalg family (ops/linalg.c,
  * kernels/gemm.cu). Sizes around the kernel's tiles (128 x 128 for the 4-byte
- * types, 64 x 64 for the 8-byte ones, K in slices of 8: one above each), a
+ * types, 64 x 64 for the 8-byte ones, K in slices of 16: one above each), a
  * single element, 1-D operands, every transpose, batches that broadcast on
  * either side (their gradients sum over the broadcast axes in batch order),
  * the folded batch of a dense layer, gemm's c in each broadcast shape with
- * alpha and beta. .grad covers _matmul_grad and _gemm_c_grad. */
+ * alpha and beta. "interior" cases have whole 128 x 128 tiles and K > 32, so
+ * the kernel's unchecked loads run (every transpose), then its checked last
+ * slices. "-0 sums" makes every acc -0 (each fma of 1e-30 and -1e-30 rounds to
+ * -0) with K = 5: the kernel pads K to 16 with products that must keep -0.
+ * .grad covers _matmul_grad and _gemm_c_grad. */
 #include "op_cases.h"
+
+/* 1e-30 and -1e-30, for the -0 sums. */
+static const double tiny_a[3 * 5] = {1e-30, 1e-30, 1e-30, 1e-30, 1e-30, 1e-30, 1e-30, 1e-30,
+                                     1e-30, 1e-30, 1e-30, 1e-30, 1e-30, 1e-30, 1e-30};
+static const double tiny_b[5 * 2] = {-1e-30, -1e-30, -1e-30, -1e-30, -1e-30, -1e-30, -1e-30, -1e-30, -1e-30, -1e-30};
 
 static const oc_case cases[] = {
   {"matmul", "1", 2, {OC_F32(-1, 1, 1, 1), OC_F32(-1, 1, 1, 1)}, .grad = 1},
@@ -31,6 +40,11 @@ static const oc_case cases[] = {
    {OC_ATTR_I("transpose_a", 1), OC_ATTR_I("transpose_b", 1)}, .grad = 1},
   {"matmul", "K = 0", 2, {OC_F32(-1, 1, 3, 0), OC_F32(-1, 1, 0, 4)}, .grad = 1},
   {"matmul", "empty broadcast batch", 2, {OC_F32(-1, 1, 1, 3, 4), OC_F32(-1, 1, 0, 4, 2)}, .grad = 1},
+  {"matmul", "interior", 2, {OC_F32(-1, 1, 130, 40), OC_F32(-1, 1, 40, 129)}, .tol = 1e-4},
+  {"matmul", "interior transposed", 2, {OC_F32(-1, 1, 37, 129), OC_F32(-1, 1, 130, 37)}, 2,
+   {OC_ATTR_I("transpose_a", 1), OC_ATTR_I("transpose_b", 1)}, .tol = 1e-4},
+  {"matmul", "-0 sums", 2, {OC_VALUES(EM_F32, tiny_a, 3, 5), OC_VALUES(EM_F32, tiny_b, 5, 2)}},
+  {"matmul", "f64 interior", 2, {OC_F64(-1, 1, 65, 35), OC_F64(-1, 1, 35, 66)}},
   {"matmul", "f64 1", 2, {OC_F64(-1, 1, 1, 1), OC_F64(-1, 1, 1, 1)}, .grad = 1},
   {"matmul", "f64 tile+1", 2, {OC_F64(-1, 1, 65, 33), OC_F64(-1, 1, 33, 66)}, .grad = 1},
   {"matmul", "f64 large", 2, {OC_F64(-1, 1, 130, 90), OC_F64(-1, 1, 90, 70)}, .grad = 0},
@@ -41,6 +55,7 @@ static const oc_case cases[] = {
   {"matmul", "i32 wraps", 2, {OC_I32(-2000000000, 2000000000, 3, 9), OC_I32(-2000000000, 2000000000, 9, 2)},
    .grad = 0},
   {"matmul", "i64 broadcast", 2, {OC_I64(-1000, 1000, 2, 3, 4), OC_I64(-1000, 1000, 4, 5)}, .grad = 0},
+  {"matmul", "i32 interior", 2, {OC_I32(-50, 50, 129, 33), OC_I32(-50, 50, 33, 130)}, .grad = 0},
   {"matmul", "i64 transposed", 2, {OC_I64(-9, 9, 2, 1, 4, 3), OC_I64(-9, 9, 3, 4, 5)}, 1,
    {OC_ATTR_I("transpose_a", 1)}, .grad = 0},
 
