@@ -24,6 +24,7 @@
 #include "devcheck.h"
 #include "error.h"
 #include "graph_internal.h"
+#include "kernel_cache.h"
 #include "memory.h"
 #include "tensor_internal.h"
 
@@ -81,9 +82,17 @@ API int em_get_num_threads(void) { return em_cpu_threads(); }
 
 /* ------------------------------------------------------------------ plan --- */
 
+/* A step is placed when the executor is created: its device and stream are
+ * fixed there. Its kernel handles are resolved on its first launch of each
+ * kernel (the op's gpu member names its kernels only as it launches them)
+ * and kept in the step's cache: later runs launch with no lookup by name
+ * and no lock (em_exec_stats.kernel_lookups counts the lookups). */
 typedef struct step {
   int node;
   int inplace_from;           /* the input whose buffer output 0 may take, or -1 */
+  em_device dev;              /* where it runs: the executor's device */
+  em_stream *stream;          /* the stream its gpu member launches on (NULL: the device's default) */
+  em_kernel_cache kernels;    /* CUDA: the kernel handles its gpu member resolved */
   char *host_why;             /* CUDA: why the step runs on host copies (NULL: it ran on the device, or has not run) */
   int logged;                 /* EMBER_LOG=dispatch has said so (once per executor) */
 } step;
@@ -140,6 +149,8 @@ static em_status plan(em_exec *e) {
     int st = e->n_steps++;
     e->steps[st].node = order[k];
     e->steps[st].inplace_from = -1;
+    e->steps[st].dev = e->dev;
+    e->steps[st].stream = NULL;
     if (e->dev.kind == EM_DEVICE_CUDA && !n->op->gpu && !(e->steps[st].host_why = strdup("no GPU implementation"))) {
       free(order);
       return em_fail(EM_ERR_OUT_OF_MEMORY, "no memory for a plan of %d nodes", n_order);
@@ -423,7 +434,8 @@ static em_status protect_state_inputs(const em_exec *e, const em_node *n, em_ten
 
 static em_status run_step(em_exec *e, run_state *r, int st) {
   em_graph *g = e->g;
-  const em_node *n = &g->nodes[e->steps[st].node];
+  step *p = &e->steps[st];
+  const em_node *n = &g->nodes[p->node];
   em_shape in_shapes[16], out_shapes[8];
   em_tensor *in[16], *out[8] = {0};
   for (int i = 0; i < n->n_in; i++) {
@@ -432,7 +444,7 @@ static em_status run_step(em_exec *e, run_state *r, int st) {
   }
   em_op_args a = {.def = n->op, .attrs = n->attrs, .n_attrs = n->n_attrs, .n_in = n->n_in, .in = in_shapes,
                   .n_out = n->n_out, .out = out_shapes, .training = e->training, .step = e->runs,
-                  .node = e->steps[st].node, .dev = e->dev, .stream = NULL,
+                  .node = p->node, .dev = p->dev, .stream = p->stream, .kernels = &p->kernels,
                   .portable = e->mode == EM_MODE_PORTABLE};
   memset(out_shapes, 0, sizeof out_shapes);
   em_tensor *copies[16] = {0};
@@ -454,7 +466,9 @@ static em_status run_step(em_exec *e, run_state *r, int st) {
   if (!s) {
     if (e->dev.kind == EM_DEVICE_CPU) s = n->op->cpu(&a, in, out);
     else {
+      uint64_t lookups = p->kernels.lookups;
       s = n->op->gpu ? n->op->gpu(&a, in, out) : EM_ERR_USE_CPU;
+      e->stats.kernel_lookups += p->kernels.lookups - lookups;
       if (s == EM_ERR_USE_CPU) { /* no GPU implementation, or the device's plan for its module is the CPU */
         char why[256];
         snprintf(why, sizeof why, "%s", n->op->gpu ? em_last_error() : "no GPU implementation");
@@ -512,6 +526,9 @@ static em_status run_plan(em_exec *e, const em_feed *feeds, int n_feeds, run_sta
   em_status s = EM_OK;
   for (int i = 0; i < n_feeds && !s; i++) s = bind_feed(e, r, &feeds[i]);
   if (!s) s = bind_leaves(e, r);
+  /* The device's context stays current through the steps: each launch then
+   * skips its own push and pop (dispatch.c em_kernel_launch). */
+  int entered = em_device_enter(e->dev);
   for (int st = 0; st < e->n_steps && !s; st++) {
     s = run_step(e, r, st);
     if (s) {
@@ -519,6 +536,7 @@ static em_status run_plan(em_exec *e, const em_feed *feeds, int n_feeds, run_sta
       s = em_fail_context(s, "running node %d (op '%s')", e->steps[st].node, n->op->name);
     }
   }
+  em_device_leave(e->dev, entered);
   e->stats.peak_bytes = r->peak;
   e->stats.total_bytes = r->total;
   if (!s) e->runs++;
@@ -534,6 +552,7 @@ static void run_begin(em_exec *e, em_copy_counts *mark) {
   (void)em_alloc_window_peak(e->dev, 1, &ignored); /* the device was checked at em_exec_create */
   e->stats.inplace_steps = 0;
   e->stats.host_steps = 0;
+  e->stats.kernel_lookups = 0;
 }
 
 static const char *dev_name(em_device d, char *buf, size_t cap) {

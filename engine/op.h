@@ -32,6 +32,7 @@ typedef struct em_shape {
 } em_shape;
 
 struct em_op_def;
+struct em_kernel_cache;
 
 /* One application of an op: its attributes, the shapes involved and the
  * run context. */
@@ -49,6 +50,8 @@ typedef struct em_op_args {
   int node;                   /* the node's index in its graph: distinct randomness per node */
   em_device dev;              /* where the op runs: the gpu member gets a CUDA device */
   em_stream *stream;          /* the stream the gpu member launches on (NULL: the device's default) */
+  struct em_kernel_cache *kernels; /* the executor step's resolved kernel handles (runtime/kernel_cache.h), which
+                                    * em_ops_launch uses and fills; NULL: each launch looks its kernel up by name */
   int portable;               /* portable mode (em_exec_set_mode): sums in an order fixed by the op and
                                * the shapes alone, Ember's own code only; the CPU follows the GPU kernels'
                                * order, so every device gives the same bits */

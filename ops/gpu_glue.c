@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "kernel_cache.h"
 
 unsigned em_ops_grid_1d(size_t n) {
   size_t g = (n + EM_OPS_BLOCK - 1) / EM_OPS_BLOCK;
@@ -16,7 +17,9 @@ unsigned em_ops_grid_1d(size_t n) {
 em_status em_ops_launch(const em_op_args *a, const char *kernel, em_dim3 grid, em_dim3 block, size_t shared_bytes,
                         void **args) {
   em_kernel *k;
-  em_status s = em_kernel_get(a->dev, kernel, &k);
+  /* An executor's step passes its kernel cache: the handle is looked up by
+   * name on the step's first launch only. */
+  em_status s = a->kernels ? em_kernel_get_cached(a->kernels, a->dev, kernel, &k) : em_kernel_get(a->dev, kernel, &k);
   if (s == EM_ERR_USE_CPU) return s;
   if (!s) s = em_kernel_launch(k, grid, block, shared_bytes, a->stream, args);
   return s ? em_fail_context(s, "op '%s', kernel %s", a->def->name, kernel) : EM_OK;

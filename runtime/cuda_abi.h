@@ -104,6 +104,7 @@ typedef CUresult (*PFN_cuDevicePrimaryCtxRetain)(CUcontext *ctx, CUdevice dev);
 typedef CUresult (*PFN_cuDevicePrimaryCtxRelease)(CUdevice dev);
 typedef CUresult (*PFN_cuCtxPushCurrent)(CUcontext ctx);
 typedef CUresult (*PFN_cuCtxPopCurrent)(CUcontext *ctx);
+typedef CUresult (*PFN_cuCtxGetCurrent)(CUcontext *ctx);
 typedef CUresult (*PFN_cuCtxSynchronize)(void);
 typedef CUresult (*PFN_cuModuleLoadData)(CUmodule *mod, const void *image);
 typedef CUresult (*PFN_cuModuleLoadDataEx)(CUmodule *mod, const void *image, unsigned n,

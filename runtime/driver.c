@@ -35,6 +35,7 @@ static const char *resolve(em_cuda_api *a) {
   REQ(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease")
   REQ(cuCtxPushCurrent, "cuCtxPushCurrent_v2", "cuCtxPushCurrent")
   REQ(cuCtxPopCurrent, "cuCtxPopCurrent_v2", "cuCtxPopCurrent")
+  OPT(cuCtxGetCurrent, NULL, "cuCtxGetCurrent")
   REQ(cuCtxSynchronize, NULL, "cuCtxSynchronize")
   REQ(cuModuleLoadData, NULL, "cuModuleLoadData")
   REQ(cuModuleGetFunction, NULL, "cuModuleGetFunction")

@@ -158,6 +158,7 @@ API void em_shutdown(void) {
     free(g->modules);
   }
   free(rt->gpus);
+  em_kernel_index_free(rt);
   em_allocator_trim(em_cpu_allocator()); /* live CPU blocks stay: see em_cpu_allocator */
   em_jit_cache_close(rt->cache);
   em_nvrtc_unload_all(&rt->nvrtc);

@@ -34,6 +34,7 @@ typedef struct em_cuda_api {
   PFN_cuDevicePrimaryCtxRelease cuDevicePrimaryCtxRelease;
   PFN_cuCtxPushCurrent cuCtxPushCurrent;
   PFN_cuCtxPopCurrent cuCtxPopCurrent;
+  PFN_cuCtxGetCurrent cuCtxGetCurrent;             /* optional: a launch skips the push and pop when its context is current */
   PFN_cuCtxSynchronize cuCtxSynchronize;
   PFN_cuModuleLoadData cuModuleLoadData;
   PFN_cuModuleGetFunction cuModuleGetFunction;
@@ -63,6 +64,7 @@ typedef struct em_cuda_api {
 
 struct em_kernel {
   struct em_gpu *gpu;
+  const em_cuda_api *cu;  /* the runtime's entry points: a launch takes no lock to find them */
   CUfunction fn;
   char name[96];
 };
@@ -108,6 +110,7 @@ typedef struct em_runtime {
   em_path force;          /* EMBER_FORCE */
   char force_invalid[64]; /* EMBER_FORCE's value when it names no path, else "" */
   int jit_disabled;       /* CUDA_DISABLE_PTX_JIT=1 */
+  struct em_kernel_index *kernel_index; /* kernel name -> module, built on the first lookup (dispatch.c) */
 } em_runtime;
 
 /* The CPU's caching allocator: one per process, kept across em_shutdown. */
@@ -126,6 +129,10 @@ em_status em_rt_gpu(em_device dev, em_gpu **out);
  * first use); em_gpu_leave restores the previous one. */
 em_status em_gpu_enter(em_gpu *g);
 void em_gpu_leave(em_gpu *g);
+
+/* Frees the kernel index and ends the kernel handles' generation: a kernel
+ * cache (kernel_cache.h) filled before em_shutdown looks its handles up again. */
+void em_kernel_index_free(em_runtime *rt);
 
 /* Name of a CUresult from Ember's own table (the stub driver returns NULL
  * names), and the one-line fix for it. */

@@ -111,6 +111,11 @@ typedef struct em_exec_stats {
   uint64_t device_bytes_cached;
   uint64_t device_peak_bytes;
   uint64_t resident_bytes;    /* parameters, states and constants this executor keeps on its device */
+  /* Kernel handles the last run looked up by name in the runtime: each step
+   * resolves a kernel on its first launch and keeps the handle, so this is 0
+   * once every step has run (except steps whose device plan is the CPU,
+   * which ask again each run). */
+  uint64_t kernel_lookups;
 } em_exec_stats;
 EM_API em_status em_exec_stats_get(const em_exec *e, em_exec_stats *out);
 

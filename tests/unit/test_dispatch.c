@@ -47,6 +47,7 @@
 
 #include "ember.h"
 #include "fakecuda/fakecuda.h"
+#include "kernel_cache.h"
 
 /* ----------------------------------------------------------- the fake --- */
 
@@ -810,6 +811,87 @@ static void test_unknown_names(void **state) {
   assert_status(em_kernel_get(em_cuda(0), "no_such_kernel", &k), EM_ERR_NOT_FOUND);
   assert_contains(em_last_error(), "no_such_kernel");
   assert_status(em_dispatch_plan(em_cuda(5), "elementwise", &p), EM_ERR_NOT_FOUND);
+}
+
+/* Every name in every image's kernel list is found (the runtime indexes the
+ * names once): on the CPU device a known kernel answers "use the CPU twin",
+ * an unknown one "not found", also a real name with something appended. */
+static void test_every_kernel_name_is_known(void **state) {
+  (void)state;
+  NEED_FAKE();
+  configure("FAKECUDA_DEVICES=9.0");
+  table t;
+  read_table(&t);
+  size_t names = 0;
+  em_kernel *k;
+  for (size_t i = 0; i < t.n; i++) {
+    for (const char *p = t.img[i].kernels; p && *p;) {
+      size_t len = strcspn(p, ",");
+      char name[128];
+      snprintf(name, sizeof name, "%.*s", (int)len, p);
+      assert_status(em_kernel_get(em_cpu(), name, &k), EM_ERR_USE_CPU);
+      snprintf(name, sizeof name, "%.*s_x", (int)len, p);
+      assert_status(em_kernel_get(em_cpu(), name, &k), EM_ERR_NOT_FOUND);
+      names++;
+      p += len + (p[len] == ',');
+    }
+  }
+  assert_true(names > 0);
+}
+
+/* A kernel cache (runtime/kernel_cache.h, what each executor step holds)
+ * looks a kernel up once and then hands out the runtime's own handle; a
+ * name written into the same buffer later is looked up anew, not confused
+ * with the first; after em_shutdown the cache looks up again instead of
+ * handing out a freed handle. */
+static void test_kernel_cache(void **state) {
+  (void)state;
+  NEED_FAKE();
+  configure("FAKECUDA_DEVICES=9.0");
+  table t;
+  read_table(&t);
+  char names[8][64];
+  size_t m = 0;
+  while (m < t.n_modules && module_kernels(&t, t.modules[m], names, 8) <= EM_KERNEL_CACHE_SLOTS) m++;
+  if (m == t.n_modules) skip(); /* no module with more kernels than a cache holds */
+  size_t nk = module_kernels(&t, t.modules[m], names, 8);
+  em_kernel_cache c = {0};
+  em_kernel *a, *a2, *b, *direct;
+  char buf[64];
+  snprintf(buf, sizeof buf, "%s", names[0]);
+  assert_ok(em_kernel_get_cached(&c, em_cuda(0), buf, &a));
+  assert_int_equal(c.lookups, 1);
+  assert_ok(em_kernel_get(em_cuda(0), names[0], &direct));
+  assert_ptr_equal(a, direct);
+  assert_ok(em_kernel_get_cached(&c, em_cuda(0), names[0], &a2));
+  assert_ptr_equal(a2, a);
+  assert_int_equal(c.lookups, 1);
+  snprintf(buf, sizeof buf, "%s", names[1]); /* the same buffer, another kernel */
+  assert_ok(em_kernel_get_cached(&c, em_cuda(0), buf, &b));
+  assert_int_equal(c.lookups, 2);
+  assert_ok(em_kernel_get(em_cuda(0), names[1], &direct));
+  assert_ptr_equal(b, direct);
+  assert_ok(em_kernel_get_cached(&c, em_cuda(0), names[0], &a2));
+  assert_ptr_equal(a2, a);
+  assert_int_equal(c.lookups, 2);
+  /* Failures are not kept. */
+  assert_status(em_kernel_get_cached(&c, em_cuda(0), "no_such_kernel", &a2), EM_ERR_NOT_FOUND);
+  assert_status(em_kernel_get_cached(&c, em_cuda(0), "no_such_kernel", &a2), EM_ERR_NOT_FOUND);
+  assert_int_equal(c.lookups, 4);
+  /* More kernels than slots: older ones are replaced, every answer stays right. */
+  for (int round = 0; round < 2; round++)
+    for (size_t i = 0; i < nk; i++) {
+      assert_ok(em_kernel_get_cached(&c, em_cuda(0), names[i], &a2));
+      assert_ok(em_kernel_get(em_cuda(0), names[i], &direct));
+      assert_ptr_equal(a2, direct);
+    }
+  assert_true(c.lookups > 4 + nk); /* the second round missed too: it cycles through more than the slots */
+  relaunch();
+  uint64_t before = c.lookups;
+  assert_ok(em_kernel_get_cached(&c, em_cuda(0), names[0], &a2));
+  assert_int_equal(c.lookups, before + 1);
+  assert_ok(em_kernel_get(em_cuda(0), names[0], &direct));
+  assert_ptr_equal(a2, direct);
 }
 
 static void test_force_cpu(void **state) {
@@ -1590,6 +1672,8 @@ int main(void) {
       cmocka_unit_test_teardown(test_h100_plans_by_driver, test_teardown),
       cmocka_unit_test_teardown(test_two_gpus_have_independent_plans, test_teardown),
       cmocka_unit_test_teardown(test_unknown_names, test_teardown),
+      cmocka_unit_test_teardown(test_every_kernel_name_is_known, test_teardown),
+      cmocka_unit_test_teardown(test_kernel_cache, test_teardown),
       cmocka_unit_test_teardown(test_force_cpu, test_teardown),
       cmocka_unit_test_teardown(test_force_misspelt_is_refused, test_teardown),
       cmocka_unit_test_teardown(test_force_cubin_on_k80, test_teardown),

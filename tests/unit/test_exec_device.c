@@ -414,6 +414,45 @@ static void test_device_ops_copy_only_feeds(void **state) {
   leave_double();
 }
 
+/* Each step resolves its kernels on its first launch and keeps the handles:
+ * the first run looks up at least one kernel per step (every step here runs
+ * on the device), later runs none; another executor of the same graph has
+ * its own steps and looks up again. */
+static void test_kernels_resolved_once(void **state) {
+  (void)state;
+  NEED_ONE_GPU(NULL);
+  em_graph *g = new_graph();
+  em_var x = input(g, "x", EM_F32, 4);
+  em_var y = apply(g, "neg", &x, 1);
+  y = apply(g, "relu", &y, 1);
+  y = apply(g, "neg", &y, 1);
+  em_exec *e, *e2;
+  CHECK(em_exec_create(g, &y, 1, em_cuda(0), &e));
+  float xv[4] = {1, -2, 3, -4}, want[4] = {-0.0f, -2, -0.0f, -4}, got[4]; /* neg(relu(-x)): relu gives +0, neg -0 */
+  em_tensor *xt, *r;
+  CHECK(em_tensor_from_host(em_cpu(), EM_F32, 1, (int64_t[]){4}, xv, sizeof xv, &xt));
+  em_feed f = {x, xt};
+  for (int run = 0; run < 3; run++) {
+    CHECK(em_exec_run(e, &f, 1, &r));
+    CHECK(em_tensor_to_host(r, got, sizeof got));
+    em_tensor_release(r);
+    assert_memory_equal(got, want, sizeof want);
+    em_exec_stats s = stats(e);
+    if (s.host_steps) skip(); /* this build's plan for the unary kernels is the CPU */
+    if (run == 0 && s.kernel_lookups < 3) fail_msg("first run: %llu lookups for 3 steps", (unsigned long long)s.kernel_lookups);
+    if (run > 0 && s.kernel_lookups) fail_msg("run %d looked up %llu kernels again", run, (unsigned long long)s.kernel_lookups);
+  }
+  CHECK(em_exec_create(g, &y, 1, em_cuda(0), &e2));
+  CHECK(em_exec_run(e2, &f, 1, &r));
+  em_tensor_release(r);
+  assert_true(stats(e2).kernel_lookups >= 3);
+  em_exec_free(e2);
+  em_tensor_release(xt);
+  em_exec_free(e);
+  em_graph_free(g);
+  leave_double();
+}
+
 /* em_exec_run_into: a store into a device tensor is one copy within the
  * device, into a host tensor one copy down; an accumulation into a device
  * tensor goes through the host (two down, one up), counted. */
@@ -781,6 +820,7 @@ int main(void) {
     cmocka_unit_test(test_no_usable_driver),
     cmocka_unit_test(test_copies_counted_with_host_fallback),
     cmocka_unit_test(test_device_ops_copy_only_feeds),
+    cmocka_unit_test(test_kernels_resolved_once),
     cmocka_unit_test(test_run_into_device_outputs),
     cmocka_unit_test(test_states_on_device),
     cmocka_unit_test(test_states_on_host_copies),
