@@ -12,6 +12,27 @@
   em_i64 stride_ = (em_i64)EM_BDIM_X * EM_GDIM_X;                              \
   for (em_i64 i = (em_i64)EM_BID_X * EM_BDIM_X + EM_TID_X; i < (n); i += stride_)
 
+/* The elementwise kernels that stream (add_n, _scale_by): grid-stride over
+ * tiles of 4 * B contiguous elements (B = EM_BDIM_X), thread t taking
+ * t, t + B, t + 2B, t + 3B of each, every load of the four before the first
+ * store (y may alias an input, so the compiler keeps the order it is given):
+ * four times the loads in flight of one element per step. V(i) is the value
+ * of element i, stored to y[i] as T; the last tile goes one by one. Launch:
+ * em_ops_launch_wide (ops/core_gpu.c). */
+#define EM_CORE_TILES(n, T, V)                                                                                \
+  do {                                                                                                       \
+    const em_i64 bd_ = EM_BDIM_X, step_ = bd_ * 4 * EM_GDIM_X;                                               \
+    em_i64 i_ = (em_i64)EM_BID_X * bd_ * 4 + EM_TID_X;                                                       \
+    for (; i_ + 3 * bd_ < (n); i_ += step_) {                                                                \
+      const T v0_ = (T)V(i_), v1_ = (T)V(i_ + bd_), v2_ = (T)V(i_ + 2 * bd_), v3_ = (T)V(i_ + 3 * bd_);      \
+      y[i_] = v0_;                                                                                           \
+      y[i_ + bd_] = v1_;                                                                                     \
+      y[i_ + 2 * bd_] = v2_;                                                                                 \
+      y[i_ + 3 * bd_] = v3_;                                                                                 \
+    }                                                                                                        \
+    for (; i_ < (n); i_ += bd_) y[i_] = (T)V(i_);                                                            \
+  } while (0)
+
 /* ------------------------------------------------------------------ fills --- */
 
 /* y[i] = the low bytes of v (zeros, zeros_like, ones_like: the host gives
@@ -35,29 +56,36 @@ EM_GLOBAL void em_core_fill_8(em_i64 n, unsigned long long v, unsigned long long
  * in the dtype (A: the accumulator type; integers wrap through unsigned).
  * Unused pointers repeat x0 and are never read. */
 #define EM_ADD_N_KERNEL(NAME, T, A)                                                                          \
+  EM_DEVICE A NAME##_at(em_i64 i, int k, const T *x0, const T *x1, const T *x2, const T *x3, const T *x4,    \
+                        const T *x5, const T *x6, const T *x7, const T *x8, const T *x9, const T *x10,        \
+                        const T *x11, const T *x12, const T *x13, const T *x14, const T *x15) {              \
+    A s = (A)x0[i];                                                                                          \
+    if (k > 1) s += (A)x1[i];                                                                                \
+    if (k > 2) s += (A)x2[i];                                                                                \
+    if (k > 3) s += (A)x3[i];                                                                                \
+    if (k > 4) s += (A)x4[i];                                                                                \
+    if (k > 5) s += (A)x5[i];                                                                                \
+    if (k > 6) s += (A)x6[i];                                                                                \
+    if (k > 7) s += (A)x7[i];                                                                                \
+    if (k > 8) s += (A)x8[i];                                                                                \
+    if (k > 9) s += (A)x9[i];                                                                                \
+    if (k > 10) s += (A)x10[i];                                                                              \
+    if (k > 11) s += (A)x11[i];                                                                              \
+    if (k > 12) s += (A)x12[i];                                                                              \
+    if (k > 13) s += (A)x13[i];                                                                              \
+    if (k > 14) s += (A)x14[i];                                                                              \
+    if (k > 15) s += (A)x15[i];                                                                              \
+    return s;                                                                                                \
+  }                                                                                                          \
   EM_GLOBAL void NAME(em_i64 n, int k, const T *x0, const T *x1, const T *x2, const T *x3, const T *x4,      \
                       const T *x5, const T *x6, const T *x7, const T *x8, const T *x9, const T *x10,          \
                       const T *x11, const T *x12, const T *x13, const T *x14, const T *x15, T *y) {          \
-    EM_CORE_LOOP(n) {                                                                                        \
-      A s = (A)x0[i];                                                                                        \
-      if (k > 1) s += (A)x1[i];                                                                              \
-      if (k > 2) s += (A)x2[i];                                                                              \
-      if (k > 3) s += (A)x3[i];                                                                              \
-      if (k > 4) s += (A)x4[i];                                                                              \
-      if (k > 5) s += (A)x5[i];                                                                              \
-      if (k > 6) s += (A)x6[i];                                                                              \
-      if (k > 7) s += (A)x7[i];                                                                              \
-      if (k > 8) s += (A)x8[i];                                                                              \
-      if (k > 9) s += (A)x9[i];                                                                              \
-      if (k > 10) s += (A)x10[i];                                                                            \
-      if (k > 11) s += (A)x11[i];                                                                            \
-      if (k > 12) s += (A)x12[i];                                                                            \
-      if (k > 13) s += (A)x13[i];                                                                            \
-      if (k > 14) s += (A)x14[i];                                                                            \
-      if (k > 15) s += (A)x15[i];                                                                            \
-      y[i] = (T)s;                                                                                           \
-    }                                                                                                        \
+    EM_CORE_TILES(n, T, NAME##_V);                                                                           \
   }
+#define em_core_add_n_f32_V(i) em_core_add_n_f32_at(i, k, x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11, x12, x13, x14, x15)
+#define em_core_add_n_f64_V(i) em_core_add_n_f64_at(i, k, x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11, x12, x13, x14, x15)
+#define em_core_add_n_i32_V(i) em_core_add_n_i32_at(i, k, x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11, x12, x13, x14, x15)
+#define em_core_add_n_i64_V(i) em_core_add_n_i64_at(i, k, x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11, x12, x13, x14, x15)
 EM_ADD_N_KERNEL(em_core_add_n_f32, float, float)
 EM_ADD_N_KERNEL(em_core_add_n_f64, double, double)
 EM_ADD_N_KERNEL(em_core_add_n_i32, int, unsigned int)
@@ -175,10 +203,14 @@ EM_GLOBAL void em_core_wsum_final_f64(em_i64 chunks, const double *part, double 
 
 /* -------------------------------------------------------------- _scale_by --- */
 
-/* y[i] = x[i] * s[0] (s: a device scalar). */
+/* y[i] = x[i] * s[0] (s: a device scalar, read once: y may alias it as
+ * far as the compiler knows, which would make it reread s after every store). */
+#define EM_CORE_SCALE_V(i) (x[i] * sv)
 EM_GLOBAL void em_core_scale_f32(em_i64 n, const float *x, const float *s, float *y) {
-  EM_CORE_LOOP(n) y[i] = x[i] * s[0];
+  const float sv = s[0];
+  EM_CORE_TILES(n, float, EM_CORE_SCALE_V);
 }
 EM_GLOBAL void em_core_scale_f64(em_i64 n, const double *x, const double *s, double *y) {
-  EM_CORE_LOOP(n) y[i] = x[i] * s[0];
+  const double sv = s[0];
+  EM_CORE_TILES(n, double, EM_CORE_SCALE_V);
 }

@@ -80,6 +80,24 @@ EM_DEVICE void rdk_put_i(unsigned long long acc, em_i64 o, int dst, int fn, doub
 
 /* ------------------------------------------------------- the reductions --- */
 
+/* One lane's fold of a segment: v = COMB(v, TR(p[i])) for i = lane,
+ * lane + 8, ... < n, in that order. The loads do not depend on v, so they
+ * go RDK_AHEAD at a time into registers before the folds that use them: a
+ * thread keeps RDK_AHEAD loads in flight rather than one, which the
+ * segment pass needs to stream at the memory's speed (it has only one
+ * thread per 512 elements). */
+#define RDK_AHEAD 16
+#define RDK_LANE(T, PASS, TR, COMB)                                                                                  \
+  do {                                                                                                               \
+    em_i64 i = lane;                                                                                                 \
+    for (; i + (RDK_AHEAD - 1) * RDM_LANES < n; i += RDK_AHEAD * RDM_LANES) {                                        \
+      T e_[RDK_AHEAD];                                                                                               \
+      for (int k = 0; k < RDK_AHEAD; k++) e_[k] = p[i + k * RDM_LANES];                                             \
+      for (int k = 0; k < RDK_AHEAD; k++) v = COMB(PASS, v, TR(PASS, e_[k], shv));                                  \
+    }                                                                                                                \
+    for (; i < n; i += RDM_LANES) v = COMB(PASS, v, TR(PASS, p[i], shv));                                           \
+  } while (0)
+
 /* One set of reduction kernels: T the element, A the accumulator, YD / YF
  * the two output pointer types, INIT / TR / COMB the pass (reduce_math.h),
  * PUT the sink. */
@@ -105,8 +123,10 @@ EM_DEVICE void rdk_put_i(unsigned long long acc, em_i64 o, int dst, int fn, doub
         if (n < RDM_LANES) {                                                                                         \
           if (lane == 0)                                                                                             \
             for (em_i64 i = 0; i < n; i++) v = COMB(pass, v, TR(pass, p[i], shv));                                   \
+        } else if (pass == RDM_PASS_SUM) { /* the common pass, its switches folded away */                           \
+          RDK_LANE(T, RDM_PASS_SUM, TR, COMB);                                                                       \
         } else {                                                                                                     \
-          for (em_i64 i = lane; i < n; i += RDM_LANES) v = COMB(pass, v, TR(pass, p[i], shv));                       \
+          RDK_LANE(T, pass, TR, COMB);                                                                               \
         }                                                                                                            \
       }                                                                                                              \
       sh_[t] = v;                                                                                                    \
@@ -198,6 +218,57 @@ RDK_REDUCE(i64, long long, unsigned long long, long long, int, rdm_iinit, rdk_tr
 
 RDK_FOLD(f, double, double, float, rdm_init, rdm_comb, rdk_put_f)
 RDK_FOLD(i, unsigned long long, long long, int, rdm_iinit, rdm_icomb, rdk_put_i)
+
+/* The same folds, one block per unit u (grid-stride over blocks), for few
+ * units of many items: the last fold of a full reduction is one unit of
+ * n_blk items (2048 for 64 M elements), which one thread reading global
+ * memory item by item takes longer over than the whole segment pass. Here
+ * the block reads up to RDK_STAGE items at a time into shared memory, each
+ * thread RDK_STAGE_AHEAD loads in flight, and thread 0 folds them in order
+ * from there: the same fold, the same order. */
+#define RDK_STAGE 2048
+#define RDK_STAGE_AHEAD 8
+#define RDK_FOLD1(SUF, A, YD, YF, INIT, COMB, PUT)                                                                   \
+  EM_GLOBAL void em_reduce_ops_fold1_##SUF(const A *in, int pass, em_i64 n_groups, em_i64 n_items, em_i64 per,       \
+                                           em_i64 n_chunks, em_i64 width, int final, A *mid, int dst, int fn,        \
+                                           double nr, const double *shift, YD *yd, YF *yf) {                         \
+    EM_SHARED A st_[RDK_STAGE];                                                                                      \
+    const em_i64 total = n_groups * n_chunks, bd = EM_BDIM_X, t = EM_TID_X;                                          \
+    for (em_i64 u = EM_BID_X; u < total; u += EM_GDIM_X) {                                                           \
+      em_i64 g = u / n_chunks, k = u - g * n_chunks, i0 = k * per, i1 = i0 + per < n_items ? i0 + per : n_items;     \
+      const A *src = in + (g / width) * n_items * width + g % width;                                                 \
+      A v = INIT(pass);                                                                                              \
+      for (em_i64 c0 = i0; c0 < i1; c0 += RDK_STAGE) {                                                               \
+        const em_i64 m = i1 - c0 < RDK_STAGE ? i1 - c0 : RDK_STAGE;                                                  \
+        for (em_i64 j0 = 0; j0 < m; j0 += RDK_STAGE_AHEAD * bd) {                                                    \
+          A r_[RDK_STAGE_AHEAD];                                                                                     \
+          for (int q = 0; q < RDK_STAGE_AHEAD; q++) {                                                                \
+            const em_i64 j = j0 + q * bd + t;                                                                        \
+            r_[q] = j < m ? src[(c0 + j) * width] : v;                                                               \
+          }                                                                                                          \
+          for (int q = 0; q < RDK_STAGE_AHEAD; q++) {                                                                \
+            const em_i64 j = j0 + q * bd + t;                                                                        \
+            if (j < m) st_[j] = r_[q];                                                                               \
+          }                                                                                                          \
+        }                                                                                                            \
+        EM_SYNC();                                                                                                   \
+        if (t == 0) {                                                                                                \
+          if (pass == RDM_PASS_SUM) /* the common pass, its switch folded away */                                    \
+            for (em_i64 j = 0; j < m; j++) v = COMB(RDM_PASS_SUM, v, st_[j]);                                        \
+          else                                                                                                       \
+            for (em_i64 j = 0; j < m; j++) v = COMB(pass, v, st_[j]);                                                \
+        }                                                                                                            \
+        EM_SYNC();                                                                                                   \
+      }                                                                                                              \
+      if (t == 0) {                                                                                                  \
+        if (final) PUT(v, g, dst, fn, nr, shift, yd, yf);                                                            \
+        else mid[u] = v;                                                                                             \
+      }                                                                                                              \
+    }                                                                                                                \
+  }
+
+RDK_FOLD1(f, double, double, float, rdm_init, rdm_comb, rdk_put_f)
+RDK_FOLD1(i, unsigned long long, long long, int, rdm_iinit, rdm_icomb, rdk_put_i)
 
 /* ---------------------------------------------------- argmax, argmin --- */
 

@@ -52,7 +52,7 @@ static void launch_ptr(launch *l, int k, const em_tensor *t) {
 }
 
 static em_status launch_run(const em_op_args *a, launch *l, const char *kernel) {
-  return em_ops_launch_1d(a, kernel, (size_t)l->n, l->args);
+  return em_ops_launch_wide(a, kernel, (size_t)l->n, l->args);
 }
 
 /* "f32" ... for a kernel name; NULL where the family has no kernel. */
@@ -91,7 +91,7 @@ em_status em_binary_not_gpu(const em_op_args *a, em_tensor *const *in, em_tensor
   long long n = em_shape_numel(&a->in[0]);
   void *x = em_tensor_data(in[0]), *y = em_tensor_data(out[0]);
   void *args[] = {&n, &x, &y};
-  return em_ops_launch_1d(a, "em_binary_not", (size_t)n, args);
+  return em_ops_launch_wide(a, "em_binary_not", (size_t)n, args);
 }
 
 em_status em_binary_where_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {

@@ -88,7 +88,7 @@ em_status em_core_add_n_gpu(const em_op_args *a, em_tensor *const *in, em_tensor
   args[2 + ADD_N_MAX] = &ptr[ADD_N_MAX];
   char kernel[32];
   snprintf(kernel, sizeof kernel, "em_core_add_n_%s", suf);
-  return em_ops_launch_1d(a, kernel, (size_t)n, args);
+  return em_ops_launch_wide(a, kernel, (size_t)n, args);
 }
 
 /* ------------------------------------------------------------- sum_to --- */
@@ -243,5 +243,5 @@ em_status em_core_scale_by_gpu(const em_op_args *a, em_tensor *const *in, em_ten
   long long n = em_shape_numel(&a->in[0]);
   void *x = em_tensor_data(in[0]), *sc = em_tensor_data(in[1]), *y = em_tensor_data(out[0]);
   void *args[] = {&n, &x, &sc, &y};
-  return em_ops_launch_1d(a, a->in[0].dtype == EM_F64 ? "em_core_scale_f64" : "em_core_scale_f32", (size_t)n, args);
+  return em_ops_launch_wide(a, a->in[0].dtype == EM_F64 ? "em_core_scale_f64" : "em_core_scale_f32", (size_t)n, args);
 }

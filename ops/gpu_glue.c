@@ -1,6 +1,7 @@
 /* Launch glue shared by the kernel ops (gpu_glue.h). */
 #include "gpu_glue.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +13,34 @@ unsigned em_ops_grid_1d(size_t n) {
   if (g < 1) g = 1;
   if (g > 65535) g = 65535; /* the kernels stride; 65535 is every CC's x limit before 3.0 too */
   return (unsigned)g;
+}
+
+/* Multiprocessors of each CUDA device by ordinal, asked once per device
+ * (0: not yet known) rather than on every launch. */
+#define EM_OPS_MAX_DEVICES 64
+static _Atomic int em_ops_sm_counts[EM_OPS_MAX_DEVICES];
+
+static int em_ops_sm_count(em_device dev) { /* 0 if the runtime cannot say */
+  int cached = dev.ordinal >= 0 && dev.ordinal < EM_OPS_MAX_DEVICES;
+  int sms = cached ? atomic_load_explicit(&em_ops_sm_counts[dev.ordinal], memory_order_relaxed) : 0;
+  if (sms > 0) return sms;
+  em_device_info info;
+  if (em_device_get_info(dev, &info) != EM_OK || info.sm_count <= 0) return 0;
+  if (cached) atomic_store_explicit(&em_ops_sm_counts[dev.ordinal], info.sm_count, memory_order_relaxed);
+  return info.sm_count;
+}
+
+unsigned em_ops_grid_wide(const em_op_args *a, size_t n) {
+  size_t tile = (size_t)EM_OPS_WIDE * EM_OPS_BLOCK, g = (n + tile - 1) / tile;
+  size_t sms = (size_t)em_ops_sm_count(a->dev);
+  if (sms && g > sms * EM_OPS_WAVES_PER_SM) g = sms * EM_OPS_WAVES_PER_SM;
+  if (g > 65535) g = 65535;
+  return g < 1 ? 1u : (unsigned)g;
+}
+
+em_status em_ops_launch_wide(const em_op_args *a, const char *kernel, size_t n, void **args) {
+  if (!n) return EM_OK;
+  return em_ops_launch(a, kernel, (em_dim3){em_ops_grid_wide(a, n), 1, 1}, (em_dim3){EM_OPS_BLOCK, 1, 1}, 0, args);
 }
 
 em_status em_ops_launch(const em_op_args *a, const char *kernel, em_dim3 grid, em_dim3 block, size_t shared_bytes,

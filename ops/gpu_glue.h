@@ -14,6 +14,19 @@
 /* Blocks for a grid-stride kernel over n elements (65535: every CC's x limit). */
 unsigned em_ops_grid_1d(size_t n);
 
+/* The elementwise kernels of kernels/unary.cu, binary.cu and core.cu take
+ * tiles of EM_OPS_WIDE * EM_OPS_BLOCK contiguous elements, each thread
+ * EM_OPS_WIDE of them with all its loads in flight together. Blocks for n
+ * elements on a->dev: one tile each, up to EM_OPS_WAVES_PER_SM blocks per
+ * multiprocessor (at most 8 blocks of 256 threads are resident on one, so
+ * that is 8 or more full waves: the last, partial one costs little), past
+ * which each block takes several tiles. Only speed depends on it. */
+#define EM_OPS_WIDE 4
+#define EM_OPS_WAVES_PER_SM 64
+unsigned em_ops_grid_wide(const em_op_args *a, size_t n);
+/* em_ops_launch_1d for those kernels (block EM_OPS_BLOCK, grid em_ops_grid_wide). */
+em_status em_ops_launch_wide(const em_op_args *a, const char *kernel, size_t n, void **args);
+
 /* A gpu member's launch of `kernel` on a->dev and a->stream. Returns
  * EM_ERR_USE_CPU, untouched, when the device's plan for the kernel's module is
  * the CPU (the executor then runs the op's cpu member on host copies); any

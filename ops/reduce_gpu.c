@@ -13,6 +13,8 @@
 
 #define RG_THREADS 256
 #define RG_MAX_GRID 65535
+#define RG_FOLD1_MAX_UNITS 1024 /* about 8 blocks a multiprocessor on the largest GPUs */
+#define RG_FOLD1_MIN_ITEMS 64
 
 static long long rg_cdiv(long long a, long long b) { return (a + b - 1) / b; }
 
@@ -68,8 +70,13 @@ static em_status rg_fold(const em_op_args *a, int is_int, const void *in, int pa
   rg_sink(dst, y, &yd, &yf);
   void *args[] = {&in, &pass, &n_groups, &n_items, &per, &n_chunks, &width, &final, &mid, &dst, &fn, &nr, &shift,
                   &yd, &yf};
-  return rg_launch(a, is_int ? "em_reduce_ops_fold_i" : "em_reduce_ops_fold_f",
-                   rg_grid(n_groups * n_chunks, RG_THREADS), args);
+  long long units = n_groups * n_chunks;
+  /* Few long folds (a full reduction's last one: one unit of n_blk items):
+   * a block per unit stages the items in shared memory (fold1); many: a
+   * thread per unit. The same fold in the same order either way. */
+  if (units <= RG_FOLD1_MAX_UNITS && per >= RG_FOLD1_MIN_ITEMS)
+    return rg_launch(a, is_int ? "em_reduce_ops_fold1_i" : "em_reduce_ops_fold1_f", rg_grid(units, 1), args);
+  return rg_launch(a, is_int ? "em_reduce_ops_fold_i" : "em_reduce_ops_fold_f", rg_grid(units, RG_THREADS), args);
 }
 
 em_status em_reduce_gpu_pass(const em_op_args *a, em_dtype dt, int pass, int fn, int dst, const rd_plan *p,

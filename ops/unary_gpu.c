@@ -23,6 +23,23 @@ static em_status f64_on_cpu(const em_op_args *a, int op, int grad) {
   return em_fail(EM_ERR_USE_CPU, "op '%s': f64 needs libm, which runs on the CPU only", a->def->name);
 }
 
+/* The f32 ops of em_unary_f32_ext (kernels/unary.cu: those that need more
+ * registers than the rest). */
+static int f32_ext_op(int op) {
+  switch (op) {
+  case EM_UNARY_GELU:
+  case EM_UNARY_TAN:
+  case EM_UNARY_ATAN:
+  case EM_UNARY_ASINH:
+  case EM_UNARY_POW_SCALAR:
+  case EM_UNARY_ASIN:
+  case EM_UNARY_ACOS:
+  case EM_UNARY_ACOSH:
+  case EM_UNARY_ATANH: return 1;
+  default: return 0;
+  }
+}
+
 em_status em_unary_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
   em_dtype dt = em_tensor_dtype(in[0]);
   em_unary_launch l;
@@ -34,28 +51,28 @@ em_status em_unary_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *con
   void *y = em_tensor_data(out[0]);
   if (op == EM_UNARY_ISNAN || op == EM_UNARY_ISINF) {
     void *args[] = {&op, &x, &y, &n, &mode};
-    return em_ops_launch_1d(a, dt == EM_F32 ? "em_unary_bool_f32" : "em_unary_bool_f64", (size_t)n, args);
+    return em_ops_launch_wide(a, dt == EM_F32 ? "em_unary_bool_f32" : "em_unary_bool_f64", (size_t)n, args);
   }
   switch (dt) {
   case EM_F32: {
     float fa = (float)l.a, fb = (float)l.b;
     void *args[] = {&op, &x, &y, &n, &fa, &fb, &mode};
-    return em_ops_launch_1d(a, "em_unary_f32", (size_t)n, args);
+    return em_ops_launch_wide(a, f32_ext_op(op) ? "em_unary_f32_ext" : "em_unary_f32", (size_t)n, args);
   }
   case EM_F64: {
     if ((s = f64_on_cpu(a, op, 0))) return s;
     void *args[] = {&op, &x, &y, &n, &l.a, &l.b, &mode};
-    return em_ops_launch_1d(a, "em_unary_f64", (size_t)n, args);
+    return em_ops_launch_wide(a, "em_unary_f64", (size_t)n, args);
   }
   case EM_I32: {
     int ia = (int)l.ia, ib = (int)l.ib;
     void *args[] = {&op, &x, &y, &n, &ia, &ib};
-    return em_ops_launch_1d(a, "em_unary_i32", (size_t)n, args);
+    return em_ops_launch_wide(a, "em_unary_i32", (size_t)n, args);
   }
   case EM_I64: {
     long long ia = (long long)l.ia, ib = (long long)l.ib;
     void *args[] = {&op, &x, &y, &n, &ia, &ib};
-    return em_ops_launch_1d(a, "em_unary_i64", (size_t)n, args);
+    return em_ops_launch_wide(a, "em_unary_i64", (size_t)n, args);
   }
   default: return em_op_fail(a, "dtype %s reached the GPU kernel", em_dtype_name(dt));
   }
@@ -73,10 +90,10 @@ em_status em_unary_grad_gpu(const em_op_args *a, em_tensor *const *in, em_tensor
   if (dt == EM_F32) {
     float fa = (float)l.a, fb = (float)l.b;
     void *args[] = {&op, &x, &y, &dy, &dx, &n, &fa, &fb, &mode};
-    return em_ops_launch_1d(a, "em_unary_grad_f32", (size_t)n, args);
+    return em_ops_launch_wide(a, "em_unary_grad_f32", (size_t)n, args);
   }
   if (dt != EM_F64) return em_op_fail(a, "dtype %s reached the GPU kernel", em_dtype_name(dt));
   if ((s = f64_on_cpu(a, op, 1))) return s;
   void *args[] = {&op, &x, &y, &dy, &dx, &n, &l.a, &l.b, &mode};
-  return em_ops_launch_1d(a, "em_unary_grad_f64", (size_t)n, args);
+  return em_ops_launch_wide(a, "em_unary_grad_f64", (size_t)n, args);
 }
