@@ -234,18 +234,21 @@ API em_status em_exec_create(em_graph *g, const em_var *outputs, int n, em_devic
 
 API void em_exec_free(em_exec *e) {
   if (!e) return;
-  /* A device check that failed after the caller's last read: said on the log
-   * (free cannot fail), so the drop below reads the values back cleanly. */
-  if (em_devcheck_settle(e->dev)) em_log(EM_LOG_MEMORY, "em_exec_free: %s", em_last_error());
   /* Device copies of parameters and states: the last executor's drop brings
    * the host up to date and frees them. A failure keeps the copy (and its
-   * newer value, read back later), and is only logged: free cannot fail. */
+   * newer value, read back later), and is only logged: free cannot fail.
+   * A device check that failed and was not reported yet (this executor's or
+   * another's on the device) is held over the drop's reads: free cannot
+   * report it, and the caller may still hold the outputs it spoils, so their
+   * next read does. */
+  em_devcheck_hold_begin();
   for (int i = 0; i < e->n_leaves; i++) {
     if (!e->held[i]) continue;
     if (em_resident_drop(e->held[i], e->dev))
       em_log(EM_LOG_MEMORY, "em_exec_free: a value stays on cuda:%d: %s", e->dev.ordinal, em_last_error());
     em_tensor_release(e->held[i]);
   }
+  em_devcheck_hold_end();
   for (int st = 0; st < e->n_steps; st++) free(e->steps[st].host_why);
   free(e->held);
   free(e->outputs);

@@ -162,7 +162,14 @@ static double double_of(int64_t bits) {
   return v;
 }
 
+/* em_devcheck_hold_begin's depth on this thread. */
+static _Thread_local int t_hold;
+
+void em_devcheck_hold_begin(void) { t_hold++; }
+void em_devcheck_hold_end(void) { t_hold--; }
+
 em_status em_devcheck_collect(em_device dev) {
+  if (t_hold) return EM_OK; /* held: the record stays for the next collection */
   pthread_mutex_lock(&g_lock);
   dc_device *d = mapped(dev);
   int64_t tag = d ? __atomic_load_n(&d->host[0], __ATOMIC_ACQUIRE) : 0;

@@ -57,6 +57,14 @@ em_status em_devcheck_arm(em_device dev, em_devcheck_report report, const void *
  * host memory. */
 em_status em_devcheck_collect(em_device dev);
 
+/* Between em_devcheck_hold_begin and _end (nested; this thread only) a
+ * collection reports nothing and leaves the record for the next one: for a
+ * caller that synchronises for reasons of its own and cannot report
+ * (em_exec_free bringing parameters back to the host), so the failure goes
+ * to the caller's next read of a value instead of being lost. */
+void em_devcheck_hold_begin(void);
+void em_devcheck_hold_end(void);
+
 /* Before an executor's run on dev: when a check has already written its
  * record (read without synchronising, so possibly not yet), synchronises
  * and reports it, so a run never starts on top of an unreported failure.
