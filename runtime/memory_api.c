@@ -17,13 +17,15 @@ CUstream em_stream_handle(em_stream *s) { return s ? s->handle : NULL; }
 
 /* The allocator of a device. */
 static em_status allocator_of(em_device dev, em_allocator **out, em_gpu **gpu) {
-  em_runtime *rt = em_rt();
-  if (!rt) return EM_ERR_INTERNAL;
   *gpu = NULL;
+  /* The CPU's allocator is the process's (em_cpu_allocator), so without the
+   * runtime: a CPU tensor released after em_shutdown frees its block without
+   * starting the runtime again (the driver loaded, the image table read). */
   if (dev.kind == EM_DEVICE_CPU) {
     *out = em_cpu_allocator();
     return EM_OK;
   }
+  if (!em_rt()) return EM_ERR_INTERNAL;
   em_status s = em_rt_gpu(dev, gpu);
   if (!s) *out = &(*gpu)->alloc;
   /* A device that does not exist: say which do (or why the driver is unusable). */

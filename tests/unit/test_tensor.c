@@ -1,5 +1,6 @@
 /* Tensors: shapes, strides and views, with expected values worked out by hand
  * for small row-major examples. */
+#include <dlfcn.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -203,6 +204,42 @@ static void test_cpu_tensor_outlives_shutdown(void **state) {
   assert_int_equal(after.bytes_in_use, before.bytes_in_use);
 }
 
+/* Releasing a CPU tensor after em_shutdown frees a host block and nothing
+ * more: the runtime (the driver loaded again, the image table read) must not
+ * come back for it. Watched through the test double: loaded while the
+ * runtime is up, unloaded by em_shutdown, and still unloaded after the
+ * release. */
+static void test_cpu_release_after_shutdown_loads_no_driver(void **state) {
+  (void)state;
+  const char *fake = getenv("FAKECUDA_LIB");
+  if (!fake || !*fake) skip();
+  setenv("EMBER_LIBCUDA", fake, 1);
+  setenv("FAKECUDA_DEVICES", "9.0", 1);
+  em_shutdown();
+  int n = 0;
+  assert_int_equal(em_cuda_device_count(&n), EM_OK); /* the runtime up, with the double loaded */
+  assert_int_equal(n, 1);
+  em_tensor *t;
+  const int64_t shape[1] = {4};
+  float host[4] = {1, 2, 3, 4};
+  assert_int_equal(em_tensor_from_host(em_cpu(), EM_F32, 1, shape, host, sizeof host, &t), EM_OK);
+  em_shutdown();
+  void *h = dlopen(fake, RTLD_NOW | RTLD_NOLOAD);
+  if (h) {
+    dlclose(h);
+    fail_msg("em_shutdown left the driver library loaded");
+  }
+  em_tensor_release(t);
+  h = dlopen(fake, RTLD_NOW | RTLD_NOLOAD);
+  if (h) dlclose(h);
+  unsetenv("EMBER_LIBCUDA");
+  unsetenv("FAKECUDA_DEVICES");
+  if (h) {
+    em_shutdown();
+    fail_msg("releasing a CPU tensor after em_shutdown started the runtime again (the driver is loaded)");
+  }
+}
+
 static void test_on_a_cuda_device(void **state) {
   (void)state;
   const char *fake = getenv("FAKECUDA_LIB");
@@ -243,6 +280,7 @@ int main(void) {
     cmocka_unit_test(test_zeros_scalars_and_empties),
     cmocka_unit_test(test_bad_input_is_named),
     cmocka_unit_test(test_cpu_tensor_outlives_shutdown),
+    cmocka_unit_test(test_cpu_release_after_shutdown_loads_no_driver),
     cmocka_unit_test(test_on_a_cuda_device),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
