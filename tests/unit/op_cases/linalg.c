@@ -9,12 +9,18 @@
  * slices. "-0 sums" makes every acc -0 (each fma of 1e-30 and -1e-30 rounds to
  * -0) with K = 5: the kernel pads K to 16 with products that must keep -0.
  * .grad covers _matmul_grad and _gemm_c_grad. */
+#include <math.h>
+
 #include "op_cases.h"
 
 /* 1e-30 and -1e-30, for the -0 sums. */
 static const double tiny_a[3 * 5] = {1e-30, 1e-30, 1e-30, 1e-30, 1e-30, 1e-30, 1e-30, 1e-30,
                                      1e-30, 1e-30, 1e-30, 1e-30, 1e-30, 1e-30, 1e-30};
 static const double tiny_b[5 * 2] = {-1e-30, -1e-30, -1e-30, -1e-30, -1e-30, -1e-30, -1e-30, -1e-30, -1e-30, -1e-30};
+
+/* NaN, infinities, -0 and a product of +inf and 0 (NaN) among ordinary values, for propagation. */
+static const double special_a[3 * 5] = {NAN, 1, -2, 0.5, 3, INFINITY, -0.0, 1, 2, -1, -0.0, -0.0, -0.0, -0.0, -0.0};
+static const double special_b[5 * 4] = {1, -1, 0, 2, 0.25, 0.5, -0.0, 1, 1, 1, 1, -INFINITY, 2, 0, 1, 1, -3, 1, 1, 0};
 
 static const oc_case cases[] = {
   {"matmul", "1", 2, {OC_F32(-1, 1, 1, 1), OC_F32(-1, 1, 1, 1)}, .grad = 1},
@@ -44,6 +50,23 @@ static const oc_case cases[] = {
   {"matmul", "interior transposed", 2, {OC_F32(-1, 1, 37, 129), OC_F32(-1, 1, 130, 37)}, 2,
    {OC_ATTR_I("transpose_a", 1), OC_ATTR_I("transpose_b", 1)}, .tol = 1e-4},
   {"matmul", "-0 sums", 2, {OC_VALUES(EM_F32, tiny_a, 3, 5), OC_VALUES(EM_F32, tiny_b, 5, 2)}},
+  {"matmul", "NaN, inf and -0", 2, {OC_VALUES(EM_F32, special_a, 3, 5), OC_VALUES(EM_F32, special_b, 5, 4)}},
+  {"matmul", "f64 NaN, inf and -0", 2, {OC_VALUES(EM_F64, special_a, 3, 5), OC_VALUES(EM_F64, special_b, 5, 4)}},
+  /* K on the slice edges (16, 32: the last unchecked slice; 17, 15) with whole tiles and without. */
+  {"matmul", "whole tiles, K = 32", 2, {OC_F32(-1, 1, 128, 32), OC_F32(-1, 1, 32, 128)}, .tol = 1e-4},
+  {"matmul", "whole tiles, K = 16", 2, {OC_F32(-1, 1, 128, 16), OC_F32(-1, 1, 16, 256)}, 1,
+   {OC_ATTR_I("transpose_b", 0)}, .tol = 1e-4},
+  {"matmul", "whole tiles transposed, K = 48", 2, {OC_F32(-1, 1, 48, 256), OC_F32(-1, 1, 128, 48)}, 2,
+   {OC_ATTR_I("transpose_a", 1), OC_ATTR_I("transpose_b", 1)}, .tol = 1e-4},
+  {"matmul", "K = 15 and 17", 2, {OC_F32(-1, 1, 2, 127, 17), OC_F32(-1, 1, 17, 15)}, .grad = 1, .tol = 1e-4},
+  {"matmul", "broadcast interior", 2, {OC_F32(-1, 1, 2, 1, 130, 33), OC_F32(-1, 1, 3, 33, 129)}, .grad = 1,
+   .tol = 1e-4},
+  {"matmul", "f64 whole tiles, K = 32", 2, {OC_F64(-1, 1, 64, 32), OC_F64(-1, 1, 32, 128)}, 1,
+   {OC_ATTR_I("transpose_a", 0)}},
+  {"matmul", "f64 whole tiles transposed, K = 33", 2, {OC_F64(-1, 1, 33, 128), OC_F64(-1, 1, 64, 33)}, 2,
+   {OC_ATTR_I("transpose_a", 1), OC_ATTR_I("transpose_b", 1)}},
+  {"matmul", "i64 whole tiles transposed", 2, {OC_I64(-1000, 1000, 40, 64), OC_I64(-1000, 1000, 65, 40)}, 2,
+   {OC_ATTR_I("transpose_a", 1), OC_ATTR_I("transpose_b", 1)}, .grad = 0},
   {"matmul", "f64 interior", 2, {OC_F64(-1, 1, 65, 35), OC_F64(-1, 1, 35, 66)}},
   {"matmul", "f64 1", 2, {OC_F64(-1, 1, 1, 1), OC_F64(-1, 1, 1, 1)}, .grad = 1},
   {"matmul", "f64 tile+1", 2, {OC_F64(-1, 1, 65, 33), OC_F64(-1, 1, 33, 66)}, .grad = 1},
@@ -73,6 +96,13 @@ static const oc_case cases[] = {
   {"gemm", "alpha int", 2, {OC_F32(-1, 1, 3, 4), OC_F32(-1, 1, 4, 2)}, 1, {OC_ATTR_I("alpha", 2)}, .grad = 1},
   {"gemm", "large", 3, {OC_F32(-1, 1, 100, 80), OC_F32(-1, 1, 80, 120), OC_F32(-1, 1, 120)}, .grad = 1,
    .tol = 1e-4},
+  {"gemm", "whole tiles, c column, transposed", 3,
+   {OC_F32(-1, 1, 33, 256), OC_F32(-1, 1, 128, 33), OC_F32(-1, 1, 256, 1)}, 4,
+   {OC_ATTR_I("transA", 1), OC_ATTR_I("transB", 1), OC_ATTR_F("alpha", 0.75), OC_ATTR_F("beta", -1.25)},
+   .grad = 1, .tol = 1e-4},
+  {"gemm", "NaN, inf and -0 with c", 3,
+   {OC_VALUES(EM_F32, special_a, 3, 5), OC_VALUES(EM_F32, special_b, 5, 4), OC_VALUES(EM_F32, special_b, 4)}, 2,
+   {OC_ATTR_F("alpha", -1), OC_ATTR_F("beta", 0.5)}},
   {"gemm", "f64", 3, {OC_F64(-1, 1, 65, 9), OC_F64(-1, 1, 9, 66), OC_F64(-1, 1, 1, 66)}, 2,
    {OC_ATTR_F("alpha", -1.5), OC_ATTR_F("beta", 0.25)}, .grad = 1},
   {"gemm", "f64 transposed c full", 3, {OC_F64(-1, 1, 5, 4), OC_F64(-1, 1, 3, 5), OC_F64(-1, 1, 4, 3)}, 2,
