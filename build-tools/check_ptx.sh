@@ -25,8 +25,24 @@ if [ -n "$nvcc" ] && [ -n "$clang" ]; then
     tmp=$(mktemp -d)
     trap 'rm -rf "$tmp"' EXIT
     bash build-tools/make_ptx.sh "$tmp" "$nvcc" "$clang" "$archs" >/dev/null
-    if ! diff -r -q -x STAMP.mk -x README.md ptx "$tmp" >/dev/null; then
-      diff -r -q -x STAMP.mk -x README.md ptx "$tmp" >&2 || true
+    # nvcc 13 does not always number virtual registers the same way for the
+    # same source (binary.cu and unary.cu gave two numberings in five runs),
+    # so a file that differs is compared again with register numbers and
+    # counts left out: any other difference (an instruction, an operand, a
+    # name) still fails.
+    norm() { sed -E 's/%(rd|rs|r|fd|f|p|h|hh)[0-9]+/%\1#/g; s/(%[a-z]+)<[0-9]+>/\1<#>/g' "$1"; }
+    bad=0
+    for f in ptx/*.ptx "$tmp"/*.ptx; do
+      b=$(basename "$f")
+      if [ ! -f "ptx/$b" ] || [ ! -f "$tmp/$b" ]; then
+        echo "check-ptx: $b is in only one of ptx/ and the regenerated set" >&2
+        bad=1
+      elif ! cmp -s "ptx/$b" "$tmp/$b" && ! cmp -s <(norm "ptx/$b") <(norm "$tmp/$b"); then
+        echo "check-ptx: $b differs" >&2
+        bad=1
+      fi
+    done
+    if [ $bad -ne 0 ]; then
       echo "check-ptx: regenerating ptx/ gives different PTX. Run 'make ptx' and commit ptx/." >&2
       exit 1
     fi
