@@ -15,7 +15,7 @@
  *    An NVRTC file that exists but that Ember's loader refuses fails the sweep
  *    (an absent one is skipped). --write writes the table.
  *
- *  ptxas: every ptxas given assembles every committed PTX file (ptx/, *.ptx) for
+ *  ptxas: every ptxas given assembles every committed PTX file (ptx/, *.ptx) of the --modules for
  *    every target its .target allows (ptxas --help: ".target sm_XY can be
  *    compiled to all GPU targets sm_MN, sm_MNa, sm_MNf where MN >= XY") and the
  *    tool lists, when the tool reads the file's PTX ISA (the ISA its toolkit
@@ -308,7 +308,15 @@ static void load_ptx_dir(const char *dir) {
   int n = 0;
   for (struct dirent *e; (e = readdir(d)) != NULL;) {
     size_t len = strlen(e->d_name);
-    if (len > 4 && !strcmp(e->d_name + len - 4, ".ptx") && n < MAX_PTX) names[n++] = strdup(e->d_name);
+    if (len <= 4 || strcmp(e->d_name + len - 4, ".ptx") || n >= MAX_PTX) continue;
+    /* The same --modules as the NVRTCs: every ptxas assembling the fourteen
+     * modules' PTX for every target it lists took longer than the rest of
+     * make test (binary.cu alone is 10-15 s of ptxas a target). The build
+     * assembles every module's legacy PTX, and check-ptx every module's for
+     * sm_75 and sm_90. */
+    char module[64];
+    snprintf(module, sizeof module, "%.*s", (int)strcspn(e->d_name, "."), e->d_name);
+    if (module_wanted(module)) names[n++] = strdup(e->d_name);
   }
   closedir(d);
   qsort(names, (size_t)n, sizeof names[0], name_cmp);
