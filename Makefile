@@ -101,7 +101,7 @@ WERROR ?= 1
 CSTD := -std=c11 -D_GNU_SOURCE
 # Messages go into fixed buffers and are cut short by design: no truncation warnings.
 WARN := -Wall -Wextra -Wno-format-truncation $(if $(filter 1,$(WERROR)),-Werror)
-INCLUDES := -Iinclude -Iruntime -Iarch_table -Iops -Iengine
+INCLUDES := -Iinclude -Iruntime -Iarch_table -Iops -Iengine -Itraining
 OPT ?= -O2 -g
 comma := ,
 SANITIZERS := -fsanitize=address$(comma)undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
@@ -113,7 +113,7 @@ SAN_FLAGS := $(if $(filter 1,$(SAN)),$(SANITIZERS) -DEM_POISON_OUTPUTS)
 # must give the baseline build's bits (ISO C mode implies it; said outright).
 CFLAGS_ALL := $(CSTD) $(OPT) $(WARN) -ffp-contract=off -fPIC -fopenmp $(INCLUDES) $(SAN_FLAGS) $(CFLAGS)
 LIB_CFLAGS := $(CFLAGS_ALL) -fvisibility=hidden -DEMBER_BUILDING_LIBRARY
-LIBS := -lopenblas -lelf -lzstd -llz4 -ldl -lpthread -lm
+LIBS := -lopenblas -lelf -lzstd -llz4 -lz -ldl -lpthread -lm
 LDFLAGS_ALL := -fopenmp $(SAN_FLAGS) $(LDFLAGS)
 
 # ---------------------------------------------------------------- kernels ---
@@ -263,7 +263,7 @@ $(BUILD)/obj/engine/op_registry.o: $(GEN)/op_families.h
 $(BUILD)/obj/engine/op_registry.o: LIB_CFLAGS += -I$(GEN)
 
 # ----------------------------------------------------------------- library ---
-LIB_C_SRCS := $(wildcard runtime/*.c arch_table/*.c ops/*.c engine/*.c)
+LIB_C_SRCS := $(wildcard runtime/*.c arch_table/*.c ops/*.c engine/*.c training/*.c)
 LIB_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_C_SRCS)) $(BUILD)/obj/gen/arch_table_data.o \
   $(BUILD)/obj/runtime/image_section.o
 DEPFILES := $(LIB_OBJS:.o=.d)

@@ -13,6 +13,7 @@ PACKAGES=(
   gcc make pkg-config          # toolchain
   libelf-dev                   # cubin / ELF reading (runtime, gpucheck)
   libzstd-dev liblz4-dev       # compressed fatbin entries
+  zlib1g-dev                   # gzipped IDX data sets (training readers)
   libxxhash-dev                # image and cache hashes (header-only use)
   libjansson-dev               # JSON output and input of the tools
   libcmocka-dev                # the test framework
@@ -22,6 +23,7 @@ PACKAGES=(
   libonnx-testdata             # ONNX backend node tests (conformance, reader survey)
   libopenblas-dev              # GEMM for matmul and convolution on the CPU
   valgrind                     # the memory check of the unit tests
+  dataset-fashion-mnist        # the data set make demo and the training tests use
 )
 
 missing=()
