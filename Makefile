@@ -484,7 +484,7 @@ nvrtc-table: $(SWEEP) $(LIB_SO)
 # ---- end compiler sweeps ----
 
 # ------------------------------------------------------------------ targets ---
-.PHONY: all lib tools tests deps test test-unit test-san test-valgrind test-nocuda test-install fuzz-run demo install clean test-gpu test-gpu-double gpu-bundle
+.PHONY: all lib tools tests deps test test-unit test-san test-valgrind test-nocuda test-install fuzz-run fuzz-long demo install clean test-gpu test-gpu-double gpu-bundle
 
 all: lib tools tests
 lib: $(LIB_SO) $(LIB_A) $(BUILD)/lib/ember.pc
@@ -533,6 +533,10 @@ test:
 
 fuzz-run:
 	@bash build-tools/fuzz.sh "$(CLANG)" build/fuzz
+
+# Each target for up to 10 million inputs or 20 minutes (not part of make test).
+fuzz-long:
+	@bash build-tools/fuzz.sh "$(CLANG)" build/fuzz 10000000 1200
 
 test-gpu: all
 	@bash tests/gpu/run.sh $(BUILD)

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Builds every libFuzzer target in tests/fuzz/ with clang, ASan and UBSan, and
-# runs each over its seed corpus plus a bounded number of new inputs. A crash,
-# leak or UB report fails the run and leaves the input under OUT/crashes.
-# usage: fuzz.sh CLANG OUT [RUNS]
+# runs each over its seed corpus plus a bounded number of new inputs: RUNS
+# (default 1,000,000) or SECONDS per target (default 60), whichever ends
+# first, so make test's share stays bounded as targets are added (the slowest
+# parser, gpucheck's image reader, runs ~4,000 inputs a second here); `make
+# fuzz-long` runs each target for longer. A crash, leak or UB report fails
+# the run and leaves the input under OUT/crashes.
+# usage: fuzz.sh CLANG OUT [RUNS [SECONDS]]
 set -euo pipefail
-clang=$1 out=$2 runs=${3:-${EMBER_FUZZ_RUNS:-1000000}}
+clang=$1 out=$2 runs=${3:-${EMBER_FUZZ_RUNS:-1000000}} seconds=${4:-${EMBER_FUZZ_SECONDS:-60}}
 if [ -z "$clang" ]; then echo "fuzz: clang not found: skipped" >&2; exit 0; fi
 mkdir -p "$out/crashes"
 flags=(-std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
@@ -18,12 +22,13 @@ for src in ${EMBER_FUZZ_ONLY:-tests/fuzz/fuzz_*.c}; do
   corpus=tests/fuzz/corpus/${name#fuzz_}
   work=$(mktemp -d)
   [ -d "$corpus" ] && cp -r "$corpus"/. "$work"/ 2>/dev/null || true
-  if ! "$out/$name" -runs="$runs" -artifact_prefix="$out/crashes/$name-" "$work" >"$out/$name.log" 2>&1; then
+  if ! "$out/$name" -runs="$runs" -max_total_time="$seconds" -artifact_prefix="$out/crashes/$name-" "$work" >"$out/$name.log" 2>&1; then
     tail -n 30 "$out/$name.log"
     echo "fuzz: $name found a problem; input saved under $out/crashes" >&2
     rm -rf "$work"
     exit 1
   fi
   rm -rf "$work"
-  echo "fuzz: $name clean after $(grep -o 'Done [0-9]* runs' "$out/$name.log" | head -1 | cut -d' ' -f2) runs"
+  echo "fuzz: $name clean after $(grep -o 'Done [0-9]* runs' "$out/$name.log" | head -1 | cut -d' ' -f2) runs \
+(limit $runs runs or $seconds s)"
 done
