@@ -1,0 +1,155 @@
+/* The trainer: CNTK's Trainer in C. It takes a model graph, a loss, an
+ * optional metric (classification error, say) and learners, and runs
+ * training and evaluation minibatches on one device, aggregating the loss and
+ * the metric over samples the way CNTK reports them. The progress output
+ * (a bar on a terminal, JSON lines otherwise) plugs into its callbacks.
+ *
+ * How a step runs (training/README.md): the trainer builds ONE executor per
+ * step kind on its device. The training executor computes the loss, the
+ * metric, the gradients and the learners' in-place updates of the
+ * parameters (and their state) in one run, in training mode (dropout drops,
+ * batch normalisation uses batch statistics); the evaluation executor
+ * computes the loss and the metric only, in inference mode. A step copies
+ * its feeds, the learners' hyperparameter vector and the two fetched
+ * scalars; the parameters stay on the device.
+ *
+ * Ownership: the trainer borrows the graph and the learners; free the
+ * trainer first. Creating a trainer adds nodes to the graph (the means of a
+ * per-sample loss and metric, the gradients, the learners' update nodes).
+ *
+ * Errors: every call returns an em_status and sets em_last_error(); a
+ * failed minibatch leaves the trainer's accounting as it was before it. */
+#ifndef EMBER_TRAINER_H
+#define EMBER_TRAINER_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include "ember/exec.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct em_trainer em_trainer;
+typedef struct em_learner em_learner; /* learner.h */
+
+/* How the trainer runs. Zero-initialised: the CPU, fast mode, samples
+ * counted from the first feed. */
+typedef struct em_trainer_options {
+  em_device device;           /* where both executors run */
+  em_mode mode;               /* EM_MODE_PORTABLE: bitwise equal on every device (exec.h) */
+  int threads;                /* CPU threads (em_set_num_threads); 0: leave as it is */
+} em_trainer_options;
+
+/* A trainer for `loss` over `graph`'s parameters.
+ *  loss:   a scalar (the minibatch's mean loss) or a per-sample vector [N]
+ *          (the trainer takes its mean); the gradients are those of the mean.
+ *  metric: a scalar mean or a per-sample vector [N] (classification_error:
+ *          the error rate), or < 0 for none. Lower is better.
+ *  learners: n_learners >= 1, each over its own parameters (learner.h); every
+ *          parameter the loss depends on must belong to exactly one.
+ * Fails (EM_ERR_INVALID_ARGUMENT) naming the value when loss or metric is
+ * not f32/f64 of one element or [N] elements, or a parameter has two
+ * learners; device failures as em_exec_create. */
+EM_API em_status em_trainer_create(em_graph *graph, em_var loss, em_var metric, em_learner *const *learners,
+                                   int n_learners, const em_trainer_options *options, em_trainer **out);
+EM_API void em_trainer_free(em_trainer *t); /* NULL is fine */
+
+/* What one minibatch gave. */
+typedef struct em_minibatch_result {
+  uint64_t samples;           /* the minibatch's samples: dimension 0 of the first feed */
+  double loss;                /* its mean loss */
+  double metric;              /* its mean metric (NaN without a metric) */
+} em_minibatch_result;
+
+/* One training step: feeds every input the loss and metric need (the
+ * first feed's dimension 0 counts the samples), computes the gradients and
+ * lets every learner update its parameters, then adds the minibatch to the
+ * accounting. out may be NULL. On failure nothing is counted. */
+EM_API em_status em_trainer_train_minibatch(em_trainer *t, const em_feed *feeds, int n_feeds,
+                                            em_minibatch_result *out);
+/* One evaluation step (no update, inference mode): the loss and metric of
+ * the minibatch; counted in the test accounting only. */
+EM_API em_status em_trainer_test_minibatch(em_trainer *t, const em_feed *feeds, int n_feeds,
+                                           em_minibatch_result *out);
+
+/* The accounting, as CNTK reports it: means weighted by samples (a
+ * minibatch of 10 samples counts ten times one of 1). */
+typedef struct em_trainer_totals {
+  int64_t epoch;              /* epochs completed (em_trainer_end_epoch) */
+  uint64_t steps;             /* training minibatches, ever */
+  uint64_t samples;           /* training samples, ever */
+  /* The current epoch, since em_trainer_begin_epoch (or creation). */
+  uint64_t epoch_minibatches;
+  uint64_t epoch_samples;
+  double epoch_loss;          /* sample-weighted mean (NaN before the first minibatch) */
+  double epoch_metric;        /* ... (NaN without a metric) */
+  double epoch_seconds;       /* wall time since the epoch began (training steps and what runs between) */
+  /* Evaluation since em_trainer_reset_test. */
+  uint64_t test_samples;
+  double test_loss, test_metric;
+} em_trainer_totals;
+EM_API em_status em_trainer_get_totals(const em_trainer *t, em_trainer_totals *out);
+/* Starts an epoch's accounting (resets the epoch_* fields and the clock). */
+EM_API em_status em_trainer_begin_epoch(em_trainer *t);
+/* Counts the epoch as completed. */
+EM_API em_status em_trainer_end_epoch(em_trainer *t);
+EM_API em_status em_trainer_reset_test(em_trainer *t);
+
+/* The executors, for em_exec_describe / em_exec_stats_get (owned by the
+ * trainer). */
+EM_API em_exec *em_trainer_train_exec(const em_trainer *t);
+EM_API em_exec *em_trainer_eval_exec(const em_trainer *t);
+
+/* ----------------------------------------------------------- progress --- */
+
+/* A report handed to callbacks and to the progress output. */
+typedef struct em_train_report {
+  int64_t epoch;              /* 1-based: the epoch running or just finished */
+  int64_t epochs;             /* epochs planned (0: unknown) */
+  uint64_t minibatch;         /* minibatches in this epoch so far */
+  uint64_t samples;           /* samples in this epoch so far */
+  uint64_t epoch_size;        /* samples an epoch has (0: unknown; no ETA then) */
+  uint64_t total_samples;     /* training samples, ever */
+  double loss, metric;        /* the epoch's sample-weighted means so far (metric NaN: none) */
+  double mb_loss, mb_metric;  /* the last minibatch's */
+  double seconds;             /* since the epoch began */
+  /* At the end of an epoch with a validation source (else NaN). */
+  double val_loss, val_metric;
+  int has_metric;
+} em_train_report;
+
+/* A callback; returns 0 to go on, anything else to stop training after this
+ * minibatch or epoch (em_trainer_fit then returns EM_OK with stopped set). */
+typedef int (*em_train_callback)(const em_train_report *r, void *user);
+
+typedef enum em_progress_style {
+  EM_PROGRESS_AUTO = 0,       /* a bar when the stream is a terminal, else JSON lines */
+  EM_PROGRESS_BAR = 1,        /* a bar per epoch, redrawn in place at most 10 times a second */
+  EM_PROGRESS_JSON = 2,       /* one JSON object a line per report interval, one per epoch */
+  EM_PROGRESS_NONE = 3
+} em_progress_style;
+
+/* Progress output on a stream (not closed by em_progress_free). JSON lines:
+ *   {"event":"progress","epoch":1,"minibatch":100,"samples":6400,"loss":..,
+ *    "metric":..,"samples_per_s":..,"seconds":..}
+ * every `every` minibatches (0: 100), and at each epoch's end
+ *   {"event":"epoch","epoch":1,"loss":..,"metric":..,"samples":..,"seconds":..,
+ *    "samples_per_s":..,"val_loss":..,"val_metric":..}
+ * (absent values are null). metric_name labels the metric in the bar
+ * ("error"; NULL: "metric"). */
+typedef struct em_progress em_progress;
+EM_API em_status em_progress_create(FILE *stream, em_progress_style style, uint64_t every, const char *metric_name,
+                                    em_progress **out);
+EM_API void em_progress_free(em_progress *p);
+/* The style chosen (AUTO resolved). */
+EM_API em_progress_style em_progress_get_style(const em_progress *p);
+/* Callbacks to pass to em_trainer_fit with the progress as `user`; both
+ * return 0. */
+EM_API int em_progress_minibatch(const em_train_report *r, void *progress);
+EM_API int em_progress_epoch(const em_train_report *r, void *progress);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
