@@ -510,6 +510,7 @@ test-valgrind: lib tools tests
 
 # The same tests on a build that had no CUDA compiler: only ptx/ is embedded.
 test-nocuda:
+	@bash build-tools/seed_build.sh $(BUILD) build/nocuda
 	@$(MAKE) --no-print-directory BUILD=build/nocuda NVCC= NVCC_LEGACY= PTXAS= test-unit
 
 test-install: lib tools
@@ -519,17 +520,20 @@ test-install: lib tools
 # CI runs a plain `make test` on a 2-core machine, and the kernel images (14
 # modules, every SM, three compilers) are most of its time.
 TEST_JOBS := $(if $(filter -j%,$(MAKEFLAGS)),,-j$(shell nproc 2>/dev/null || echo 1))
+# Each phase prints how long it took (build-tools/phase.sh), so a slow CI run
+# says where its time went.
+PHASE := bash build-tools/phase.sh $(MAKE) --no-print-directory
 test:
-	@$(MAKE) --no-print-directory $(TEST_JOBS) all
-	@$(MAKE) --no-print-directory check-ptx
-	@$(MAKE) --no-print-directory test-toolchains
-	@$(MAKE) --no-print-directory test-unit
-	@$(MAKE) --no-print-directory test-gpu-double
-	@$(MAKE) --no-print-directory $(TEST_JOBS) test-san
-	@$(MAKE) --no-print-directory test-valgrind
-	@$(MAKE) --no-print-directory $(TEST_JOBS) test-nocuda
-	@$(MAKE) --no-print-directory test-install
-	@$(MAKE) --no-print-directory fuzz-run
+	@$(PHASE) $(TEST_JOBS) all
+	@$(PHASE) check-ptx
+	@$(PHASE) test-toolchains
+	@$(PHASE) test-unit
+	@$(PHASE) test-gpu-double
+	@$(PHASE) $(TEST_JOBS) test-san
+	@$(PHASE) test-valgrind
+	@$(PHASE) $(TEST_JOBS) test-nocuda
+	@$(PHASE) test-install
+	@$(PHASE) fuzz-run
 
 fuzz-run:
 	@bash build-tools/fuzz.sh "$(CLANG)" build/fuzz
