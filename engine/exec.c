@@ -265,6 +265,13 @@ API em_status em_exec_set_training(em_exec *e, int training) {
   return EM_OK;
 }
 
+API em_status em_exec_set_runs(em_exec *e, uint64_t runs) {
+  if (!e) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_exec_set_runs: NULL executor");
+  e->runs = runs;
+  e->stats.runs = runs;
+  return EM_OK;
+}
+
 API em_status em_exec_stats_get(const em_exec *e, em_exec_stats *out) {
   if (!e || !out) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_exec_stats_get: NULL argument");
   *out = e->stats;

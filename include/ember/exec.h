@@ -69,6 +69,12 @@ EM_API em_status em_exec_run_into(em_exec *e, const em_feed *feeds, int n_feeds,
  * normalises by batch statistics and updates its running statistics. */
 EM_API em_status em_exec_set_training(em_exec *e, int training);
 
+/* The run counter (em_exec_stats.runs) that seeds per-run randomness
+ * (dropout's mask is a function of the op's seed and this count). A resumed
+ * training sets it to the count of the run it continues (its checkpoint
+ * keeps it), so it draws what a run that never stopped would. */
+EM_API em_status em_exec_set_runs(em_exec *e, uint64_t runs);
+
 /* Numeric modes (DESIGN.md "Two numeric modes"). FAST, the default: each
  * device's fastest code (OpenBLAS on the CPU; cuBLAS/cuDNN where present),
  * equal to the CPU within stated tolerances. PORTABLE: Ember's own code
