@@ -11,6 +11,7 @@
 #include "ember/tensor.h"
 #include "ember/graph.h"
 #include "ember/exec.h"
+#include "ember/layers.h"
 #include "ember/learner.h"
 #include "ember/trainer.h"
 
