@@ -14,6 +14,7 @@
 #include "ember/layers.h"
 #include "ember/learner.h"
 #include "ember/trainer.h"
+#include "ember/checkpoint.h"
 
 #define EMBER_VERSION_MAJOR 0
 #define EMBER_VERSION_MINOR 1
