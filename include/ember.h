@@ -15,6 +15,7 @@
 #include "ember/learner.h"
 #include "ember/trainer.h"
 #include "ember/checkpoint.h"
+#include "ember/reader.h"
 
 #define EMBER_VERSION_MAJOR 0
 #define EMBER_VERSION_MINOR 1
