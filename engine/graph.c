@@ -313,7 +313,11 @@ API em_status em_apply(em_graph *g, const char *op, const em_var *inputs, int n_
   if (!g || !op || (n_inputs && !inputs) || (n_attrs && !attrs) || !outputs)
     return em_fail(EM_ERR_INVALID_ARGUMENT, "em_apply: NULL argument");
   const em_op_def *def = em_op_find(op);
-  if (!def) return em_fail(EM_ERR_NOT_FOUND, "em_apply: no operation named '%s'", op);
+  if (!def) {
+    char hint[256];
+    em_op_suggest(op, hint, sizeof hint);
+    return em_fail(EM_ERR_NOT_FOUND, "em_apply: no operation named '%s'%s (`ember ops` lists them)", op, hint);
+  }
   if (n_inputs < def->min_inputs || n_inputs > def->max_inputs)
     return em_fail(EM_ERR_INVALID_ARGUMENT, "op '%s' takes %d to %d inputs, %d given", op, def->min_inputs,
                    def->max_inputs, n_inputs);

@@ -100,6 +100,11 @@ typedef struct em_op_def {
 const em_op_def *em_op_find(const char *name);
 size_t em_op_count(void);
 const em_op_def *em_op_at(size_t i);
+/* "; did you mean 'convolution'?" for an unknown op name (the closest public
+ * op names by edit distance, and other frameworks' names for Ember's ops:
+ * conv2d, linear, maxpool2d, ...), or "" when nothing is close; into buf
+ * (engine/op_registry.c). */
+void em_op_suggest(const char *name, char *buf, size_t cap);
 
 /* ---------------------------------------------------------- attributes --- */
 

@@ -1,5 +1,6 @@
 /* The op registry and the helpers every op uses (op.h). Each family in ops/
  * exports a table; adding a family means adding one line below. */
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <math.h>
@@ -247,4 +248,117 @@ em_status em_sum_to(em_graph *g, em_var dy, em_var like, em_var *out) {
     }
   }
   return em_apply2(g, "sum_to", dy, like, out);
+}
+
+/* ------------------------------------------------- op name suggestions --- */
+
+/* For an op name em_apply does not know: the public op names closest by
+ * edit distance, and what other frameworks call Ember's ops (PyTorch's
+ * conv2d is `convolution`, its Linear a matmul, ...), so a user coming from
+ * them is told the name to use instead of only "no operation named". */
+
+/* Other frameworks' names (lower case, underscores removed) and Ember's. */
+static const struct { const char *alias, *op, *note; } aliases[] = {
+  {"conv", "convolution", NULL}, {"conv1d", "convolution", NULL}, {"conv2d", "convolution", NULL},
+  {"conv3d", "convolution", NULL}, {"convnd", "convolution", NULL},
+  {"convtranspose", "convolution_transpose", NULL}, {"convtranspose1d", "convolution_transpose", NULL},
+  {"convtranspose2d", "convolution_transpose", NULL}, {"convtranspose3d", "convolution_transpose", NULL},
+  {"conv2dtranspose", "convolution_transpose", NULL}, {"deconvolution", "convolution_transpose", NULL},
+  {"deconv", "convolution_transpose", NULL},
+  {"linear", "matmul", "em_dense in ember/layers.h adds a whole dense layer"},
+  {"dense", "matmul", "em_dense in ember/layers.h adds a whole dense layer"},
+  {"fullyconnected", "matmul", "em_dense in ember/layers.h adds a whole dense layer"},
+  {"innerproduct", "matmul", "em_dense in ember/layers.h adds a whole dense layer"},
+  {"mm", "matmul", NULL}, {"bmm", "matmul", NULL}, {"times", "matmul", NULL}, {"dot", "matmul", NULL},
+  {"maxpool", "max_pool", NULL}, {"maxpool1d", "max_pool", NULL}, {"maxpool2d", "max_pool", NULL},
+  {"maxpool3d", "max_pool", NULL}, {"maxpooling", "max_pool", NULL},
+  {"avgpool", "average_pool", NULL}, {"avgpool1d", "average_pool", NULL}, {"avgpool2d", "average_pool", NULL},
+  {"avgpool3d", "average_pool", NULL}, {"averagepool", "average_pool", NULL},
+  {"adaptiveavgpool2d", "global_average_pool", NULL}, {"globalavgpool", "global_average_pool", NULL},
+  {"globalaveragepool", "global_average_pool", NULL}, {"globalmaxpool", "global_max_pool", NULL},
+  {"batchnorm", "batch_normalization", NULL}, {"batchnorm1d", "batch_normalization", NULL},
+  {"batchnorm2d", "batch_normalization", NULL}, {"batchnorm3d", "batch_normalization", NULL},
+  {"bn", "batch_normalization", NULL}, {"layernorm", "layer_normalization", NULL},
+  {"instancenorm", "instance_normalization", NULL}, {"instancenorm2d", "instance_normalization", NULL},
+  {"lrn", "local_response_normalization", NULL},
+  {"crossentropy", "cross_entropy_with_softmax", NULL}, {"crossentropyloss", "cross_entropy_with_softmax", NULL},
+  {"softmaxcrossentropy", "cross_entropy_with_softmax", NULL},
+  {"sparsesoftmaxcrossentropy", "cross_entropy_with_softmax", NULL},
+  {"nllloss", "cross_entropy_with_softmax", "it takes logits, not log-probabilities"},
+  {"mse", "squared_error", NULL}, {"mseloss", "squared_error", NULL}, {"bce", "binary_cross_entropy", NULL},
+  {"bceloss", "binary_cross_entropy", NULL},
+  {"hardswish", "hard_swish", NULL}, {"hardsigmoid", "hard_sigmoid", NULL}, {"leakyrelu", "leaky_relu", NULL},
+  {"logsoftmax", "log_softmax", NULL}, {"plus", "add", NULL}, {"minus", "sub", NULL},
+  {"elementtimes", "mul", NULL}, {"multiply", "mul", NULL}, {"subtract", "sub", NULL}, {"divide", "div", NULL},
+  {"sum", "reduce_sum", NULL}, {"mean", "reduce_mean", NULL}, {"cat", "concat", NULL},
+  {"concatenate", "concat", NULL}, {"splice", "concat", NULL}, {"view", "reshape", NULL},
+  {"permute", "transpose", NULL}, {"embedding", "gather", "em_embedding in ember/layers.h adds a whole layer"},
+  {"clamp", "clip", NULL}, {"relu6", "clip", "with min 0 and max 6"},
+};
+
+/* Lower case without underscores, so "MaxPool2d" and "max_pool_2d" meet. */
+static void normalise(const char *in, char *out, size_t cap) {
+  size_t n = 0;
+  for (; *in && n + 1 < cap; in++)
+    if (*in != '_') out[n++] = (char)tolower((unsigned char)*in);
+  out[n] = 0;
+}
+
+/* Levenshtein distance, case-insensitive; names longer than 63 bytes count as far. */
+static int distance(const char *a, const char *b) {
+  size_t la = strlen(a), lb = strlen(b);
+  if (la > 63 || lb > 63) return 1 << 20;
+  int row[64];
+  for (size_t j = 0; j <= lb; j++) row[j] = (int)j;
+  for (size_t i = 1; i <= la; i++) {
+    int diag = row[0];
+    row[0] = (int)i;
+    for (size_t j = 1; j <= lb; j++) {
+      int up = row[j];
+      int same = tolower((unsigned char)a[i - 1]) == tolower((unsigned char)b[j - 1]);
+      int best = diag + !same;
+      if (up + 1 < best) best = up + 1;
+      if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+      row[j] = best;
+      diag = up;
+    }
+  }
+  return row[lb];
+}
+
+void em_op_suggest(const char *name, char *buf, size_t cap) {
+  if (!cap) return;
+  buf[0] = 0;
+  if (!name) return;
+  char key[64];
+  normalise(name, key, sizeof key);
+  for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
+    if (!strcmp(key, aliases[i].alias) && em_op_find(aliases[i].op)) {
+      snprintf(buf, cap, "; did you mean '%s'%s%s%s?", aliases[i].op, aliases[i].note ? " (" : "",
+               aliases[i].note ? aliases[i].note : "", aliases[i].note ? ")" : "");
+      return;
+    }
+  /* Up to three public ops at the smallest distance within a third of the name's length (at least 1, at most 3). */
+  size_t len = strlen(name);
+  int limit = (int)(len / 3);
+  if (limit < 1) limit = 1;
+  if (limit > 3) limit = 3;
+  const char *best[3] = {0};
+  int best_d = limit + 1, n_best = 0;
+  for (size_t i = 0, n = em_op_count(); i < n; i++) {
+    const char *op = em_op_at(i)->name;
+    if (op[0] == '_') continue;
+    int d = distance(name, op);
+    if (d > limit || d > best_d) continue;
+    if (d < best_d) {
+      best_d = d;
+      n_best = 0;
+    }
+    if (n_best < 3) best[n_best++] = op;
+  }
+  if (!n_best) return;
+  size_t w = (size_t)snprintf(buf, cap, "; did you mean ");
+  for (int i = 0; i < n_best && w < cap; i++)
+    w += (size_t)snprintf(buf + w, cap - w, "%s'%s'", i == 0 ? "" : i == n_best - 1 ? " or " : ", ", best[i]);
+  if (w < cap) snprintf(buf + w, cap - w, "?");
 }

@@ -320,7 +320,7 @@ typedef struct em_model_opts {
   const int64_t *hidden;      /* hidden layer sizes; NULL: {256, 128} */
   int n_hidden;
   /* mlp and lenet */
-  double dropout;             /* rate before the last dense layer (and, mlp, before each hidden one); 0: none */
+  double dropout;             /* dropout rate: mlp after each hidden layer, lenet before fc3; 0: none */
   /* lenet */
   int64_t channels[2];        /* of the two convolutions; 0s: {32, 64} */
   int64_t fc[2];              /* the two hidden dense layers; 0s: {256, 128} */
@@ -337,8 +337,8 @@ typedef struct em_model_opts {
  * Layers are named by role (below); seeds from `seed` as em_layers. opts may
  * be NULL. Count the parameters with em_layers_parameter_count.
  *
- * mlp: flatten, then per hidden size h: dense h + ReLU (dropout before each
- *   when opts.dropout), then dense classes. Names fc1, fc2, ...
+ * mlp: flatten, then per hidden size h: dense h + ReLU (then dropout when
+ *   opts.dropout), then dense classes. Names fc1, fc2, ... (dropout1, ...)
  *   Default 784-256-128-10: 235,146 parameters.
  * lenet (a LeNet-5 style CNN, modernised as Fashion-MNIST work does):
  *   conv1 5x5, 32 channels, padding 2 (28x28), ReLU, 2x2 max pool (14x14);
