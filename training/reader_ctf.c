@@ -1,0 +1,346 @@
+/* The CNTK Text Format reader (reader.h), after CNTK's CNTKTextFormatReader
+ * documentation: each line is
+ *   [sequence id] |name v v v ... |name i:v i:v ... |# comment
+ * with spaces or tabs between tokens. A comment runs to the end of the line
+ * or the next '|' that is not followed by '#' ("|#" inside a comment is an
+ * escaped pipe). Lines with the same sequence id, one after another, form a
+ * sequence; a line without an id is a sequence of its own. Here a sequence
+ * is one sample and gives each stream at most once (reader.h says why).
+ * Errors name the file, the line and the column (1-based, in bytes). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "reader_internal.h"
+
+#define API __attribute__((visibility("default")))
+
+/* Decompressed CTF text above this is refused (a gzip bomb is not a data set). */
+#define CTF_MAX_BYTES ((size_t)1 << 34)
+
+typedef struct ctf_stream {
+  const em_ctf_stream *decl;
+  size_t sample_bytes;         /* dim * 4, or 4 for a class stream */
+  unsigned char *data;         /* samples so far (grown by doubling) */
+  float *row;                  /* this sample's values, dense */
+  int seen;                    /* given in the current sequence */
+  size_t seen_line;            /* the line that gave it */
+} ctf_stream;
+
+typedef struct ctf {
+  const char *name;
+  const char *p, *end;         /* the text */
+  size_t line;                 /* 1-based number of the line being read */
+  const char *line_start;
+  int n;
+  ctf_stream s[EM_MINIBATCH_MAX_STREAMS];
+  int64_t samples, cap;
+  size_t seq_line;             /* first line of the sequence being gathered (0: none) */
+} ctf;
+
+static em_status fail_at(const ctf *c, const char *at, const char *fmt, const char *what) {
+  return em_fail(EM_ERR_CORRUPT, "%s: line %zu, column %zu: %s%s", c->name, c->line, (size_t)(at - c->line_start) + 1,
+                 fmt, what);
+}
+
+static int is_space(char ch) { return ch == ' ' || ch == '\t'; }
+static int is_eol(const ctf *c, const char *p) { return p >= c->end || *p == '\n' || *p == '\r'; }
+
+static void skip_spaces(ctf *c) {
+  while (c->p < c->end && is_space(*c->p)) c->p++;
+}
+
+/* A number token (no inf, nan or hex: a data file holds decimals). */
+static em_status parse_number(ctf *c, float *out, char stop) {
+  const char *start = c->p;
+  char buf[64];
+  size_t len = 0;
+  while (!is_eol(c, c->p) && !is_space(*c->p) && *c->p != '|' && *c->p != stop) {
+    char ch = *c->p;
+    if (!((ch >= '0' && ch <= '9') || ch == '.' || ch == '-' || ch == '+' || ch == 'e' || ch == 'E'))
+      return fail_at(c, c->p, "not a number: unexpected character ", (char[]){'\'', ch, '\'', 0});
+    if (len + 1 >= sizeof buf) return fail_at(c, start, "a number of more than 62 characters", "");
+    buf[len++] = ch;
+    c->p++;
+  }
+  buf[len] = 0;
+  if (!len) return fail_at(c, start, "a number is missing", "");
+  char *e;
+  float v = strtof(buf, &e);
+  if (*e || !isfinite(v)) return fail_at(c, start, "not a finite number: ", buf);
+  *out = v;
+  return EM_OK;
+}
+
+static em_status parse_index(ctf *c, int64_t dim, int64_t *out) {
+  const char *start = c->p;
+  int64_t v = 0;
+  if (c->p >= c->end || *c->p < '0' || *c->p > '9') return fail_at(c, start, "a sparse value needs index:value", "");
+  while (c->p < c->end && *c->p >= '0' && *c->p <= '9') {
+    v = v * 10 + (*c->p - '0');
+    if (v >= dim) {
+      while (c->p < c->end && *c->p >= '0' && *c->p <= '9') c->p++;
+      char msg[96];
+      snprintf(msg, sizeof msg, "%.*s (the stream's dim is %lld)", (int)(c->p - start > 40 ? 40 : c->p - start),
+               start, (long long)dim);
+      return fail_at(c, start, "sparse index out of range: ", msg);
+    }
+    c->p++;
+  }
+  if (c->p >= c->end || *c->p != ':') return fail_at(c, c->p, "a sparse value needs index:value (':' missing)", "");
+  c->p++;
+  *out = v;
+  return EM_OK;
+}
+
+/* The values of one "|name" sample into the stream's row. */
+static em_status parse_values(ctf *c, ctf_stream *s) {
+  int64_t dim = s->decl->dim, count = 0;
+  memset(s->row, 0, (size_t)dim * sizeof(float));
+  for (;;) {
+    skip_spaces(c);
+    if (is_eol(c, c->p) || *c->p == '|') break;
+    const char *start = c->p;
+    float v;
+    em_status st;
+    if (s->decl->sparse) {
+      int64_t at = 0;
+      if ((st = parse_index(c, dim, &at)) != EM_OK || (st = parse_number(c, &v, 0)) != EM_OK) return st;
+      s->row[at] += v;
+    } else {
+      if (count >= dim) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "'%s' is dense with dim %lld", s->decl->name, (long long)dim);
+        return fail_at(c, start, "too many values: ", msg);
+      }
+      if ((st = parse_number(c, &v, 0)) != EM_OK) return st;
+      s->row[count] = v;
+    }
+    count++;
+    if (!is_eol(c, c->p) && !is_space(*c->p) && *c->p != '|')
+      return fail_at(c, c->p, "unexpected character after a value", "");
+  }
+  if (!s->decl->sparse && count != dim) {
+    char msg[128];
+    snprintf(msg, sizeof msg, "'%s' has %lld values, its dim is %lld", s->decl->name, (long long)count, (long long)dim);
+    return fail_at(c, c->p, "too few values: ", msg);
+  }
+  return EM_OK;
+}
+
+/* Skips a comment body: to the end of the line or a '|' not followed by '#'. */
+static void skip_comment(ctf *c) {
+  while (!is_eol(c, c->p)) {
+    if (*c->p == '|' && !(c->p + 1 < c->end && c->p[1] == '#')) return;
+    c->p += *c->p == '|' ? 2 : 1;
+  }
+}
+
+/* The gathered sequence becomes a sample. */
+static em_status finish_sample(ctf *c) {
+  if (!c->seq_line) return EM_OK;
+  if (c->samples == c->cap) {
+    int64_t cap = c->cap ? c->cap * 2 : 64;
+    for (int i = 0; i < c->n; i++) {
+      unsigned char *bigger = realloc(c->s[i].data, (size_t)cap * c->s[i].sample_bytes);
+      if (!bigger) return em_fail(EM_ERR_OUT_OF_MEMORY, "%s: out of memory at line %zu", c->name, c->line);
+      c->s[i].data = bigger;
+    }
+    c->cap = cap;
+  }
+  for (int i = 0; i < c->n; i++) {
+    ctf_stream *s = &c->s[i];
+    const em_ctf_stream *d = s->decl;
+    if (!s->seen) {
+      if (!d->sparse || d->is_class)
+        return em_fail(EM_ERR_CORRUPT, "%s: line %zu: the sample has no '%s' (a %s stream must appear in every sample)",
+                       c->name, c->seq_line, d->name, d->is_class ? "class" : "dense");
+      memset(s->row, 0, (size_t)d->dim * sizeof(float));
+    }
+    unsigned char *dst = s->data + (size_t)c->samples * s->sample_bytes;
+    if (d->is_class) {
+      int64_t hot = -1;
+      for (int64_t k = 0; k < d->dim; k++)
+        if (s->row[k] != 0) {
+          if (hot >= 0)
+            return em_fail(EM_ERR_CORRUPT, "%s: line %zu: '%s' is a class stream but has two nonzero values "
+                           "(%lld and %lld); it must be one-hot", c->name, s->seen_line, d->name, (long long)hot,
+                           (long long)k);
+          hot = k;
+        }
+      if (hot < 0)
+        return em_fail(EM_ERR_CORRUPT, "%s: line %zu: '%s' is a class stream but has no nonzero value; it must be "
+                       "one-hot", c->name, s->seen_line, d->name);
+      int32_t v = (int32_t)hot;
+      memcpy(dst, &v, 4);
+    } else {
+      memcpy(dst, s->row, s->sample_bytes);
+    }
+    s->seen = 0;
+  }
+  c->samples++;
+  c->seq_line = 0;
+  return EM_OK;
+}
+
+static em_status parse_line(ctf *c, int *have_prev_id, uint64_t *prev_id) {
+  skip_spaces(c);
+  /* The optional sequence id. */
+  int has_id = 0;
+  uint64_t id = 0;
+  const char *id_start = c->p;
+  while (c->p < c->end && *c->p >= '0' && *c->p <= '9') {
+    if (id > (UINT64_MAX - 9) / 10) return fail_at(c, id_start, "sequence id too large", "");
+    id = id * 10 + (uint64_t)(*c->p - '0');
+    has_id = 1;
+    c->p++;
+  }
+  if (has_id && !is_eol(c, c->p) && !is_space(*c->p) && *c->p != '|')
+    return fail_at(c, c->p, "a sequence id is followed by a character that is not a space or '|'", "");
+  skip_spaces(c);
+  if (is_eol(c, c->p)) {
+    if (has_id) return fail_at(c, id_start, "a sequence id without any sample", "");
+    return EM_OK;
+  }
+  int line_has_sample = 0;
+  while (!is_eol(c, c->p)) {
+    if (*c->p != '|') return fail_at(c, c->p, "expected '|' and an input name", "");
+    c->p++;
+    if (c->p < c->end && *c->p == '#') {
+      c->p++;
+      skip_comment(c);
+      continue;
+    }
+    const char *name = c->p;
+    while (!is_eol(c, c->p) && !is_space(*c->p) && *c->p != '|') c->p++;
+    size_t len = (size_t)(c->p - name);
+    if (!len) return fail_at(c, name, "an input name is missing after '|'", "");
+    ctf_stream *s = NULL;
+    for (int i = 0; i < c->n; i++)
+      if (strlen(c->s[i].decl->name) == len && !memcmp(c->s[i].decl->name, name, len)) s = &c->s[i];
+    if (!s) {
+      char msg[96];
+      snprintf(msg, sizeof msg, "'%.*s' (declare it, or fix its spelling)", (int)(len > 64 ? 64 : len), name);
+      return fail_at(c, name, "unknown input ", msg);
+    }
+    if (!line_has_sample) {
+      line_has_sample = 1;
+      /* A new sequence unless this line repeats the previous line's id. */
+      if (!(has_id && *have_prev_id && id == *prev_id && c->seq_line)) {
+        em_status st = finish_sample(c);
+        if (st != EM_OK) return st;
+        c->seq_line = c->line;
+      }
+    }
+    if (s->seen) {
+      char msg[128];
+      snprintf(msg, sizeof msg, "'%s' was given at line %zu already; sequences of more than one step are not "
+               "supported (no sequence axis yet)", s->decl->name, s->seen_line);
+      return fail_at(c, name, "the sequence gives an input twice: ", msg);
+    }
+    em_status st = parse_values(c, s);
+    if (st != EM_OK) return st;
+    s->seen = 1;
+    s->seen_line = c->line;
+  }
+  if (line_has_sample) {
+    *have_prev_id = has_id;
+    *prev_id = id;
+  } else if (has_id) {
+    return fail_at(c, id_start, "a sequence id without any sample", "");
+  }
+  return EM_OK;
+}
+
+static em_status check_decls(const char *name, const em_ctf_stream *streams, int n) {
+  if (!streams || n < 1 || n > EM_MINIBATCH_MAX_STREAMS)
+    return em_fail(EM_ERR_INVALID_ARGUMENT, "%s: %d CTF streams declared; 1 to %d", name, n, EM_MINIBATCH_MAX_STREAMS);
+  for (int i = 0; i < n; i++) {
+    const em_ctf_stream *s = &streams[i];
+    if (!s->name || !s->name[0] || strlen(s->name) >= EM_STREAM_NAME_MAX || strpbrk(s->name, " \t|\r\n"))
+      return em_fail(EM_ERR_INVALID_ARGUMENT, "%s: CTF stream %d needs a name of 1 to %d characters without spaces or "
+                     "'|'", name, i, EM_STREAM_NAME_MAX - 1);
+    if (s->dim < 1 || s->dim > INT32_MAX / 4)
+      return em_fail(EM_ERR_INVALID_ARGUMENT, "%s: CTF stream '%s': dim %lld", name, s->name, (long long)s->dim);
+    for (int k = 0; k < i; k++)
+      if (!strcmp(streams[k].name, s->name))
+        return em_fail(EM_ERR_INVALID_ARGUMENT, "%s: CTF stream '%s' declared twice", name, s->name);
+  }
+  return EM_OK;
+}
+
+em_status em_ctf_parse(const char *name, const char *text, size_t n, const em_ctf_stream *streams, int n_streams,
+                       em_dataset **out) {
+  em_status st = check_decls(name, streams, n_streams);
+  if (st != EM_OK) return st;
+  ctf c;
+  memset(&c, 0, sizeof c);
+  c.name = name;
+  c.p = text;
+  c.end = text + n;
+  c.n = n_streams;
+  for (int i = 0; i < n_streams && st == EM_OK; i++) {
+    c.s[i].decl = &streams[i];
+    c.s[i].sample_bytes = streams[i].is_class ? 4 : (size_t)streams[i].dim * 4;
+    c.s[i].row = malloc((size_t)streams[i].dim * sizeof(float));
+    if (!c.s[i].row) st = em_fail(EM_ERR_OUT_OF_MEMORY, "%s: out of memory", name);
+  }
+  int have_prev_id = 0;
+  uint64_t prev_id = 0;
+  for (c.line = 1; st == EM_OK && c.p < c.end; c.line++) {
+    c.line_start = c.p;
+    st = parse_line(&c, &have_prev_id, &prev_id);
+    if (st != EM_OK) break;
+    if (c.p < c.end && *c.p == '\r') c.p++;
+    if (c.p < c.end && *c.p != '\n')
+      st = fail_at(&c, c.p, "a stray carriage return inside the line", "");
+    else if (c.p < c.end)
+      c.p++;
+    if (c.samples > INT32_MAX - 1) st = em_fail(EM_ERR_CORRUPT, "%s: more than 2^31 samples", name);
+  }
+  if (st == EM_OK) st = finish_sample(&c);
+  em_dataset *d = NULL;
+  if (st == EM_OK) st = em_dataset_create(&d);
+  for (int i = 0; i < n_streams && st == EM_OK; i++) {
+    em_stream_desc desc;
+    memset(&desc, 0, sizeof desc);
+    snprintf(desc.name, sizeof desc.name, "%s", streams[i].name);
+    if (streams[i].is_class) {
+      desc.dtype = EM_I32;
+      desc.classes = streams[i].dim;
+    } else {
+      desc.dtype = EM_F32;
+      desc.ndim = 1;
+      desc.shape[0] = streams[i].dim;
+    }
+    st = em_ds_add_owned(d, &desc, c.samples, c.s[i].data, name);
+    c.s[i].data = NULL;
+  }
+  for (int i = 0; i < n_streams; i++) {
+    free(c.s[i].data);
+    free(c.s[i].row);
+  }
+  if (st != EM_OK) {
+    em_dataset_free(d);
+    return st;
+  }
+  *out = d;
+  return EM_OK;
+}
+
+API em_status em_dataset_open_ctf(const char *path, const em_ctf_stream *streams, int n_streams, em_dataset **out) {
+  if (!path || !out) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_dataset_open_ctf: NULL path or out");
+  unsigned char *raw, *plain;
+  size_t raw_size, plain_size;
+  int gz;
+  em_status st = em_read_whole_file(path, &raw, &raw_size);
+  if (st != EM_OK) return st;
+  st = em_gunzip(path, raw, raw_size, CTF_MAX_BYTES, &plain, &plain_size, &gz);
+  if (st == EM_OK)
+    st = em_ctf_parse(path, (const char *)(gz ? plain : raw), gz ? plain_size : raw_size, streams, n_streams, out);
+  free(raw);
+  free(plain);
+  return st;
+}

@@ -1,0 +1,292 @@
+/* EMB, Ember's binary data set format (reader.h; the layout is
+ * docs/dataset-format.md): a header, a stream table, each stream's samples
+ * as one array (8-byte aligned, little-endian), and the XXH3-64 of all the
+ * bytes before it. Opening one is a read and a checksum: no gzip, no text. */
+#include <errno.h>
+#include <stdatomic.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "error.h"
+#include "reader_internal.h"
+
+#define API __attribute__((visibility("default")))
+
+static const unsigned char emb_magic[8] = {'E', 'M', 'B', 'D', 'A', 'T', 'A', 0};
+#define EMB_VERSION 1u
+#define EMB_HEADER 24          /* magic, version, stream count, sample count */
+#define EMB_MAX_FILE ((uint64_t)1 << 40)
+
+static int host_is_little(void) {
+  const uint16_t one = 1;
+  unsigned char b;
+  memcpy(&b, &one, 1);
+  return b == 1;
+}
+
+/* Reverses each element's bytes in place (a big-endian host). */
+static void swap_elements(unsigned char *p, size_t n, size_t size) {
+  if (size <= 1) return;
+  for (size_t i = 0; i < n; i++, p += size)
+    for (size_t a = 0, z = size - 1; a < z; a++, z--) {
+      unsigned char t = p[a];
+      p[a] = p[z];
+      p[z] = t;
+    }
+}
+
+static uint64_t get_le(const unsigned char *p, int n) {
+  uint64_t v = 0;
+  for (int i = n - 1; i >= 0; i--) v = v << 8 | p[i];
+  return v;
+}
+
+static void put_le(unsigned char *p, uint64_t v, int n) {
+  for (int i = 0; i < n; i++, v >>= 8) p[i] = (unsigned char)v;
+}
+
+static size_t align8(size_t x) { return (x + 7) & ~(size_t)7; }
+
+/* --------------------------------------------------------------- writer --- */
+
+static size_t table_bytes(const em_dataset *d) {
+  size_t n = 0;
+  for (int i = 0; i < d->n_streams; i++)
+    n += 1 + strlen(d->streams[i].desc.name) + 2 + 8 * (size_t)d->streams[i].desc.ndim + 8;
+  return n;
+}
+
+em_status em_emb_serialize(const em_dataset *d, unsigned char **out, size_t *size) {
+  int64_t samples = d->samples < 0 ? 0 : d->samples;
+  size_t total = align8(EMB_HEADER + table_bytes(d));
+  for (int i = 0; i < d->n_streams; i++) total += align8((size_t)samples * d->streams[i].sample_bytes);
+  total += 8;
+  unsigned char *b = calloc(1, total);
+  if (!b) return em_fail(EM_ERR_OUT_OF_MEMORY, "EMB writer: out of memory for %zu bytes", total);
+  memcpy(b, emb_magic, 8);
+  put_le(b + 8, EMB_VERSION, 4);
+  put_le(b + 12, (uint64_t)d->n_streams, 4);
+  put_le(b + 16, (uint64_t)samples, 8);
+  size_t at = EMB_HEADER;
+  for (int i = 0; i < d->n_streams; i++) {
+    const em_stream_desc *s = &d->streams[i].desc;
+    size_t len = strlen(s->name);
+    b[at++] = (unsigned char)len;
+    memcpy(b + at, s->name, len);
+    at += len;
+    b[at++] = (unsigned char)s->dtype;
+    b[at++] = (unsigned char)s->ndim;
+    for (int k = 0; k < s->ndim; k++, at += 8) put_le(b + at, (uint64_t)s->shape[k], 8);
+    put_le(b + at, (uint64_t)s->classes, 8);
+    at += 8;
+  }
+  at = align8(at);
+  for (int i = 0; i < d->n_streams; i++) {
+    size_t bytes = (size_t)samples * d->streams[i].sample_bytes;
+    if (bytes) memcpy(b + at, d->streams[i].data, bytes);
+    if (!host_is_little())
+      swap_elements(b + at, bytes / em_ds_dtype_size(d->streams[i].desc.dtype), em_ds_dtype_size(d->streams[i].desc.dtype));
+    at += align8(bytes);
+  }
+  put_le(b + at, XXH3_64bits(b, at), 8);
+  *out = b;
+  *size = total;
+  return EM_OK;
+}
+
+/* Writes all of b to fd (write may write less than asked). */
+static int write_all(int fd, const unsigned char *b, size_t n) {
+  while (n) {
+    ssize_t w = write(fd, b, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return -1;
+    b += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+API em_status em_dataset_write(const em_dataset *d, const char *path) {
+  if (!d || !path) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_dataset_write: NULL data set or path");
+  unsigned char *b;
+  size_t n;
+  em_status st = em_emb_serialize(d, &b, &n);
+  if (st != EM_OK) return st;
+  size_t plen = strlen(path);
+  char *tmp = malloc(plen + 32), *dir = malloc(plen + 1);
+  if (!tmp || !dir) {
+    free(b), free(tmp), free(dir);
+    return em_fail(EM_ERR_OUT_OF_MEMORY, "em_dataset_write: out of memory");
+  }
+  memcpy(dir, path, plen + 1);
+  /* A name no other writer uses (mkstemp would make the file 0600; a data
+   * set is as readable as the umask allows, like any file the user writes). */
+  static _Atomic unsigned counter;
+  int fd = -1;
+  for (int tries = 0; fd < 0 && tries < 100; tries++) {
+    snprintf(tmp, plen + 32, "%s.tmp.%ld.%u", path, (long)getpid(), counter++);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0 && errno != EEXIST) break;
+  }
+  if (fd < 0) {
+    st = em_fail(EM_ERR_IO, "cannot create a temporary file beside %s: %s", path, strerror(errno));
+  } else {
+    if (write_all(fd, b, n) != 0 || fsync(fd) != 0) {
+      st = em_fail(EM_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
+    }
+    if (close(fd) != 0 && st == EM_OK) st = em_fail(EM_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
+    if (st == EM_OK && rename(tmp, path) != 0)
+      st = em_fail(EM_ERR_IO, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+    if (st != EM_OK) {
+      unlink(tmp);
+    } else {
+      /* The rename is durable once the directory is synced. */
+      int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY);
+      if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
+      }
+    }
+  }
+  free(b), free(tmp), free(dir);
+  return st;
+}
+
+/* --------------------------------------------------------------- reader --- */
+
+em_status em_emb_parse(const char *name, const unsigned char *b, size_t n, em_dataset **out) {
+  if (n < EMB_HEADER + 8)
+    return em_fail(EM_ERR_CORRUPT, "%s: byte %zu: the file ends inside the EMB header (%d bytes and an 8-byte checksum)",
+                   name, n, EMB_HEADER);
+  if (memcmp(b, emb_magic, 8) != 0)
+    return em_fail(EM_ERR_CORRUPT, "%s: byte 0: not an EMB data set file (its magic is not \"EMBDATA\\0\")", name);
+  uint32_t version = (uint32_t)get_le(b + 8, 4);
+  if (version != EMB_VERSION)
+    return em_fail(EM_ERR_CORRUPT, "%s: byte 8: EMB version %u; this Ember reads version %u", name, version, EMB_VERSION);
+  uint32_t n_streams = (uint32_t)get_le(b + 12, 4);
+  if (n_streams > EM_MINIBATCH_MAX_STREAMS)
+    return em_fail(EM_ERR_CORRUPT, "%s: byte 12: %u streams; at most %d", name, n_streams, EM_MINIBATCH_MAX_STREAMS);
+  uint64_t samples = get_le(b + 16, 8);
+  if (samples > INT32_MAX)
+    return em_fail(EM_ERR_CORRUPT, "%s: byte 16: %llu samples is more than Ember reads", name,
+                   (unsigned long long)samples);
+  em_stream_desc descs[EM_MINIBATCH_MAX_STREAMS];
+  size_t at = EMB_HEADER, end = n - 8;
+  for (uint32_t i = 0; i < n_streams; i++) {
+    em_stream_desc *s = &descs[i];
+    memset(s, 0, sizeof *s);
+    if (at + 1 > end) goto truncated;
+    size_t len = b[at];
+    if (len == 0 || len >= EM_STREAM_NAME_MAX)
+      return em_fail(EM_ERR_CORRUPT, "%s: byte %zu: stream %u's name has %zu bytes (1 to %d)", name, at, i, len,
+                     EM_STREAM_NAME_MAX - 1);
+    at++;
+    if (at + len + 2 > end) goto truncated;
+    memcpy(s->name, b + at, len);
+    if (memchr(s->name, 0, len))
+      return em_fail(EM_ERR_CORRUPT, "%s: byte %zu: stream %u's name holds a zero byte", name, at, i);
+    at += len;
+    s->dtype = (em_dtype)b[at];
+    if (!em_ds_dtype_size(s->dtype))
+      return em_fail(EM_ERR_CORRUPT, "%s: byte %zu: stream '%s': dtype code %u (u8 6, i32 4, f32 0, f64 1)", name, at,
+                     s->name, b[at]);
+    s->ndim = b[at + 1];
+    if (s->ndim > EM_MAX_DIMS - 1)
+      return em_fail(EM_ERR_CORRUPT, "%s: byte %zu: stream '%s': %d dimensions (at most %d)", name, at + 1, s->name,
+                     s->ndim, EM_MAX_DIMS - 1);
+    at += 2;
+    if (at + 8 * (size_t)s->ndim + 8 > end) goto truncated;
+    for (int k = 0; k < s->ndim; k++, at += 8) {
+      uint64_t dim = get_le(b + at, 8);
+      if (dim > INT32_MAX)
+        return em_fail(EM_ERR_CORRUPT, "%s: byte %zu: stream '%s': dimension %d is %llu", name, at, s->name, k,
+                       (unsigned long long)dim);
+      s->shape[k] = (int64_t)dim;
+    }
+    uint64_t classes = get_le(b + at, 8);
+    if (classes > INT32_MAX || (classes && (s->dtype != EM_I32 || s->ndim != 0)))
+      return em_fail(EM_ERR_CORRUPT, "%s: byte %zu: stream '%s': %llu classes for %s with %d dimensions", name, at,
+                     s->name, (unsigned long long)classes, s->dtype == EM_I32 ? "i32" : "a non-i32 stream", s->ndim);
+    s->classes = (int64_t)classes;
+    at += 8;
+  }
+  at = align8(at);
+  size_t data_at[EM_MINIBATCH_MAX_STREAMS], data_bytes[EM_MINIBATCH_MAX_STREAMS];
+  for (uint32_t i = 0; i < n_streams; i++) {
+    int64_t elems = em_ds_sample_elems(&descs[i], INT32_MAX);
+    uint64_t bytes = (uint64_t)elems * em_ds_dtype_size(descs[i].dtype);
+    if (elems < 0 || (bytes && samples > EMB_MAX_FILE / bytes))
+      return em_fail(EM_ERR_CORRUPT, "%s: stream '%s': %llu samples of its shape are too large", name, descs[i].name,
+                     (unsigned long long)samples);
+    bytes *= samples;
+    if (at > end || bytes > end - at)
+      return em_fail(EM_ERR_CORRUPT, "%s: byte %zu: the file is truncated: stream '%s' needs %llu bytes from byte %zu, "
+                     "%zu are left before the checksum", name, n, descs[i].name, (unsigned long long)bytes, at,
+                     at > end ? 0 : end - at);
+    data_at[i] = at;
+    data_bytes[i] = (size_t)bytes;
+    at += align8((size_t)bytes);
+  }
+  if (at != end)
+    return em_fail(EM_ERR_CORRUPT, "%s: byte %zu: %s", name, at > end ? end : at,
+                   at > end ? "the file is truncated inside the last stream's padding"
+                            : "bytes after the last stream, before the checksum");
+  uint64_t stored = get_le(b + end, 8), actual = XXH3_64bits(b, end);
+  if (stored != actual)
+    return em_fail(EM_ERR_CORRUPT, "%s: byte %zu: checksum mismatch (stored %016llx, computed %016llx): the file is "
+                   "corrupt", name, end, (unsigned long long)stored, (unsigned long long)actual);
+  em_dataset *d;
+  em_status st = em_dataset_create(&d);
+  if (st != EM_OK) return st;
+  for (uint32_t i = 0; i < n_streams && st == EM_OK; i++) {
+    void *copy = malloc(data_bytes[i] ? data_bytes[i] : 1);
+    if (!copy) {
+      st = em_fail(EM_ERR_OUT_OF_MEMORY, "%s: out of memory for stream '%s'", name, descs[i].name);
+      break;
+    }
+    memcpy(copy, b + data_at[i], data_bytes[i]);
+    size_t es = em_ds_dtype_size(descs[i].dtype);
+    if (!host_is_little()) swap_elements(copy, data_bytes[i] / es, es);
+    if (descs[i].classes > 0)
+      for (uint64_t k = 0; k < samples; k++) {
+        int32_t v = ((const int32_t *)copy)[k];
+        if (v < 0 || v >= descs[i].classes) {
+          free(copy);
+          st = em_fail(EM_ERR_CORRUPT, "%s: byte %zu: stream '%s': label %d (sample %llu) is out of range for %lld "
+                       "classes", name, data_at[i] + 4 * (size_t)k, descs[i].name, (int)v, (unsigned long long)k,
+                       (long long)descs[i].classes);
+          break;
+        }
+      }
+    if (st != EM_OK) break;
+    if (em_ds_add_owned(d, &descs[i], (int64_t)samples, copy, name) != EM_OK) st = EM_ERR_CORRUPT;
+  }
+  if (st != EM_OK) {
+    em_dataset_free(d);
+    return st;
+  }
+  if (d->samples < 0) d->samples = (int64_t)samples;
+  *out = d;
+  return EM_OK;
+
+truncated:
+  return em_fail(EM_ERR_CORRUPT, "%s: byte %zu: the file is truncated inside its stream table", name, n);
+}
+
+API em_status em_dataset_open_emb(const char *path, em_dataset **out) {
+  if (!path || !out) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_dataset_open_emb: NULL path or out");
+  unsigned char *b;
+  size_t n;
+  em_status st = em_read_whole_file(path, &b, &n);
+  if (st != EM_OK) return st;
+  st = em_emb_parse(path, b, n, out);
+  free(b);
+  return st;
+}

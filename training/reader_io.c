@@ -1,0 +1,151 @@
+/* Whole-file reading for the readers, and gzip decompression in memory
+ * (zlib). A reader reads its file whole, inflates it when it starts with
+ * gzip's magic, then parses bytes in memory: one parser for both forms, and
+ * a fuzz target can drive it without files. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "error.h"
+#include "reader_internal.h"
+
+em_status em_read_whole_file(const char *path, unsigned char **data, size_t *size) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return em_fail(EM_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+  size_t cap = 1 << 16, n = 0;
+  unsigned char *buf = malloc(cap);
+  if (!buf) {
+    fclose(f);
+    return em_fail(EM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+  }
+  if (fseek(f, 0, SEEK_END) == 0) {
+    long len = ftell(f);
+    if (len > 0 && (unsigned long)len + 1 > cap) {
+      unsigned char *bigger = realloc(buf, (size_t)len + 1);
+      if (!bigger) {
+        free(buf);
+        fclose(f);
+        return em_fail(EM_ERR_OUT_OF_MEMORY, "%s: out of memory for %ld bytes", path, len);
+      }
+      buf = bigger;
+      cap = (size_t)len + 1;
+    }
+    rewind(f);
+  }
+  for (;;) {
+    if (n + 1 >= cap) {
+      unsigned char *bigger = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
+      if (!bigger) {
+        free(buf);
+        fclose(f);
+        return em_fail(EM_ERR_OUT_OF_MEMORY, "%s: out of memory after %zu bytes", path, n);
+      }
+      buf = bigger;
+      cap *= 2;
+    }
+    size_t got = fread(buf + n, 1, cap - 1 - n, f);
+    n += got;
+    if (got == 0) break;
+  }
+  int failed = ferror(f);
+  int err = errno;
+  fclose(f);
+  if (failed) {
+    free(buf);
+    return em_fail(EM_ERR_IO, "cannot read %s: %s (after %zu bytes)", path, strerror(err), n);
+  }
+  buf[n] = 0;
+  *data = buf;
+  *size = n;
+  return EM_OK;
+}
+
+em_status em_gunzip(const char *name, const unsigned char *b, size_t n, size_t limit, unsigned char **out,
+                    size_t *out_size, int *gz) {
+  *out = NULL;
+  *out_size = 0;
+  *gz = n >= 2 && b[0] == 0x1f && b[1] == 0x8b;
+  if (!*gz) return EM_OK;
+  /* The trailer's ISIZE (size mod 2^32) is a good first guess for one
+   * member; deflate cannot expand more than 1032:1, which bounds the guess
+   * when the "trailer" is really the middle of a truncated file. */
+  size_t cap = 1 << 16;
+  if (n >= 18) {
+    size_t isize = (size_t)b[n - 4] | (size_t)b[n - 3] << 8 | (size_t)b[n - 2] << 16 | (size_t)b[n - 1] << 24;
+    if (isize + 1 > cap && isize < limit && isize / 1032 <= n) cap = isize + 1;
+  }
+  unsigned char *buf = malloc(cap);
+  if (!buf) return em_fail(EM_ERR_OUT_OF_MEMORY, "%s: out of memory", name);
+  z_stream z;
+  memset(&z, 0, sizeof z);
+  if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) {
+    free(buf);
+    return em_fail(EM_ERR_OUT_OF_MEMORY, "%s: zlib could not start", name);
+  }
+  size_t have = 0;
+  z.next_in = (unsigned char *)b;
+  em_status st = EM_OK;
+  size_t in_left = n;
+  for (;;) {
+    if (have + 1 >= cap) {
+      if (cap > limit) {
+        st = em_fail(EM_ERR_CORRUPT, "%s: gzip: more than %zu bytes decompressed; refused", name, limit);
+        break;
+      }
+      unsigned char *bigger = realloc(buf, cap * 2);
+      if (!bigger) {
+        st = em_fail(EM_ERR_OUT_OF_MEMORY, "%s: out of memory after %zu decompressed bytes", name, have);
+        break;
+      }
+      buf = bigger;
+      cap *= 2;
+    }
+    /* zlib counts in uInt: feed at most 1 GiB at a time. */
+    uInt chunk_in = in_left > (1u << 30) ? (1u << 30) : (uInt)in_left;
+    size_t room = cap - 1 - have;
+    uInt chunk_out = room > (1u << 30) ? (1u << 30) : (uInt)room;
+    z.avail_in = chunk_in;
+    z.next_out = buf + have;
+    z.avail_out = chunk_out;
+    int r = inflate(&z, Z_NO_FLUSH);
+    in_left -= chunk_in - z.avail_in;
+    have += chunk_out - z.avail_out;
+    if (r == Z_STREAM_END) {
+      /* Another member may follow (gzip -c a b > c); anything else after the
+       * last member is an error rather than bytes silently ignored. */
+      if (in_left == 0) break;
+      if (in_left >= 2 && z.next_in[0] == 0x1f && z.next_in[1] == 0x8b) {
+        inflateReset(&z);
+        continue;
+      }
+      st = em_fail(EM_ERR_CORRUPT, "%s: byte %zu (compressed): %zu bytes after the end of the gzip stream", name,
+                   n - in_left, in_left);
+      break;
+    }
+    if (r == Z_OK) {
+      if (in_left == 0 && z.avail_out != 0) {
+        st = em_fail(EM_ERR_CORRUPT, "%s: byte %zu (compressed): the gzip stream is truncated", name, n);
+        break;
+      }
+      continue;
+    }
+    if (r == Z_BUF_ERROR && in_left == 0) {
+      st = em_fail(EM_ERR_CORRUPT, "%s: byte %zu (compressed): the gzip stream is truncated", name, n);
+      break;
+    }
+    st = em_fail(EM_ERR_CORRUPT, "%s: byte %zu (compressed): gzip error: %s", name, n - in_left,
+                 z.msg ? z.msg : zError(r));
+    break;
+  }
+  inflateEnd(&z);
+  if (st != EM_OK) {
+    free(buf);
+    return st;
+  }
+  buf[have] = 0;
+  *out = buf;
+  *out_size = have;
+  return EM_OK;
+}
