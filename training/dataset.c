@@ -75,13 +75,19 @@ static em_status check_classes(const em_stream_desc *desc, int64_t samples, cons
 }
 
 em_status em_ds_add_owned(em_dataset *d, const em_stream_desc *desc, int64_t samples, void *data, const char *where) {
+  return em_ds_add_data(d, desc, samples, data, 0, where);
+}
+
+em_status em_ds_add_data(em_dataset *d, const em_stream_desc *desc, int64_t samples, void *data, int in_block,
+                         const char *where) {
   em_status st = check_desc(d, desc, samples, where);
   if (st == EM_OK) st = check_classes(desc, samples, data, where);
   if (st != EM_OK) {
-    free(data);
+    if (!in_block) free(data);
     return st;
   }
   em_ds_stream *s = &d->streams[d->n_streams++];
+  s->in_block = in_block;
   s->desc = *desc;
   for (int i = desc->ndim; i < EM_MAX_DIMS; i++) s->desc.shape[i] = 0;
   s->sample_bytes = (size_t)em_ds_sample_elems(desc, INT32_MAX) * em_ds_dtype_size(desc->dtype);
@@ -101,7 +107,9 @@ API em_status em_dataset_create(em_dataset **out) {
 
 API void em_dataset_free(em_dataset *d) {
   if (!d) return;
-  for (int i = 0; i < d->n_streams; i++) free(d->streams[i].data);
+  for (int i = 0; i < d->n_streams; i++)
+    if (!d->streams[i].in_block) free(d->streams[i].data);
+  free(d->block);
   free(d);
 }
 

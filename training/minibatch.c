@@ -75,7 +75,8 @@ struct em_minibatch_source {
   int64_t C, H, W;             /* its per-sample shape (C = 1 for [H, W]) */
   int64_t OH, OW;              /* after pad and crop */
   float scale;
-  float mean[EM_TRANSFORM_MAX_CHANNELS], inv_std[EM_TRANSFORM_MAX_CHANNELS], std[EM_TRANSFORM_MAX_CHANNELS];
+  float mean[EM_TRANSFORM_MAX_CHANNELS], std[EM_TRANSFORM_MAX_CHANNELS];
+  float *scratch;              /* the builder's: one image sample as floats (C * H * W) */
   int labels, features;        /* stream indices of the aliases, or -1 */
   uint64_t pos;                /* samples delivered */
   /* The builder's permutation cache (two sweeps: a minibatch spans at most
@@ -130,44 +131,77 @@ static float load_as_float(em_dtype t, const unsigned char *base, int64_t i) {
   }
 }
 
-/* One sample of the image stream, transformed, into out (C * OH * OW). */
-static void image_sample(const em_minibatch_source *src, const unsigned char *raw, uint64_t sweep, int64_t p,
+/* Elements [0, n) of a u8 / i32 / f32 / f64 array as floats. */
+static void to_float(em_dtype t, const unsigned char *base, int64_t n, float *out) {
+  switch (t) {
+  case EM_U8:
+    for (int64_t i = 0; i < n; i++) out[i] = (float)base[i];
+    break;
+  case EM_F32:
+    memcpy(out, base, (size_t)n * sizeof(float));
+    break;
+  default:
+    for (int64_t i = 0; i < n; i++) out[i] = load_as_float(t, base, i);
+  }
+}
+
+/* One sample of the image stream, transformed, into out (C * OH * OW).
+ * The sample is first converted, scaled and normalised whole into the
+ * builder's scratch plane (tight loops), then each output row is a copy of
+ * the part of a source row the crop window sees, between zeros of the
+ * padding, reversed for a flip. */
+static void image_sample(em_minibatch_source *src, const unsigned char *raw, uint64_t sweep, int64_t p,
                          float *out) {
   const em_image_transform *t = &src->o.transform;
-  const em_dtype dt = src->d->streams[src->image].desc.dtype;
-  int64_t cy = 0, cx = 0;
+  const int64_t C = src->C, H = src->H, W = src->W, OH = src->OH, OW = src->OW;
+  int64_t PH = H + 2 * t->pad, PW = W + 2 * t->pad;
+  int64_t cy = (PH - OH) / 2, cx = (PW - OW) / 2;
   int flip = 0;
-  int64_t PH = src->H + 2 * t->pad, PW = src->W + 2 * t->pad;
   if (t->random_crop || t->random_flip) {
     uint64_t g = mix(src->o.seed ^ mix(sweep + 1) ^ mix((uint64_t)p ^ 0xD1B54A32D192ED03ull));
     if (t->random_crop) {
-      cy = (int64_t)below(&g, (uint64_t)(PH - src->OH + 1));
-      cx = (int64_t)below(&g, (uint64_t)(PW - src->OW + 1));
+      cy = (int64_t)below(&g, (uint64_t)(PH - OH + 1));
+      cx = (int64_t)below(&g, (uint64_t)(PW - OW + 1));
     }
     if (t->random_flip) flip = (int)(next_u64(&g) >> 63);
   }
-  if (!t->random_crop) {
-    cy = (PH - src->OH) / 2;
-    cx = (PW - src->OW) / 2;
-  }
-  for (int64_t c = 0; c < src->C; c++) {
-    const unsigned char *plane = raw + (size_t)(c * src->H * src->W) * em_ds_dtype_size(dt);
-    float mean = t->norm_channels ? src->mean[t->norm_channels == 1 ? 0 : c] : 0.0f;
-    float sd = t->norm_channels ? src->std[t->norm_channels == 1 ? 0 : c] : 1.0f;
-    for (int64_t oy = 0; oy < src->OH; oy++) {
-      int64_t iy = oy + cy - t->pad;
-      float *row = out + (c * src->OH + oy) * src->OW;
-      for (int64_t ox = 0; ox < src->OW; ox++) {
-        int64_t ix = (flip ? src->OW - 1 - ox : ox) + cx - t->pad;
-        float v = 0.0f;
-        if (iy >= 0 && iy < src->H && ix >= 0 && ix < src->W) {
-          v = load_as_float(dt, plane, iy * src->W + ix) * src->scale;
-          if (t->norm_channels) v = (v - mean) / sd;
-        }
-        row[ox] = v;
-      }
+  float *x = src->scratch;
+  to_float(src->d->streams[src->image].desc.dtype, raw, C * H * W, x);
+  for (int64_t c = 0; c < C; c++) {
+    float *plane = x + c * H * W;
+    if (src->scale != 1.0f)
+      for (int64_t i = 0; i < H * W; i++) plane[i] *= src->scale;
+    if (t->norm_channels) {
+      float mean = src->mean[t->norm_channels == 1 ? 0 : c], sd = src->std[t->norm_channels == 1 ? 0 : c];
+      for (int64_t i = 0; i < H * W; i++) plane[i] = (plane[i] - mean) / sd;
     }
   }
+  /* Output column ox (before a flip) reads source column ox + cx - pad:
+   * inside the image for ox in [x0, x1). */
+  int64_t x0 = t->pad - cx, x1 = t->pad - cx + W;
+  if (x0 < 0) x0 = 0;
+  if (x1 > OW) x1 = OW;
+  for (int64_t c = 0; c < C; c++)
+    for (int64_t oy = 0; oy < OH; oy++) {
+      float *row = out + (c * OH + oy) * OW;
+      int64_t iy = oy + cy - t->pad;
+      if (iy < 0 || iy >= H || x0 >= x1) {
+        memset(row, 0, (size_t)OW * sizeof(float));
+        continue;
+      }
+      const float *srow = x + (c * H + iy) * W;
+      int64_t off = cx - t->pad; /* output column j (before a flip) is srow[j + off] */
+      if (!flip) {
+        memset(row, 0, (size_t)x0 * sizeof(float));
+        memcpy(row + x0, srow + x0 + off, (size_t)(x1 - x0) * sizeof(float));
+        memset(row + x1, 0, (size_t)(OW - x1) * sizeof(float));
+      } else {
+        for (int64_t ox = 0; ox < OW; ox++) {
+          int64_t j = OW - 1 - ox;
+          row[ox] = j >= x0 && j < x1 ? srow[j + off] : 0.0f;
+        }
+      }
+    }
 }
 
 /* The minibatch that starts at position `pos`. */
@@ -229,10 +263,7 @@ static em_status build(em_minibatch_source *src, uint64_t pos, em_minibatch *mb)
         image_sample(src, raw, sweep, p, (float *)dst + k * per_image);
       } else {
         int64_t elems = (int64_t)(s->sample_bytes / em_ds_dtype_size(s->desc.dtype));
-        float *out = (float *)dst + k * elems;
-        if (s->desc.dtype == EM_F32) memcpy(out, raw, s->sample_bytes);
-        else
-          for (int64_t e = 0; e < elems; e++) out[e] = load_as_float(s->desc.dtype, raw, e);
+        to_float(s->desc.dtype, raw, elems, (float *)dst + k * elems);
       }
     }
   }
@@ -363,6 +394,13 @@ API em_status em_minibatch_source_create(const em_dataset *d, const em_minibatch
       return em_fail(EM_ERR_OUT_OF_MEMORY, "em_minibatch_source_create: out of memory for the shuffle");
     }
   }
+  if (src->image >= 0) {
+    src->scratch = malloc((size_t)(src->C * src->H * src->W) * sizeof(float) + 1);
+    if (!src->scratch) {
+      free(src->perm[0]), free(src->perm[1]), free(src);
+      return em_fail(EM_ERR_OUT_OF_MEMORY, "em_minibatch_source_create: out of memory for an image");
+    }
+  }
   pthread_mutex_init(&src->lock, NULL);
   pthread_cond_init(&src->cond, NULL);
   if (!options->no_prefetch) {
@@ -394,6 +432,7 @@ API void em_minibatch_source_free(em_minibatch_source *src) {
   pthread_cond_destroy(&src->cond);
   free(src->perm[0]);
   free(src->perm[1]);
+  free(src->scratch);
   free(src);
 }
 

@@ -12,13 +12,15 @@
 typedef struct em_ds_stream {
   em_stream_desc desc;
   size_t sample_bytes;         /* dtype size * per-sample element count */
-  unsigned char *data;         /* samples * sample_bytes (malloc'd; NULL when that is 0) */
+  unsigned char *data;         /* samples * sample_bytes (malloc'd, or inside the data set's block) */
+  int in_block;                /* data points into the block: not freed on its own */
 } em_ds_stream;
 
 struct em_dataset {
   int64_t samples;             /* -1 until the first stream fixes it */
   int n_streams;
   em_ds_stream streams[EM_MINIBATCH_MAX_STREAMS];
+  unsigned char *block;        /* a whole file the streams point into (EMB), or NULL */
 };
 
 /* Bytes per element of the dtypes a data set holds (u8, i32, f32, f64; 0
@@ -32,6 +34,9 @@ int64_t em_ds_sample_elems(const em_stream_desc *desc, int64_t limit);
  * (the file name). */
 em_status em_ds_add_owned(em_dataset *d, const em_stream_desc *desc, int64_t samples, void *data,
                           const char *where);
+/* The same for data inside d->block (in_block 1: never freed by itself). */
+em_status em_ds_add_data(em_dataset *d, const em_stream_desc *desc, int64_t samples, void *data, int in_block,
+                         const char *where);
 
 /* The whole file into *data (malloc'd, plus a terminating 0 byte not
  * counted in *size). EM_ERR_IO naming the path and errno's text. */
@@ -53,8 +58,11 @@ em_status em_idx_parse(const char *name, const unsigned char *b, size_t n, int64
 em_status em_ctf_parse(const char *name, const char *text, size_t n, const em_ctf_stream *streams,
                        int n_streams, em_dataset **out);
 
-/* An EMB file's bytes as a new data set, and a data set as EMB bytes. */
-em_status em_emb_parse(const char *name, const unsigned char *b, size_t n, em_dataset **out);
+/* An EMB file's bytes as a new data set, and a data set as EMB bytes.
+ * With owned == b (a malloc'd buffer) the data set takes the buffer over on
+ * success and its streams point into it (no copy of the data); with owned
+ * NULL the streams are copies. */
+em_status em_emb_parse(const char *name, const unsigned char *b, size_t n, unsigned char *owned, em_dataset **out);
 em_status em_emb_serialize(const em_dataset *d, unsigned char **out, size_t *size);
 
 #endif
