@@ -59,9 +59,11 @@ EM_API void em_dataset_free(em_dataset *d); /* NULL is fine */
  * dtype and per-sample shape, row-major, `bytes` = samples * sample bytes.
  * A class stream (desc->classes > 0) must be i32 with ndim 0, every value
  * in [0, classes). The first stream sets the data set's sample count; every
- * later one must have the same. Fails (EM_ERR_INVALID_ARGUMENT) naming the
- * stream on a duplicate name, a size or count mismatch, or a label out of
- * range (with its sample index). */
+ * later one must have the same. A data set holds up to
+ * EM_MINIBATCH_MAX_STREAMS (16) streams of u8, i32, f32 or f64, with up to 7
+ * per-sample dimensions. Fails (EM_ERR_INVALID_ARGUMENT) naming the stream
+ * on a duplicate name, a size or count mismatch, or a label out of range
+ * (with its sample index). */
 EM_API em_status em_dataset_add_stream(em_dataset *d, const em_stream_desc *desc, int64_t samples,
                                        const void *data, size_t bytes);
 
@@ -190,8 +192,9 @@ typedef enum em_layout {
  * second half of sweep 2 into epoch 1. A minibatch holds batch_size samples
  * except that it never crosses an epoch's end (the epoch's last minibatch
  * may be short: 60000 samples in batches of 64 end with one of 32), nor the
- * end of the data with max_sweeps. It MAY cross a sweep's end when the
- * epoch size is not a multiple of the sweep size (CNTK does the same).
+ * end of the data with max_sweeps. It MAY cross a sweep's end inside an
+ * epoch, when the epoch size differs from the sweep size (CNTK does the
+ * same); with the default epoch (one sweep) it never does.
  *
  * For evaluation: shuffle 0, max_sweeps 1: one pass in stored order, the
  * last minibatch short, then end_of_data; em_minibatch_rewind runs it again. */
