@@ -53,17 +53,28 @@ static const char *g_dir;
 static em_status open_gz(const char *dir, em_dataset **out) { return em_dataset_open_idx_dir(dir, "train", 10, out); }
 static em_status open_emb(const char *path, em_dataset **out) { return em_dataset_open_emb(path, out); }
 
-static double time_open(open_fn f, const char *arg, int reps) {
-  double t[REPS];
+/* This process's CPU seconds (all threads): on a shared, loaded machine the
+ * wall time measures the neighbours as much as the reader. */
+static double cpu_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Median wall seconds; *cpu gets the median CPU seconds. */
+static double time_open(open_fn f, const char *arg, int reps, double *cpu) {
+  double t[REPS], c[REPS];
   em_dataset *d;
   check(f(arg, &d), arg); /* warm the page cache */
   em_dataset_free(d);
   for (int r = 0; r < reps; r++) {
-    double t0 = bc_now();
+    double t0 = bc_now(), c0 = cpu_now();
     check(f(arg, &d), arg);
     t[r] = bc_now() - t0;
+    c[r] = cpu_now() - c0;
     em_dataset_free(d);
   }
+  *cpu = bc_median(c, reps);
   return bc_median(t, reps);
 }
 
@@ -74,14 +85,14 @@ static void spin(double work) {
   }
 }
 
-static double time_sweep(const em_dataset *d, int prefetch, double work, int reps) {
-  double t[REPS];
+static double time_sweep(const em_dataset *d, int prefetch, double work, int reps, double *cpu) {
+  double t[REPS], c[REPS];
   for (int r = 0; r < reps; r++) {
     em_minibatch_options o = {.batch_size = 64, .seed = 1, .shuffle = 1, .max_sweeps = 1,
                               .no_prefetch = !prefetch, .transform = {.scale = 1.0f / 255},
                               .layout = EM_LAYOUT_FLAT};
     em_minibatch_source *s;
-    double t0 = bc_now();
+    double t0 = bc_now(), c0 = cpu_now();
     check(em_minibatch_source_create(d, &o, &s), "source");
     for (;;) {
       em_minibatch mb = {0};
@@ -93,7 +104,9 @@ static double time_sweep(const em_dataset *d, int prefetch, double work, int rep
     }
     em_minibatch_source_free(s);
     t[r] = bc_now() - t0;
+    c[r] = cpu_now() - c0;
   }
+  *cpu = bc_median(c, reps);
   return bc_median(t, reps);
 }
 
@@ -120,24 +133,32 @@ int main(int argc, char **argv) {
   check(em_dataset_write(d, path), "write");
   double n = (double)em_dataset_samples(d);
 
-  double t_gz = time_open(open_gz, g_dir, reps);
-  double t_raw = time_open(open_gz, tmp, reps);
-  double t_emb = time_open(open_emb, path, reps);
-  double t_sweep = time_sweep(d, 0, 0, reps), t_pre = time_sweep(d, 1, 0, reps);
+  double c_gz, c_raw, c_emb, c_sweep, c_pre, c_work, c_work_pre;
+  double t_gz = time_open(open_gz, g_dir, reps, &c_gz);
+  double t_raw = time_open(open_gz, tmp, reps, &c_raw);
+  double t_emb = time_open(open_emb, path, reps, &c_emb);
+  double t_sweep = time_sweep(d, 0, 0, reps, &c_sweep), t_pre = time_sweep(d, 1, 0, reps, &c_pre);
   /* A step of 0.5 ms per minibatch of 64 (a small MLP's on this machine). */
-  double t_work = time_sweep(d, 0, 5e-4, reps), t_work_pre = time_sweep(d, 1, 5e-4, reps);
-  printf("R samples %.0f\nR open_idx_gz_s %.4f\nR open_idx_raw_s %.4f\nR open_emb_s %.4f\n", n, t_gz, t_raw, t_emb);
-  printf("R sweep_no_prefetch_s %.4f\nR sweep_prefetch_s %.4f\n", t_sweep, t_pre);
+  double t_work = time_sweep(d, 0, 5e-4, reps, &c_work), t_work_pre = time_sweep(d, 1, 5e-4, reps, &c_work_pre);
+  printf("R samples %.0f\n", n);
+  printf("R open_idx_gz_s %.4f\nR open_idx_gz_cpu_s %.4f\n", t_gz, c_gz);
+  printf("R open_idx_raw_s %.4f\nR open_idx_raw_cpu_s %.4f\n", t_raw, c_raw);
+  printf("R open_emb_s %.4f\nR open_emb_cpu_s %.4f\n", t_emb, c_emb);
+  printf("R sweep_no_prefetch_s %.4f\nR sweep_no_prefetch_cpu_s %.4f\n", t_sweep, c_sweep);
+  printf("R sweep_prefetch_s %.4f\nR sweep_prefetch_cpu_s %.4f\n", t_pre, c_pre);
   printf("R sweep_step_no_prefetch_s %.4f\nR sweep_step_prefetch_s %.4f\n", t_work, t_work_pre);
-  printf("Fashion-MNIST train (%.0f images), median of %d:\n", n, reps);
-  printf("  open, gzipped IDX:      %7.3f s  %10.0f samples/s\n", t_gz, n / t_gz);
-  printf("  open, uncompressed IDX: %7.3f s  %10.0f samples/s\n", t_raw, n / t_raw);
-  printf("  open, EMB:              %7.3f s  %10.0f samples/s  (%.1fx the gzipped IDX)\n", t_emb, n / t_emb,
-         t_gz / t_emb);
-  printf("  sweep, batch 64, shuffled, no prefetch: %7.3f s  %10.0f samples/s\n", t_sweep, n / t_sweep);
-  printf("  sweep, batch 64, shuffled, prefetch:    %7.3f s  %10.0f samples/s\n", t_pre, n / t_pre);
+  printf("Fashion-MNIST train (%.0f images), median of %d; wall, then CPU of this process:\n", n, reps);
+  printf("  open, gzipped IDX:      %6.3f s %9.0f samples/s | cpu %6.3f s %9.0f samples/s\n", t_gz, n / t_gz, c_gz,
+         n / c_gz);
+  printf("  open, uncompressed IDX: %6.3f s %9.0f samples/s | cpu %6.3f s %9.0f samples/s\n", t_raw, n / t_raw,
+         c_raw, n / c_raw);
+  printf("  open, EMB:              %6.3f s %9.0f samples/s | cpu %6.3f s %9.0f samples/s (cpu %.1fx gzip's)\n",
+         t_emb, n / t_emb, c_emb, n / c_emb, c_gz / c_emb);
+  printf("  sweep, batch 64, shuffled, no prefetch: %6.3f s %9.0f samples/s | cpu %6.3f s\n", t_sweep, n / t_sweep,
+         c_sweep);
+  printf("  sweep, batch 64, shuffled, prefetch:    %6.3f s %9.0f samples/s | cpu %6.3f s\n", t_pre, n / t_pre, c_pre);
   printf("  with a 0.5 ms step per minibatch (938 steps = %.3f s of steps):\n", 938 * 5e-4);
-  printf("    no prefetch: %7.3f s   prefetch: %7.3f s  (%.2fx)\n", t_work, t_work_pre, t_work / t_work_pre);
+  printf("    no prefetch: %6.3f s   prefetch: %6.3f s  (%.2fx)\n", t_work, t_work_pre, t_work / t_work_pre);
   em_dataset_free(d);
   char cmd[700];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
