@@ -18,13 +18,20 @@
  * per-sample loss and metric, the gradients, the learners' update nodes).
  *
  * Errors: every call returns an em_status and sets em_last_error(); a
- * failed minibatch leaves the trainer's accounting as it was before it. */
+ * failed minibatch leaves the trainer's accounting as it was before it.
+ *
+ * A training loop over a minibatch source (reader.h) with validation,
+ * early stopping, callbacks and a checkpoint per epoch is em_trainer_fit;
+ * em_trainer_save_checkpoint / em_trainer_restore_checkpoint write and read
+ * everything a run needs to continue bit for bit (checkpoint.h). */
 #ifndef EMBER_TRAINER_H
 #define EMBER_TRAINER_H
 
 #include <stdint.h>
 #include <stdio.h>
+#include "ember/checkpoint.h"
 #include "ember/exec.h"
+#include "ember/reader.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -148,6 +155,91 @@ EM_API em_progress_style em_progress_get_style(const em_progress *p);
  * return 0. */
 EM_API int em_progress_minibatch(const em_train_report *r, void *progress);
 EM_API int em_progress_epoch(const em_train_report *r, void *progress);
+
+/* ------------------------------------------------------- the loop --- */
+
+/* em_trainer_fit's settings. Zero-initialised fields take the defaults. */
+typedef struct em_fit_options {
+  int64_t epochs;             /* train until this many epochs are complete, counting restored ones (>= 1) */
+  em_minibatch_source *train; /* required; its epochs are the trainer's (em_minibatch_options.epoch_size) */
+  /* The graph inputs the minibatch's streams feed, in the data set's stream
+   * order: inputs[i] gets values[i]; an entry < 0 skips that stream. The
+   * first fed stream counts the samples. */
+  const em_var *inputs;
+  int n_inputs;
+  /* Evaluated after every epoch (one pass; build it with shuffle 0 and
+   * max_sweeps 1): its loss and metric go to the epoch's report and to early
+   * stopping. NULL: none. */
+  em_minibatch_source *validation;
+  /* Written after every epoch (em_trainer_save_checkpoint with the train
+   * source). NULL: none. */
+  const char *checkpoint;
+  const em_checkpoint_section *checkpoint_extra; /* the caller's sections in every checkpoint (may be NULL) */
+  int n_checkpoint_extra;
+  /* Called after every training minibatch and after every epoch; a
+   * non-zero return stops the loop there (after the epoch's checkpoint). */
+  em_train_callback on_minibatch, on_epoch;
+  void *user;
+  /* Early stopping: stop when the validation metric (the loss without a
+   * metric) has not fallen below its best minus min_delta for `patience`
+   * epochs in a row. 0: never. Needs a validation source. */
+  int64_t patience;
+  double min_delta;
+} em_fit_options;
+
+typedef struct em_fit_result {
+  int64_t epochs;             /* complete epochs, restored ones included */
+  int early_stopped;          /* early stopping ended the loop */
+  int callback_stopped;       /* a callback ended it */
+  int end_of_data;            /* the train source ran out (max_sweeps) */
+  double val_loss, val_metric;/* of the last epoch (NaN: no validation) */
+  double best_val;            /* the best validation value early stopping saw (+inf: none) */
+  int64_t best_epoch;         /* its epoch, 1-based (0: none) */
+} em_fit_result;
+
+/* Trains over o->train until o->epochs epochs are complete, a callback or
+ * early stopping says stop, or the source ends. Continues where the trainer
+ * and the source are: after em_trainer_restore_checkpoint mid-epoch it
+ * finishes that epoch first. out may be NULL. Errors: a step's, a reader's,
+ * a checkpoint's (the loop stops at the failure; the trainer and the source
+ * are as after the last good step). */
+EM_API em_status em_trainer_fit(em_trainer *t, const em_fit_options *o, em_fit_result *out);
+
+/* One pass over source (rewound first; it ends at end_of_data or at the end
+ * of its first sweep or epoch): the sample-weighted loss and metric with the
+ * evaluation executor. inputs as em_fit_options'. Resets the test
+ * accounting (em_trainer_reset_test) first and leaves the pass in it. */
+EM_API em_status em_trainer_evaluate(em_trainer *t, em_minibatch_source *source, const em_var *inputs, int n_inputs,
+                                     em_minibatch_result *out);
+
+/* ------------------------------------------------------- checkpoints --- */
+
+/* Writes a checkpoint (checkpoint.h) of the graph (model and learner state)
+ * and the host state: sections "trainer" (em_trainer_state_save),
+ * "learner.<i>" per learner, "reader" when source is not NULL (its position
+ * and random state), then `extra` sections of the caller's (the CLI keeps
+ * its settings in one). Atomic; the manifest names the trainer's device and
+ * mode. */
+EM_API em_status em_trainer_save_checkpoint(em_trainer *t, const char *path, const em_minibatch_source *source,
+                                            const em_checkpoint_section *extra, int n_extra);
+/* Restores a checkpoint into this trainer, built as the one that wrote it
+ * was (the same model code and learners; any device): every parameter and
+ * state of the trainer's graph takes the value of the same name in the
+ * checkpoint's graph (shapes and dtypes must match), then the sections load
+ * into the trainer, the learners and (when not NULL) the source.
+ * Continuing then gives the bits of a run that never stopped, in portable
+ * mode on any device. Everything is checked before anything changes: a
+ * missing value or section, a shape mismatch or a damaged file fails
+ * (EM_ERR_CORRUPT or the checkpoint's error, naming it) and leaves the
+ * trainer, the graph and the source as they were. */
+EM_API em_status em_trainer_restore_checkpoint(em_trainer *t, const char *path, em_minibatch_source *source);
+
+/* The trainer's own host state (accounting, early stopping, the executors'
+ * run counters) as a versioned record (trainer_state.c): *bytes is
+ * malloc'd, the caller frees. load refuses (EM_ERR_CORRUPT, naming the
+ * byte) a foreign, truncated or mismatched record and then changes nothing. */
+EM_API em_status em_trainer_state_save(const em_trainer *t, void **bytes, size_t *size);
+EM_API em_status em_trainer_state_load(em_trainer *t, const void *bytes, size_t size);
 
 #ifdef __cplusplus
 }
