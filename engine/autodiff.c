@@ -73,13 +73,16 @@ static em_status backprop_node(em_graph *g, int node, contrib *grads, const unsi
     out_shapes[i] = g->values[y[i]].shape;
   }
   if (!any) return EM_OK;
+  if (n.n_in > 16) /* only the learner family's updates take more, and they have no gradient */
+    return em_fail(EM_ERR_UNSUPPORTED, "op '%s' (node %d) has %d inputs: gradients flow through ops of at most 16",
+                   n.op->name, node, n.n_in);
   for (int i = 0; i < n.n_in; i++) {
     x[i] = n.inputs[i];
     in_shapes[i] = g->values[x[i]].shape;
     din[i] = -1;
   }
   int wants = 0;
-  for (int i = 0; i < n.n_in; i++) wants |= dep[x[i]] && !(n.op->no_grad & (1u << i));
+  for (int i = 0; i < n.n_in; i++) wants |= dep[x[i]] && !em_op_no_grad(n.op, i);
   if (!wants) return EM_OK;
   if (!n.op->backward)
     return em_fail(EM_ERR_UNSUPPORTED,
@@ -91,7 +94,7 @@ static em_status backprop_node(em_graph *g, int node, contrib *grads, const unsi
   em_status s = n.op->backward(g, &a, x, y, dy, din);
   if (s) return em_fail_context(s, "gradient of op '%s' (node %d)", n.op->name, node);
   for (int i = 0; i < n.n_in; i++) {
-    if (din[i] < 0 || !dep[x[i]] || (n.op->no_grad & (1u << i))) continue;
+    if (din[i] < 0 || !dep[x[i]] || em_op_no_grad(n.op, i)) continue;
     if (!em_shape_equal(&g->values[din[i]].shape, &in_shapes[i])) {
       char want[128], have[128];
       return em_fail(EM_ERR_INTERNAL, "op '%s' (node %d): the gradient of input %d is %s, not %s (a bug in the op)",
@@ -114,7 +117,7 @@ static void mark_dependents(const em_graph *g, const int *order, int n_order, co
      * no_grad input (a shape, an index, the seed's `like`) is not on a path. */
     int d = 0;
     for (int i = 0; i < node->n_in; i++)
-      d |= dep[node->inputs[i]] && !(node->kind == EM_NODE_OP && (node->op->no_grad & (1u << i)));
+      d |= dep[node->inputs[i]] && !(node->kind == EM_NODE_OP && em_op_no_grad(node->op, i));
     if (d)
       for (int i = 0; i < node->n_out; i++) dep[node->first_value + i] = 1;
   }

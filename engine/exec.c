@@ -94,6 +94,7 @@ typedef struct step {
   em_stream *stream;          /* the stream its gpu member launches on (NULL: the device's default) */
   em_kernel_cache kernels;    /* CUDA: the kernel handles its gpu member resolved */
   char *host_why;             /* CUDA: why the step runs on host copies (NULL: it ran on the device, or has not run) */
+  int writes;                 /* its op writes some inputs in place on every run (em_op_def.writes_input) */
   int logged;                 /* EMBER_LOG=dispatch has said so (once per executor) */
 } step;
 
@@ -114,10 +115,43 @@ struct em_exec {
   int *last_use;              /* per value: the last step that reads it; -1 if none */
   unsigned char *is_output;   /* per value */
   size_t n_values;
+  /* A step's per-input arrays, sized at plan time for the step with the most
+   * inputs (a learner's update takes a whole parameter set), reused by every
+   * step of every run. */
+  int max_in;
+  em_shape *sc_shapes;
+  em_tensor **sc_in, **sc_copies, **sc_hin;
+  unsigned char *sc_wr;       /* per input: the step writes it in place in this run */
   em_exec_stats stats;
 };
 
 static int node_is_leaf(const em_node *n) { return n->kind != EM_NODE_OP; }
+
+/* Steps whose op writes inputs in place on every run (a learner's update of
+ * its parameters and state) must be the last to read those values: a later
+ * reader would see the updated value in this run. Marks the steps. */
+static em_status check_writers(em_exec *e) {
+  const em_graph *g = e->g;
+  for (int st = 0; st < e->n_steps; st++) {
+    const em_node *n = &g->nodes[e->steps[st].node];
+    if (!n->op->writes_input) continue;
+    em_op_args a = {.def = n->op, .attrs = n->attrs, .n_attrs = n->n_attrs, .n_in = n->n_in, .n_out = n->n_out};
+    for (int i = 0; i < n->n_in; i++) {
+      if (!n->op->writes_input(&a, i)) continue;
+      e->steps[st].writes = 1;
+      em_var x = n->inputs[i];
+      if (e->last_use[x] <= st) continue;
+      const em_node *later = &g->nodes[e->steps[e->last_use[x]].node];
+      const char *name = g->nodes[g->values[x].node].name;
+      return em_fail(EM_ERR_INVALID_ARGUMENT,
+                     "em_exec_create: node %d (op '%s') updates value %d ('%s') in place, but node %d (op '%s') reads "
+                     "it later in the plan; list the update after every other output",
+                     e->steps[st].node, n->op->name, (int)x, name ? name : "", e->steps[e->last_use[x]].node,
+                     later->op->name);
+    }
+  }
+  return EM_OK;
+}
 
 static em_status plan(em_exec *e) {
   em_graph *g = e->g;
@@ -146,6 +180,7 @@ static em_status plan(em_exec *e) {
       free(order);
       return em_fail(EM_ERR_UNSUPPORTED, "op '%s' (node %d) has no CPU implementation", n->op->name, order[k]);
     }
+    if (n->n_in > e->max_in) e->max_in = n->n_in;
     int st = e->n_steps++;
     e->steps[st].node = order[k];
     e->steps[st].inplace_from = -1;
@@ -158,6 +193,16 @@ static em_status plan(em_exec *e) {
     for (int i = 0; i < n->n_in; i++) e->last_use[n->inputs[i]] = st;
   }
   free(order);
+  size_t mi = (size_t)(e->max_in ? e->max_in : 1);
+  e->sc_shapes = malloc(sizeof(em_shape) * mi);
+  e->sc_in = calloc(mi, sizeof(em_tensor *));
+  e->sc_copies = calloc(mi, sizeof(em_tensor *));
+  e->sc_hin = calloc(mi, sizeof(em_tensor *));
+  e->sc_wr = calloc(mi, 1);
+  if (!e->sc_shapes || !e->sc_in || !e->sc_copies || !e->sc_hin || !e->sc_wr)
+    return em_fail(EM_ERR_OUT_OF_MEMORY, "no memory for a plan's step arrays (%d inputs)", e->max_in);
+  em_status ws = check_writers(e);
+  if (ws) return ws;
   /* In place: output 0 takes input 0's buffer when the op allows it, input 0
    * is an intermediate (never a leaf or an output: those belong to the
    * caller or the graph) read for the last time here, and read only once by
@@ -256,6 +301,11 @@ API void em_exec_free(em_exec *e) {
   free(e->leaf_nodes);
   free(e->last_use);
   free(e->is_output);
+  free(e->sc_shapes);
+  free(e->sc_in);
+  free(e->sc_copies);
+  free(e->sc_hin);
+  free(e->sc_wr);
   free(e);
 }
 
@@ -364,8 +414,10 @@ static em_status output_failed(em_status s, int i, const em_shape *sh) {
 
 /* Runs the op's cpu member on host copies of device tensors; inputs in
  * write_back (state the op updates in place) are copied back afterwards. */
-static em_status run_on_host(const em_op_args *a, em_device dev, em_tensor **in, em_tensor **out, unsigned write_back) {
-  em_tensor *hin[16] = {0}, *hout[8] = {0};
+static em_status run_on_host(const em_op_args *a, em_device dev, em_tensor **in, em_tensor **out,
+                             const unsigned char *write_back, em_tensor **hin) {
+  em_tensor *hout[8] = {0};
+  for (int i = 0; i < a->n_in; i++) hin[i] = NULL;
   em_op_args ha = *a; /* the cpu member runs on the host: its own temporaries belong there */
   ha.dev = em_cpu();
   ha.stream = NULL;
@@ -376,7 +428,7 @@ static em_status run_on_host(const em_op_args *a, em_device dev, em_tensor **in,
   for (int i = 0; i < a->n_out && !s; i++)
     if ((s = em_tensor_to_device(hout[i], dev, &out[i]))) s = output_failed(s, i, &a->out[i]);
   for (int i = 0; i < a->n_in && !s; i++)
-    if (write_back & (1u << i))
+    if (write_back && write_back[i])
       s = em_memcpy_h2d(dev, em_tensor_data(in[i]), em_tensor_data(hin[i]), (size_t)tensor_bytes(hin[i]), NULL);
   for (int i = 0; i < a->n_in; i++) em_tensor_release(hin[i]);
   for (int i = 0; i < a->n_out; i++) em_tensor_release(hout[i]);
@@ -396,22 +448,41 @@ static void note_host_step(em_exec *e, int st, const char *why) {
          p->node, n->op->name, why);
 }
 
-/* The inputs of node n that are em_state values an op updates in place in
- * this run (a bit per input). */
-static unsigned state_writes(const em_exec *e, const em_node *n) {
-  unsigned m = 0;
-  if (!e->training || !n->op->state_inputs) return 0;
-  for (int i = 0; i < n->n_in && i < 16; i++)
-    if ((n->op->state_inputs & (1u << i)) && e->g->nodes[e->g->values[n->inputs[i]].node].kind == EM_NODE_STATE)
-      m |= 1u << i;
-  return m;
+/* Whether node n writes input i in place in this run, and whether that
+ * input's value may be written (else it arrives as a private copy): batch
+ * norm's statistics when training, into em_state values; a learner's update
+ * (writes_input) always, into parameters and states. */
+static int writes_input(const em_exec *e, const em_node *n, const em_op_args *a, int i, int *own_storage) {
+  em_node_kind k = e->g->nodes[e->g->values[n->inputs[i]].node].kind;
+  if (e->training && em_op_state_input(n->op, i)) {
+    *own_storage = k == EM_NODE_STATE;
+    return 1;
+  }
+  if (n->op->writes_input && n->op->writes_input(a, i)) {
+    *own_storage = k == EM_NODE_STATE || k == EM_NODE_PARAM;
+    return 1;
+  }
+  *own_storage = 0;
+  return 0;
 }
 
-/* After an op wrote states in place: the copy it wrote (the host's on the
- * CPU, the device's on a GPU) now holds the newest value. */
-static void states_written(const em_exec *e, const em_node *n, unsigned mask) {
-  for (int i = 0; i < n->n_in && mask; i++) {
-    if (!(mask & (1u << i))) continue;
+/* The inputs of node n whose graph storage the op updates in place in this
+ * run: wr[i] = 1 (n->n_in entries). Returns 1 when there is any. */
+static int state_writes(const em_exec *e, const em_node *n, const em_op_args *a, unsigned char *wr) {
+  int any = 0;
+  for (int i = 0; i < n->n_in; i++) {
+    int own = 0;
+    wr[i] = (unsigned char)(writes_input(e, n, a, i, &own) && own);
+    any |= wr[i];
+  }
+  return any;
+}
+
+/* After an op wrote states or parameters in place: the copy it wrote (the
+ * host's on the CPU, the device's on a GPU) now holds the newest value. */
+static void states_written(const em_exec *e, const em_node *n, const unsigned char *mask) {
+  for (int i = 0; i < n->n_in; i++) {
+    if (!mask[i]) continue;
     const em_tensor *host = e->g->nodes[e->g->values[n->inputs[i]].node].tensor;
     if (e->dev.kind == EM_DEVICE_CPU) em_tensor_host_written(host);
     else em_resident_written(host, e->dev);
@@ -430,11 +501,12 @@ static void release_value(run_state *r, em_var v, int counted) {
  * which may share the caller's tensor; a fed input; an op's output) is given
  * to the op as a private copy when training, so the update is dropped and
  * nobody's data changes. Writes the copies into in[] (NULL where none). */
-static em_status protect_state_inputs(const em_exec *e, const em_node *n, em_tensor **in, em_tensor **copies) {
+static em_status protect_state_inputs(const em_exec *e, const em_node *n, const em_op_args *a, em_tensor **in,
+                                      em_tensor **copies) {
   for (int i = 0; i < n->n_in; i++) {
     copies[i] = NULL;
-    if (!(n->op->state_inputs & (1u << i))) continue;
-    if (e->g->nodes[e->g->values[n->inputs[i]].node].kind == EM_NODE_STATE) continue;
+    int own = 0;
+    if (!writes_input(e, n, a, i, &own) || own) continue;
     em_status s = em_tensor_to_device(in[i], e->dev, &copies[i]);
     if (s) return s;
     in[i] = copies[i];
@@ -446,9 +518,10 @@ static em_status run_step(em_exec *e, run_state *r, int st) {
   em_graph *g = e->g;
   step *p = &e->steps[st];
   const em_node *n = &g->nodes[p->node];
-  em_shape in_shapes[16], out_shapes[8];
-  em_tensor *in[16], *out[8] = {0};
+  em_shape *in_shapes = e->sc_shapes, out_shapes[8];
+  em_tensor **in = e->sc_in, *out[8] = {0}, **copies = e->sc_copies;
   for (int i = 0; i < n->n_in; i++) {
+    copies[i] = NULL;
     in[i] = r->val[n->inputs[i]];
     em_shape_of(in[i], &in_shapes[i]);
   }
@@ -457,9 +530,8 @@ static em_status run_step(em_exec *e, run_state *r, int st) {
                   .node = p->node, .dev = p->dev, .stream = p->stream, .kernels = &p->kernels,
                   .portable = e->mode == EM_MODE_PORTABLE};
   memset(out_shapes, 0, sizeof out_shapes);
-  em_tensor *copies[16] = {0};
   em_status s = n->op->infer(&a);
-  if (!s && e->training && n->op->state_inputs) s = protect_state_inputs(e, n, in, copies);
+  if (!s && ((e->training && n->op->state_inputs) || p->writes)) s = protect_state_inputs(e, n, &a, in, copies);
   if (s) {
     for (int i = 0; i < n->n_in; i++) em_tensor_release(copies[i]);
     return s;
@@ -467,7 +539,8 @@ static em_status run_step(em_exec *e, run_state *r, int st) {
   int from = e->steps[st].inplace_from;
   int inplace = from >= 0 && e->dev.kind == EM_DEVICE_CPU && in_shapes[from].dtype == out_shapes[0].dtype &&
                 em_shape_numel(&in_shapes[from]) == em_shape_numel(&out_shapes[0]);
-  unsigned states = state_writes(e, n);
+  int any_states = ((e->training && n->op->state_inputs) || p->writes) && state_writes(e, n, &a, e->sc_wr);
+  const unsigned char *states = any_states ? e->sc_wr : NULL;
   if (inplace) s = em_tensor_reshape(in[from], out_shapes[0].ndim, out_shapes[0].dims, &out[0]);
   for (int i = inplace ? 1 : 0; i < n->n_out && !s; i++)
     if (e->dev.kind == EM_DEVICE_CPU || n->op->gpu) {
@@ -488,11 +561,11 @@ static em_status run_step(em_exec *e, run_state *r, int st) {
         }
         em_clear_error();
         note_host_step(e, st, why[0] ? why : "its gpu member handed it to the CPU");
-        s = run_on_host(&a, e->dev, in, out, states);
+        s = run_on_host(&a, e->dev, in, out, states, e->sc_hin);
       }
     }
   }
-  if (!s) states_written(e, n, states);
+  if (!s && any_states) states_written(e, n, states);
   for (int i = 0; i < n->n_in; i++) em_tensor_release(copies[i]);
   if (s) {
     for (int i = 0; i < n->n_out; i++) em_tensor_release(out[i]);

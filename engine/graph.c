@@ -308,6 +308,10 @@ em_status em_op_check_attr_name(const em_op_def *def, const char *name) {
                  n ? list : "none");
 }
 
+static em_status apply_checked(em_graph *g, const em_op_def *def, const char *op, const em_var *inputs, int n_inputs,
+                               em_shape *in, const em_attr *attrs, int n_attrs, em_shape *out, em_var *outputs,
+                               int n_outputs);
+
 API em_status em_apply(em_graph *g, const char *op, const em_var *inputs, int n_inputs, const em_attr *attrs,
                        int n_attrs, em_var *outputs, int n_outputs) {
   if (!g || !op || (n_inputs && !inputs) || (n_attrs && !attrs) || !outputs)
@@ -323,13 +327,24 @@ API em_status em_apply(em_graph *g, const char *op, const em_var *inputs, int n_
                    def->max_inputs, n_inputs);
   if (n_outputs != def->n_outputs)
     return em_fail(EM_ERR_INVALID_ARGUMENT, "op '%s' has %d outputs, %d requested", op, def->n_outputs, n_outputs);
-  em_shape in[16], out[8];
-  if (n_inputs > 16 || n_outputs > 8) return em_fail(EM_ERR_UNSUPPORTED, "op '%s': too many inputs or outputs", op);
+  if (n_inputs > EM_MAX_INPUTS || n_outputs > 8)
+    return em_fail(EM_ERR_UNSUPPORTED, "op '%s': too many inputs or outputs (at most %d and 8)", op, EM_MAX_INPUTS);
   for (int i = 0; i < n_inputs; i++) {
     em_status s = em_graph_check_var(g, inputs[i], op);
     if (s) return s;
-    in[i] = g->values[inputs[i]].shape;
   }
+  em_shape few[16], out[8], *in = n_inputs > 16 ? malloc(sizeof(em_shape) * (size_t)n_inputs) : few;
+  if (!in) return em_fail(EM_ERR_OUT_OF_MEMORY, "no memory for op '%s''s %d input shapes", op, n_inputs);
+  for (int i = 0; i < n_inputs; i++) in[i] = g->values[inputs[i]].shape;
+  em_status s = apply_checked(g, def, op, inputs, n_inputs, in, attrs, n_attrs, out, outputs, n_outputs);
+  if (in != few) free(in);
+  return s;
+}
+
+/* em_apply once the inputs are checked and their shapes are in `in`. */
+static em_status apply_checked(em_graph *g, const em_op_def *def, const char *op, const em_var *inputs, int n_inputs,
+                               em_shape *in, const em_attr *attrs, int n_attrs, em_shape *out, em_var *outputs,
+                               int n_outputs) {
   if (n_attrs > 256) return em_fail(EM_ERR_INVALID_ARGUMENT, "op '%s': %d attributes (at most 256)", op, n_attrs);
   for (int i = 0; i < n_attrs; i++) {
     if ((unsigned)attrs[i].type > EM_ATTR_STRING)
@@ -349,7 +364,7 @@ API em_status em_apply(em_graph *g, const char *op, const em_var *inputs, int n_
                      attrs[i].name ? attrs[i].name : "?");
   em_op_args a = {.def = def, .attrs = attrs, .n_attrs = n_attrs, .n_in = n_inputs, .in = in, .n_out = n_outputs,
                   .out = out};
-  memset(out, 0, sizeof out);
+  memset(out, 0, sizeof(em_shape) * 8);
   em_status s = def->infer(&a);
   if (s) return s;
 
@@ -516,13 +531,17 @@ API em_status em_parameter_set(em_graph *g, em_var p, const em_tensor *value) {
 
 em_status em_node_infer(const em_graph *g, int node, const em_shape *in, em_shape *out) {
   const em_node *n = &g->nodes[node];
-  em_shape own[16];
+  em_shape few[16], *own = NULL;
   if (!in) {
+    own = n->n_in > 16 ? malloc(sizeof(em_shape) * (size_t)n->n_in) : few;
+    if (!own) return em_fail(EM_ERR_OUT_OF_MEMORY, "no memory for node %d's %d input shapes", node, n->n_in);
     for (int i = 0; i < n->n_in; i++) own[i] = g->values[n->inputs[i]].shape;
     in = own;
   }
   em_op_args a = {.def = n->op, .attrs = n->attrs, .n_attrs = n->n_attrs, .n_in = n->n_in, .in = in,
                   .n_out = n->n_out, .out = out, .node = node};
   memset(out, 0, sizeof(em_shape) * (size_t)n->n_out);
-  return n->op->infer(&a);
+  em_status s = n->op->infer(&a);
+  if (own && own != few) free(own);
+  return s;
 }

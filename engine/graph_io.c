@@ -370,7 +370,7 @@ static em_status get_node(rbuf *r, em_graph *g, int index, size_t *next_value) {
   free(op);
   uint64_t n_out = get_u(r, 4, "an output count"), n_in = get_u(r, 4, "an input count");
   if (r->err) return r->err;
-  if (n_out < 1 || n_out > 8 || (n->kind != EM_NODE_OP && n_out != 1) || n_in > 16 ||
+  if (n_out < 1 || n_out > 8 || (n->kind != EM_NODE_OP && n_out != 1) || n_in > EM_MAX_INPUTS ||
       (n->kind != EM_NODE_OP && n_in != 0))
     return corrupt(r, "a node's input or output count is out of range");
   if (n->op && (n_out != (uint64_t)n->op->n_outputs || n_in < (uint64_t)n->op->min_inputs ||

@@ -93,7 +93,26 @@ typedef struct em_op_def {
    * silently. NULL: not checked. Last member, so tables written with
    * positional initialisers stay valid. */
   const char *const *attrs;
+  /* 1 when the op writes input i in place on every run, training or not
+   * (the learner family's updates of parameters and their state; inputs
+   * named by attributes, so a mask cannot say which). Such an input must be
+   * a parameter or an em_state value: the op writes its own storage (on a
+   * GPU the resident copy, which is then the newest); any other value
+   * arrives as a private copy and the write is dropped. The executor
+   * refuses a plan in which a later step reads a value written so. It may
+   * read only a->def, a->attrs, a->n_attrs and a->n_in (the executor asks
+   * when it plans, before shapes are known). NULL: none (state_inputs
+   * covers batch norm's training-only writes). */
+  int (*writes_input)(const em_op_args *a, int i);
 } em_op_def;
+
+/* Inputs a node may have (the learner family's multi-tensor updates take a
+ * parameter set's parameters, gradients and state in one node). no_grad and
+ * state_inputs describe inputs 0..31 only; later inputs take gradients and
+ * are not batch-norm state. */
+#define EM_MAX_INPUTS 4096
+static inline int em_op_no_grad(const em_op_def *d, int i) { return i < 32 && ((d->no_grad >> i) & 1u); }
+static inline int em_op_state_input(const em_op_def *d, int i) { return i < 32 && ((d->state_inputs >> i) & 1u); }
 
 /* ------------------------------------------------------------ registry --- */
 

@@ -137,12 +137,14 @@ typedef struct em_schedule {
   double cosine_floor;        /* fraction of the value at the end of the cosine (0 .. 1) */
 } em_schedule;
 
-/* The value a schedule gives a step of minibatch_samples samples after
- * samples_seen samples, unit conversion included (PER_SAMPLE * N, mu^N,
- * exp(-N / T)). Fails on a malformed schedule (negative or NaN values, a
- * count of 0, a floor outside 0 .. 1). */
-EM_API em_status em_schedule_value(const em_schedule *s, uint64_t samples_seen, uint64_t minibatch_samples,
-                                   double *out);
+/* The value a schedule gives a step of minibatch_samples (> 0) samples
+ * after samples_seen samples, unit conversion included: for a rate
+ * (momentum 0) PER_SAMPLE gives v * N; for a momentum (momentum 1)
+ * PER_SAMPLE gives v^N and TIME_CONSTANT exp(-N / v). Fails on a malformed
+ * schedule (negative or NaN values, a count of 0, a floor outside 0 .. 1)
+ * and on a time constant for a rate. */
+EM_API em_status em_schedule_value(const em_schedule *s, int momentum, uint64_t samples_seen,
+                                   uint64_t minibatch_samples, double *out);
 
 /* ------------------------------------------------------------- learners --- */
 

@@ -214,6 +214,8 @@ static int op_outputs(const char *op) {
 
 static const char *const output_names[] = {"y0", "y1", "y2", "y3", "y4", "y5", "y6", "y7"};
 static const char *const grad_names[] = {"dx0", "dx1", "dx2", "dx3", "dx4", "dx5", "dx6", "dx7"};
+static const char *const state_names[] = {"x0 after", "x1 after", "x2 after", "x3 after",
+                                          "x4 after", "x5 after", "x6 after", "x7 after"};
 
 /* Builds the case's graph, runs it on dev in mode, fetches everything to the
  * host. Returns the first failure (message in em_last_error()). */
@@ -227,11 +229,17 @@ static em_status run_once(const oc_case *c, uint64_t seed, em_device dev, em_mod
   em_var x[OC_MAX_INPUTS], y[8], fetch[MAX_RESULTS];
   int n_fetch = 0;
   em_feed feeds[OC_MAX_INPUTS];
+  int n_feeds = 0;
   em_status s = em_graph_create(&g);
   for (int k = 0; k < c->n_in && !s; k++) {
     in[k] = make_input(&c->in[k], seed + 7919u * (uint64_t)(k + 1));
+    if (c->state & (1u << k)) { /* the graph's own storage, which the op updates in place */
+      em_init from = {.kind = EM_INIT_FROM_DATA, .data = in[k]};
+      s = em_state(g, NULL, c->in[k].dtype, c->in[k].ndim, c->in[k].dims, &from, &x[k]);
+      continue;
+    }
     s = em_input(g, NULL, c->in[k].dtype, c->in[k].ndim, c->in[k].dims, &x[k]);
-    feeds[k] = (em_feed){x[k], in[k]};
+    feeds[n_feeds++] = (em_feed){x[k], in[k]};
   }
   if (!s) s = em_apply(g, c->op, x, c->n_in, c->attrs, c->n_attrs, y, n_out);
   for (int k = 0; k < n_out && !s; k++) {
@@ -272,8 +280,14 @@ static em_status run_once(const oc_case *c, uint64_t seed, em_device dev, em_mod
   if (!s) s = em_exec_set_mode(e, mode);
   if (!s) s = em_exec_set_training(e, c->training);
   em_tensor *got[MAX_RESULTS] = {0};
-  if (!s) s = em_exec_run(e, feeds, c->n_in, got);
+  if (!s) s = em_exec_run(e, feeds, n_feeds, got);
   for (int i = 0; i < n_fetch && !s; i++) s = em_tensor_to_device(got[i], em_cpu(), &out->t[i]);
+  /* inputs updated in place: their values after the run, newest copy (the device's) */
+  for (int k = 0; k < c->n_in && !s && n_fetch < MAX_RESULTS; k++)
+    if (c->state & (1u << k)) {
+      s = em_parameter_get(g, x[k], em_cpu(), &out->t[n_fetch]);
+      out->what[n_fetch++] = state_names[k];
+    }
   if (!s) out->n = n_fetch;
   if (!s && dev.kind == EM_DEVICE_CUDA) find_host_steps(e, out->on_host, sizeof out->on_host);
   for (int i = 0; i < n_fetch; i++) em_tensor_release(got[i]);

@@ -46,6 +46,9 @@ typedef struct oc_case {
   int grad;               /* also compare the gradients */
   int training;           /* run in training mode (dropout, batch normalisation) */
   double tol;             /* fast mode: |gpu - cpu| <= tol * (1 + |cpu|); 0: 1e-5 (f32) or 1e-12 (f64) */
+  unsigned state;         /* bit k: input k is an em_state value holding the input's values (not fed), compared
+                           * after the run like an output: ops that update inputs in place (the learner
+                           * family's updates of parameters and their state) */
 } oc_case;
 
 /* An input: OC_F32(lo, hi, dims...) is a random f32 tensor of those dims. */

@@ -1,0 +1,184 @@
+/* The learner op family: the update rules of include/ember/learner.h as
+ * graph ops, added by training/learner.c (em_learner_attach), one node per
+ * learner per step over its whole parameter set.
+ *
+ *   _update_<rule>   inputs (h, scales, p_0..p_{n-1}, g_0..g_{n-1},
+ *                    slot 0 of each p, slot 1 of each p), attribute n;
+ *                    updates every p and its slots IN PLACE
+ *                    (em_op_def.writes_input) and outputs an empty f32[0]
+ *                    (the value the trainer fetches to make the executor run
+ *                    the node: fetching it copies nothing).
+ *   _learner_scales  inputs (h, [|p_i|^2 ...,] |g_i|^2 ...) (scalars, the
+ *                    reduce family's reduce_sum_square), attributes n and
+ *                    larc (0 none, 1 clip, 2 scale); outputs f32[n, 2]: per
+ *                    tensor the gradient multiplier of clipping by global
+ *                    norm and LARC's learning-rate factor.
+ *
+ * h is the step's f32 hyperparameter vector (kernels/learner_math.h
+ * EM_LRN_H_*), fed by the learner; scales is _learner_scales' output or a
+ * constant of ones. The arithmetic is kernels/learner_math.h's, shared with
+ * the kernels (kernels/learner.cu, launched by ops/learner_gpu.c): every
+ * element on its own in f32, in the same order on every device; the only
+ * sums are _learner_scales' over n scalars, in index order in binary64. So
+ * the updates are bitwise equal on the CPU and every GPU, in both modes.
+ * f32 parameters only. No gradients (the ops are the end of a step). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "learner_gpu.h"
+#include "../kernels/learner_math.h"
+
+/* The rule of an _update_ op: its position in the table below. */
+static int rule_of(const em_op_def *d);
+
+static em_status check_h(const em_op_args *a) {
+  const em_shape *h = &a->in[0];
+  if (h->dtype != EM_F32 || h->ndim != 1 || (h->dims[0] != EM_LRN_H_COUNT && h->dims[0] >= 0))
+    return em_op_fail(a, "input 0 (the hyperparameters) must be f32[%d]", EM_LRN_H_COUNT);
+  return EM_OK;
+}
+
+static em_status read_n(const em_op_args *a, int64_t *n) {
+  *n = em_attr_int(a, "n", -1);
+  if (*n < 1 || *n > EM_MAX_INPUTS) return em_op_fail(a, "attribute n (tensors) must be 1 .. %d", EM_MAX_INPUTS);
+  return EM_OK;
+}
+
+/* ---------------------------------------------------------- _update_* --- */
+
+static em_status update_infer(em_op_args *a) {
+  int64_t n;
+  em_status s = read_n(a, &n);
+  if (s) return s;
+  int slots = em_lrn_slots(rule_of(a->def));
+  if (a->n_in != 2 + (2 + slots) * n)
+    return em_op_fail(a, "takes h, scales and %d tensors per parameter (%lld parameters: %lld inputs), %d given",
+                      2 + slots, (long long)n, (long long)(2 + (2 + slots) * n), a->n_in);
+  if ((s = check_h(a))) return s;
+  const em_shape *sc = &a->in[1];
+  if (sc->dtype != EM_F32 || sc->ndim != 2 || sc->dims[0] != n || sc->dims[1] != 2)
+    return em_op_fail(a, "input 1 (scales) must be f32[%lld, 2]", (long long)n);
+  for (int64_t i = 0; i < n; i++) {
+    const em_shape *p = &a->in[2 + i];
+    if (p->dtype != EM_F32) return em_op_fail(a, "parameter %lld is %s: learners update f32 parameters",
+                                              (long long)i, em_dtype_name(p->dtype));
+    for (int k = 1; k < 2 + slots; k++) {
+      const em_shape *o = &a->in[2 + k * n + i];
+      if (!em_shape_equal(o, p)) {
+        char x[96], y[96];
+        return em_op_fail(a, "%s %lld is %s, its parameter %s", k == 1 ? "gradient" : "slot", (long long)i,
+                          em_shape_str(o, x, sizeof x), em_shape_str(p, y, sizeof y));
+      }
+    }
+  }
+  a->out[0].dtype = EM_F32;
+  a->out[0].ndim = 1;
+  a->out[0].dims[0] = 0;
+  return EM_OK;
+}
+
+/* Parameters (2 .. 2 + n) and slots (from 2 + 2n) are written; h, scales
+ * and the gradients are read. */
+static int update_writes(const em_op_args *a, int i) {
+  int64_t n = em_attr_int(a, "n", -1);
+  return n > 0 && i >= 2 && (i < 2 + n || i >= 2 + 2 * n);
+}
+
+/* Elements per parallel chunk: every element is independent, so the
+ * thread count never changes a bit. */
+#define LRN_CHUNK 16384
+
+static em_status update_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  (void)out;
+  const int rule = rule_of(a->def), slots = em_lrn_slots(rule);
+  const int64_t n = em_attr_int(a, "n", 1);
+  const float *h = em_tensor_data(in[0]), *sc = em_tensor_data(in[1]);
+  for (int64_t i = 0; i < n; i++) {
+    const em_lrn_t t = em_lrn_tensor(h, sc[2 * i], sc[2 * i + 1]);
+    float *p = em_tensor_data(in[2 + i]);
+    const float *g = em_tensor_data(in[2 + n + i]);
+    float *s0 = slots > 0 ? em_tensor_data(in[2 + 2 * n + i]) : NULL;
+    float *s1 = slots > 1 ? em_tensor_data(in[2 + 3 * n + i]) : NULL;
+    const int64_t m = em_tensor_numel(in[2 + i]), chunks = (m + LRN_CHUNK - 1) / LRN_CHUNK;
+    float dummy0 = 0, dummy1 = 0;
+#pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (m > 65536) firstprivate(dummy0, dummy1)
+    for (int64_t c = 0; c < chunks; c++) {
+      const int64_t j1 = m - c * LRN_CHUNK < LRN_CHUNK ? m : (c + 1) * LRN_CHUNK;
+      for (int64_t j = c * LRN_CHUNK; j < j1; j++)
+        em_lrn_step(rule, h, &t, &p[j], g[j], s0 ? &s0[j] : &dummy0, s1 ? &s1[j] : &dummy1);
+    }
+  }
+  return EM_OK;
+}
+
+/* ---------------------------------------------------- _learner_scales --- */
+
+static em_status scales_infer(em_op_args *a) {
+  int64_t n;
+  em_status s = read_n(a, &n);
+  if (s) return s;
+  int64_t larc = em_attr_int(a, "larc", 0);
+  if (larc < 0 || larc > 2) return em_op_fail(a, "attribute larc must be 0 (none), 1 (clip) or 2 (scale)");
+  int64_t want = 1 + (larc ? 2 : 1) * n;
+  if (a->n_in != want)
+    return em_op_fail(a, "takes h and %lld sums of squares, %d inputs given", (long long)(want - 1), a->n_in);
+  if ((s = check_h(a))) return s;
+  for (int i = 1; i < a->n_in; i++)
+    if (a->in[i].dtype != EM_F32 || em_shape_numel(&a->in[i]) != 1)
+      return em_op_fail(a, "input %d must be an f32 value of one element (a sum of squares)", i);
+  a->out[0].dtype = EM_F32;
+  a->out[0].ndim = 2;
+  a->out[0].dims[0] = n;
+  a->out[0].dims[1] = 2;
+  return EM_OK;
+}
+
+static em_status scales_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  const int64_t n = em_attr_int(a, "n", 1);
+  const int larc = (int)em_attr_int(a, "larc", 0);
+  float *buf = malloc(sizeof(float) * 2 * (size_t)n);
+  if (!buf) return em_fail(EM_ERR_OUT_OF_MEMORY, "op '%s': no memory for %lld sums", a->def->name, (long long)n);
+  float *sp = buf, *sg = buf + n;
+  for (int64_t i = 0; i < n; i++) {
+    sp[i] = larc ? *(const float *)em_tensor_data(in[1 + i]) : 0.0f;
+    sg[i] = *(const float *)em_tensor_data(in[1 + (larc ? n : 0) + i]);
+  }
+  em_lrn_scales(em_tensor_data(in[0]), larc, (int)n, sp, sg, em_tensor_data(out[0]));
+  free(buf);
+  return EM_OK;
+}
+
+/* --------------------------------------------------------------- table --- */
+
+#define UPDATE(rule_name, slots_doc)                                                                       \
+  {.name = "_update_" rule_name,                                                                           \
+   .doc = "learner.h's " rule_name " rule over n parameters in place: inputs (h f32[16], scales f32[n,2], " \
+          "params, grads" slots_doc "); output f32[0]",                                                     \
+   .min_inputs = 4, .max_inputs = EM_MAX_INPUTS, .n_outputs = 1, .infer = update_infer, .cpu = update_cpu, \
+   .gpu = em_learner_update_gpu, .attrs = EM_ATTRS("n"), .writes_input = update_writes}
+
+const em_op_def em_ops_learner[] = {
+    UPDATE("sgd", ""),
+    UPDATE("momentum", ", slot b"),
+    UPDATE("nesterov", ", slot b"),
+    UPDATE("adagrad", ", slot s"),
+    UPDATE("rmsprop", ", slot v"),
+    UPDATE("adadelta", ", slots v, u"),
+    UPDATE("adam", ", slots m, v"),
+    UPDATE("adamw", ", slots m, v"),
+    UPDATE("fsadagrad", ", slots s, b"),
+    {.name = "_learner_scales",
+     .doc = "per tensor (clipping's gradient multiplier, LARC's rate factor) from h f32[16] and sums of squares "
+            "([params' if larc,] grads'): attrs n, larc (0 none, 1 clip, 2 scale); output f32[n,2]",
+     .min_inputs = 2, .max_inputs = EM_MAX_INPUTS, .n_outputs = 1, .infer = scales_infer, .cpu = scales_cpu,
+     .gpu = em_learner_scales_gpu, .attrs = EM_ATTRS("n", "larc")},
+};
+const size_t em_ops_learner_count = sizeof em_ops_learner / sizeof em_ops_learner[0];
+
+_Static_assert(sizeof em_ops_learner / sizeof em_ops_learner[0] == EM_LRN_RULES + 1,
+               "one _update_ op per rule of kernels/learner_math.h, in its order, then _learner_scales");
+
+static int rule_of(const em_op_def *d) { return (int)(d - em_ops_learner); }
+
+int em_learner_rule_of(const em_op_def *d) { return rule_of(d); }

@@ -1,0 +1,52 @@
+/* Cases of the learner op family (ops/learner.c) for test_ops_devices: the
+ * parameters and slots are em_state values the update ops write in place
+ * (.state), compared after the run, bitwise in portable mode. The
+ * hyperparameter vector h is fixed (kernels/learner_math.h EM_LRN_H_*:
+ * lr, mu, k, rho, 1 - rho, eps, c1, c2, l1, l2, wd, clip value, clip norm,
+ * eta, LARC's wd), with every option on; "plain" turns the options off.
+ * Slots that take a square root start non-negative, as a real run's do.
+ * Sizes: one element, odd sizes above a block (257, 1000), and two tensors
+ * in one node of different sizes (the kernel strides over each in turn). */
+#include "op_cases.h"
+
+static const double H_ALL[16] = {0.1, 0.9, 0.1, 0.99, 0.01, 1e-8, 1.5, 1.2,
+                                 0.01, 0.02, 0.03, 0.7, 2.0, 0.01, 0.05, 0};
+static const double H_PLAIN[16] = {0.05, 0.9, 1.0, 0.9, 0.1, 1e-6, 1.1, 1.01, 0, 0, 0, 0, 0, 0, 0, 0};
+
+#define H(v) OC_VALUES(EM_F32, v, 16)
+#define N(k) OC_ATTR_I("n", k)
+/* scales: clipping's gradient multiplier and LARC's rate factor per tensor */
+#define SC(k) OC_F32(0.25, 1.5, k, 2)
+#define P(...) OC_F32(-2, 2, __VA_ARGS__)
+#define G(...) OC_F32(-3, 3, __VA_ARGS__)
+#define POS(...) OC_F32(0, 1, __VA_ARGS__)
+#define SUM OC_SCALAR(EM_F32, 0, 1)
+#define SMALL_SUM OC_SCALAR(EM_F32, 0, 0.01)
+
+static const oc_case cases[] = {
+  {"_update_sgd", "1", 4, {H(H_ALL), SC(1), P(1), G(1)}, 1, {N(1)}, .state = 0x4},
+  {"_update_sgd", "plain odd", 4, {H(H_PLAIN), SC(1), P(257), G(257)}, 1, {N(1)}, .state = 0x4},
+  {"_update_sgd", "two tensors", 6, {H(H_ALL), SC(2), P(3, 5), P(1000), G(3, 5), G(1000)}, 1, {N(2)},
+   .state = 0xc},
+  {"_update_momentum", "two tensors", 8, {H(H_ALL), SC(2), P(7), P(33, 9), G(7), G(33, 9), P(7), P(33, 9)}, 1,
+   {N(2)}, .state = 0xcc},
+  {"_update_nesterov", "odd", 5, {H(H_ALL), SC(1), P(257), G(257), P(257)}, 1, {N(1)}, .state = 0x14},
+  {"_update_nesterov", "plain", 5, {H(H_PLAIN), SC(1), P(1000), G(1000), P(1000)}, 1, {N(1)}, .state = 0x14},
+  {"_update_adagrad", "odd", 5, {H(H_ALL), SC(1), P(257), G(257), POS(257)}, 1, {N(1)}, .state = 0x14},
+  {"_update_rmsprop", "odd", 5, {H(H_PLAIN), SC(1), P(3, 11), G(3, 11), POS(3, 11)}, 1, {N(1)}, .state = 0x14},
+  {"_update_adadelta", "odd", 6, {H(H_ALL), SC(1), P(257), G(257), POS(257), POS(257)}, 1, {N(1)},
+   .state = 0x34},
+  {"_update_adam", "odd", 6, {H(H_ALL), SC(1), P(1000), G(1000), P(1000), POS(1000)}, 1, {N(1)}, .state = 0x34},
+  {"_update_adam", "plain 1", 6, {H(H_PLAIN), SC(1), P(1), G(1), P(1), POS(1)}, 1, {N(1)}, .state = 0x34},
+  {"_update_adamw", "odd", 6, {H(H_ALL), SC(1), P(5, 7), G(5, 7), P(5, 7), POS(5, 7)}, 1, {N(1)},
+   .state = 0x34},
+  {"_update_fsadagrad", "odd", 6, {H(H_ALL), SC(1), P(257), G(257), POS(257), P(257)}, 1, {N(1)},
+   .state = 0x34},
+  {"_update_fsadagrad", "no momentum", 6, {H(H_PLAIN), SC(1), P(64), G(64), POS(64), P(64)}, 1, {N(1)},
+   .state = 0x34},
+  {"_learner_scales", "clip", 4, {H(H_ALL), SUM, SUM, SUM}, 2, {N(3), OC_ATTR_I("larc", 0)}},
+  {"_learner_scales", "larc clip", 5, {H(H_ALL), POS(1), SUM, SMALL_SUM, POS(1)}, 2,
+   {N(2), OC_ATTR_I("larc", 1)}},
+  {"_learner_scales", "larc scale", 3, {H(H_PLAIN), SUM, SUM}, 2, {N(1), OC_ATTR_I("larc", 2)}},
+};
+OC_REGISTER(learner, cases)

@@ -1,0 +1,737 @@
+/* Learners (include/ember/learner.h) against plain float64 references
+ * written here from the formulas of the header (PyTorch's and CNTK's
+ * rules), step by step:
+ *   - every rule over several steps on two tensors of different shapes;
+ *   - schedules: piecewise per sample and per minibatch with epoch sizes,
+ *     momentum per sample and as a time constant, warmup, cosine; and a
+ *     training run that uses them with changing minibatch sizes;
+ *   - LARC's local rate (clip and scale), clipping by value and by global
+ *     norm, L1 / L2 and decoupled weight decay;
+ *   - two learners over disjoint parameter subsets in one graph;
+ *   - host state save / load, and refusal of damaged records;
+ *   - the executor's refusal of a plan that reads a parameter after its
+ *     update;
+ *   - on a GPU (the test double's pretend H100 in CI, FAKECUDA_LIB): every
+ *     rule with every option bitwise equal to the CPU in portable mode, and
+ *     a step copying only its feeds.
+ * The gradients are fed as inputs (chosen by a seeded generator), so the
+ * references see exactly what the update ops see. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "ember.h"
+
+#define CHECK(call)                                                        \
+  do {                                                                     \
+    em_status s_ = (call);                                                 \
+    if (s_) fail_msg("%s: %s", #call, em_last_error());                    \
+  } while (0)
+
+#define NT 2          /* tensors per test graph */
+#define MAXE 35       /* elements per tensor at most */
+static const int64_t SHAPE0[2] = {5, 7}, SHAPE1[1] = {9};
+static const int NUMEL[NT] = {35, 9};
+
+static uint64_t lcg(uint64_t *s) {
+  *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+  return *s >> 11;
+}
+/* Uniform in [lo, hi), rounded to float (the values the ops see). */
+static float uni(uint64_t *s, double lo, double hi) {
+  return (float)(lo + (hi - lo) * ((double)lcg(s) / 9007199254740992.0));
+}
+
+/* ------------------------------------------------------------ the graph --- */
+
+typedef struct rig {
+  em_graph *g;
+  em_var p[NT], gin[NT], update[2];
+  em_learner *l[2];
+  int n_learners;
+  em_exec *e;
+  float init[NT][MAXE];
+} rig;
+
+static void rig_params(rig *r, uint64_t seed) {
+  CHECK(em_graph_create(&r->g));
+  uint64_t s = seed;
+  for (int i = 0; i < NT; i++) {
+    for (int j = 0; j < NUMEL[i]; j++) r->init[i][j] = uni(&s, -1, 1);
+    em_tensor *t;
+    CHECK(em_tensor_from_host(em_cpu(), EM_F32, i ? 1 : 2, i ? SHAPE1 : SHAPE0, r->init[i],
+                              sizeof(float) * (size_t)NUMEL[i], &t));
+    em_init init = {.kind = EM_INIT_FROM_DATA, .data = t};
+    char name[16];
+    snprintf(name, sizeof name, "w%d", i);
+    CHECK(em_parameter(r->g, name, EM_F32, i ? 1 : 2, i ? SHAPE1 : SHAPE0, &init, &r->p[i]));
+    em_tensor_release(t);
+    snprintf(name, sizeof name, "g%d", i);
+    CHECK(em_input(r->g, name, EM_F32, i ? 1 : 2, i ? SHAPE1 : SHAPE0, &r->gin[i]));
+  }
+}
+
+/* Learners over the subsets given (each a list of tensor indices), attached,
+ * and an executor on dev. */
+static void rig_learners(rig *r, const em_learner_config *const *cfg, const int *const *subsets, const int *counts,
+                         int n, em_device dev, int portable) {
+  r->n_learners = n;
+  for (int k = 0; k < n; k++) {
+    em_var ps[NT], gs[NT];
+    for (int i = 0; i < counts[k]; i++) ps[i] = r->p[subsets[k][i]], gs[i] = r->gin[subsets[k][i]];
+    char name[16];
+    snprintf(name, sizeof name, "l%d", k);
+    CHECK(em_learner_create(cfg[k], n > 1 ? name : NULL, ps, counts[k], &r->l[k]));
+    CHECK(em_learner_attach(r->l[k], r->g, gs, &r->update[k]));
+  }
+  CHECK(em_exec_create(r->g, r->update, n, dev, &r->e));
+  if (portable) CHECK(em_exec_set_mode(r->e, EM_MODE_PORTABLE));
+}
+
+static void rig_one(rig *r, const em_learner_config *cfg, em_device dev, int portable) {
+  static const int all[NT] = {0, 1};
+  const int *sub[1] = {all};
+  int cnt[1] = {NT};
+  rig_learners(r, &cfg, sub, cnt, 1, dev, portable);
+}
+
+/* One step with gradients grads[i] and a minibatch of mb samples. */
+static void rig_step(rig *r, float grads[NT][MAXE], uint64_t mb) {
+  em_feed f[NT + 2];
+  em_tensor *gt[NT];
+  for (int i = 0; i < NT; i++) {
+    CHECK(em_tensor_from_host(em_cpu(), EM_F32, i ? 1 : 2, i ? SHAPE1 : SHAPE0, grads[i],
+                              sizeof(float) * (size_t)NUMEL[i], &gt[i]));
+    f[i] = (em_feed){r->gin[i], gt[i]};
+  }
+  for (int k = 0; k < r->n_learners; k++) CHECK(em_learner_feed(r->l[k], mb, &f[NT + k]));
+  em_tensor *out[2] = {0};
+  CHECK(em_exec_run(r->e, f, NT + r->n_learners, out));
+  for (int k = 0; k < r->n_learners; k++) {
+    assert_int_equal(em_tensor_numel(out[k]), 0);
+    em_tensor_release(out[k]);
+    CHECK(em_learner_step_done(r->l[k], mb));
+  }
+  for (int i = 0; i < NT; i++) em_tensor_release(gt[i]);
+}
+
+/* A value of the graph (parameter or state) into host floats. */
+static void rig_read(rig *r, em_var v, float *out, int n) {
+  em_tensor *t;
+  CHECK(em_parameter_get(r->g, v, em_cpu(), &t));
+  CHECK(em_tensor_to_host(t, out, sizeof(float) * (size_t)n));
+  em_tensor_release(t);
+}
+
+static void rig_read_named(rig *r, const char *name, float *out, int n) {
+  em_var v;
+  CHECK(em_graph_lookup(r->g, name, &v));
+  rig_read(r, v, out, n);
+}
+
+static void rig_free(rig *r) {
+  em_exec_free(r->e);
+  for (int k = 0; k < r->n_learners; k++) em_learner_free(r->l[k]);
+  em_graph_free(r->g);
+  memset(r, 0, sizeof *r);
+}
+
+static void make_grads(uint64_t *s, float grads[NT][MAXE], double scale) {
+  for (int i = 0; i < NT; i++)
+    for (int j = 0; j < NUMEL[i]; j++) grads[i][j] = uni(s, -scale, scale);
+}
+
+/* -------------------------------------------------- float64 references --- */
+
+/* The reference's state: parameters and two slots per element. */
+typedef struct ref {
+  double p[NT][MAXE], s0[NT][MAXE], s1[NT][MAXE];
+  double smoothed;
+  uint64_t t;
+} ref;
+
+static void ref_init(ref *f, const rig *r) {
+  memset(f, 0, sizeof *f);
+  for (int i = 0; i < NT; i++)
+    for (int j = 0; j < NUMEL[i]; j++) f->p[i][j] = r->init[i][j];
+}
+
+static double sgn(double x) { return x > 0 ? 1 : x < 0 ? -1 : 0; }
+
+/* What a step of the rule does, written from learner.h's formulas. lr and
+ * mu are this step's (the test computes them itself); the options come
+ * from c. Only tensors with use[i] are updated. */
+static void ref_step(ref *f, const em_learner_config *c, float grads[NT][MAXE], double lr, double mu, uint64_t mb,
+                     const int *use) {
+  f->t++;
+  const double t = (double)f->t;
+  /* clipping by global norm over the learner's gradients */
+  double gmul = 1;
+  if (c->clip_norm > 0) {
+    double total = 0;
+    for (int i = 0; i < NT; i++)
+      if (use[i])
+        for (int j = 0; j < NUMEL[i]; j++) total += (double)grads[i][j] * grads[i][j];
+    gmul = fmin(1, c->clip_norm / (sqrt(total) + 1e-6));
+  }
+  double vm = 0, smoothed = 0;
+  if (c->kind == EM_LEARNER_FSADAGRAD) {
+    vm = exp(-(double)mb / c->beta2);
+    smoothed = f->smoothed = vm * f->smoothed + (1 - vm) * (double)mb;
+  }
+  for (int i = 0; i < NT; i++) {
+    if (!use[i]) continue;
+    double lri = lr;
+    if (c->larc) {
+      double wn = 0, gn = 0;
+      for (int j = 0; j < NUMEL[i]; j++) wn += f->p[i][j] * f->p[i][j], gn += (double)grads[i][j] * grads[i][j];
+      wn = sqrt(wn), gn = sqrt(gn) * gmul;
+      if (wn > 0 && gn > 0) {
+        double local = c->larc_eta * wn / (gn + (c->weight_decay + c->l2) * wn);
+        lri = c->larc == EM_LARC_CLIP ? fmin(local, lr) : lr * local;
+      }
+    }
+    for (int j = 0; j < NUMEL[i]; j++) {
+      double *p = &f->p[i][j], *s0 = &f->s0[i][j], *s1 = &f->s1[i][j];
+      double g = grads[i][j] * gmul;
+      if (c->clip_value > 0) g = fmax(-c->clip_value, fmin(c->clip_value, g));
+      g += c->l2 * *p + c->l1 * sgn(*p);
+      *p -= lri * c->weight_decay * *p;
+      double k = c->unit_gain ? 1 - mu : 1, rho = c->beta2, eps = c->epsilon;
+      switch (c->kind) {
+      case EM_LEARNER_SGD: *p -= lri * g; break;
+      case EM_LEARNER_MOMENTUM: *s0 = mu * *s0 + k * g; *p -= lri * *s0; break;
+      case EM_LEARNER_NESTEROV: *s0 = mu * *s0 + k * g; *p -= lri * (k * g + mu * *s0); break;
+      case EM_LEARNER_ADAGRAD: *s0 += g * g; *p -= lri * g / (sqrt(*s0) + eps); break;
+      case EM_LEARNER_RMSPROP: *s0 = rho * *s0 + (1 - rho) * g * g; *p -= lri * g / (sqrt(*s0) + eps); break;
+      case EM_LEARNER_ADADELTA: {
+        *s0 = rho * *s0 + (1 - rho) * g * g;
+        double d = sqrt(*s1 + eps) / sqrt(*s0 + eps) * g;
+        *s1 = rho * *s1 + (1 - rho) * d * d;
+        *p -= lri * d;
+        break;
+      }
+      case EM_LEARNER_ADAM:
+      case EM_LEARNER_ADAMW: {
+        *s0 = mu * *s0 + (1 - mu) * g;
+        *s1 = rho * *s1 + (1 - rho) * g * g;
+        double mhat = *s0 / (1 - pow(mu, t)), vhat = *s1 / (1 - pow(rho, t));
+        *p -= lri * mhat / (sqrt(vhat) + eps);
+        break;
+      }
+      case EM_LEARNER_FSADAGRAD: {
+        *s0 = vm * *s0 + (1 - vm) * g * g;
+        if (*s0 != 0) g *= fmin(sqrt(smoothed) / sqrt(*s0), 10);
+        if (mu > 0) {
+          *s1 = mu * *s1 + (1 - mu) * g;
+          g = *s1;
+        }
+        *p -= lri * g;
+        break;
+      }
+      }
+    }
+  }
+}
+
+static void expect_close(const char *what, int i, int j, double got, double want, double tol) {
+  if (!(fabs(got - want) <= tol * fmax(1, fabs(want))))
+    fail_msg("%s: tensor %d element %d: %.9g, the float64 reference says %.9g", what, i, j, got, want);
+}
+
+/* The rig's parameters (and the slots named <w>.<learner>.<slot>) against f. */
+static void compare(rig *r, const ref *f, const char *what, const char *lname, const char *slot0, const char *slot1,
+                    const int *use, double tol) {
+  for (int i = 0; i < NT; i++) {
+    float got[MAXE];
+    rig_read(r, r->p[i], got, NUMEL[i]);
+    for (int j = 0; j < NUMEL[i]; j++) {
+      if (!use[i]) {
+        if (got[j] != r->init[i][j]) fail_msg("%s: tensor %d changed, but no learner owns it", what, i);
+        continue;
+      }
+      expect_close(what, i, j, got[j], f->p[i][j], tol);
+    }
+    if (!use[i]) continue;
+    const char *slots[2] = {slot0, slot1};
+    for (int k = 0; k < 2; k++) {
+      if (!slots[k]) continue;
+      char name[64];
+      snprintf(name, sizeof name, "w%d.%s.%s", i, lname, slots[k]);
+      rig_read_named(r, name, got, NUMEL[i]);
+      for (int j = 0; j < NUMEL[i]; j++) expect_close(name, i, j, got[j], k ? f->s1[i][j] : f->s0[i][j], tol);
+    }
+  }
+}
+
+static const char *slot_names[][2] = {
+    [EM_LEARNER_SGD] = {NULL, NULL},     [EM_LEARNER_MOMENTUM] = {"b", NULL}, [EM_LEARNER_NESTEROV] = {"b", NULL},
+    [EM_LEARNER_ADAGRAD] = {"s", NULL},  [EM_LEARNER_RMSPROP] = {"v", NULL},  [EM_LEARNER_ADADELTA] = {"v", "u"},
+    [EM_LEARNER_ADAM] = {"m", "v"},      [EM_LEARNER_ADAMW] = {"m", "v"},     [EM_LEARNER_FSADAGRAD] = {"s", "b"},
+};
+
+/* Runs cfg for `steps` steps of mb samples on the CPU against the
+ * reference, with constant lr and momentum (cfg's values). */
+static void run_rule(const em_learner_config *cfg, const char *what, int steps, uint64_t mb, double gscale) {
+  static const int use[NT] = {1, 1};
+  rig r = {0};
+  rig_params(&r, 11);
+  rig_one(&r, cfg, em_cpu(), 0);
+  ref f;
+  ref_init(&f, &r);
+  uint64_t s = 99;
+  for (int k = 0; k < steps; k++) {
+    float grads[NT][MAXE];
+    make_grads(&s, grads, gscale);
+    rig_step(&r, grads, mb);
+    double lr = cfg->lr.unit == EM_UNIT_PER_SAMPLE ? cfg->lr.value * (double)mb : cfg->lr.value;
+    ref_step(&f, cfg, grads, lr, cfg->momentum.value, mb, use);
+  }
+  compare(&r, &f, what, em_learner_kind_name(cfg->kind), slot_names[cfg->kind][0], slot_names[cfg->kind][1], use,
+          2e-5);
+  /* and it moved: equal to a reference that moved */
+  float got[MAXE];
+  rig_read(&r, r.p[1], got, NUMEL[1]);
+  int moved = 0;
+  for (int j = 0; j < NUMEL[1]; j++) moved |= got[j] != r.init[1][j];
+  if (!moved) fail_msg("%s: the parameters did not change", what);
+  rig_free(&r);
+}
+
+static void test_rules(void **state) {
+  (void)state;
+  for (int kind = 0; kind <= EM_LEARNER_FSADAGRAD; kind++) {
+    em_learner_config c;
+    CHECK(em_learner_defaults((em_learner_kind)kind, 0.05, &c));
+    if (kind == EM_LEARNER_FSADAGRAD) c.beta2 = 50; /* a short variance time constant: the count moves */
+    char what[64];
+    snprintf(what, sizeof what, "%s, defaults", em_learner_kind_name((em_learner_kind)kind));
+    run_rule(&c, what, 6, 8, 1.0);
+  }
+  /* unit-gain momentum (CNTK), nesterov too; fsadagrad without momentum */
+  em_learner_config c;
+  CHECK(em_learner_defaults(EM_LEARNER_MOMENTUM, 0.1, &c));
+  c.unit_gain = 1;
+  run_rule(&c, "momentum, unit gain", 5, 4, 1.0);
+  CHECK(em_learner_defaults(EM_LEARNER_NESTEROV, 0.1, &c));
+  c.unit_gain = 1;
+  c.momentum.value = 0.5;
+  run_rule(&c, "nesterov, unit gain, mu 0.5", 5, 4, 1.0);
+  CHECK(em_learner_defaults(EM_LEARNER_FSADAGRAD, 0.01, &c));
+  c.momentum.value = 0;
+  c.beta2 = 20;
+  run_rule(&c, "fsadagrad, no momentum", 5, 16, 1.0);
+  CHECK(em_learner_defaults(EM_LEARNER_SGD, 0.001, &c));
+  c.lr.unit = EM_UNIT_PER_SAMPLE;
+  run_rule(&c, "sgd, rate per sample", 4, 32, 1.0);
+}
+
+/* ------------------------------------------------------------ schedules --- */
+
+static double sched(const em_schedule *s, int momentum, uint64_t seen, uint64_t mb) {
+  double v;
+  CHECK(em_schedule_value(s, momentum, seen, mb, &v));
+  return v;
+}
+
+static void near(double got, double want, const char *what) {
+  if (!(fabs(got - want) <= 1e-12 * fmax(1, fabs(want)))) fail_msg("%s: %.17g, expected %.17g", what, got, want);
+}
+
+static void test_schedule_values(void **state) {
+  (void)state;
+  /* CNTK: learning_parameter_schedule([0.1]*2 + [0.05]*3 + [0.01], epoch_size=100), per minibatch */
+  static const double v[] = {0.1, 0.05, 0.01};
+  static const uint64_t n[] = {2, 3, 1};
+  em_schedule s = {.n = 3, .values = v, .counts = n, .epoch_size = 100};
+  near(sched(&s, 0, 0, 10), 0.1, "piece 0 at 0");
+  near(sched(&s, 0, 199, 10), 0.1, "piece 0 at 199");
+  near(sched(&s, 0, 200, 10), 0.05, "piece 1 at 200");
+  near(sched(&s, 0, 499, 10), 0.05, "piece 1 at 499");
+  near(sched(&s, 0, 500, 10), 0.01, "piece 2 at 500");
+  near(sched(&s, 0, 100000, 10), 0.01, "the last value holds");
+  /* per sample: times the minibatch's samples */
+  s.unit = EM_UNIT_PER_SAMPLE;
+  near(sched(&s, 0, 250, 32), 0.05 * 32, "per sample");
+  /* no counts, no epoch size: one sample each */
+  em_schedule s2 = {.n = 3, .values = v};
+  near(sched(&s2, 0, 0, 4), 0.1, "sample 0");
+  near(sched(&s2, 0, 1, 4), 0.05, "sample 1");
+  near(sched(&s2, 0, 7, 4), 0.01, "sample 7");
+  /* momentum: per minibatch, per sample (mu^N), time constant exp(-N/T) */
+  em_schedule m = {.value = 0.9};
+  near(sched(&m, 1, 0, 16), 0.9, "momentum per minibatch");
+  m.unit = EM_UNIT_PER_SAMPLE;
+  m.value = 0.99;
+  near(sched(&m, 1, 0, 16), pow(0.99, 16), "momentum per sample");
+  m.unit = EM_UNIT_TIME_CONSTANT;
+  m.value = 1100;
+  near(sched(&m, 1, 0, 64), exp(-64.0 / 1100), "momentum as time constant");
+  m.value = 0;
+  near(sched(&m, 1, 0, 64), 0, "time constant 0");
+  double out;
+  assert_int_equal(em_schedule_value(&m, 0, 0, 64, &out), EM_ERR_INVALID_ARGUMENT);
+  /* warmup: linear up to W samples, then the value */
+  em_schedule w = {.value = 0.4, .warmup_samples = 1000};
+  near(sched(&w, 0, 0, 100), 0.4 * 100 / 1000, "warmup, first step");
+  near(sched(&w, 0, 400, 100), 0.4 * 500 / 1000, "warmup, middle");
+  near(sched(&w, 0, 900, 100), 0.4, "warmup, last step");
+  near(sched(&w, 0, 5000, 100), 0.4, "after warmup");
+  /* cosine after warmup, to a floor */
+  w.cosine_samples = 4000;
+  w.cosine_floor = 0.1;
+  near(sched(&w, 0, 1000, 100), 0.4, "cosine start");
+  near(sched(&w, 0, 3000, 100), 0.4 * (0.1 + 0.9 * (1 + cos(3.14159265358979323846 * 0.5)) / 2), "cosine middle");
+  near(sched(&w, 0, 5000, 100), 0.4 * 0.1, "cosine end");
+  near(sched(&w, 0, 90000, 100), 0.4 * 0.1, "after the cosine");
+  /* malformed */
+  static const double bad[] = {0.1, -1};
+  em_schedule b = {.n = 2, .values = bad};
+  assert_int_equal(em_schedule_value(&b, 0, 0, 1, &out), EM_ERR_INVALID_ARGUMENT);
+  static const uint64_t zero[] = {1, 0};
+  em_schedule b2 = {.n = 2, .values = v, .counts = zero};
+  assert_int_equal(em_schedule_value(&b2, 0, 0, 1, &out), EM_ERR_INVALID_ARGUMENT);
+  em_schedule b3 = {.value = 1, .cosine_floor = 2};
+  assert_int_equal(em_schedule_value(&b3, 0, 0, 1, &out), EM_ERR_INVALID_ARGUMENT);
+  assert_int_equal(em_schedule_value(&w, 0, 0, 0, &out), EM_ERR_INVALID_ARGUMENT);
+}
+
+/* Momentum SGD with a piecewise per-sample rate and momentum as a time
+ * constant, minibatches of changing size: the rates the learner uses are
+ * those written out here. */
+static void test_schedules_in_training(void **state) {
+  (void)state;
+  static const double lrs[] = {0.01, 0.004};
+  static const uint64_t counts[] = {3, 1};
+  em_learner_config c;
+  CHECK(em_learner_defaults(EM_LEARNER_MOMENTUM, 0, &c));
+  c.lr = (em_schedule){.n = 2, .values = lrs, .counts = counts, .epoch_size = 10, .unit = EM_UNIT_PER_SAMPLE};
+  c.momentum = (em_schedule){.value = 40, .unit = EM_UNIT_TIME_CONSTANT};
+  static const int use[NT] = {1, 1};
+  static const uint64_t mbs[] = {8, 12, 5, 9, 16, 3};
+  rig r = {0};
+  rig_params(&r, 5);
+  rig_one(&r, &c, em_cpu(), 0);
+  ref f;
+  ref_init(&f, &r);
+  uint64_t s = 3, seen = 0;
+  for (int k = 0; k < 6; k++) {
+    float grads[NT][MAXE];
+    make_grads(&s, grads, 1.0);
+    double lr_want = (seen < 30 ? 0.01 : 0.004) * (double)mbs[k], mu_want = exp(-(double)mbs[k] / 40);
+    double lr, mu;
+    CHECK(em_learner_rates(r.l[0], mbs[k], &lr, &mu));
+    near(lr, lr_want, "em_learner_rates: lr");
+    near(mu, mu_want, "em_learner_rates: momentum");
+    rig_step(&r, grads, mbs[k]);
+    ref_step(&f, &c, grads, lr_want, mu_want, mbs[k], use);
+    seen += mbs[k];
+  }
+  assert_int_equal(em_learner_steps(r.l[0]), 6);
+  assert_int_equal(em_learner_samples(r.l[0]), seen);
+  compare(&r, &f, "momentum with schedules", "momentum", "b", NULL, use, 2e-5);
+  rig_free(&r);
+
+  /* adam with warmup and cosine per minibatch */
+  CHECK(em_learner_defaults(EM_LEARNER_ADAM, 0.02, &c));
+  c.lr.warmup_samples = 20;
+  c.lr.cosine_samples = 30;
+  rig_params(&r, 6);
+  rig_one(&r, &c, em_cpu(), 0);
+  ref_init(&f, &r);
+  seen = 0;
+  for (int k = 0; k < 8; k++) {
+    float grads[NT][MAXE];
+    make_grads(&s, grads, 1.0);
+    double lr = 0.02;
+    if (seen + 8 < 20) lr *= (double)(seen + 8) / 20;
+    double tc = seen > 20 ? fmin((double)(seen - 20), 30) : 0;
+    lr *= (1 + cos(3.14159265358979323846 * tc / 30)) / 2;
+    rig_step(&r, grads, 8);
+    ref_step(&f, &c, grads, lr, 0.9, 8, use);
+    seen += 8;
+  }
+  compare(&r, &f, "adam with warmup and cosine", "adam", "m", "v", use, 2e-5);
+  rig_free(&r);
+}
+
+/* -------------------------------------- LARC, clipping, regularisation --- */
+
+static void test_larc_clip_regularisation(void **state) {
+  (void)state;
+  em_learner_config c;
+  /* LARC clip: eta large enough that some local rates exceed lr and some not */
+  CHECK(em_learner_defaults(EM_LEARNER_SGD, 0.5, &c));
+  CHECK(em_learner_defaults(EM_LEARNER_SGD, 0.5, &c));
+  c.larc = EM_LARC_CLIP;
+  c.larc_eta = 0.3;
+  run_rule(&c, "sgd + LARC clip", 4, 4, 1.0);
+  CHECK(em_learner_defaults(EM_LEARNER_MOMENTUM, 0.5, &c));
+  c.larc = EM_LARC_SCALE;
+  c.larc_eta = 0.02;
+  c.weight_decay = 0.01;
+  run_rule(&c, "momentum + LARC scale + weight decay", 4, 4, 1.0);
+  /* em_learner_larc sets the same */
+  rig r = {0};
+  rig_params(&r, 1);
+  CHECK(em_learner_defaults(EM_LEARNER_ADAM, 0.01, &c));
+  CHECK(em_learner_create(&c, NULL, r.p, NT, &r.l[0]));
+  assert_int_equal(em_learner_larc(r.l[0], (em_larc_policy)7, 0.1), EM_ERR_INVALID_ARGUMENT);
+  assert_int_equal(em_learner_larc(r.l[0], EM_LARC_CLIP, -1), EM_ERR_INVALID_ARGUMENT);
+  CHECK(em_learner_larc(r.l[0], EM_LARC_SCALE, 0.05));
+  assert_int_equal(em_learner_get_config(r.l[0])->larc, EM_LARC_SCALE);
+  em_learner_free(r.l[0]);
+  em_graph_free(r.g);
+  /* clipping by value: gradients up to 3, clipped at 0.5 */
+  CHECK(em_learner_defaults(EM_LEARNER_SGD, 0.1, &c));
+  c.clip_value = 0.5;
+  run_rule(&c, "sgd, clip by value", 3, 4, 3.0);
+  /* clipping by global norm (the norm is about 10, clipped to 1) */
+  CHECK(em_learner_defaults(EM_LEARNER_ADAM, 0.01, &c));
+  c.clip_norm = 1.0;
+  run_rule(&c, "adam, clip by global norm", 4, 4, 3.0);
+  CHECK(em_learner_defaults(EM_LEARNER_SGD, 0.1, &c));
+  c.clip_norm = 1000; /* above the norm: no change */
+  run_rule(&c, "sgd, clip norm not reached", 3, 4, 1.0);
+  /* everything at once, with LARC on the clipped norm */
+  CHECK(em_learner_defaults(EM_LEARNER_NESTEROV, 0.2, &c));
+  c.clip_norm = 2;
+  c.clip_value = 0.4;
+  c.larc = EM_LARC_CLIP;
+  c.larc_eta = 0.1;
+  c.l1 = 0.01;
+  c.l2 = 0.02;
+  c.weight_decay = 0.03;
+  run_rule(&c, "nesterov, every option", 4, 4, 2.0);
+  /* L1 / L2 coupled, decoupled weight decay */
+  CHECK(em_learner_defaults(EM_LEARNER_SGD, 0.1, &c));
+  c.l1 = 0.05;
+  c.l2 = 0.1;
+  run_rule(&c, "sgd, L1 + L2", 4, 4, 1.0);
+  CHECK(em_learner_defaults(EM_LEARNER_ADAMW, 0.05, &c));
+  c.weight_decay = 0.2;
+  run_rule(&c, "adamw, weight decay 0.2", 5, 4, 1.0);
+  CHECK(em_learner_defaults(EM_LEARNER_RMSPROP, 0.01, &c));
+  c.l2 = 0.1;
+  c.weight_decay = 0.1;
+  run_rule(&c, "rmsprop, L2 and decoupled decay", 4, 4, 1.0);
+}
+
+/* -------------------------------------------- two learners, one graph --- */
+
+static void test_two_learners(void **state) {
+  (void)state;
+  em_learner_config a, b;
+  CHECK(em_learner_defaults(EM_LEARNER_SGD, 0.1, &a));
+  CHECK(em_learner_defaults(EM_LEARNER_ADAM, 0.01, &b));
+  static const int s0[] = {0}, s1[] = {1};
+  const int *subs[2] = {s0, s1};
+  const int counts[2] = {1, 1};
+  const em_learner_config *cfgs[2] = {&a, &b};
+  rig r = {0};
+  rig_params(&r, 21);
+  rig_learners(&r, cfgs, subs, counts, 2, em_cpu(), 0);
+  ref fa, fb;
+  ref_init(&fa, &r);
+  ref_init(&fb, &r);
+  static const int use0[NT] = {1, 0}, use1[NT] = {0, 1};
+  uint64_t s = 8;
+  for (int k = 0; k < 4; k++) {
+    float grads[NT][MAXE];
+    make_grads(&s, grads, 1.0);
+    rig_step(&r, grads, 4);
+    ref_step(&fa, &a, grads, 0.1, 0, 4, use0);
+    ref_step(&fb, &b, grads, 0.01, 0.9, 4, use1);
+  }
+  float got[MAXE];
+  rig_read(&r, r.p[0], got, NUMEL[0]);
+  for (int j = 0; j < NUMEL[0]; j++) expect_close("sgd's tensor", 0, j, got[j], fa.p[0][j], 2e-5);
+  rig_read(&r, r.p[1], got, NUMEL[1]);
+  for (int j = 0; j < NUMEL[1]; j++) expect_close("adam's tensor", 1, j, got[j], fb.p[1][j], 2e-5);
+  rig_read_named(&r, "w1.l1.m", got, NUMEL[1]);
+  for (int j = 0; j < NUMEL[1]; j++) expect_close("w1.l1.m", 1, j, got[j], fb.s0[1][j], 2e-5);
+  em_var v;
+  assert_int_not_equal(em_graph_lookup(r.g, "w0.l1.m", &v), EM_OK); /* adam's state only for its own tensor */
+  rig_free(&r);
+}
+
+/* ------------------------------------------------- host state, refusals --- */
+
+static void test_state_and_refusals(void **state) {
+  (void)state;
+  em_learner_config c;
+  CHECK(em_learner_defaults(EM_LEARNER_FSADAGRAD, 0.01, &c));
+  c.beta2 = 30;
+  rig r = {0};
+  rig_params(&r, 2);
+  rig_one(&r, &c, em_cpu(), 0);
+  uint64_t s = 1;
+  for (int k = 0; k < 3; k++) {
+    float grads[NT][MAXE];
+    make_grads(&s, grads, 1.0);
+    rig_step(&r, grads, 7);
+  }
+  void *bytes;
+  size_t size;
+  CHECK(em_learner_state_save(r.l[0], &bytes, &size));
+  /* a fresh learner loads it and feeds the same hyperparameters */
+  em_learner *l2;
+  CHECK(em_learner_create(&c, "other", r.p, NT, &l2));
+  CHECK(em_learner_state_load(l2, bytes, size));
+  assert_int_equal(em_learner_steps(l2), 3);
+  assert_int_equal(em_learner_samples(l2), 21);
+  void *bytes2;
+  size_t size2;
+  CHECK(em_learner_state_save(l2, &bytes2, &size2));
+  assert_int_equal(size, size2);
+  assert_memory_equal(bytes, bytes2, size);
+  free(bytes2);
+  /* damaged, short, foreign, mismatched: refused, nothing changed */
+  unsigned char *b = malloc(size);
+  memcpy(b, bytes, size);
+  b[0] ^= 1;
+  assert_int_equal(em_learner_state_load(l2, b, size), EM_ERR_CORRUPT);
+  assert_int_equal(em_learner_state_load(l2, bytes, size - 1), EM_ERR_CORRUPT);
+  assert_int_equal(em_learner_state_load(l2, bytes, 3), EM_ERR_CORRUPT);
+  memcpy(b, bytes, size);
+  b[12] = EM_LEARNER_ADAM;
+  assert_int_equal(em_learner_state_load(l2, b, size), EM_ERR_CORRUPT);
+  assert_non_null(strstr(em_last_error(), "offset 12"));
+  memcpy(b, bytes, size);
+  b[16] = 5;
+  assert_int_equal(em_learner_state_load(l2, b, size), EM_ERR_CORRUPT);
+  assert_int_equal(em_learner_steps(l2), 3);
+  free(b);
+  free(bytes);
+  em_learner_free(l2);
+  /* bad configs name the field */
+  em_learner *bad;
+  CHECK(em_learner_defaults(EM_LEARNER_ADAM, 0.01, &c));
+  c.beta2 = 1.5;
+  assert_int_equal(em_learner_create(&c, NULL, r.p, NT, &bad), EM_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(em_last_error(), "beta2"));
+  CHECK(em_learner_defaults(EM_LEARNER_SGD, -1, &c));
+  assert_int_equal(em_learner_create(&c, NULL, r.p, NT, &bad), EM_ERR_INVALID_ARGUMENT);
+  CHECK(em_learner_defaults(EM_LEARNER_SGD, 0.1, &c));
+  c.lr.unit = EM_UNIT_TIME_CONSTANT;
+  assert_int_equal(em_learner_create(&c, NULL, r.p, NT, &bad), EM_ERR_INVALID_ARGUMENT);
+  CHECK(em_learner_defaults(EM_LEARNER_SGD, 0.1, &c));
+  em_var twice[2] = {r.p[0], r.p[0]};
+  assert_int_equal(em_learner_create(&c, NULL, twice, 2, &bad), EM_ERR_INVALID_ARGUMENT);
+  assert_int_equal(em_learner_create(&c, "a.b", r.p, NT, &bad), EM_ERR_INVALID_ARGUMENT);
+  em_learner_kind k;
+  CHECK(em_learner_kind_parse("adamw", &k));
+  assert_int_equal(k, EM_LEARNER_ADAMW);
+  assert_int_equal(em_learner_kind_parse("adam_w", &k), EM_ERR_INVALID_ARGUMENT);
+  assert_string_equal(em_learner_kind_name(EM_LEARNER_FSADAGRAD), "fsadagrad");
+  /* a plan that reads a parameter after its update is refused */
+  em_var after, outs[2];
+  CHECK(em_apply(r.g, "neg", &r.p[0], 1, NULL, 0, &after, 1));
+  outs[0] = r.update[0];
+  outs[1] = after;
+  em_exec *e;
+  assert_int_equal(em_exec_create(r.g, outs, 2, em_cpu(), &e), EM_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(em_last_error(), "after every other output"));
+  outs[0] = after; /* listed first: fine */
+  outs[1] = r.update[0];
+  CHECK(em_exec_create(r.g, outs, 2, em_cpu(), &e));
+  em_exec_free(e);
+  rig_free(&r);
+}
+
+/* ------------------------------------------------------------ on a GPU --- */
+
+static int g_gpus;
+
+static void use_gpu(void) {
+  const char *fake = getenv("FAKECUDA_LIB");
+  if (!getenv("EMBER_LIBCUDA") && fake && *fake) {
+    setenv("EMBER_LIBCUDA", fake, 1);
+    setenv("FAKECUDA_DEVICES", "9.0=NVIDIA H100 80GB HBM3 (test double)", 1);
+    setenv("FAKECUDA_DRIVER", "13000", 1);
+    em_shutdown();
+  }
+  if (em_cuda_device_count(&g_gpus)) g_gpus = 0;
+}
+
+/* Steps of cfg on dev in portable mode; the final parameters and slots. */
+static void run_on(const em_learner_config *cfg, em_device dev, float out[NT][3][MAXE], em_exec_stats *st) {
+  rig r = {0};
+  rig_params(&r, 31);
+  rig_one(&r, cfg, dev, 1);
+  uint64_t s = 77;
+  for (int k = 0; k < 4; k++) {
+    float grads[NT][MAXE];
+    make_grads(&s, grads, 2.0);
+    rig_step(&r, grads, 6);
+  }
+  if (st) CHECK(em_exec_stats_get(r.e, st));
+  const char *lname = em_learner_kind_name(cfg->kind);
+  for (int i = 0; i < NT; i++) {
+    rig_read(&r, r.p[i], out[i][0], NUMEL[i]);
+    for (int k = 0; k < 2; k++) {
+      memset(out[i][1 + k], 0, sizeof out[i][1 + k]);
+      if (!slot_names[cfg->kind][k]) continue;
+      char name[64];
+      snprintf(name, sizeof name, "w%d.%s.%s", i, lname, slot_names[cfg->kind][k]);
+      rig_read_named(&r, name, out[i][1 + k], NUMEL[i]);
+    }
+  }
+  rig_free(&r);
+}
+
+static void test_gpu_bitwise(void **state) {
+  (void)state;
+  if (!g_gpus) {
+    print_message("SKIPPED: no CUDA driver, real or test double\n");
+    skip();
+  }
+  for (int kind = 0; kind <= EM_LEARNER_FSADAGRAD; kind++)
+    for (int opts = 0; opts < 2; opts++) {
+      em_learner_config c;
+      CHECK(em_learner_defaults((em_learner_kind)kind, 0.05, &c));
+      if (kind == EM_LEARNER_FSADAGRAD) c.beta2 = 40;
+      if (opts) { /* every option on */
+        c.clip_norm = 3, c.clip_value = 0.8, c.l1 = 0.01, c.l2 = 0.02, c.weight_decay = 0.03;
+        c.larc = kind % 2 ? EM_LARC_SCALE : EM_LARC_CLIP;
+        c.larc_eta = 0.05;
+      }
+      float cpu[NT][3][MAXE], gpu[NT][3][MAXE];
+      em_exec_stats st;
+      run_on(&c, em_cpu(), cpu, NULL);
+      run_on(&c, em_cuda(0), gpu, &st);
+      for (int i = 0; i < NT; i++)
+        for (int k = 0; k < 3; k++)
+          for (int j = 0; j < NUMEL[i]; j++)
+            if (memcmp(&cpu[i][k][j], &gpu[i][k][j], sizeof(float)))
+              fail_msg("%s%s: tensor %d %s element %d: %.9g on cuda:0, %.9g on the CPU",
+                       em_learner_kind_name((em_learner_kind)kind), opts ? " with every option" : "", i,
+                       k ? "slot" : "parameter", j, gpu[i][k][j], cpu[i][k][j]);
+      /* a step copies its feeds only (two gradients and the hyperparameters), nothing back, no host step */
+      assert_int_equal(st.h2d_copies, 3);
+      assert_int_equal(st.d2h_copies, 0);
+      assert_int_equal(st.host_steps, 0);
+    }
+}
+
+int main(void) {
+  use_gpu();
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_rules),
+      cmocka_unit_test(test_schedule_values),
+      cmocka_unit_test(test_schedules_in_training),
+      cmocka_unit_test(test_larc_clip_regularisation),
+      cmocka_unit_test(test_two_learners),
+      cmocka_unit_test(test_state_and_refusals),
+      cmocka_unit_test(test_gpu_bitwise),
+  };
+  int rc = cmocka_run_group_tests(tests, NULL, NULL);
+  em_shutdown();
+  return rc;
+}
