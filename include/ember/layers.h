@@ -235,8 +235,9 @@ EM_API em_status em_layer_norm(const em_layers *L, const char *name, em_var x, c
 /* Dropout with probability `rate` in [0, 1) (PyTorch's p; CNTK's
  * dropout_rate): in training mode each element is zeroed with probability
  * rate and the others scaled by 1 / (1 - rate); identity in inference. The
- * mask is seeded by em_layers_seed(L.seed, name) and the executor's run
- * counter. rate 0 adds nothing (out = x). */
+ * mask is a function of em_layers_seed(L.seed, name) (the op's seed
+ * attribute), the executor's run counter and the node's index in the graph
+ * (the dropout op, ops/norm.c). rate 0 adds nothing (out = x). */
 EM_API em_status em_dropout(const em_layers *L, const char *name, em_var x, double rate, em_var *out);
 
 typedef struct em_embedding_opts {
