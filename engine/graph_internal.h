@@ -61,9 +61,6 @@ em_status em_op_check_attr_name(const em_op_def *def, const char *name);
  * a device copy holds a newer value (engine/tensor_internal.h). */
 em_status em_graph_sync_host(const em_graph *g);
 
-/* em_graph_load's parser over bytes in memory (name: for messages). */
-em_status em_graph_from_bytes(const unsigned char *data, size_t size, const char *name, em_graph **out);
-
 /* The op and leaf nodes the roots need, each after the nodes it reads, in
  * *order (malloc'd, *count entries). Fails naming the nodes of a cycle, or
  * a placeholder that was never bound. */

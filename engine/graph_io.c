@@ -4,18 +4,19 @@
  * then every length against the bytes left, every op name against the
  * registry, every input against the values, and infers every node's shape
  * again, so a damaged or foreign file is refused with its offset and never
- * crashes. */
+ * crashes. The file is written through em_write_file_atomic
+ * (runtime/file_atomic.h); em_graph_to_bytes / em_graph_from_bytes are the
+ * same format in memory (a checkpoint's graph section). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
 #include "error.h"
+#include "file_atomic.h"
 #include "graph_internal.h"
 
 #define API __attribute__((visibility("default")))
@@ -130,62 +131,32 @@ static void put_graph(wbuf *w, const em_graph *g) {
   put_u(w, XXH3_64bits(w->p, w->n), 8);
 }
 
-/* The process's umask, read without changing it (umask(2) would race with
- * other threads creating files); 022 where /proc does not say. */
-static mode_t current_umask(void) {
-  FILE *f = fopen("/proc/self/status", "r");
-  unsigned m = 022;
-  char line[256];
-  while (f && fgets(line, sizeof line, f))
-    if (sscanf(line, "Umask: %o", &m) == 1) break;
-  if (f) fclose(f);
-  return (mode_t)m;
-}
-
-static em_status write_all(int fd, const unsigned char *p, size_t n) {
-  while (n) {
-    ssize_t k = write(fd, p, n);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return EM_ERR_IO;
-    p += k;
-    n -= (size_t)k;
+API em_status em_graph_to_bytes(const em_graph *g, void **bytes, size_t *size) {
+  if (!g || !bytes || !size) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_graph_to_bytes: NULL argument");
+  *bytes = NULL;
+  *size = 0;
+  em_status synced = em_graph_sync_host(g); /* states an executor updated on a device */
+  if (synced) return synced;
+  wbuf w = {0};
+  put_graph(&w, g);
+  if (w.oom) {
+    free(w.p);
+    return em_fail(EM_ERR_OUT_OF_MEMORY, "em_graph_to_bytes: no memory to serialise the graph");
   }
+  *bytes = w.p;
+  *size = w.n;
   return EM_OK;
 }
 
 API em_status em_graph_save(const em_graph *g, const char *path) {
   if (!g || !path) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_graph_save: NULL argument");
-  em_status synced = em_graph_sync_host(g); /* states an executor updated on a device */
-  if (synced) return em_fail_context(synced, "em_graph_save %s", path);
-  wbuf w = {0};
-  put_graph(&w, g);
-  if (w.oom) {
-    free(w.p);
-    return em_fail(EM_ERR_OUT_OF_MEMORY, "em_graph_save: no memory to serialise the graph");
-  }
-  /* Temporary file in the same directory, renamed over path: a crash never
-   * leaves a half-written model where the old one was. */
-  size_t len = strlen(path);
-  char *tmp = malloc(len + 16);
-  if (!tmp) {
-    free(w.p);
-    return em_fail(EM_ERR_OUT_OF_MEMORY, "em_graph_save: no memory");
-  }
-  snprintf(tmp, len + 16, "%s.tmpXXXXXX", path);
-  int fd = mkstemp(tmp);
-  em_status s = EM_OK;
-  if (fd < 0) s = em_fail(EM_ERR_IO, "em_graph_save: cannot create a file next to %s: %s", path, strerror(errno));
-  else {
-    /* mkstemp makes the file 0600; a saved model gets the usual mode. */
-    if (fchmod(fd, 0666 & ~current_umask()) || write_all(fd, w.p, w.n) || fsync(fd))
-      s = em_fail(EM_ERR_IO, "em_graph_save: writing %s: %s", tmp, strerror(errno));
-    if (close(fd) && !s) s = em_fail(EM_ERR_IO, "em_graph_save: closing %s: %s", tmp, strerror(errno));
-    if (!s && rename(tmp, path)) s = em_fail(EM_ERR_IO, "em_graph_save: renaming to %s: %s", path, strerror(errno));
-    if (s) unlink(tmp);
-  }
-  free(tmp);
-  free(w.p);
-  return s;
+  void *bytes;
+  size_t size;
+  em_status s = em_graph_to_bytes(g, &bytes, &size);
+  if (s) return em_fail_context(s, "em_graph_save %s", path);
+  s = em_write_file_atomic(path, &(em_write_part){bytes, size}, 1);
+  free(bytes);
+  return s ? em_fail_context(s, "em_graph_save") : EM_OK;
 }
 
 /* --------------------------------------------------------------- reader --- */
@@ -499,8 +470,11 @@ static em_status read_file(const char *path, unsigned char **data, size_t *size)
   return EM_OK;
 }
 
-em_status em_graph_from_bytes(const unsigned char *data, size_t size, const char *name, em_graph **out) {
+API em_status em_graph_from_bytes(const void *bytes, size_t size, const char *name, em_graph **out) {
+  if (!out || (!bytes && size)) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_graph_from_bytes: NULL argument");
   *out = NULL;
+  const unsigned char *data = bytes;
+  if (!name) name = "(graph bytes)";
   if (size < 8 + 12 + 8 || memcmp(data, MAGIC, 8))
     return em_fail(EM_ERR_CORRUPT, "%s: offset 0: not an Ember graph file (bad magic or too short)", name);
   uint64_t stored = 0;

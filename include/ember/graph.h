@@ -162,11 +162,20 @@ EM_API em_status em_graph_clone(const em_graph *g, em_clone_mode mode, em_graph 
 
 /* Writes the graph (nodes, attributes, names, shapes) and the values of its
  * parameters, states and constants to one file (format: engine/README.md),
- * atomically (a temporary file renamed over path). */
+ * atomically ("<path>.tmp", fsynced, renamed over path, the directory
+ * fsynced: runtime/file_atomic.h; a crash leaves the old file whole). */
 EM_API em_status em_graph_save(const em_graph *g, const char *path);
 /* Reads a file written by em_graph_save. Handles are preserved. A damaged
  * or foreign file fails with EM_ERR_CORRUPT naming the file and offset. */
 EM_API em_status em_graph_load(const char *path, em_graph **out);
+/* em_graph_save's bytes in memory (a checkpoint's graph section): *bytes is
+ * malloc'd (the caller frees it with free()), *size its length. Values an
+ * executor updated on a device are brought to the host first. */
+EM_API em_status em_graph_to_bytes(const em_graph *g, void **bytes, size_t *size);
+/* em_graph_load over bytes in memory; name labels the messages (a file
+ * name, "ckpt section 'graph'"; NULL: "(graph bytes)"). The caller keeps
+ * the bytes. Errors as em_graph_load (offsets relative to bytes). */
+EM_API em_status em_graph_from_bytes(const void *bytes, size_t size, const char *name, em_graph **out);
 
 /* Number of values (handles run 0 .. count-1). */
 EM_API size_t em_graph_value_count(const em_graph *g);

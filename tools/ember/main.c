@@ -9,6 +9,9 @@
  *                            plan and checks each kernel against its CPU twin
  *   ember ops [--json]       the graph operations of this build, with their
  *                            arity, gradient and attributes
+ *   ember checkpoint inspect FILE [--json]
+ *                            a checkpoint's manifest, sections and parameters
+ *                            (checkpoint_cmd.c; exit 1: the file was refused)
  *
  * Exit codes: 0 fine; 1 a check failed, or EMBER_STRICT=1 refused a fallback;
  * 64 usage error. */
@@ -17,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint_cmd.h"
 #include "ember.h"
 
 #define EXIT_USAGE 64
@@ -225,12 +229,17 @@ static int cmd_ops(int json) {
 
 static int usage(void) {
   fprintf(stderr, "usage: ember devices [--json] | ember images [--json] [--file LIB] | ember selftest [--json] | "
-                  "ember ops [--json]\n");
+                  "ember ops [--json] | ember checkpoint inspect FILE [--json]\n");
   return EXIT_USAGE;
 }
 
 int main(int argc, char **argv) {
   if (argc < 2) return usage();
+  if (!strcmp(argv[1], "checkpoint")) {
+    int rc = ember_checkpoint_main(argc - 1, argv + 1);
+    em_shutdown();
+    return rc;
+  }
   int json = 0;
   const char *file = NULL;
   for (int i = 2; i < argc; i++) {

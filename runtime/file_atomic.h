@@ -1,0 +1,31 @@
+/* The library's one way to write a user's file: atomically, so a crash
+ * during the write leaves the previous file whole (DESIGN.md, "Writes of
+ * user data are atomic"). em_graph_save and em_checkpoint_save use it.
+ *
+ * How: the bytes go to "<path>.tmp" (created 0666 less the umask, never
+ * through a symbolic link), locked with flock for the duration, truncated,
+ * written, fsynced, renamed over path while still locked, and the directory
+ * is fsynced so the rename itself survives a power loss. A "<path>.tmp"
+ * that a killed writer left behind is unlocked (the kernel drops a dead
+ * process's locks), so the next write to path reuses and replaces it: at
+ * most one temporary file per path ever exists. While another writer holds
+ * the lock, the write fails at once and path is untouched. */
+#ifndef EMBER_RUNTIME_FILE_ATOMIC_H
+#define EMBER_RUNTIME_FILE_ATOMIC_H
+
+#include <stddef.h>
+#include "ember/status.h"
+
+/* One run of bytes of the file, written in the order given. */
+typedef struct em_write_part {
+  const void *bytes;
+  size_t size;
+} em_write_part;
+
+/* Writes the parts, one after another, to path as above. On failure
+ * (EM_ERR_IO naming the file and the system's reason; EM_ERR_OUT_OF_MEMORY)
+ * path is as it was and no temporary file is left, except where the rename
+ * succeeded and only the directory's fsync failed (the message says so). */
+em_status em_write_file_atomic(const char *path, const em_write_part *parts, int n_parts);
+
+#endif
