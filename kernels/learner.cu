@@ -9,8 +9,9 @@
  * none). Launch: 1-D grid-stride; every thread strides over each tensor in
  * turn. Every element is independent: any grid gives the same bits.
  *
- * em_learner_gather_f32 copies up to 24 one-element sums into dst[at ..];
- * em_learner_scales_f32 (1 thread) computes the [n, 2] factors from them. */
+ * em_learner_sumsq_f32: up to 15 tensors' sums of squares, a block of
+ * EM_LRN_LANES threads each; em_learner_scales_f32 (1 thread) computes the
+ * [n, 2] factors from the sums. */
 #include "em_kernel.h"
 #include "learner_math.h"
 
@@ -37,46 +38,52 @@ EM_GLOBAL void em_learner_update_f32(int rule, const float *h, const float *scal
   em_lrn_one(rule, h, scales, i0 + 4, p4, g4, a4, b4, n4);
 }
 
-EM_GLOBAL void em_learner_gather_f32(float *dst, em_i64 at, int count,
-                                     const float *x0, const float *x1, const float *x2, const float *x3,
-                                     const float *x4, const float *x5, const float *x6, const float *x7,
-                                     const float *x8, const float *x9, const float *x10, const float *x11,
-                                     const float *x12, const float *x13, const float *x14, const float *x15,
-                                     const float *x16, const float *x17, const float *x18, const float *x19,
-                                     const float *x20, const float *x21, const float *x22, const float *x23) {
-  const int k = EM_TID_X;
-  if (EM_BID_X != 0 || k >= count) return;
-  const float *x;
-  switch (k) {
-  case 0: x = x0; break;
-  case 1: x = x1; break;
-  case 2: x = x2; break;
-  case 3: x = x3; break;
-  case 4: x = x4; break;
-  case 5: x = x5; break;
-  case 6: x = x6; break;
-  case 7: x = x7; break;
-  case 8: x = x8; break;
-  case 9: x = x9; break;
-  case 10: x = x10; break;
-  case 11: x = x11; break;
-  case 12: x = x12; break;
-  case 13: x = x13; break;
-  case 14: x = x14; break;
-  case 15: x = x15; break;
-  case 16: x = x16; break;
-  case 17: x = x17; break;
-  case 18: x = x18; break;
-  case 19: x = x19; break;
-  case 20: x = x20; break;
-  case 21: x = x21; break;
-  case 22: x = x22; break;
-  default: x = x23; break;
+/* Block b: the sum of squares of tensor b of the launch (x_b, n_b) into
+ * y[b], in learner_math.h's order: thread l is lane l, then a tree over
+ * the lanes in shared memory. Launch: (tensors, 1, 1) x (EM_LRN_LANES, 1, 1). */
+EM_DEVICE float em_lrn_block_sumsq(const float *x, em_i64 n) {
+  EM_SHARED double lanes[EM_LRN_LANES];
+  const int l = EM_TID_X;
+  lanes[l] = em_lrn_lane_sumsq(x, n, l);
+  EM_SYNC();
+  for (int s = EM_LRN_LANES / 2; s > 0; s /= 2) {
+    if (l < s) lanes[l] = lanes[l] + lanes[l + s];
+    EM_SYNC();
   }
-  dst[at + k] = x[0];
+  return (float)lanes[0];
 }
 
-EM_GLOBAL void em_learner_scales_f32(const float *h, int larc, int n, const float *sums, float *out) {
+EM_GLOBAL void em_learner_sumsq_f32(float *y, const float *x0, em_i64 n0, const float *x1, em_i64 n1,
+                                    const float *x2, em_i64 n2, const float *x3, em_i64 n3, const float *x4,
+                                    em_i64 n4, const float *x5, em_i64 n5, const float *x6, em_i64 n6,
+                                    const float *x7, em_i64 n7, const float *x8, em_i64 n8, const float *x9,
+                                    em_i64 n9, const float *x10, em_i64 n10, const float *x11, em_i64 n11,
+                                    const float *x12, em_i64 n12, const float *x13, em_i64 n13, const float *x14,
+                                    em_i64 n14) {
+  const float *x;
+  em_i64 n;
+  switch (EM_BID_X) {
+  case 0: x = x0, n = n0; break;
+  case 1: x = x1, n = n1; break;
+  case 2: x = x2, n = n2; break;
+  case 3: x = x3, n = n3; break;
+  case 4: x = x4, n = n4; break;
+  case 5: x = x5, n = n5; break;
+  case 6: x = x6, n = n6; break;
+  case 7: x = x7, n = n7; break;
+  case 8: x = x8, n = n8; break;
+  case 9: x = x9, n = n9; break;
+  case 10: x = x10, n = n10; break;
+  case 11: x = x11, n = n11; break;
+  case 12: x = x12, n = n12; break;
+  case 13: x = x13, n = n13; break;
+  default: x = x14, n = n14; break;
+  }
+  const float r = em_lrn_block_sumsq(x, n);
+  if (EM_TID_X == 0) y[EM_BID_X] = r;
+}
+
+EM_GLOBAL void em_learner_scales_f32(const float *h, int larc, int n, const float *sp, const float *sg, float *out) {
   if (EM_BID_X != 0 || EM_TID_X != 0) return;
-  em_lrn_scales(h, larc, n, sums, sums + n, out);
+  em_lrn_scales(h, larc, n, sp, sg, out);
 }

@@ -155,13 +155,34 @@ EM_HD void em_lrn_step(int rule, const float *h, const em_lrn_t *t, float *p, fl
   *p = pv;
 }
 
+/* _learner_sumsq: the sum of squares of one tensor in an order fixed by
+ * its size alone: EM_LRN_LANES lanes, lane l adding x[j]^2 (exact in
+ * binary64) for j = l, l + LANES, ... in ascending j from +0, then the
+ * lanes folded as a tree (lane l += lane l + s for s = LANES/2, ..., 1),
+ * rounded to f32 once. The kernel runs a block of LANES threads per tensor;
+ * the CPU follows the same order with an array of lanes. */
+#define EM_LRN_LANES 256
+
+EM_HD double em_lrn_lane_sumsq(const float *x, long long n, int lane) {
+  double acc = 0.0;
+  for (long long j = lane; j < n; j += EM_LRN_LANES) acc = acc + (double)x[j] * (double)x[j];
+  return acc;
+}
+
+/* Folds lanes[0 .. EM_LRN_LANES) into lanes[0] (the CPU's form of the
+ * kernel's shared-memory tree). */
+EM_HD float em_lrn_fold_lanes(double *lanes) {
+  for (int s = EM_LRN_LANES / 2; s > 0; s /= 2)
+    for (int l = 0; l < s; l++) lanes[l] = lanes[l] + lanes[l + s];
+  return (float)lanes[0];
+}
+
 /* _learner_scales: per tensor i the gradient multiplier (clipping by global
  * norm) and the learning-rate factor (LARC) from the sums of squares of
  * the parameters (sp, only with LARC) and of the gradients (sg), in binary64
  * in index order, rounded to f32 once. larc: 0 none, 1 clip, 2 scale. Out:
  * out[2i] = gmul, out[2i + 1] = lrmul. One thread does it all: k is the
- * number of tensors of one learner, and the sums came from the reduce
- * family's kernels. */
+ * number of tensors of one learner, and the sums came from _learner_sumsq. */
 EM_HD void em_lrn_scales(const float *h, int larc, int k, const float *sp, const float *sg, float *out) {
   double gmul = 1.0;
   const double clipn = (double)h[EM_LRN_H_CLIPN];

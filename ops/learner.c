@@ -8,21 +8,24 @@
  *                    (em_op_def.writes_input) and outputs an empty f32[0]
  *                    (the value the trainer fetches to make the executor run
  *                    the node: fetching it copies nothing).
- *   _learner_scales  inputs (h, [|p_i|^2 ...,] |g_i|^2 ...) (scalars, the
- *                    reduce family's reduce_sum_square), attributes n and
- *                    larc (0 none, 1 clip, 2 scale); outputs f32[n, 2]: per
- *                    tensor the gradient multiplier of clipping by global
- *                    norm and LARC's learning-rate factor.
+ *   _learner_sumsq   inputs t_0..t_{m-1} (f32, any shapes); outputs
+ *                    f32[m], the sum of squares of each in the fixed order
+ *                    of learner_math.h (256 lanes in binary64, a tree).
+ *   _learner_scales  inputs (h, [sp f32[n],] sg f32[n]) (_learner_sumsq of
+ *                    the parameters, with LARC, and of the gradients),
+ *                    attributes n and larc (0 none, 1 clip, 2 scale);
+ *                    outputs f32[n, 2]: per tensor the gradient multiplier
+ *                    of clipping by global norm and LARC's rate factor.
  *
  * h is the step's f32 hyperparameter vector (kernels/learner_math.h
  * EM_LRN_H_*), fed by the learner; scales is _learner_scales' output or a
  * constant of ones. The arithmetic is kernels/learner_math.h's, shared with
  * the kernels (kernels/learner.cu, launched by ops/learner_gpu.c): every
- * element on its own in f32, in the same order on every device; the only
- * sums are _learner_scales' over n scalars, in index order in binary64. So
+ * element on its own in f32, in the same order on every device; the sums
+ * (_learner_sumsq's, _learner_scales' over n values) in orders fixed by
+ * the shapes, in binary64. So
  * the updates are bitwise equal on the CPU and every GPU, in both modes.
  * f32 parameters only. No gradients (the ops are the end of a step). */
-#include <stdlib.h>
 #include <string.h>
 
 #include "error.h"
@@ -120,13 +123,13 @@ static em_status scales_infer(em_op_args *a) {
   if (s) return s;
   int64_t larc = em_attr_int(a, "larc", 0);
   if (larc < 0 || larc > 2) return em_op_fail(a, "attribute larc must be 0 (none), 1 (clip) or 2 (scale)");
-  int64_t want = 1 + (larc ? 2 : 1) * n;
-  if (a->n_in != want)
-    return em_op_fail(a, "takes h and %lld sums of squares, %d inputs given", (long long)(want - 1), a->n_in);
+  if (a->n_in != (larc ? 3 : 2))
+    return em_op_fail(a, "takes h, %sthe gradients' sums of squares: %d inputs, %d given",
+                      larc ? "the parameters' and " : "", larc ? 3 : 2, a->n_in);
   if ((s = check_h(a))) return s;
   for (int i = 1; i < a->n_in; i++)
-    if (a->in[i].dtype != EM_F32 || em_shape_numel(&a->in[i]) != 1)
-      return em_op_fail(a, "input %d must be an f32 value of one element (a sum of squares)", i);
+    if (a->in[i].dtype != EM_F32 || a->in[i].ndim != 1 || a->in[i].dims[0] != n)
+      return em_op_fail(a, "input %d must be f32[%lld] (sums of squares)", i, (long long)n);
   a->out[0].dtype = EM_F32;
   a->out[0].ndim = 2;
   a->out[0].dims[0] = n;
@@ -135,17 +138,33 @@ static em_status scales_infer(em_op_args *a) {
 }
 
 static em_status scales_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
-  const int64_t n = em_attr_int(a, "n", 1);
-  const int larc = (int)em_attr_int(a, "larc", 0);
-  float *buf = malloc(sizeof(float) * 2 * (size_t)n);
-  if (!buf) return em_fail(EM_ERR_OUT_OF_MEMORY, "op '%s': no memory for %lld sums", a->def->name, (long long)n);
-  float *sp = buf, *sg = buf + n;
-  for (int64_t i = 0; i < n; i++) {
-    sp[i] = larc ? *(const float *)em_tensor_data(in[1 + i]) : 0.0f;
-    sg[i] = *(const float *)em_tensor_data(in[1 + (larc ? n : 0) + i]);
+  const int n = (int)em_attr_int(a, "n", 1), larc = (int)em_attr_int(a, "larc", 0);
+  const float *sp = larc ? em_tensor_data(in[1]) : NULL, *sg = em_tensor_data(in[larc ? 2 : 1]);
+  em_lrn_scales(em_tensor_data(in[0]), larc, n, sp, sg, em_tensor_data(out[0]));
+  return EM_OK;
+}
+
+/* ----------------------------------------------------- _learner_sumsq --- */
+
+static em_status sumsq_infer(em_op_args *a) {
+  for (int i = 0; i < a->n_in; i++)
+    if (a->in[i].dtype != EM_F32) return em_op_fail(a, "input %d is %s: f32 only", i, em_dtype_name(a->in[i].dtype));
+  a->out[0].dtype = EM_F32;
+  a->out[0].ndim = 1;
+  a->out[0].dims[0] = a->n_in;
+  return EM_OK;
+}
+
+static em_status sumsq_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  float *y = em_tensor_data(out[0]);
+#pragma omp parallel for schedule(dynamic) num_threads(em_cpu_threads()) if (a->n_in > 1)
+  for (int i = 0; i < a->n_in; i++) {
+    double lanes[EM_LRN_LANES];
+    const float *x = em_tensor_data(in[i]);
+    const long long n = (long long)em_tensor_numel(in[i]);
+    for (int l = 0; l < EM_LRN_LANES; l++) lanes[l] = em_lrn_lane_sumsq(x, n, l);
+    y[i] = em_lrn_fold_lanes(lanes);
   }
-  em_lrn_scales(em_tensor_data(in[0]), larc, (int)n, sp, sg, em_tensor_data(out[0]));
-  free(buf);
   return EM_OK;
 }
 
@@ -170,14 +189,18 @@ const em_op_def em_ops_learner[] = {
     UPDATE("fsadagrad", ", slots s, b"),
     {.name = "_learner_scales",
      .doc = "per tensor (clipping's gradient multiplier, LARC's rate factor) from h f32[16] and sums of squares "
-            "([params' if larc,] grads'): attrs n, larc (0 none, 1 clip, 2 scale); output f32[n,2]",
-     .min_inputs = 2, .max_inputs = EM_MAX_INPUTS, .n_outputs = 1, .infer = scales_infer, .cpu = scales_cpu,
+            "f32[n] ([params' if larc,] grads'): attrs n, larc (0 none, 1 clip, 2 scale); output f32[n,2]",
+     .min_inputs = 2, .max_inputs = 3, .n_outputs = 1, .infer = scales_infer, .cpu = scales_cpu,
      .gpu = em_learner_scales_gpu, .attrs = EM_ATTRS("n", "larc")},
+    {.name = "_learner_sumsq",
+     .doc = "sums of squares f32[m] of m f32 tensors, each in 256 lanes in double folded as a tree",
+     .min_inputs = 1, .max_inputs = EM_MAX_INPUTS, .n_outputs = 1, .infer = sumsq_infer, .cpu = sumsq_cpu,
+     .gpu = em_learner_sumsq_gpu, .attrs = EM_NO_ATTRS},
 };
 const size_t em_ops_learner_count = sizeof em_ops_learner / sizeof em_ops_learner[0];
 
-_Static_assert(sizeof em_ops_learner / sizeof em_ops_learner[0] == EM_LRN_RULES + 1,
-               "one _update_ op per rule of kernels/learner_math.h, in its order, then _learner_scales");
+_Static_assert(sizeof em_ops_learner / sizeof em_ops_learner[0] == EM_LRN_RULES + 2,
+               "one _update_ op per rule of kernels/learner_math.h, in its order, then the two helpers");
 
 static int rule_of(const em_op_def *d) { return (int)(d - em_ops_learner); }
 

@@ -13,9 +13,10 @@
  * is ceil(k / 5) launches and copies nothing. Each launch's threads stride
  * over each of its tensors in turn, so small tensors (biases) cost little.
  *
- * _learner_scales gathers its n (or 2n with LARC) one-element sums into a
- * scratch vector, EM_LRN_GATHER of them a launch, then one thread computes
- * every tensor's factors in index order (learner_math.h em_lrn_scales). */
+ * _learner_sumsq likewise takes EM_LRN_SUMSQ tensors a launch (pointer and
+ * size each), a block of EM_LRN_LANES threads per tensor: a learner's sums
+ * of squares are ceil(k / 15) launches. _learner_scales is one thread
+ * computing every tensor's factors in index order (em_lrn_scales). */
 #include "learner_gpu.h"
 
 #include "error.h"
@@ -23,7 +24,7 @@
 #include "../kernels/learner_math.h"
 
 #define EM_LRN_PER_LAUNCH 5
-#define EM_LRN_GATHER 24
+#define EM_LRN_SUMSQ 15
 
 em_status em_learner_update_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
   (void)out;
@@ -58,34 +59,33 @@ em_status em_learner_update_gpu(const em_op_args *a, em_tensor *const *in, em_te
 }
 
 em_status em_learner_scales_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
-  const long long n = em_attr_int(a, "n", 1);
-  int larc = (int)em_attr_int(a, "larc", 0);
-  const long long sums = a->n_in - 1; /* [sp_0 .. sp_{n-1},] sg_0 .. sg_{n-1} */
-  void *buf;
-  em_status s = em_ops_scratch(a, sizeof(float) * (size_t)(2 * n), &buf);
-  if (s) return s;
-  /* buf[0 .. n) = sp (zeros without LARC), buf[n .. 2n) = sg */
-  long long first = larc ? 0 : n;
-  for (long long j0 = 0; j0 < sums && !s; j0 += EM_LRN_GATHER) {
-    void *src[EM_LRN_GATHER];
-    int cnt = 0;
-    for (int k = 0; k < EM_LRN_GATHER; k++) {
-      src[k] = j0 + k < sums ? em_tensor_data(in[1 + j0 + k]) : NULL;
-      cnt += j0 + k < sums;
+  int larc = (int)em_attr_int(a, "larc", 0), n = (int)em_attr_int(a, "n", 1);
+  const void *h = em_tensor_data(in[0]), *sp = larc ? em_tensor_data(in[1]) : NULL;
+  const void *sg = em_tensor_data(in[larc ? 2 : 1]);
+  void *o = em_tensor_data(out[0]);
+  void *args[] = {&h, &larc, &n, &sp, &sg, &o};
+  return em_ops_launch(a, "em_learner_scales_f32", (em_dim3){1, 1, 1}, (em_dim3){1, 1, 1}, 0, args);
+}
+
+em_status em_learner_sumsq_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  float *y = em_tensor_data(out[0]);
+  for (long long i0 = 0; i0 < a->n_in; i0 += EM_LRN_SUMSQ) {
+    const void *x[EM_LRN_SUMSQ];
+    long long m[EM_LRN_SUMSQ];
+    unsigned blocks = 0;
+    for (int k = 0; k < EM_LRN_SUMSQ; k++) {
+      int here = i0 + k < a->n_in;
+      x[k] = here ? em_tensor_data(in[i0 + k]) : NULL;
+      m[k] = here ? (long long)em_tensor_numel(in[i0 + k]) : 0;
+      blocks += (unsigned)here;
     }
-    long long at = first + j0;
-    void *args[] = {&buf, &at, &cnt, &src[0], &src[1], &src[2], &src[3], &src[4], &src[5], &src[6], &src[7],
-                    &src[8], &src[9], &src[10], &src[11], &src[12], &src[13], &src[14], &src[15], &src[16],
-                    &src[17], &src[18], &src[19], &src[20], &src[21], &src[22], &src[23]};
-    s = em_ops_launch(a, "em_learner_gather_f32", (em_dim3){1, 1, 1}, (em_dim3){32, 1, 1}, 0, args);
+    void *yk = y + i0;
+    void *args[] = {&yk, &x[0], &m[0], &x[1], &m[1], &x[2], &m[2], &x[3], &m[3], &x[4], &m[4], &x[5], &m[5],
+                    &x[6], &m[6], &x[7], &m[7], &x[8], &m[8], &x[9], &m[9], &x[10], &m[10], &x[11], &m[11],
+                    &x[12], &m[12], &x[13], &m[13], &x[14], &m[14]};
+    em_status s = em_ops_launch(a, "em_learner_sumsq_f32", (em_dim3){blocks, 1, 1}, (em_dim3){EM_LRN_LANES, 1, 1},
+                                0, args);
+    if (s) return s;
   }
-  if (!s) {
-    const void *h = em_tensor_data(in[0]);
-    void *o = em_tensor_data(out[0]);
-    int k = (int)n;
-    void *args[] = {&h, &larc, &k, &buf, &o};
-    s = em_ops_launch(a, "em_learner_scales_f32", (em_dim3){1, 1, 1}, (em_dim3){1, 1, 1}, 0, args);
-  }
-  em_ops_scratch_free(a, buf);
-  return s;
+  return EM_OK;
 }

@@ -11,5 +11,6 @@ int em_learner_rule_of(const em_op_def *d);
 /* The gpu members (ops/learner_gpu.c). */
 em_status em_learner_update_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out);
 em_status em_learner_scales_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out);
+em_status em_learner_sumsq_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out);
 
 #endif

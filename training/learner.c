@@ -1,8 +1,9 @@
 /* Learners (include/ember/learner.h): the host side of the update rules.
  * A learner keeps its settings and schedules, adds its update to a graph
  * (em_learner_attach: state values, the hyperparameter input, the sums of
- * squares that clipping by global norm and LARC need, and one node of the
- * learner op family, ops/learner.c), and per step computes the
+ * squares that clipping by global norm and LARC need (_learner_sumsq,
+ * _learner_scales), and one update node of the learner op family,
+ * ops/learner.c), and per step computes the
  * hyperparameters in double and rounds them once into the f32 vector the
  * node reads (em_learner_feed; layout: kernels/learner_math.h EM_LRN_H_*).
  * Its host state (steps, samples, fsadagrad's smoothed count) is a small
@@ -262,29 +263,17 @@ static em_status slot_value(em_learner *l, em_graph *g, int i, int slot, em_var 
   return em_state(g, name, dt, nd, shape, &zero, out);
 }
 
-/* Sums of squares of values vs[0..n) (the reduce family's order). */
-static em_status sums_of_squares(em_graph *g, const em_var *vs, int n, em_var *out) {
-  for (int i = 0; i < n; i++) {
-    em_status s = em_apply(g, "reduce_sum_square", &vs[i], 1, NULL, 0, &out[i], 1);
-    if (s) return s;
-  }
-  return EM_OK;
-}
-
 /* The scales input: _learner_scales over the sums when clipping by global
  * norm or LARC is on, else a constant of ones. */
 static em_status scales_value(em_learner *l, em_graph *g, const em_var *grads, em_var *out) {
   int n = l->n;
   if (l->cfg.clip_norm > 0 || l->cfg.larc) {
-    int larc = (int)l->cfg.larc, m = (larc ? 2 : 1) * n;
-    em_var *in = malloc(sizeof(em_var) * (size_t)(1 + m));
-    if (!in) return em_fail(EM_ERR_OUT_OF_MEMORY, "no memory for a learner's inputs");
-    in[0] = l->h_input;
-    em_status s = larc ? sums_of_squares(g, l->params, n, in + 1) : EM_OK;
-    if (!s) s = sums_of_squares(g, grads, n, in + 1 + (larc ? n : 0));
+    int larc = (int)l->cfg.larc;
+    em_var in[3] = {l->h_input};
+    em_status s = larc ? em_apply(g, "_learner_sumsq", l->params, n, NULL, 0, &in[1], 1) : EM_OK;
+    if (!s) s = em_apply(g, "_learner_sumsq", grads, n, NULL, 0, &in[larc ? 2 : 1], 1);
     em_attr at[2] = {{.name = "n", .type = EM_ATTR_INT, .i = n}, {.name = "larc", .type = EM_ATTR_INT, .i = larc}};
-    if (!s) s = em_apply(g, "_learner_scales", in, 1 + m, at, 2, out, 1);
-    free(in);
+    if (!s) s = em_apply(g, "_learner_scales", in, larc ? 3 : 2, at, 2, out, 1);
     return s;
   }
   float *ones = malloc(sizeof(float) * 2 * (size_t)n);

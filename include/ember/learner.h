@@ -7,8 +7,9 @@
  *
  * How a learner runs (training/README.md): em_learner_attach adds its
  * update to the graph as ONE node of the `learner` op family over all its
- * parameters (plus, with LARC or clipping by global norm, the sums of
- * squares it needs, in the reduce family's fixed order). The node takes the
+ * parameters (plus, with LARC or clipping by global norm, nodes for the
+ * sums of squares and the per-tensor factors, summed in an order fixed by
+ * the shapes). The node takes the
  * parameters, their gradients and the learner's state and updates the
  * parameters and the state in place, on the executor's device. The
  * hyperparameters of a step (the learning rate after the schedules, the

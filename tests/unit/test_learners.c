@@ -838,6 +838,55 @@ static void test_mlp_training(void **state) {
   assert_int_equal(st.host_steps, 0);
 }
 
+/* _learner_sumsq over 17 tensors (two launches on a GPU: 15 a launch) of
+ * sizes below, at and above its 256 lanes: each sum against a float64 sum,
+ * and the GPU's bits equal to the CPU's. */
+static void sumsq_on(em_device dev, float *out) {
+  enum { K = 17 };
+  em_graph *g;
+  CHECK(em_graph_create(&g));
+  em_var x[K], y;
+  em_feed f[K];
+  em_tensor *t[K];
+  uint64_t s = 5;
+  for (int i = 0; i < K; i++) {
+    int64_t n = 1 + (int64_t)i * i * 23;
+    float *v = malloc(sizeof(float) * (size_t)n);
+    for (int64_t j = 0; j < n; j++) v[j] = uni(&s, -2, 2);
+    CHECK(em_tensor_from_host(em_cpu(), EM_F32, 1, &n, v, sizeof(float) * (size_t)n, &t[i]));
+    CHECK(em_input(g, NULL, EM_F32, 1, &n, &x[i]));
+    f[i] = (em_feed){x[i], t[i]};
+    free(v);
+  }
+  CHECK(em_apply(g, "_learner_sumsq", x, K, NULL, 0, &y, 1));
+  em_exec *e;
+  CHECK(em_exec_create(g, &y, 1, dev, &e));
+  em_tensor *r;
+  CHECK(em_exec_run(e, f, K, &r));
+  CHECK(em_tensor_to_host(r, out, sizeof(float) * K));
+  for (int i = 0; i < K; i++) {
+    const float *v = em_tensor_data(t[i]);
+    double want = 0;
+    for (int64_t j = 0; j < em_tensor_numel(t[i]); j++) want += (double)v[j] * v[j];
+    if (!(fabs(out[i] - want) <= 1e-6 * want)) fail_msg("sum of squares %d: %.9g, float64 says %.9g", i, out[i], want);
+    em_tensor_release(t[i]);
+  }
+  em_tensor_release(r);
+  em_exec_free(e);
+  em_graph_free(g);
+}
+
+static void test_sums_of_squares(void **state) {
+  (void)state;
+  float cpu[17], gpu[17];
+  sumsq_on(em_cpu(), cpu);
+  if (!g_gpus) return;
+  sumsq_on(em_cuda(0), gpu);
+  for (int i = 0; i < 17; i++)
+    if (memcmp(&cpu[i], &gpu[i], sizeof(float)))
+      fail_msg("sum of squares %d: %.9g on cuda:0, %.9g on the CPU", i, gpu[i], cpu[i]);
+}
+
 int main(void) {
   use_gpu();
   const struct CMUnitTest tests[] = {
@@ -849,6 +898,7 @@ int main(void) {
       cmocka_unit_test(test_state_and_refusals),
       cmocka_unit_test(test_gpu_bitwise),
       cmocka_unit_test(test_mlp_training),
+      cmocka_unit_test(test_sums_of_squares),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   em_shutdown();

@@ -6,7 +6,8 @@
  * eta, LARC's wd), with every option on; "plain" turns the options off.
  * Slots that take a square root start non-negative, as a real run's do.
  * Sizes: one element, odd sizes above a block (257, 1000), and two tensors
- * in one node of different sizes (the kernel strides over each in turn). */
+ * in one node of different sizes (the kernel strides over each in turn).
+ * _learner_sumsq: sizes below, at and above its 256 lanes. */
 #include "op_cases.h"
 
 static const double H_ALL[16] = {0.1, 0.9, 0.1, 0.99, 0.01, 1e-8, 1.5, 1.2,
@@ -20,8 +21,6 @@ static const double H_PLAIN[16] = {0.05, 0.9, 1.0, 0.9, 0.1, 1e-6, 1.1, 1.01, 0,
 #define P(...) OC_F32(-2, 2, __VA_ARGS__)
 #define G(...) OC_F32(-3, 3, __VA_ARGS__)
 #define POS(...) OC_F32(0, 1, __VA_ARGS__)
-#define SUM OC_SCALAR(EM_F32, 0, 1)
-#define SMALL_SUM OC_SCALAR(EM_F32, 0, 0.01)
 
 static const oc_case cases[] = {
   {"_update_sgd", "1", 4, {H(H_ALL), SC(1), P(1), G(1)}, 1, {N(1)}, .state = 0x4},
@@ -44,9 +43,11 @@ static const oc_case cases[] = {
    .state = 0x34},
   {"_update_fsadagrad", "no momentum", 6, {H(H_PLAIN), SC(1), P(64), G(64), POS(64), P(64)}, 1, {N(1)},
    .state = 0x34},
-  {"_learner_scales", "clip", 4, {H(H_ALL), SUM, SUM, SUM}, 2, {N(3), OC_ATTR_I("larc", 0)}},
-  {"_learner_scales", "larc clip", 5, {H(H_ALL), POS(1), SUM, SMALL_SUM, POS(1)}, 2,
-   {N(2), OC_ATTR_I("larc", 1)}},
-  {"_learner_scales", "larc scale", 3, {H(H_PLAIN), SUM, SUM}, 2, {N(1), OC_ATTR_I("larc", 2)}},
+  {"_learner_scales", "clip", 2, {H(H_ALL), POS(3)}, 2, {N(3), OC_ATTR_I("larc", 0)}},
+  {"_learner_scales", "larc clip", 3, {H(H_ALL), POS(2), OC_F32(0, 0.01, 2)}, 2, {N(2), OC_ATTR_I("larc", 1)}},
+  {"_learner_scales", "larc scale", 3, {H(H_PLAIN), POS(1), POS(1)}, 2, {N(1), OC_ATTR_I("larc", 2)}},
+  {"_learner_sumsq", "1", 1, {P(1)}},
+  {"_learner_sumsq", "odd sizes", 3, {P(255), P(3, 7, 11), P(5000)}},
+  {"_learner_sumsq", "8 tensors", 8, {P(1), P(300), P(2, 2), P(257), G(9), P(1), P(600), P(17)}},
 };
 OC_REGISTER(learner, cases)
