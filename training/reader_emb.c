@@ -3,9 +3,6 @@
  * as one array (8-byte aligned, little-endian), and the XXH3-64 of all the
  * bytes before it. Opening one is a read and a checksum: no gzip, no text. */
 #include <errno.h>
-#include <stdatomic.h>
-#include <fcntl.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +12,7 @@
 #include <xxhash.h>
 
 #include "error.h"
+#include "file_atomic.h"
 #include "reader_internal.h"
 
 #define API __attribute__((visibility("default")))
@@ -102,61 +100,17 @@ em_status em_emb_serialize(const em_dataset *d, unsigned char **out, size_t *siz
 }
 
 /* Writes all of b to fd (write may write less than asked). */
-static int write_all(int fd, const unsigned char *b, size_t n) {
-  while (n) {
-    ssize_t w = write(fd, b, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return -1;
-    b += w;
-    n -= (size_t)w;
-  }
-  return 0;
-}
-
 API em_status em_dataset_write(const em_dataset *d, const char *path) {
   if (!d || !path) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_dataset_write: NULL data set or path");
   unsigned char *b;
   size_t n;
   em_status st = em_emb_serialize(d, &b, &n);
   if (st != EM_OK) return st;
-  size_t plen = strlen(path);
-  char *tmp = malloc(plen + 32), *dir = malloc(plen + 1);
-  if (!tmp || !dir) {
-    free(b), free(tmp), free(dir);
-    return em_fail(EM_ERR_OUT_OF_MEMORY, "em_dataset_write: out of memory");
-  }
-  memcpy(dir, path, plen + 1);
-  /* A name no other writer uses (mkstemp would make the file 0600; a data
-   * set is as readable as the umask allows, like any file the user writes). */
-  static _Atomic unsigned counter;
-  int fd = -1;
-  for (int tries = 0; fd < 0 && tries < 100; tries++) {
-    snprintf(tmp, plen + 32, "%s.tmp.%ld.%u", path, (long)getpid(), counter++);
-    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0 && errno != EEXIST) break;
-  }
-  if (fd < 0) {
-    st = em_fail(EM_ERR_IO, "cannot create a temporary file beside %s: %s", path, strerror(errno));
-  } else {
-    if (write_all(fd, b, n) != 0 || fsync(fd) != 0) {
-      st = em_fail(EM_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
-    }
-    if (close(fd) != 0 && st == EM_OK) st = em_fail(EM_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
-    if (st == EM_OK && rename(tmp, path) != 0)
-      st = em_fail(EM_ERR_IO, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
-    if (st != EM_OK) {
-      unlink(tmp);
-    } else {
-      /* The rename is durable once the directory is synced. */
-      int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY);
-      if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
-      }
-    }
-  }
-  free(b), free(tmp), free(dir);
-  return st;
+  /* The library's one atomic write (runtime/file_atomic.h): a crash leaves
+   * the previous file whole, and no temporary files pile up. */
+  st = em_write_file_atomic(path, &(em_write_part){b, n}, 1);
+  free(b);
+  return st ? em_fail_context(st, "em_dataset_write") : EM_OK;
 }
 
 /* --------------------------------------------------------------- reader --- */

@@ -1,4 +1,4 @@
-// fuzz-sources: training/reader_emb.c training/reader_io.c training/dataset.c runtime/error.c -Itraining -lz
+// fuzz-sources: training/reader_emb.c runtime/file_atomic.c training/reader_io.c training/dataset.c runtime/error.c -Itraining -lz
 /* libFuzzer target for the EMB reader (training/reader_emb.c). The input's
  * last 8 bytes are replaced by the XXH3-64 of the rest (when it is long
  * enough), so the fuzzer gets past the checksum into the stream table and
