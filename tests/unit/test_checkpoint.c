@@ -545,7 +545,11 @@ static void test_kill_during_save(void **state) {
   pid_t first = fork();
   assert_true(first >= 0);
   if (first == 0) _exit(child_saves(path, 0));
-  while (access(path, F_OK)) usleep(200);
+  while (access(path, F_OK)) {
+    int status;
+    if (waitpid(first, &status, WNOHANG) == first) fail_msg("the first writer exited (status %d)", status);
+    usleep(200);
+  }
   kill(first, SIGKILL);
   waitpid(first, NULL, 0);
   uint64_t last = version_of(path);
