@@ -1,0 +1,399 @@
+/* The trainer (trainer.h, training/trainer.c) at the API level, against
+ * float64 references written here:
+ *  - SGD on a linear least-squares model: after each minibatch (sizes 4, 2,
+ *    3, 1) the weights equal w <- w - lr * d(mean loss)/dw computed by hand,
+ *    and the epoch's loss is the sample-weighted mean of the minibatches'
+ *    losses (CNTK's aggregation), not the mean of the means;
+ *  - a metric (classification error) aggregated the same way, and
+ *    test_minibatch counting apart from training and changing no weight;
+ *  - the refusals (no learner, a loss of the wrong shape, a parameter in
+ *    two learners, no feeds), each leaving no trainer behind;
+ *  - training mode on the training executor only (dropout drops there).
+ * The end-to-end runs on Fashion-MNIST are in test_train_e2e.c. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "ember.h"
+
+#define CHECK(call)                                                        \
+  do {                                                                     \
+    em_status s_ = (call);                                                 \
+    if (s_) fail_msg("%s: %s", #call, em_last_error());                    \
+  } while (0)
+
+/* y = x @ w^T, per-sample loss (y - t)^2, w [1, 3]. */
+typedef struct linear {
+  em_graph *g;
+  em_var x, t, w, y, loss;
+} linear;
+
+static void linear_build(linear *m, const double w0[3]) {
+  CHECK(em_graph_create(&m->g));
+  CHECK(em_input(m->g, "x", EM_F32, 2, (int64_t[]){-1, 3}, &m->x));
+  CHECK(em_input(m->g, "t", EM_F32, 2, (int64_t[]){-1, 1}, &m->t));
+  float wf[3] = {(float)w0[0], (float)w0[1], (float)w0[2]};
+  em_tensor *wt;
+  CHECK(em_tensor_from_host(em_cpu(), EM_F32, 2, (int64_t[]){1, 3}, wf, sizeof wf, &wt));
+  em_init init = {.kind = EM_INIT_FROM_DATA, .data = wt};
+  CHECK(em_parameter(m->g, "w", EM_F32, 2, (int64_t[]){1, 3}, &init, &m->w));
+  em_tensor_release(wt);
+  em_attr tb = {.name = "transpose_b", .type = EM_ATTR_INT, .i = 1};
+  CHECK(em_apply(m->g, "matmul", (em_var[]){m->x, m->w}, 2, &tb, 1, &m->y, 1));
+  CHECK(em_apply(m->g, "squared_error", (em_var[]){m->y, m->t}, 2, NULL, 0, &m->loss, 1));
+}
+
+static em_learner *sgd(const em_var *params, int n, double lr) {
+  em_learner_config cfg;
+  CHECK(em_learner_defaults(EM_LEARNER_SGD, lr, &cfg));
+  em_learner *l;
+  CHECK(em_learner_create(&cfg, NULL, params, n, &l));
+  return l;
+}
+
+/* Deterministic data: x in [-1, 1), t = 0.5 x0 - x1 + 2 x2 + noise. */
+static void data(int n, uint64_t seed, float *x, float *t) {
+  uint64_t s = seed;
+  for (int i = 0; i < n; i++) {
+    for (int j = 0; j < 3; j++) {
+      s = s * 6364136223846793005ull + 1442695040888963407ull;
+      x[3 * i + j] = (float)((double)(s >> 40) / 8388608.0 - 1.0);
+    }
+    t[i] = (float)(0.5 * x[3 * i] - x[3 * i + 1] + 2 * x[3 * i + 2] + 0.01 * (i % 3));
+  }
+}
+
+static void read_w(const linear *m, float w[3]) {
+  em_tensor *p;
+  CHECK(em_parameter_get(m->g, m->w, em_cpu(), &p));
+  CHECK(em_tensor_to_host(p, w, 3 * sizeof(float)));
+  em_tensor_release(p);
+}
+
+static void test_sgd_matches_reference_and_aggregates_by_samples(void **state) {
+  (void)state;
+  const double w0[3] = {0.1, -0.2, 0.3}, lr = 0.1;
+  linear m;
+  linear_build(&m, w0);
+  em_learner *l = sgd(&m.w, 1, lr);
+  em_trainer *t;
+  CHECK(em_trainer_create(m.g, m.loss, -1, &l, 1, NULL, &t));
+
+  static const int sizes[] = {4, 2, 3, 1};
+  float x[10 * 3], tt[10];
+  data(10, 7, x, tt);
+  double w[3] = {w0[0], w0[1], w0[2]}, loss_sum = 0;
+  int at = 0, samples = 0;
+  for (size_t b = 0; b < sizeof sizes / sizeof sizes[0]; b++) {
+    int n = sizes[b];
+    /* The reference: mean loss and its gradient at the current w. */
+    double mean = 0, grad[3] = {0, 0, 0};
+    for (int i = at; i < at + n; i++) {
+      double y = 0;
+      for (int j = 0; j < 3; j++) y += w[j] * (double)x[3 * i + j];
+      double r = y - (double)tt[i];
+      mean += r * r / n;
+      for (int j = 0; j < 3; j++) grad[j] += 2 * r * (double)x[3 * i + j] / n;
+    }
+    em_tensor *xt, *tt_;
+    CHECK(em_tensor_from_host(em_cpu(), EM_F32, 2, (int64_t[]){n, 3}, x + 3 * at, sizeof(float) * 3 * (size_t)n, &xt));
+    CHECK(em_tensor_from_host(em_cpu(), EM_F32, 2, (int64_t[]){n, 1}, tt + at, sizeof(float) * (size_t)n, &tt_));
+    em_feed feeds[2] = {{m.x, xt}, {m.t, tt_}};
+    em_minibatch_result r;
+    CHECK(em_trainer_train_minibatch(t, feeds, 2, &r));
+    em_tensor_release(xt);
+    em_tensor_release(tt_);
+    assert_int_equal(r.samples, (uint64_t)n);
+    if (fabs(r.loss - mean) > 1e-5 * (1 + mean)) fail_msg("minibatch %zu: loss %.9g, reference %.9g", b, r.loss, mean);
+    assert_true(isnan(r.metric));
+    for (int j = 0; j < 3; j++) w[j] -= lr * grad[j];
+    float got[3];
+    read_w(&m, got);
+    for (int j = 0; j < 3; j++)
+      if (fabs(got[j] - w[j]) > 1e-5) fail_msg("minibatch %zu: w[%d] = %.9g, reference %.9g", b, j, got[j], w[j]);
+    loss_sum += mean * n;
+    samples += n;
+    at += n;
+  }
+  em_trainer_totals tot;
+  CHECK(em_trainer_get_totals(t, &tot));
+  assert_int_equal(tot.steps, 4);
+  assert_int_equal(tot.samples, 10);
+  assert_int_equal(tot.epoch_minibatches, 4);
+  assert_int_equal(tot.epoch_samples, 10);
+  assert_int_equal(tot.epoch, 0);
+  if (fabs(tot.epoch_loss - loss_sum / samples) > 1e-5)
+    fail_msg("epoch loss %.9g, sample-weighted reference %.9g", tot.epoch_loss, loss_sum / samples);
+  assert_true(isnan(tot.epoch_metric));
+  assert_true(tot.epoch_seconds >= 0);
+  assert_int_equal(em_learner_steps(l), 4);
+  assert_int_equal(em_learner_samples(l), 10);
+
+  /* A new epoch starts its own means; the totals go on. */
+  CHECK(em_trainer_end_epoch(t));
+  CHECK(em_trainer_begin_epoch(t));
+  CHECK(em_trainer_get_totals(t, &tot));
+  assert_int_equal(tot.epoch, 1);
+  assert_int_equal(tot.epoch_samples, 0);
+  assert_true(isnan(tot.epoch_loss));
+  assert_int_equal(tot.samples, 10);
+
+  em_trainer_free(t);
+  em_learner_free(l);
+  em_graph_free(m.g);
+}
+
+/* Two classes of 2-D points; logits = x @ w^T + b; metric classification
+ * error. */
+static void test_metric_and_test_minibatch(void **state) {
+  (void)state;
+  em_graph *g;
+  CHECK(em_graph_create(&g));
+  em_var x, label, w, b, h, logits, ce, err;
+  CHECK(em_input(g, "x", EM_F32, 2, (int64_t[]){-1, 2}, &x));
+  CHECK(em_input(g, "label", EM_I32, 1, (int64_t[]){-1}, &label));
+  em_init zero = {.kind = EM_INIT_CONSTANT, .value = 0};
+  CHECK(em_parameter(g, "w", EM_F32, 2, (int64_t[]){2, 2}, &zero, &w));
+  CHECK(em_parameter(g, "b", EM_F32, 1, (int64_t[]){2}, &zero, &b));
+  em_attr tb = {.name = "transpose_b", .type = EM_ATTR_INT, .i = 1};
+  CHECK(em_apply(g, "matmul", (em_var[]){x, w}, 2, &tb, 1, &h, 1));
+  CHECK(em_apply(g, "add", (em_var[]){h, b}, 2, NULL, 0, &logits, 1));
+  CHECK(em_apply(g, "cross_entropy_with_softmax", (em_var[]){logits, label}, 2, NULL, 0, &ce, 1));
+  CHECK(em_apply(g, "classification_error", (em_var[]){logits, label}, 2, NULL, 0, &err, 1));
+  em_var params[2] = {w, b};
+  em_learner *l = sgd(params, 2, 0.5);
+  em_trainer *t;
+  CHECK(em_trainer_create(g, ce, err, &l, 1, NULL, &t));
+
+  /* With w = b = 0 every logit is 0: the loss is ln 2 per sample, and the
+   * error of a tie is counted as CNTK does (1 unless the label is the first
+   * maximum): independently, the first test minibatch's error is the share
+   * of labels that are not class 0. */
+  float xs[6 * 2] = {1, 0, 0.9f, 0.1f, 0, 1, 0.2f, 0.8f, 1, 0.2f, 0.1f, 1};
+  int32_t ys[6] = {0, 0, 1, 1, 0, 1};
+  em_tensor *xt, *yt;
+  CHECK(em_tensor_from_host(em_cpu(), EM_F32, 2, (int64_t[]){6, 2}, xs, sizeof xs, &xt));
+  CHECK(em_tensor_from_host(em_cpu(), EM_I32, 1, (int64_t[]){6}, ys, sizeof ys, &yt));
+  em_feed feeds[2] = {{x, xt}, {label, yt}};
+  em_minibatch_result r;
+  CHECK(em_trainer_test_minibatch(t, feeds, 2, &r));
+  assert_int_equal(r.samples, 6);
+  assert_true(fabs(r.loss - log(2.0)) < 1e-6);
+  assert_true(fabs(r.metric - 0.5) < 1e-12);
+  /* Evaluation changed nothing and counted only as test. */
+  em_trainer_totals tot;
+  CHECK(em_trainer_get_totals(t, &tot));
+  assert_int_equal(tot.steps, 0);
+  assert_int_equal(tot.test_samples, 6);
+  float wv[4];
+  em_tensor *wt;
+  CHECK(em_parameter_get(g, w, em_cpu(), &wt));
+  CHECK(em_tensor_to_host(wt, wv, sizeof wv));
+  em_tensor_release(wt);
+  for (int i = 0; i < 4; i++) assert_true(wv[i] == 0.0f);
+
+  /* Training separates the two clusters: after 30 steps no error. */
+  for (int i = 0; i < 30; i++) CHECK(em_trainer_train_minibatch(t, feeds, 2, &r));
+  assert_true(r.metric == 0.0);
+  CHECK(em_trainer_get_totals(t, &tot));
+  assert_int_equal(tot.epoch_samples, 180);
+  assert_true(tot.epoch_metric > 0 && tot.epoch_metric < 0.5);
+
+  /* A second test minibatch of 2 samples weighs a third of the first. */
+  em_tensor *x2, *y2;
+  CHECK(em_tensor_from_host(em_cpu(), EM_F32, 2, (int64_t[]){2, 2}, xs, 4 * sizeof(float), &x2));
+  CHECK(em_tensor_from_host(em_cpu(), EM_I32, 1, (int64_t[]){2}, (int32_t[]){1, 1}, 2 * sizeof(int32_t), &y2));
+  em_feed f2[2] = {{x, x2}, {label, y2}};
+  em_minibatch_result r2;
+  CHECK(em_trainer_test_minibatch(t, f2, 2, &r2));
+  assert_true(r2.metric == 1.0); /* both points are class 0's */
+  CHECK(em_trainer_get_totals(t, &tot));
+  assert_int_equal(tot.test_samples, 8);
+  assert_true(fabs(tot.test_metric - (0.5 * 6 + 1.0 * 2) / 8) < 1e-12);
+  CHECK(em_trainer_reset_test(t));
+  CHECK(em_trainer_get_totals(t, &tot));
+  assert_int_equal(tot.test_samples, 0);
+  assert_true(isnan(tot.test_metric));
+
+  em_tensor_release(xt);
+  em_tensor_release(yt);
+  em_tensor_release(x2);
+  em_tensor_release(y2);
+  em_trainer_free(t);
+  em_learner_free(l);
+  em_graph_free(g);
+}
+
+static void test_refusals(void **state) {
+  (void)state;
+  const double w0[3] = {0, 0, 0};
+  linear m;
+  linear_build(&m, w0);
+  em_learner *l = sgd(&m.w, 1, 0.1), *l2 = sgd(&m.w, 1, 0.1);
+  em_trainer *t = (em_trainer *)1;
+  assert_int_equal(em_trainer_create(m.g, m.loss, -1, NULL, 0, NULL, &t), EM_ERR_INVALID_ARGUMENT);
+  assert_null(t);
+  assert_non_null(strstr(em_last_error(), "learner"));
+  /* y is [N, 1]: neither a scalar nor a per-sample vector. */
+  assert_int_equal(em_trainer_create(m.g, m.y, -1, &l, 1, NULL, &t), EM_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(em_last_error(), "loss"));
+  em_learner *both[2] = {l, l2};
+  assert_int_equal(em_trainer_create(m.g, m.loss, -1, both, 2, NULL, &t), EM_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(em_last_error(), "'w'"));
+  assert_int_equal(em_trainer_create(m.g, m.loss, -1, &l, 1, &(em_trainer_options){.mode = (em_mode)7}, &t),
+                   EM_ERR_INVALID_ARGUMENT);
+  em_learner_free(l);
+  em_learner_free(l2);
+  em_graph_free(m.g);
+
+  linear_build(&m, w0);
+  l = sgd(&m.w, 1, 0.1);
+  CHECK(em_trainer_create(m.g, m.loss, -1, &l, 1, NULL, &t));
+  assert_int_equal(em_trainer_train_minibatch(t, NULL, 0, NULL), EM_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(em_last_error(), "no feeds"));
+  /* A run that fails (the target not fed) counts nothing. */
+  em_tensor *xt;
+  CHECK(em_tensor_zeros(em_cpu(), EM_F32, 2, (int64_t[]){2, 3}, &xt));
+  em_feed only_x = {m.x, xt};
+  assert_int_not_equal(em_trainer_train_minibatch(t, &only_x, 1, NULL), EM_OK);
+  em_trainer_totals tot;
+  CHECK(em_trainer_get_totals(t, &tot));
+  assert_int_equal(tot.steps, 0);
+  assert_int_equal(em_learner_steps(l), 0);
+  em_tensor_release(xt);
+  em_trainer_free(t);
+  em_learner_free(l);
+  em_graph_free(m.g);
+  em_trainer_free(NULL);
+}
+
+/* The training executor is in training mode, the evaluation one is not:
+ * dropout (rate 0.5) zeroes about half of a constant input in training and
+ * none in evaluation. loss = mean(dropout(x) * w), w = 1, a zero learning
+ * rate keeps w. */
+static void test_training_mode_only_when_training(void **state) {
+  (void)state;
+  em_graph *g;
+  CHECK(em_graph_create(&g));
+  em_var x, w, d, y, loss;
+  CHECK(em_input(g, "x", EM_F32, 2, (int64_t[]){-1, 64}, &x));
+  em_init one = {.kind = EM_INIT_CONSTANT, .value = 1};
+  CHECK(em_parameter(g, "w", EM_F32, 1, (int64_t[]){64}, &one, &w));
+  em_attr ratio = {.name = "ratio", .type = EM_ATTR_FLOAT, .f = 0.5};
+  CHECK(em_apply(g, "dropout", &x, 1, &ratio, 1, &d, 1));
+  CHECK(em_apply(g, "mul", (em_var[]){d, w}, 2, NULL, 0, &y, 1));
+  CHECK(em_apply(g, "reduce_mean", &y, 1, NULL, 0, &loss, 1));
+  em_learner *l = sgd(&w, 1, 0);
+  em_trainer *t;
+  CHECK(em_trainer_create(g, loss, -1, &l, 1, NULL, &t));
+  em_tensor *xt;
+  float ones[4 * 64];
+  for (int i = 0; i < 4 * 64; i++) ones[i] = 1;
+  CHECK(em_tensor_from_host(em_cpu(), EM_F32, 2, (int64_t[]){4, 64}, ones, sizeof ones, &xt));
+  em_feed f = {x, xt};
+  em_minibatch_result tr, ev;
+  CHECK(em_trainer_train_minibatch(t, &f, 1, &tr));
+  CHECK(em_trainer_test_minibatch(t, &f, 1, &ev));
+  /* Kept elements are scaled by 2, dropped ones are 0: the training mean is
+   * 2 * (kept share), never exactly 1 for 256 fair draws in practice, and
+   * always a multiple of 2/256. Inference is the identity: exactly 1. */
+  assert_true(ev.loss == 1.0);
+  assert_true(tr.loss != 1.0);
+  assert_true(fabs(tr.loss * 128 - round(tr.loss * 128)) < 1e-6);
+  assert_true(tr.loss > 0.5 && tr.loss < 1.5);
+  em_tensor_release(xt);
+  em_trainer_free(t);
+  em_learner_free(l);
+  em_graph_free(g);
+}
+
+/* The trainer's own record: a round trip restores the accounting and the
+ * executors' run counters; a foreign, truncated or mismatched record is
+ * refused naming the byte and changes nothing. */
+static void test_state_record(void **state) {
+  (void)state;
+  const double w0[3] = {0.5, 0.5, 0.5};
+  linear m;
+  linear_build(&m, w0);
+  em_learner *l = sgd(&m.w, 1, 0.01);
+  em_trainer *t;
+  CHECK(em_trainer_create(m.g, m.loss, -1, &l, 1, NULL, &t));
+  float x[6 * 3], tt[6];
+  data(6, 3, x, tt);
+  em_tensor *xt, *tt_;
+  CHECK(em_tensor_from_host(em_cpu(), EM_F32, 2, (int64_t[]){6, 3}, x, sizeof x, &xt));
+  CHECK(em_tensor_from_host(em_cpu(), EM_F32, 2, (int64_t[]){6, 1}, tt, sizeof tt, &tt_));
+  em_feed feeds[2] = {{m.x, xt}, {m.t, tt_}};
+  for (int i = 0; i < 3; i++) CHECK(em_trainer_train_minibatch(t, feeds, 2, NULL));
+  void *rec;
+  size_t n;
+  CHECK(em_trainer_state_save(t, &rec, &n));
+  em_trainer_totals before;
+  CHECK(em_trainer_get_totals(t, &before));
+
+  /* Two more steps, then back to the record. */
+  for (int i = 0; i < 2; i++) CHECK(em_trainer_train_minibatch(t, feeds, 2, NULL));
+  CHECK(em_trainer_state_load(t, rec, n));
+  em_trainer_totals after;
+  CHECK(em_trainer_get_totals(t, &after));
+  assert_int_equal(after.steps, 3);
+  assert_int_equal(after.samples, 18);
+  assert_true(after.epoch_loss == before.epoch_loss);
+  em_exec_stats st;
+  CHECK(em_exec_stats_get(em_trainer_train_exec(t), &st));
+  assert_int_equal(st.runs, 3);
+
+  /* Refusals. */
+  unsigned char *bad = malloc(n);
+  assert_non_null(bad);
+  memcpy(bad, rec, n);
+  bad[0] ^= 1;
+  assert_int_equal(em_trainer_state_load(t, bad, n), EM_ERR_CORRUPT);
+  assert_non_null(strstr(em_last_error(), "byte 0"));
+  memcpy(bad, rec, n);
+  assert_int_equal(em_trainer_state_load(t, bad, n - 1), EM_ERR_CORRUPT);
+  bad[8] = 9; /* version 9 */
+  assert_int_equal(em_trainer_state_load(t, bad, n), EM_ERR_CORRUPT);
+  assert_non_null(strstr(em_last_error(), "version 9"));
+  assert_int_equal(em_trainer_state_load(t, bad, 3), EM_ERR_CORRUPT);
+  CHECK(em_trainer_get_totals(t, &after));
+  assert_int_equal(after.steps, 3);
+
+  /* A record of a trainer without a metric into one with a metric. */
+  em_var err;
+  CHECK(em_apply(m.g, "squared_error", (em_var[]){m.y, m.t}, 2, NULL, 0, &err, 1));
+  em_learner *l2 = sgd(&m.w, 1, 0.01);
+  em_trainer *t2;
+  CHECK(em_trainer_create(m.g, m.loss, err, &l2, 1, NULL, &t2));
+  assert_int_equal(em_trainer_state_load(t2, rec, n), EM_ERR_CORRUPT);
+  assert_non_null(strstr(em_last_error(), "metric"));
+
+  free(bad);
+  free(rec);
+  em_tensor_release(xt);
+  em_tensor_release(tt_);
+  em_trainer_free(t2);
+  em_learner_free(l2);
+  em_trainer_free(t);
+  em_learner_free(l);
+  em_graph_free(m.g);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_sgd_matches_reference_and_aggregates_by_samples),
+      cmocka_unit_test(test_metric_and_test_minibatch),
+      cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_training_mode_only_when_training),
+      cmocka_unit_test(test_state_record),
+  };
+  int rc = cmocka_run_group_tests(tests, NULL, NULL);
+  em_shutdown();
+  return rc;
+}

@@ -1,0 +1,50 @@
+/* The trainer's state, shared by trainer.c (steps and accounting),
+ * trainer_updates.c (the learners' part of a step), trainer_fit.c (the loop
+ * over a minibatch source) and trainer_checkpoint.c. */
+#ifndef EMBER_TRAINER_INTERNAL_H
+#define EMBER_TRAINER_INTERNAL_H
+
+#include "ember/trainer.h"
+
+#define EM_TRAINER_MAX_LEARNERS 16
+
+struct em_trainer {
+  em_graph *g;
+  em_trainer_options opt;
+  em_learner **learners;
+  int n_learners;
+  em_var loss, loss_mean, metric_mean; /* metric_mean < 0: no metric */
+  int has_metric;
+  em_var *params, *grads;     /* every parameter the loss depends on and its gradient */
+  int n_params;
+  em_var *updates;            /* the learners' update nodes' outputs, fetched by the training step */
+  int n_updates;
+  em_exec *train, *eval;
+  int n_train_out;
+  /* Accounting (float64 sums in step order). */
+  int64_t epoch;
+  uint64_t steps, samples;
+  uint64_t epoch_minibatches, epoch_samples;
+  double epoch_loss_sum, epoch_metric_sum;
+  double epoch_start;         /* monotonic seconds */
+  uint64_t test_samples;
+  double test_loss_sum, test_metric_sum;
+  /* Early stopping (trainer_fit.c): the best validation value so far
+   * (+inf before the first), its epoch (0: none) and the epochs since. */
+  double best_metric;
+  int64_t best_epoch, epochs_since_best;
+};
+
+double em_trainer_now(void);
+
+/* trainer_updates.c: the gradients and the learners' update nodes (fills
+ * params, grads, updates); the per-step hyperparameter feeds (tensors the
+ * caller releases with em_trainer_release_hyper_feeds); the learners'
+ * counters after a step that updated. */
+em_status em_trainer_build_updates(em_trainer *t);
+void em_trainer_free_updates(em_trainer *t);
+em_status em_trainer_hyper_feeds(em_trainer *t, uint64_t samples, em_feed *feeds, int *n);
+void em_trainer_release_hyper_feeds(em_feed *feeds, int n);
+em_status em_trainer_learners_stepped(em_trainer *t, uint64_t samples);
+
+#endif

@@ -1,0 +1,88 @@
+/* The learners' part of a training step (trainer_internal.h): the
+ * gradients of the mean loss for every learner's parameters, each learner's
+ * update node (learner.h: one node of the `learner` family per learner,
+ * updating parameters and state in place on the executor's device), the
+ * per-step hyperparameter feeds and the learners' counters after a step. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ember/learner.h"
+#include "error.h"
+#include "trainer_internal.h"
+
+em_status em_trainer_build_updates(em_trainer *t) {
+  if (t->n_learners > EM_TRAINER_MAX_LEARNERS)
+    return em_fail(EM_ERR_INVALID_ARGUMENT, "em_trainer_create: %d learners; at most %d", t->n_learners,
+                   EM_TRAINER_MAX_LEARNERS);
+  int total = 0;
+  for (int i = 0; i < t->n_learners; i++) {
+    int n = 0;
+    em_learner_params(t->learners[i], &n);
+    total += n;
+  }
+  if (total == 0) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_trainer_create: the learners have no parameters");
+  t->params = malloc(sizeof *t->params * (size_t)total);
+  t->grads = malloc(sizeof *t->grads * (size_t)total);
+  t->updates = malloc(sizeof *t->updates * (size_t)t->n_learners);
+  if (!t->params || !t->grads || !t->updates) return em_fail(EM_ERR_OUT_OF_MEMORY, "em_trainer_create: out of memory");
+  int k = 0;
+  for (int i = 0; i < t->n_learners; i++) {
+    int n = 0;
+    const em_var *p = em_learner_params(t->learners[i], &n);
+    for (int j = 0; j < n; j++) {
+      for (int q = 0; q < k; q++)
+        if (t->params[q] == p[j]) {
+          const char *name = "?";
+          em_var_name(t->g, p[j], &name);
+          return em_fail(EM_ERR_INVALID_ARGUMENT,
+                         "em_trainer_create: parameter '%s' (value %d) belongs to two learners; give each parameter "
+                         "to one",
+                         name ? name : "?", (int)p[j]);
+        }
+      t->params[k++] = p[j];
+    }
+  }
+  t->n_params = k;
+  /* One em_gradients call for all of them: one backward pass in the plan. */
+  em_status s = em_gradients(t->g, t->loss_mean, t->params, t->n_params, t->grads);
+  if (s) return em_fail_context(s, "em_trainer_create: the gradients of the loss");
+  k = 0;
+  for (int i = 0; i < t->n_learners; i++) {
+    int n = 0;
+    em_learner_params(t->learners[i], &n);
+    if ((s = em_learner_attach(t->learners[i], t->g, t->grads + k, &t->updates[i])))
+      return em_fail_context(s, "em_trainer_create: learner %d", i);
+    k += n;
+  }
+  t->n_updates = t->n_learners;
+  return EM_OK;
+}
+
+void em_trainer_free_updates(em_trainer *t) {
+  free(t->params);
+  free(t->grads);
+  free(t->updates);
+}
+
+em_status em_trainer_hyper_feeds(em_trainer *t, uint64_t samples, em_feed *feeds, int *n) {
+  for (int i = 0; i < t->n_learners; i++) {
+    em_status s = em_learner_feed(t->learners[i], samples, &feeds[i]);
+    if (s) return em_fail_context(s, "learner %d's hyperparameters", i);
+  }
+  *n = t->n_learners;
+  return EM_OK;
+}
+
+/* The feeds' tensors are the learners' own. */
+void em_trainer_release_hyper_feeds(em_feed *feeds, int n) {
+  (void)feeds;
+  (void)n;
+}
+
+em_status em_trainer_learners_stepped(em_trainer *t, uint64_t samples) {
+  for (int i = 0; i < t->n_learners; i++) {
+    em_status s = em_learner_step_done(t->learners[i], samples);
+    if (s) return em_fail_context(s, "learner %d after a step", i);
+  }
+  return EM_OK;
+}
