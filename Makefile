@@ -321,7 +321,7 @@ $(BUILD)/lib/ember.pc: build-tools/ember.pc.in
 	$(Q)sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' $< > $@
 
 # ------------------------------------------------------------------- tools ---
-TOOL_LIBS := -ljansson
+TOOL_LIBS := -ljansson -lm
 $(BUILD)/bin/ember: $(wildcard tools/ember/*.c tools/common/*.c) $(LIB_SO) $(wildcard include/ember/*.h tools/common/*.h)
 	@mkdir -p $(@D)
 	$(say) LINK $@

@@ -13,6 +13,7 @@
  * a fallback, 64 a usage error. */
 #include <errno.h>
 #include <glob.h>
+#include <math.h>
 #include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,11 +22,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 #include <jansson.h>
+#include <zlib.h>
 
 static const char *cli, *fake, *src_dir, *build_dir;
 static char tmp_root[PATH_MAX];
@@ -727,6 +730,251 @@ static void test_usage_errors(void **state) {
   }
 }
 
+
+/* --help on every command: exit 0, the usage on stdout, nothing on stderr. */
+static void test_help_on_every_command(void **state) {
+  (void)state;
+  NEED_CLI();
+  static const struct { const char *cmd, *want; } cases[] = {
+      {"devices", "usage: ember devices"}, {"images", "usage: ember images"},  {"selftest", "usage: ember selftest"},
+      {"ops", "usage: ember ops"},         {"train", "usage: ember train"},    {"eval", "usage: ember eval"},
+      {"checkpoint", "usage: ember checkpoint"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    run_result r = run_cli(NO_SETTINGS, ARGS(cases[i].cmd, "--help"));
+    expect_status(&r, 0);
+    if (!strstr(r.out, cases[i].want)) fail_msg("ember %s --help: no \"%s\" in %.300s", cases[i].cmd, cases[i].want, r.out);
+    assert_string_equal(r.err, "");
+  }
+  run_result r = run_cli(NO_SETTINGS, ARGS("--help"));
+  expect_status(&r, 0);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) assert_non_null(strstr(r.out, cases[i].cmd));
+  assert_non_null(strstr(r.out, "Exit codes"));
+  /* train's help lists the options the issue names, and the exit codes. */
+  r = run_cli(NO_SETTINGS, ARGS("train", "--help"));
+  static const char *const opts[] = {"--model", "--data", "--epochs", "--batch", "--device", "--mode",
+                                     "--checkpoint", "--resume", "--json", "--learner", "--lr", "Exit codes"};
+  for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
+    if (!strstr(r.out, opts[i])) fail_msg("ember train --help does not mention %s", opts[i]);
+}
+
+/* Bad command lines of train and eval: the documented exit code (64 usage,
+ * 69 device) and a message naming what is wrong, before any data is read. */
+static void test_train_usage_errors(void **state) {
+  (void)state;
+  NEED_CLI();
+  static const struct {
+    const char *const args[6];
+    int status;
+    const char *want;
+  } cases[] = {
+      {{"train", "--epochs", "0"}, 64, "--epochs 0: out of range"},
+      {{"train", "--epochs", "two"}, 64, "--epochs two: not a number"},
+      {{"train", "--batch", "1.5"}, 64, "--batch 1.5: not a whole number"},
+      {{"train", "--model", "vgg"}, 64, "--model vgg: not one of mlp, lenet, resnet20"},
+      {{"train", "--learner", "adamax"}, 64, "--learner adamax: not one of"},
+      {{"train", "--mode", "exact"}, 64, "--mode exact: not one of fast, portable"},
+      {{"train", "--bogus"}, 64, "unknown option --bogus"},
+      {{"train", "--lr"}, 64, "--lr needs a value"},
+      {{"train", "--resume"}, 64, "--resume needs --checkpoint"},
+      {{"train", "--patience", "3"}, 64, "--patience needs --validation"},
+      {{"train", "--json=1"}, 64, "--json takes no value"},
+      {{"train", "--device", "gpu"}, 64, "--device gpu: expected auto, cpu or cuda:N"},
+      {{"train", "--device", "cuda:x"}, 64, "--device cuda:x: expected auto, cpu or cuda:N"},
+      {{"train", "--device", "cuda:3"}, 69, "--device cuda:3"},
+      {{"eval"}, 64, "--checkpoint FILE is required"},
+      {{"eval", "--checkpoint", "x", "--epochs", "3"}, 64, "--epochs is not an option of this command"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    run_result r = run_cli(SETTINGS("FAKECUDA_DEVICES=9.0=NVIDIA H100 80GB HBM3"), cases[i].args);
+    if (r.status != cases[i].status)
+      fail_msg("case %zu (%s %s): exit status %d, expected %d (stderr: %s)", i, cases[i].args[0],
+               cases[i].args[1] ? cases[i].args[1] : "", r.status, cases[i].status, r.err);
+    if (!strstr(r.err, cases[i].want)) fail_msg("case %zu: no \"%s\" in stderr: %s", i, cases[i].want, r.err);
+  }
+}
+
+/* ------------------------------------------------------- ember train --- */
+
+#define FMNIST "/usr/share/datasets/fashion-mnist"
+
+/* A small IDX data set in DIR: the first n_train training and n_test test
+ * images of Fashion-MNIST, uncompressed, with headers written here (read
+ * with zlib, not with Ember's reader). 0 when the package is missing. */
+static int copy_idx(const char *from, const char *to, int n, int image) {
+  gzFile in = gzopen(from, "rb");
+  if (!in) return 0;
+  int header = image ? 16 : 8, per = image ? 28 * 28 : 1;
+  unsigned char head[16];
+  if (gzread(in, head, (unsigned)header) != header) {
+    gzclose(in);
+    return 0;
+  }
+  head[4] = (unsigned char)(n >> 24), head[5] = (unsigned char)(n >> 16), head[6] = (unsigned char)(n >> 8),
+  head[7] = (unsigned char)n;
+  size_t body = (size_t)n * (size_t)per;
+  unsigned char *buf = malloc(body);
+  assert_non_null(buf);
+  int ok = gzread(in, buf, (unsigned)body) == (int)body;
+  gzclose(in);
+  FILE *f = fopen(to, "wb");
+  assert_non_null(f);
+  ok = ok && fwrite(head, 1, (size_t)header, f) == (size_t)header && fwrite(buf, 1, body, f) == body;
+  fclose(f);
+  free(buf);
+  return ok;
+}
+
+static char small_data[PATH_MAX];
+
+static int make_small_data(void) {
+  if (small_data[0]) return 1;
+  char dir[PATH_MAX], a[PATH_MAX + 64], b[PATH_MAX + 64];
+  snprintf(dir, sizeof dir, "%s/fmnist-small", tmp_root);
+  if (mkdir(dir, 0755) && errno != EEXIST) return 0;
+  static const struct { const char *split; int n; } parts[] = {{"train", 600}, {"t10k", 200}};
+  for (int i = 0; i < 2; i++) {
+    snprintf(a, sizeof a, FMNIST "/%s-images-idx3-ubyte.gz", parts[i].split);
+    snprintf(b, sizeof b, "%s/%s-images-idx3-ubyte", dir, parts[i].split);
+    if (!copy_idx(a, b, parts[i].n, 1)) return 0;
+    snprintf(a, sizeof a, FMNIST "/%s-labels-idx1-ubyte.gz", parts[i].split);
+    snprintf(b, sizeof b, "%s/%s-labels-idx1-ubyte", dir, parts[i].split);
+    if (!copy_idx(a, b, parts[i].n, 0)) return 0;
+  }
+  snprintf(small_data, sizeof small_data, "%s", dir);
+  return 1;
+}
+
+#define NEED_DATA()                                                                     \
+  do {                                                                                  \
+    NEED_CLI();                                                                         \
+    if (!make_small_data()) {                                                           \
+      print_message("SKIPPED: Fashion-MNIST is not installed (" FMNIST ")\n");          \
+      skip();                                                                           \
+    }                                                                                   \
+  } while (0)
+
+/* The JSON lines of a run, by event. */
+typedef struct lines {
+  json_t *progress[64], *epoch[8], *test;
+  int n_progress, n_epoch;
+} lines;
+
+static lines parse_lines(const run_result *r) {
+  lines L = {0};
+  char *text = own_text(strdup(r->out)), *save = NULL;
+  for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+    json_error_t e;
+    json_t *j = json_loads(line, 0, &e);
+    if (!j) fail_msg("not a JSON line (%s): %s\nstderr: %.600s", e.text, line, r->err);
+    own_json(j);
+    const char *ev = json_string_value(json_object_get(j, "event"));
+    assert_non_null(ev);
+    if (!strcmp(ev, "progress") && L.n_progress < 64) L.progress[L.n_progress++] = j;
+    else if (!strcmp(ev, "epoch") && L.n_epoch < 8) L.epoch[L.n_epoch++] = j;
+    else if (!strcmp(ev, "test")) L.test = j;
+  }
+  return L;
+}
+
+static double num_at(json_t *o, const char *key) {
+  json_t *v = json_object_get(o, key);
+  if (!json_is_number(v)) fail_msg("\"%s\" is not a number", key);
+  return json_number_value(v);
+}
+
+/* A short training of the MLP on 600 images, its checkpoint, `ember eval` of
+ * it, and a resumed second epoch. Output not on a terminal: JSON lines. */
+static void test_train_eval_resume(void **state) {
+  (void)state;
+  NEED_DATA();
+  char ckpt[PATH_MAX + 16];
+  snprintf(ckpt, sizeof ckpt, "%s/mlp.ckpt", tmp_root);
+  run_result r = run_cli(NO_SETTINGS, ARGS("train", "--model", "mlp", "--hidden", "32", "--data", small_data,
+                                           "--epochs", "1", "--batch", "50", "--device", "cpu", "--mode", "portable",
+                                           "--report-every", "4", "--checkpoint", ckpt));
+  expect_status(&r, 0);
+  lines L = parse_lines(&r);
+  assert_int_equal(L.n_progress, 3); /* 12 minibatches, a line every 4 */
+  assert_int_equal((int)num_at(L.progress[2], "samples"), 600);
+  assert_int_equal(L.n_epoch, 1);
+  assert_int_equal((int)num_at(L.epoch[0], "samples"), 600);
+  assert_int_equal((int)num_at(L.epoch[0], "epoch"), 1);
+  assert_non_null(L.test);
+  assert_int_equal((int)num_at(L.test, "samples"), 200);
+  double acc = num_at(L.test, "accuracy");
+  /* One epoch of 600 images already beats chance (10%) by far. */
+  if (acc < 0.5) fail_msg("test accuracy %.3f after one epoch; expected >= 0.5", acc);
+  assert_non_null(strstr(r.err, "device: cpu"));
+  assert_non_null(strstr(r.err, "kernel code"));
+
+  /* eval: the same model, the same test images, the same accuracy. */
+  r = run_cli(NO_SETTINGS, ARGS("eval", "--checkpoint", ckpt, "--data", small_data, "--device", "cpu", "--mode",
+                                "portable", "--json"));
+  expect_status(&r, 0);
+  json_t *ev = parse(&r);
+  assert_int_equal((int)num_at(ev, "samples"), 200);
+  if (fabs(num_at(ev, "accuracy") - acc) > 1e-6)
+    fail_msg("eval: accuracy %.6f, training's own test %.6f", num_at(ev, "accuracy"), acc);
+  assert_non_null(strstr(r.err, "model mlp"));
+
+  /* --resume: the second epoch only; the settings come from the checkpoint
+   * (the --model given here is ignored). */
+  r = run_cli(NO_SETTINGS, ARGS("train", "--model", "lenet", "--data", small_data, "--epochs", "2", "--device", "cpu",
+                                "--mode", "portable", "--checkpoint", ckpt, "--resume", "--json"));
+  expect_status(&r, 0);
+  L = parse_lines(&r);
+  assert_int_equal(L.n_epoch, 1);
+  assert_int_equal((int)num_at(L.epoch[0], "epoch"), 2);
+  assert_non_null(strstr(r.err, "resumed from"));
+  assert_non_null(strstr(r.err, "model: mlp"));
+}
+
+/* Missing or malformed data and checkpoints: the documented exit codes
+ * (66 missing, 65 malformed, 73 the checkpoint cannot be written) and a
+ * message naming the file. */
+static void test_train_data_errors(void **state) {
+  (void)state;
+  NEED_DATA();
+  char missing[PATH_MAX + 16], bad[PATH_MAX + 16], path[PATH_MAX + 64], ckpt[PATH_MAX + 32];
+  snprintf(missing, sizeof missing, "%s/no-such-dir", tmp_root);
+  run_result r = run_cli(NO_SETTINGS, ARGS("train", "--data", missing, "--device", "cpu"));
+  expect_status(&r, 66);
+  assert_non_null(strstr(r.err, "no-such-dir"));
+
+  /* A data set whose training images file is not IDX. */
+  snprintf(bad, sizeof bad, "%s/bad-data", tmp_root);
+  assert_true(mkdir(bad, 0755) == 0 || errno == EEXIST);
+  snprintf(path, sizeof path, "%s/train-images-idx3-ubyte", bad);
+  FILE *f = fopen(path, "wb");
+  assert_non_null(f);
+  fputs("this is not an IDX file at all", f);
+  fclose(f);
+  snprintf(path, sizeof path, "%s/train-labels-idx1-ubyte", bad);
+  f = fopen(path, "wb");
+  assert_non_null(f);
+  fputs("nor this", f);
+  fclose(f);
+  r = run_cli(NO_SETTINGS, ARGS("train", "--data", bad, "--device", "cpu"));
+  expect_status(&r, 65);
+  assert_non_null(strstr(r.err, "train-"));
+
+  /* eval of a missing checkpoint, and of a file that is not one. */
+  snprintf(ckpt, sizeof ckpt, "%s/none.ckpt", tmp_root);
+  r = run_cli(NO_SETTINGS, ARGS("eval", "--checkpoint", ckpt, "--data", small_data, "--device", "cpu"));
+  expect_status(&r, 66);
+  assert_non_null(strstr(r.err, "none.ckpt"));
+  r = run_cli(NO_SETTINGS, ARGS("eval", "--checkpoint", path, "--data", small_data, "--device", "cpu"));
+  expect_status(&r, 65);
+
+  /* A checkpoint in a directory that does not exist cannot be written. */
+  snprintf(ckpt, sizeof ckpt, "%s/no-such-dir/x.ckpt", tmp_root);
+  r = run_cli(NO_SETTINGS, ARGS("train", "--model", "mlp", "--hidden", "8", "--data", small_data, "--epochs", "1",
+                                "--batch", "100", "--device", "cpu", "--checkpoint", ckpt, "--json"));
+  expect_status(&r, 73);
+  assert_non_null(strstr(r.err, "x.ckpt"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_devices_json_mixed_fleet, free_owned),
@@ -740,6 +988,10 @@ int main(void) {
       cmocka_unit_test_teardown(test_selftest_every_path_through_fake, free_owned),
       cmocka_unit_test_teardown(test_ops_json, free_owned),
       cmocka_unit_test_teardown(test_usage_errors, free_owned),
+      cmocka_unit_test_teardown(test_help_on_every_command, free_owned),
+      cmocka_unit_test_teardown(test_train_usage_errors, free_owned),
+      cmocka_unit_test_teardown(test_train_eval_resume, free_owned),
+      cmocka_unit_test_teardown(test_train_data_errors, free_owned),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

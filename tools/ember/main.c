@@ -12,9 +12,14 @@
  *   ember checkpoint inspect FILE [--json]
  *                            a checkpoint's manifest, sections and parameters
  *                            (checkpoint_cmd.c; exit 1: the file was refused)
+ *   ember train ...          trains a model of the zoo on a data set (train_cmd.c)
+ *   ember eval ...           evaluates a checkpoint on a data set (eval_cmd.c)
+ *   ember COMMAND --help     what a command does and takes
  *
- * Exit codes: 0 fine; 1 a check failed, or EMBER_STRICT=1 refused a fallback;
- * 64 usage error. */
+ * Exit codes (train_cmd.h): 0 fine; 1 a check failed, training diverged, or
+ * EMBER_STRICT=1 refused a fallback; 64 usage error; 65 malformed data or
+ * checkpoint; 66 data or checkpoint missing; 69 device not usable; 70
+ * internal error; 73 checkpoint cannot be written. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,8 +27,7 @@
 
 #include "checkpoint_cmd.h"
 #include "ember.h"
-
-#define EXIT_USAGE 64
+#include "train_cmd.h"
 
 static const char *variant_str(char v) { return v == 'a' ? "a" : v == 'f' ? "f" : ""; }
 
@@ -121,6 +125,27 @@ static json_t *plan_json(const char *module, const em_plan *p) {
                    cands);
 }
 
+/* Shared with `ember train --device auto` (train_cmd.h). */
+int ember_print_device_plans(FILE *out, int d) {
+  em_device_info info;
+  size_t n_modules = 0;
+  int refused = 0;
+  if (em_device_get_info(em_cuda(d), &info) || em_module_count(&n_modules)) return -1;
+  for (size_t m = 0; m < n_modules; m++) {
+    const char *module;
+    em_plan plan;
+    if (em_module_name(m, &module) || em_dispatch_plan(em_cuda(d), module, &plan)) return -1;
+    if (plan.strict_error) {
+      refused++;
+      fprintf(stderr, "ember: EMBER_STRICT=1 refuses the CPU fallback of module %s on cuda:%d (%s): %s\n", module, d,
+              info.name, plan.reason);
+    }
+    fprintf(out, "  %-12s -> %-10s %s%s\n", module, em_path_name(plan.path), plan.reason,
+            plan.strict_error ? "  [refused: EMBER_STRICT=1]" : "");
+  }
+  return refused;
+}
+
 static int cmd_devices(int json) {
   em_driver_info drv;
   int n = 0, strict_refusals = 0;
@@ -156,7 +181,12 @@ static int cmd_devices(int json) {
     if (!json)
       printf("\ncuda:%d %s  CC %d.%d  %d SMs  %.1f GiB  %s %s\n", d, info.name, info.cc_major, info.cc_minor,
              info.sm_count, (double)info.total_memory / (1 << 30), info.pci_bus_id, info.uuid);
-    for (size_t m = 0; m < n_modules; m++) {
+    if (!json) {
+      int refused = ember_print_device_plans(stdout, d);
+      if (refused < 0) return fail("planning");
+      strict_refusals += refused;
+    }
+    for (size_t m = 0; json && m < n_modules; m++) {
       const char *module;
       em_plan plan;
       if (em_module_name(m, &module) || em_dispatch_plan(em_cuda(d), module, &plan)) return fail("planning");
@@ -165,9 +195,7 @@ static int cmd_devices(int json) {
         fprintf(stderr, "ember: EMBER_STRICT=1 refuses the CPU fallback of module %s on cuda:%d (%s): %s\n", module, d,
                 info.name, plan.reason);
       }
-      if (json) json_array_append_new(plans, plan_json(module, &plan));
-      else printf("  %-12s -> %-10s %s%s\n", module, em_path_name(plan.path), plan.reason,
-                  plan.strict_error ? "  [refused: EMBER_STRICT=1]" : "");
+      json_array_append_new(plans, plan_json(module, &plan));
     }
     if (json)
       json_array_append_new(devices, json_pack("{s:i, s:s, s:i, s:i, s:i, s:I, s:s, s:s, s:o}", "ordinal", d, "name",
@@ -227,19 +255,67 @@ static int cmd_ops(int json) {
   return 0;
 }
 
+static const char usage_text[] =
+    "usage: ember devices [--json] | ember images [--json] [--file LIB] | ember selftest [--json] | "
+    "ember ops [--json] | ember checkpoint inspect FILE [--json] | ember train [OPTIONS] | ember eval [OPTIONS] | "
+    "ember COMMAND --help\n";
+
 static int usage(void) {
-  fprintf(stderr, "usage: ember devices [--json] | ember images [--json] [--file LIB] | ember selftest [--json] | "
-                  "ember ops [--json] | ember checkpoint inspect FILE [--json]\n");
+  fputs(usage_text, stderr);
   return EXIT_USAGE;
 }
 
+/* `ember --help`, `ember COMMAND --help` for the commands of this file. */
+static int help(const char *cmd) {
+  static const struct { const char *cmd, *text; } helps[] = {
+      {"devices", "usage: ember devices [--json]\n\nThe CUDA driver, the CUDA libraries found, the CPU, and each GPU with "
+                  "its dispatch plan:\nper kernel module the path chosen (cubin, ptx, ptx-legacy, nvrtc, cpu) and why.\n"},
+      {"images", "usage: ember images [--json] [--file LIB]\n\nThe kernel images embedded in this library (or in LIB, "
+                 "read without loading it):\nmodule, kind, architecture, PTX ISA, toolkit, lowest driver, size, producer.\n"},
+      {"selftest", "usage: ember selftest [--json]\n\nLoads every kernel module on every device along its plan and "
+                   "checks each kernel\nagainst its CPU twin. Exit status 1 when a check fails.\n"},
+      {"ops", "usage: ember ops [--json]\n\nThe graph operations of this build: arity, outputs, gradient, GPU kernel, "
+              "attributes.\n"},
+  };
+  for (size_t i = 0; cmd && i < sizeof helps / sizeof helps[0]; i++)
+    if (!strcmp(cmd, helps[i].cmd)) {
+      fputs(helps[i].text, stdout);
+      return 0;
+    }
+  if (cmd) return usage();
+  fputs(usage_text, stdout);
+  fputs("\nCommands:\n"
+        "  devices    the driver, the GPUs and their dispatch plans\n"
+        "  images     the kernel images embedded in the library\n"
+        "  selftest   every kernel on every device against its CPU twin\n"
+        "  ops        the graph operations\n"
+        "  checkpoint inspect FILE: a checkpoint's manifest, sections and parameters\n"
+        "  train      train a model (mlp, lenet, resnet20) on a data set\n"
+        "  eval       evaluate a checkpoint on a data set\n"
+        "\nExit codes: 0 fine; 1 a check failed or training diverged; 64 usage error; 65 malformed data or\n"
+        "checkpoint; 66 data or checkpoint missing; 69 device not usable; 70 internal error; 73 checkpoint\n"
+        "cannot be written.\n",
+        stdout);
+  return 0;
+}
+
+static int is_help(const char *a) { return !strcmp(a, "--help") || !strcmp(a, "-h"); }
+
 int main(int argc, char **argv) {
   if (argc < 2) return usage();
+  if (is_help(argv[1]) || !strcmp(argv[1], "help")) return help(argc > 2 ? argv[2] : NULL);
   if (!strcmp(argv[1], "checkpoint")) {
     int rc = ember_checkpoint_main(argc - 1, argv + 1);
     em_shutdown();
     return rc;
   }
+  if (!strcmp(argv[1], "train") || !strcmp(argv[1], "eval")) {
+    int rc = !strcmp(argv[1], "train") ? ember_train(argc - 1, argv + 1) : ember_eval(argc - 1, argv + 1);
+    em_shutdown();
+    return rc;
+  }
+  for (int i = 2; i < argc; i++)
+    if (is_help(argv[i])) return help(argv[1]);
   int json = 0;
   const char *file = NULL;
   for (int i = 2; i < argc; i++) {

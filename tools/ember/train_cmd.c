@@ -1,0 +1,236 @@
+/* `ember train`: a model of the zoo (layers.h) trained on an IDX data set
+ * (reader.h) by the trainer (trainer.h) with one learner (learner.h) over
+ * every parameter, with progress output (a bar on a terminal, JSON lines
+ * otherwise), a checkpoint after every epoch (checkpoint.h), the test
+ * accuracy at the end and where each kernel's code came from.
+ *
+ * The checkpoint carries, beside the trainer's sections, a section
+ * "ember-train" with the settings that shape the run (model, widths, seed,
+ * learner, schedule, batch, subset sizes) as JSON, so --resume rebuilds the
+ * same model and learner whatever the command line says about them, and
+ * `ember eval` can say what it evaluates. */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+
+#include "train_cmd.h"
+#include "train_data.h"
+#include "train_model.h"
+#include "train_opts.h"
+
+#define SETTINGS_SECTION "ember-train"
+
+/* The settings that shape a run, as JSON (the checkpoint's section). */
+static char *settings_json(const train_opts *o, double mean, double std) {
+  json_t *j = json_pack("{s:s, s:[I,I], s:[I,I], s:f, s:I, s:s, s:f, s:f, s:f, s:s, s:f, s:I, s:I, s:I, s:I, s:I}",
+                        "model", o->model, "channels", (json_int_t)o->channels[0], (json_int_t)o->channels[1],
+                        "hidden", (json_int_t)o->hidden[0], (json_int_t)o->hidden[1], "dropout", o->dropout, "seed",
+                        (json_int_t)o->seed, "learner", o->learner, "lr", isnan(o->lr) ? -1.0 : o->lr, "momentum",
+                        isnan(o->momentum) ? -1.0 : o->momentum, "weight_decay", o->weight_decay, "schedule",
+                        o->schedule, "warmup", o->warmup, "epochs", (json_int_t)o->epochs, "batch",
+                        (json_int_t)o->batch, "train_samples", (json_int_t)o->train_samples, "validation",
+                        (json_int_t)o->validation, "patience", (json_int_t)o->patience);
+  if (j) json_object_set_new(j, "norm", json_pack("[f,f]", mean, std));
+  if (j) json_object_set_new(j, "batch_norm", json_boolean(o->batch_norm));
+  char *text = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+  json_decref(j);
+  return text;
+}
+
+/* The strings of a loaded settings object live in it: keep it while o is used. */
+static int settings_apply(json_t *j, train_opts *o) {
+  json_t *ch, *hid;
+  double lr, mom;
+  json_int_t c0, c1, h0, h1, seed, epochs, batch, train_samples, validation, patience;
+  json_error_t e;
+  if (json_unpack_ex(j, &e, 0, "{s:s, s:o, s:o, s:F, s:I, s:s, s:F, s:F, s:F, s:s, s:F, s:I, s:I, s:I, s:I, s:I}",
+                     "model", &o->model, "channels", &ch, "hidden", &hid, "dropout", &o->dropout, "seed", &seed,
+                     "learner", &o->learner, "lr", &lr, "momentum", &mom, "weight_decay", &o->weight_decay,
+                     "schedule", &o->schedule, "warmup", &o->warmup, "epochs", &epochs, "batch", &batch,
+                     "train_samples", &train_samples, "validation", &validation, "patience", &patience) ||
+      json_unpack(ch, "[I,I]", &c0, &c1) || json_unpack(hid, "[I,I]", &h0, &h1))
+    return -1;
+  o->batch_norm = json_is_true(json_object_get(j, "batch_norm"));
+  o->channels[0] = c0;
+  o->channels[1] = c1;
+  o->hidden[0] = h0;
+  o->hidden[1] = h1;
+  o->seed = seed;
+  o->lr = lr < 0 ? NAN : lr;
+  o->momentum = mom < 0 ? NAN : mom;
+  o->batch = batch;
+  o->train_samples = train_samples;
+  o->validation = validation;
+  o->patience = patience;
+  (void)epochs; /* the command line's --epochs decides how far a resumed run goes */
+  return 0;
+}
+
+/* --resume with an existing checkpoint: its settings replace the command
+ * line's. Returns 0 (*saved set, or NULL when there is no file to resume),
+ * or an exit code. */
+static int load_settings(train_opts *o, json_t **saved) {
+  *saved = NULL;
+  struct stat st;
+  if (!o->resume || stat(o->checkpoint, &st) != 0) return 0;
+  em_checkpoint *c;
+  em_status s = em_checkpoint_info(o->checkpoint, &c);
+  if (s) {
+    fprintf(stderr, "ember train: --resume %s: %s\n", o->checkpoint, em_last_error());
+    return s == EM_ERR_CORRUPT || s == EM_ERR_UNSUPPORTED ? EXIT_DATA : ember_exit_code(s);
+  }
+  const void *b;
+  size_t n;
+  if (em_checkpoint_find(c, SETTINGS_SECTION, &b, &n)) {
+    fprintf(stderr, "ember train: --resume %s: no \"" SETTINGS_SECTION "\" section: not written by `ember train`\n",
+            o->checkpoint);
+    em_checkpoint_free(c);
+    return EXIT_DATA;
+  }
+  json_error_t e;
+  json_t *j = json_loadb(b, n, 0, &e);
+  em_checkpoint_free(c);
+  if (!j || settings_apply(j, o)) {
+    fprintf(stderr, "ember train: --resume %s: the \"" SETTINGS_SECTION "\" section is malformed\n", o->checkpoint);
+    json_decref(j);
+    return EXIT_DATA;
+  }
+  *saved = j;
+  return 0;
+}
+
+/* The callbacks: progress output, and a stop when the loss is no longer a
+ * number. */
+typedef struct run_state {
+  em_progress *progress;
+  int diverged;
+} run_state;
+
+static int on_minibatch(const em_train_report *r, void *user) {
+  run_state *rs = user;
+  em_progress_minibatch(r, rs->progress);
+  if (!isfinite(r->mb_loss)) {
+    rs->diverged = 1;
+    return 1;
+  }
+  return 0;
+}
+
+static int on_epoch(const em_train_report *r, void *user) { return em_progress_epoch(r, ((run_state *)user)->progress); }
+
+int ember_train(int argc, char **argv) {
+  train_opts o;
+  train_opts_defaults(&o);
+  if (train_opts_parse(CMD_TRAIN, argc, argv, &o)) return EXIT_USAGE;
+  if (o.help) {
+    train_opts_help(CMD_TRAIN, stdout);
+    return 0;
+  }
+  /* Not on a terminal, stdout is JSON lines only; the rest goes to stderr. */
+  if (!isatty(fileno(stdout))) o.json = 1;
+  FILE *info = o.json ? stderr : stdout;
+  json_t *saved = NULL;
+  int rc = load_settings(&o, &saved);
+  if (rc) return rc;
+  em_device dev;
+  if ((rc = ember_parse_device("train", o.device, info, &dev))) {
+    json_decref(saved);
+    return rc;
+  }
+  if (o.threads > 0) em_set_num_threads((int)o.threads);
+
+  cli_data data = {0};
+  cli_model m = {0};
+  em_learner *learner = NULL;
+  em_trainer *t = NULL;
+  em_progress *progress = NULL;
+  char *settings = NULL;
+  em_status s;
+  if ((rc = cli_data_open(&o, CMD_TRAIN, &data))) goto done;
+  if ((s = cli_model_build(&o, &m))) {
+    fprintf(stderr, "ember train: building %s: %s\n", o.model, em_last_error());
+    rc = EXIT_SOFTWARE;
+    goto done;
+  }
+  if ((s = cli_learner_create(&o, m.g, (uint64_t)em_dataset_samples(data.train), &learner))) {
+    fprintf(stderr, "ember train: the learner: %s\n", em_last_error());
+    rc = s == EM_ERR_INVALID_ARGUMENT ? EXIT_USAGE : EXIT_SOFTWARE;
+    goto done;
+  }
+  em_trainer_options to = {.device = dev, .mode = !strcmp(o.mode, "portable") ? EM_MODE_PORTABLE : EM_MODE_FAST};
+  if ((s = em_trainer_create(m.g, m.loss, m.error, &learner, 1, &to, &t))) {
+    fprintf(stderr, "ember train: the trainer: %s\n", em_last_error());
+    rc = ember_exit_code(s);
+    goto done;
+  }
+  int64_t params = 0;
+  em_layers_parameter_count(m.g, &params);
+  fprintf(info, "model: %s, %lld parameters; learner %s; %lld training images in minibatches of %lld", o.model,
+          (long long)params, o.learner, (long long)em_dataset_samples(data.train), (long long)o.batch);
+  if (data.validation) fprintf(info, "; %lld held out for validation", (long long)em_dataset_samples(data.validation));
+  fprintf(info, "; %s mode\n", o.mode);
+  if (saved) {
+    if ((s = em_trainer_restore_checkpoint(t, o.checkpoint, data.train_src))) {
+      fprintf(stderr, "ember train: --resume: %s\n", em_last_error());
+      rc = s == EM_ERR_CORRUPT || s == EM_ERR_UNSUPPORTED || s == EM_ERR_INVALID_ARGUMENT ? EXIT_DATA
+                                                                                          : ember_exit_code(s);
+      goto done;
+    }
+    em_trainer_totals tot;
+    em_trainer_get_totals(t, &tot);
+    fprintf(info, "resumed from %s: %lld epochs and %llu steps done\n", o.checkpoint, (long long)tot.epoch,
+            (unsigned long long)tot.steps);
+  }
+  if ((s = em_progress_create(stdout, o.json ? EM_PROGRESS_JSON : EM_PROGRESS_AUTO, (uint64_t)o.report_every, "error",
+                              &progress))) {
+    rc = EXIT_SOFTWARE;
+    goto done;
+  }
+  settings = settings_json(&o, data.mean, data.std);
+  em_checkpoint_section extra = {SETTINGS_SECTION, settings, settings ? strlen(settings) : 0};
+  run_state rs = {.progress = progress};
+  em_var inputs[2] = {m.x, m.label};
+  em_fit_options fo = {.epochs = o.epochs,
+                       .train = data.train_src,
+                       .inputs = inputs,
+                       .n_inputs = 2,
+                       .validation = data.validation_src,
+                       .checkpoint = o.checkpoint,
+                       .checkpoint_extra = &extra,
+                       .n_checkpoint_extra = 1,
+                       .on_minibatch = on_minibatch,
+                       .on_epoch = on_epoch,
+                       .user = &rs,
+                       .patience = o.patience,
+                       .min_delta = o.min_delta};
+  em_fit_result fr;
+  s = em_trainer_fit(t, &fo, &fr);
+  if (s) {
+    fprintf(stderr, "ember train: %s\n", em_last_error());
+    rc = s == EM_ERR_IO ? EXIT_CANT_CREATE : ember_exit_code(s);
+    goto done;
+  }
+  if (rs.diverged) {
+    fprintf(stderr, "ember train: the loss is no longer a number (diverged) at epoch %lld; try a smaller --lr\n",
+            (long long)fr.epochs + 1);
+    rc = EXIT_CHECK_FAILED;
+    goto done;
+  }
+  if (fr.early_stopped)
+    fprintf(info, "early stopping: no better validation error than %.4f (epoch %lld) for %lld epochs\n", fr.best_val,
+            (long long)fr.best_epoch, (long long)o.patience);
+  rc = cli_report_test(t, &m, &data, o.json, dev);
+done:
+  free(settings);
+  em_progress_free(progress);
+  em_trainer_free(t);
+  em_learner_free(learner);
+  em_graph_free(m.g);
+  cli_data_free(&data);
+  json_decref(saved);
+  return rc;
+}

@@ -1,0 +1,28 @@
+/* The options of `ember train` and `ember eval` (train_opts.c). */
+#ifndef EMBER_TOOL_TRAIN_OPTS_H
+#define EMBER_TOOL_TRAIN_OPTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define CMD_TRAIN 1u
+#define CMD_EVAL 2u
+
+typedef struct train_opts {
+  const char *model, *data, *device, *mode, *checkpoint, *learner, *schedule;
+  int64_t epochs, batch, seed, threads, train_samples, test_samples, validation, patience, report_every;
+  int64_t channels[2], hidden[2];   /* the model's widths (0: the zoo's defaults) */
+  double dropout;
+  double norm_mean, norm_std;      /* eval: the training images' statistics, from the checkpoint */
+  double lr, momentum, weight_decay, warmup, min_delta; /* lr, momentum NaN: the learner's default */
+  int resume, json, help, batch_norm;
+} train_opts;
+
+void train_opts_defaults(train_opts *o);
+/* argv[0] is the command's name. Returns 0 (o->help set when --help was
+ * given), or 1 after printing what is wrong and the usage line to stderr. */
+int train_opts_parse(unsigned cmd, int argc, char **argv, train_opts *o);
+void train_opts_help(unsigned cmd, FILE *out);
+
+#endif
