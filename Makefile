@@ -563,7 +563,11 @@ $(BUILD)/bin/bench_gpu: bench/bench_gpu.c bench/bench_common.h bench/mlp_graph.h
 	$(say) LINK $@
 	$(Q)$(CC) -std=c11 -O2 -Iinclude $< $(LIB_A) $(LDFLAGS_ALL) $(LIBS) -o $@
 
-demo: all
+# The demo installs what is missing first (build-tools/deps.sh: the
+# Fashion-MNIST package too), then builds, then runs.
+demo:
+	@bash build-tools/deps.sh
+	@$(MAKE) --no-print-directory all
 	@bash build-tools/demo.sh $(BUILD)
 
 install: lib tools
