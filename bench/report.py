@@ -346,6 +346,45 @@ def softmax_ce(d, out):
     out.append("")
 
 
+def training(d, out):
+    if not has(d, "train."):
+        return
+    out.append("### 6. Training steps with a learner (issue 11): LeNet and the MLP")
+    out.append("")
+    out.append("bench/bench_lenet.c vs bench/lenet_torch.py, batch 64, the first 16 minibatches of Fashion-MNIST "
+               f"(data: Ember {first(d, 'train.data.ember')}, PyTorch {first(d, 'train.data.torch')}). One step: "
+               "forward, loss = mean cross entropy with softmax, backward, and SGD with momentum 0.9 (lr 0.01). "
+               "Ember: the model zoo's em_model_lenet / em_model_mlp (hidden 512, 512), em_gradients and the "
+               "momentum learner attached to the graph, one executor run per step (what `ember train` runs); "
+               "PyTorch: the same layers in nn.Sequential, F.cross_entropy, backward(), "
+               "torch.optim.SGD(momentum=0.9). ms per step; the ratio is PyTorch's time over Ember's (Ember's "
+               "throughput relative to PyTorch's). Goals: LeNet >= 1.0, MLP >= 1.2.")
+    out.append("")
+    out.append("| model | Ember ms/step | PyTorch ms/step | PyTorch/Ember (pooled medians) | "
+               "PyTorch/Ember (median of per-round ratios) | goal | per-round ratios | Ember range | PyTorch range |")
+    out.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for model, label, goal in (("lenet", "LeNet", 1.0), ("mlp", "MLP 784-512-512-10", 1.2)):
+        ek, tk = f"train.{model}.64.ember.ms", f"train.{model}.64.torch.ms"
+        e, t = med(d, ek), med(d, tk)
+        if e is None and t is None:
+            continue
+        pr, n = paired(d, tk, ek)
+        out.append(f"| {label} | {fmt(e, 2)} | {fmt(t, 2) if t is not None else 'PyTorch unavailable'} | "
+                   f"{fmt(ratio(t, e), 3)} | {fmt(pr, 3)} (n={n}) | {goal_text(pr, goal)} | {round_ratios(d, tk, ek)} | "
+                   f"{spread(d, ek, 2)} | {spread(d, tk, 2)} |")
+    checks = []
+    for model in ("lenet", "mlp"):
+        for who in ("ember", "torch"):
+            a = first(d, f"train.{model}.64.{who}.check_loss_first", None)
+            b = first(d, f"train.{model}.64.{who}.check_loss_last", None)
+            if a is not None:
+                checks.append(f"{who} {model}: {a} → {b}")
+    if checks:
+        out.append("")
+        out.append("Training check (30 momentum steps on one minibatch; the loss must fall): " + "; ".join(checks) + ".")
+    out.append("")
+
+
 def groupconv(d, out):
     if not has(d, "groupconv."):
         return
@@ -394,7 +433,11 @@ def summary(parts, out):
              ("group conv: PyTorch ms / Ember ms", None, "groupconv.torch.ms", "groupconv.ember.ms", False),
              ("conv 3x3 64->64 fwd: PyTorch ms / Ember ms", None, "conv.fwd.torch.ms", "conv.fwd.ember.ms", False),
              ("conv 3x3 64->64 fwd+bwd: PyTorch ms / Ember ms", None, "conv.fwdbwd.torch.ms", "conv.fwdbwd.ember.ms", False),
-             ("softmax CE [64,32000]: PyTorch ms / Ember ms", None, "softmax_ce.torch.ms", "softmax_ce.ember.ms", False)]
+             ("softmax CE [64,32000]: PyTorch ms / Ember ms", None, "softmax_ce.torch.ms", "softmax_ce.ember.ms", False),
+             ("LeNet training step, batch 64: PyTorch ms / Ember ms", 1.0, "train.lenet.64.torch.ms",
+              "train.lenet.64.ember.ms", False),
+             ("MLP 784-512-512-10 step + momentum, batch 64: PyTorch ms / Ember ms", 1.2, "train.mlp.64.torch.ms",
+              "train.mlp.64.ember.ms", False)]
     for label, goal, num, den, _ in rows:
         cells = []
         for t in tags:
@@ -444,6 +487,7 @@ def main():
         groupconv(sub, out)
         conv(sub, out)
         softmax_ce(sub, out)
+        training(sub, out)
     if "meta.notes" in d:
         out.append("## Notes")
         out.append("")

@@ -9,26 +9,29 @@
 #   --quick       fewer repetitions, one round (result file gets a -quick suffix)
 #   --threads N   threads for Ember, OpenBLAS and PyTorch (default: online CPUs)
 #   --rounds N    Ember / PyTorch rounds, alternating which goes first (default 5)
-#   --only LIST   comma-separated subset of gemm,mlp,profile,groupconv,conv,softmax_ce
-#                 (profile: mlp_profile and gemm_tiles)
+#   --only LIST   comma-separated subset of gemm,mlp,profile,groupconv,conv,softmax_ce,lenet
+#                 (profile: mlp_profile and gemm_tiles; lenet: bench_lenet, the training
+#                 steps of LeNet and the MLP 784-512-512-10 with a momentum learner)
 #   --omp-wait P  OpenMP wait policy, the same for Ember and PyTorch: both
 #                 (default: every benchmark under each), passive
 #                 (OMP_WAIT_POLICY=PASSIVE) or default (unset: libgomp spins)
 #   --no-make     do not run `make lib` first (use build/lib/libember.a as is)
 #   --no-install  do not try to install PyTorch when it is missing
 #
-# PyTorch: the first of python3, /usr/bin/python3 that imports torch is used.
+# PyTorch: the first of python3, /usr/bin/python3 that imports torch is used,
+# each tried also with the project's git-ignored .tools/torch on PYTHONPATH.
 # When none does (and --no-install is not given) it tries Debian's
-# python3-torch (apt-get, as root), then `pip install --user torch` with the
-# extra arguments in $EMBER_BENCH_TORCH_PIP_ARGS when that is set (e.g. an
-# --index-url of CPU-only wheels). If all fail the results say "PyTorch
-# unavailable" and the Ember numbers are still recorded.
+# python3-torch (apt-get, as root), then `pip install --target .tools/torch
+# torch` with the extra arguments in $EMBER_BENCH_TORCH_PIP_ARGS when that is
+# set (e.g. an --index-url of CPU-only wheels). If all fail the results say
+# "PyTorch unavailable" and the Ember numbers are still recorded.
 set -u -o pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT" || exit 1
 
-QUICK=0 THREADS=0 ROUNDS=5 ONLY="gemm,mlp,profile,groupconv,conv,softmax_ce" DO_MAKE=1 DO_INSTALL=1 OMP_WAIT=both
+ALL="gemm,mlp,profile,groupconv,conv,softmax_ce,lenet"
+QUICK=0 THREADS=0 ROUNDS=5 ONLY=$ALL DO_MAKE=1 DO_INSTALL=1 OMP_WAIT=both
 ARGS="$*"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -88,7 +91,7 @@ fi
 [ -f build/lib/libember.a ] || { echo "run.sh: build/lib/libember.a is missing (run make lib)" >&2; exit 1; }
 
 CFLAGS="-std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -fopenmp -Iinclude -Ibench"
-LDLIBS="build/lib/libember.a -lopenblas -lelf -lzstd -llz4 -lprotobuf-c -ldl -lpthread -lm"
+LDLIBS="build/lib/libember.a -lopenblas -lelf -lzstd -llz4 -lz -ljansson -lprotobuf-c -ldl -lpthread -lm"
 build_one() { # name [extra flags]
   local name=$1; shift
   # shellcheck disable=SC2086
@@ -101,29 +104,37 @@ build_one bench_conv
 build_one bench_softmax_ce
 build_one mlp_profile -Iengine -Iruntime   # reads the engine's node layout
 build_one gemm_tiles
+build_one bench_lenet
 
 # ------------------------------------------------------------- PyTorch ---
-find_torch_python() {
+TORCH_DIR="$ROOT/.tools/torch"
+find_torch_python() { # sets PY (and PYTHONPATH when torch is the one in .tools/torch)
   local py
+  PY=""
   for py in python3 /usr/bin/python3; do
-    if command -v "$py" >/dev/null 2>&1 && "$py" -c "import torch" >/dev/null 2>&1; then
-      command -v "$py"; return 0
+    command -v "$py" >/dev/null 2>&1 || continue
+    if "$py" -c "import torch" >/dev/null 2>&1; then
+      PY=$(command -v "$py"); return 0
+    fi
+    if [ -d "$TORCH_DIR" ] && PYTHONPATH="$TORCH_DIR" "$py" -c "import torch" >/dev/null 2>&1; then
+      export PYTHONPATH="$TORCH_DIR${PYTHONPATH:+:$PYTHONPATH}"
+      PY=$(command -v "$py"); return 0
     fi
   done
   return 1
 }
-PY=$(find_torch_python)
+find_torch_python
 if [ -z "$PY" ] && [ "$DO_INSTALL" = 1 ]; then
   echo "run.sh: PyTorch not found; trying to install it" >&2
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     { DEBIAN_FRONTEND=noninteractive apt-get install -y python3-torch ||
       { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y python3-torch; }; } >"$OUTDIR/torch-install.log" 2>&1
   fi
-  PY=$(find_torch_python)
+  find_torch_python
   if [ -z "$PY" ] && [ -n "${EMBER_BENCH_TORCH_PIP_ARGS:-}" ]; then
     # shellcheck disable=SC2086
-    python3 -m pip install --user torch $EMBER_BENCH_TORCH_PIP_ARGS >>"$OUTDIR/torch-install.log" 2>&1
-    PY=$(find_torch_python)
+    python3 -m pip install --target "$TORCH_DIR" torch $EMBER_BENCH_TORCH_PIP_ARGS >>"$OUTDIR/torch-install.log" 2>&1
+    find_torch_python
   fi
 fi
 if [ -z "$PY" ]; then
@@ -196,6 +207,7 @@ for ((r = 0; r < ROUNDS; r++)); do
   want groupconv && pair "$r" groupconv "$OUTDIR/bench_groupconv $COMMON" "$PY bench/mlp_torch.py groupconv $COMMON"
   want conv && pair "$r" conv "$OUTDIR/bench_conv $COMMON" "$PY bench/mlp_torch.py conv $COMMON"
   want softmax_ce && pair "$r" softmax_ce "$OUTDIR/bench_softmax_ce $COMMON" "$PY bench/mlp_torch.py softmax_ce $COMMON"
+  want lenet && pair "$r" lenet "$OUTDIR/bench_lenet $COMMON" "$PY bench/lenet_torch.py $COMMON"
 done
 if want profile; then
   # shellcheck disable=SC2086
@@ -209,7 +221,8 @@ meta load_end "$(cut -d' ' -f1-3 /proc/loadavg)"
 # --------------------------------------------------------------- report ---
 SUFFIX=""
 [ "$QUICK" = 1 ] && SUFFIX="-quick"
-[ "$ONLY" != "gemm,mlp,profile,groupconv,conv,softmax_ce" ] && SUFFIX="$SUFFIX-partial"
+[ "$ONLY" != "$ALL" ] && SUFFIX="$SUFFIX-partial"
+[ "$ONLY" = lenet ] && SUFFIX="${SUFFIX%-partial}-lenet"
 [ "$OMP_WAIT" != both ] && SUFFIX="$SUFFIX-ompwait-$OMP_WAIT"
 RESULT="bench/results/cpu-$DATE-$COMMIT$SUFFIX.md"
 python3 bench/report.py "$RAW" "$RESULT" || /usr/bin/python3 bench/report.py "$RAW" "$RESULT" || exit 1

@@ -43,10 +43,14 @@
  * General case, image -> column and the weight gradient: fused im2col + GEMM, work items
  * (item, tile of output positions, group, channel tiles) that build their window of the
  * column matrix in a per-thread buffer and multiply it at once (img_to_col_tiled,
- * weight_grad_tiled). Column -> image: at stride 1 a convolution with the flipped kernel
- * through the same fused code (col_to_img_as_conv); at larger strides one GEMM per group
- * over a chunk of batch items into a column matrix, then col2im. 1x1 stride-1 unpadded
- * kernels skip im2col. Depthwise (one image channel per group, any channel multiplier) uses
+ * weight_grad_tiled); the forward's tiles start as the bias and the GEMM adds to them (no
+ * pass over y for the bias). Column -> image: at stride 1, when the image side is not much
+ * larger than the column side (same padding), a convolution with the flipped kernel through
+ * the same fused code (col_to_img_as_conv); otherwise, per (item, group), one GEMM into a
+ * per-thread column matrix and col2im from it (col_to_img_fused), or, when one item's column
+ * matrix exceeds FUSED_COL_BYTES, one GEMM per group over a chunk of batch items, then col2im.
+ * 1x1 stride-1 unpadded kernels skip im2col; im2col without padding at stride 1 copies whole
+ * runs without bounds tests. Depthwise (one image channel per group, any channel multiplier) uses
  * direct loops: gathers over zero-padded rows that keep 64 outputs in registers and add
  * each element's taps in one fixed order (column strides > 1 in the input gradient scatter
  * instead, plane by plane, also in a fixed order).
@@ -105,6 +109,14 @@ static void valid_range(int64_t off, int64_t s, int64_t n_in, int64_t n_out, int
 }
 
 static int64_t prod3(const int64_t *v) { return v[0] * v[1] * v[2]; }
+
+/* Stride 1, dilation 1 and no tap of any output outside the image (no padding is read): im2col
+ * then copies runs of an output row's length without bounds tests (LeNet's conv2). */
+static int reads_no_padding(const conv_geom *gm) {
+  for (int j = 0; j < SP; j++)
+    if (gm->s[j] != 1 || gm->d[j] != 1 || gm->pb[j] != 0 || gm->col[j] + gm->k[j] - 1 > gm->img[j]) return 0;
+  return 1;
+}
 
 static em_status oom(const char *what) { return em_fail(EM_ERR_OUT_OF_MEMORY, "convolution: no memory for %s", what); }
 
@@ -359,6 +371,8 @@ static void *at(void *p, int64_t i, size_t es) { return (char *)p + (size_t)i * 
 #define PAR_WORK 262144.0       /* nor run in parallel below this */
 #define KSEG 8192               /* reduction segment of the weight-gradient products */
 #define PARTIAL_ELEMS (1 << 22) /* bound on the segments' partial results (elements) */
+#define WGRAD_PARTIALS (1 << 19) /* the fused weight gradient's partials: written and read back once
+                                  * per step, beyond this they cost more than the parallelism gives */
 
 static void blas_single_thread(void) {
   if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
@@ -540,7 +554,8 @@ static int fused_threads(const conv_geom *gm, int64_t items) {
  * before; now the window stays in cache. Tile extents depend on the shapes alone and
  * every element comes from one single-threaded BLAS call, so the bits do not depend on
  * the thread count. */
-static em_status img_to_col_tiled(const conv_geom *gm, em_dtype dt, const void *x, const void *w, void *y) {
+static em_status img_to_col_tiled(const conv_geom *gm, em_dtype dt, const void *x, const void *w, const void *bias,
+                                  void *y) {
   size_t es = em_dtype_size(dt);
   const int64_t nt = prod3(gm->k), P = prod3(gm->col), Q = prod3(gm->img);
   const int64_t cig = gm->ci / gm->g, cog = gm->co / gm->g, kc = cig * nt;
@@ -567,8 +582,13 @@ static em_status img_to_col_tiled(const conv_geom *gm, em_dtype dt, const void *
         built = win;
       }
       gemm_op op = {dt, 0, 0, cog, wd, kc, cat(w, g * cog * kc, es), kc, col, wd};
-      blas_block(&op, i0, cog - i0 < th ? cog - i0 : th, 0, wd, 0, kc, 0, at(y, (n * gm->co + g * cog + i0) * P + p0, es),
-                 P);
+      const int64_t h = cog - i0 < th ? cog - i0 : th;
+      void *C = at(y, (n * gm->co + g * cog + i0) * P + p0, es);
+      if (bias) { /* the tile starts as its channels' biases and the product adds to it */
+        if (dt == EM_F32) fill_rows_f32((const float *)bias + g * cog + i0, h, wd, P, C);
+        else fill_rows_f64((const double *)bias + g * cog + i0, h, wd, P, C);
+      }
+      blas_block(&op, i0, h, 0, wd, 0, kc, bias != NULL, C, P);
     }
   }
   free(buf);
@@ -590,7 +610,7 @@ static em_status img_to_col(const conv_geom *gm, em_dtype dt, const void *x, con
         st = gemm(dt, 0, 0, cog, P, cig, cat(w, g * cog * cig, es), cig, cat(x, (n * gm->ci + g * cig) * Q, es), Q, 0,
                   at(y, (n * gm->co + g * cog) * P, es), P);
   } else if (gm->n > 0 && P > 0) {
-    st = img_to_col_tiled(gm, dt, x, w, y);
+    return img_to_col_tiled(gm, dt, x, w, bias, y); /* adds the bias itself */
   }
   if (!st && bias) {
     if (dt == EM_F32) add_bias_f32(bias, gm->n, gm->co, P, y);
@@ -599,8 +619,14 @@ static em_status img_to_col(const conv_geom *gm, em_dtype dt, const void *x, con
   return st;
 }
 
-/* Whether col_to_img_as_conv applies: every stride 1 and (k - 1) d - pb within int64. */
+/* Whether col_to_img_as_conv applies and pays: every stride 1, (k - 1) d - pb within int64, and
+ * the image side at most 5/4 of the column side. Its products then do about the multiply-adds
+ * of col2im's (image positions x co x taps against column positions x co x taps) in larger
+ * reductions, and nothing is scattered. A convolution without padding has a larger image side
+ * (LeNet's conv2: 14x14 from 10x10), whose adjoint as a convolution multiplies that much
+ * padding: there the GEMM into the column matrix and col2im do half the work. */
 static int adjoint_as_conv(const conv_geom *gm) {
+  if (4 * (double)prod3(gm->img) > 5 * (double)prod3(gm->col)) return 0;
   for (int i = 0; i < SP; i++) {
     int64_t reach, pb;
     if (gm->s[i] != 1 || __builtin_mul_overflow(gm->k[i] - 1, gm->d[i], &reach) ||
@@ -633,9 +659,51 @@ static em_status col_to_img_as_conv(const conv_geom *gm, em_dtype dt, const void
         for (int64_t t = 0; t < nt; t++)
           memcpy(at(wf, ((g * cig + c) * cog + m) * nt + t, es), cat(w, ((g * cog + m) * cig + c) * nt + nt - 1 - t, es),
                  es);
-  em_status st = img_to_col_tiled(&f, dt, dy, wf, dx);
+  em_status st = img_to_col_tiled(&f, dt, dy, wf, NULL, dx);
   free(wf);
   return st;
+}
+
+/* The general adjoint, fused: work items are (item, group); each multiplies the group's weights
+ * (transposed) by the item's column side into a per-thread column matrix [cig x taps, P] and
+ * scatters it into the item's image planes (col2im), so the column matrix stays in cache
+ * instead of a batch's going through memory. One single-threaded BLAS call per item and group
+ * and a fixed scatter order: the bits do not depend on the thread count. Taken when a column
+ * matrix of one item is at most FUSED_COL_BYTES. */
+#define FUSED_COL_BYTES ((int64_t)4 << 20)
+static int col_to_img_fits(const conv_geom *gm, size_t es) {
+  double bytes = (double)(gm->ci / gm->g) * (double)prod3(gm->k) * (double)prod3(gm->col) * (double)es;
+  return bytes <= (double)FUSED_COL_BYTES;
+}
+
+static em_status col_to_img_fused(const conv_geom *gm, em_dtype dt, const void *dy, const void *w, void *dx) {
+  size_t es = em_dtype_size(dt);
+  const int64_t nt = prod3(gm->k), P = prod3(gm->col), Q = prod3(gm->img);
+  const int64_t cig = gm->ci / gm->g, cog = gm->co / gm->g, kc = cig * nt, items = gm->n * gm->g;
+  gemm_op probe = {dt, 1, 0, kc, P, cog, w, kc, dy, P};
+  em_status st = blas_limits(&probe, P);
+  if (st) return st;
+  const int threads = fused_threads(gm, items);
+  void *buf = malloc((size_t)(kc * P) * es * (size_t)threads + 1);
+  if (!buf) return oom("col2im windows");
+  blas_single_thread();
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    void *col = at(buf, (int64_t)omp_get_thread_num() * kc * P, es);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t it = 0; it < items; it++) {
+      int64_t n = it / gm->g, g = it % gm->g;
+      gemm_op op = {dt, 1, 0, kc, P, cog, cat(w, g * cog * kc, es), kc, cat(dy, (n * gm->co + g * cog) * P, es), P};
+      blas_block(&op, 0, kc, 0, P, 0, cog, 0, col, P);
+      for (int64_t c = 0; c < cig; c++) {
+        void *plane = at(dx, (n * gm->ci + g * cig + c) * Q, es);
+        if (dt == EM_F32) col2im_plane_f32(gm, (const float *)col + c * nt * P, P, plane);
+        else col2im_plane_f64(gm, (const double *)col + c * nt * P, P, plane);
+      }
+    }
+  }
+  free(buf);
+  return EM_OK;
 }
 
 /* column [N, co, col] -> image [N, ci, img] (+ bias per image channel): the adjoint of img_to_col. */
@@ -654,6 +722,8 @@ static em_status col_to_img(const conv_geom *gm, em_dtype dt, const void *dy, co
                   at(dx, (n * gm->ci + g * cig) * Q, es), Q);
   } else if (gm->n > 0 && Q > 0 && adjoint_as_conv(gm)) {
     st = col_to_img_as_conv(gm, dt, dy, w, dx);
+  } else if (gm->n > 0 && Q > 0 && P > 0 && col_to_img_fits(gm, es)) {
+    st = col_to_img_fused(gm, dt, dy, w, dx);
   } else if (gm->n > 0) {
     int64_t B;
     void *col, *tmp;
@@ -690,7 +760,8 @@ static em_status weight_grad_tiled(const conv_geom *gm, em_dtype dt, const void 
   const int64_t tw = tile_extent(P, TILE_N), ct = (P + tw - 1) / tw, windows = gm->n * ct;
   const int64_t th = tile_extent(cog, TILE_M), rt = (cog + th - 1) / th;
   const int64_t cc = tile_extent(cig, nt < 2 * TILE_N ? 2 * TILE_N / nt : 1), crt = (cig + cc - 1) / cc;
-  int64_t nseg = PARTIAL_ELEMS / (whole > 0 ? whole : 1);
+  int64_t nseg = PARTIAL_ELEMS / (whole > 0 ? whole : 1), few = WGRAD_PARTIALS / (whole > 0 ? whole : 1);
+  if (nseg > few) nseg = few;
   if (nseg > 64) nseg = 64;
   if (nseg > windows) nseg = windows;
   if (nseg < 1) nseg = 1;
@@ -1104,6 +1175,24 @@ static void CONV_NAME(im2col_window)(const conv_geom *gm, const R *img, int64_t 
                                      R *col) {
   const int64_t nt = prod3(gm->k), Q = prod3(gm->img), rows = (c1 - c0) * nt;
   const int64_t *k = gm->k, *s = gm->s, *d = gm->d, *pb = gm->pb, *in = gm->img, *out = gm->col;
+  if (reads_no_padding(gm)) { /* every tap in the image: each output row's run is one plain copy */
+    for (int64_t r = 0; r < rows; r++) {
+      int64_t c = c0 + r / nt, t = r % nt, kd = t / (k[1] * k[2]), kh = t / k[2] % k[1], kw = t % k[2];
+      const R *src = img + c * Q + (kd * in[1] + kh) * in[2] + kw;
+      R *dst = col + r * w;
+      int64_t p = p0, plane = out[1] * out[2], od = p / plane, oh = p % plane / out[2], ow = p % out[2];
+      while (p < p0 + w) {
+        int64_t seg = out[2] - ow < p0 + w - p ? out[2] - ow : p0 + w - p;
+        const R *from = src + (od * in[1] + oh) * in[2] + ow;
+        R *to = dst + (p - p0);
+        for (int64_t o = 0; o < seg; o++) to[o] = from[o];
+        p += seg;
+        ow = 0;
+        if (++oh == out[1]) oh = 0, od++;
+      }
+    }
+    return;
+  }
   for (int64_t r = 0; r < rows; r++) {
     int64_t c = c0 + r / nt, t = r % nt;
     int64_t kd = t / (k[1] * k[2]), kh = t / k[2] % k[1], kw = t % k[2], off = kw * d[2] - pb[2], lo, hi;
@@ -1123,8 +1212,15 @@ static void CONV_NAME(im2col_window)(const conv_geom *gm, const R *img, int64_t 
         int64_t a = lo > ow ? lo : ow, b = hi < ow + seg ? hi : ow + seg;
         if (b < a) b = a;
         for (int64_t o = ow; o < a && o < ow + seg; o++) drow[o] = 0;
+        if (s[2] == 1) { /* a contiguous run: plain vector loads, not a strided gather (nor a memcpy call:
+                          * the runs are short, a row of the output) */
+          const R *from = srow + off;
 #pragma omp simd
-        for (int64_t o = a; o < b; o++) drow[o] = srow[o * s[2] + off];
+          for (int64_t o = a; o < b; o++) drow[o] = from[o];
+        } else {
+#pragma omp simd
+          for (int64_t o = a; o < b; o++) drow[o] = srow[o * s[2] + off];
+        }
         for (int64_t o = b > ow ? b : ow; o < ow + seg; o++) drow[o] = 0;
       }
       p += seg;
@@ -1134,34 +1230,44 @@ static void CONV_NAME(im2col_window)(const conv_geom *gm, const R *img, int64_t 
   }
 }
 
-/* The adjoint of im2col for nb items (column matrix [ci * taps, nb * P]): each image plane
- * (item, channel) is zeroed, then accumulates its column rows tap by tap, position by
- * position (a fixed order). */
-static void CONV_NAME(col2im)(const conv_geom *gm, const R *col, int64_t nb, R *img) {
-  const int64_t nt = prod3(gm->k), P = prod3(gm->col), Q = prod3(gm->img), planes = nb * gm->ci, ld = nb * P;
+/* One image plane of the adjoint of im2col: dst (the plane, Q elements) is zeroed, then
+ * accumulates its column rows col[t * ld + p] (t the taps, p the positions) tap by tap,
+ * position by position (a fixed order). */
+static void CONV_NAME(col2im_plane)(const conv_geom *gm, const R *col, int64_t ld, R *dst) {
+  const int64_t nt = prod3(gm->k);
   const int64_t *k = gm->k, *s = gm->s, *d = gm->d, *pb = gm->pb, *in = gm->img, *out = gm->col;
-#pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (planes * P * nt > 32768)
-  for (int64_t pl = 0; pl < planes; pl++) {
-    int64_t b = pl / gm->ci, c = pl % gm->ci;
-    R *dst = img + pl * Q;
-    memset(dst, 0, sizeof(R) * (size_t)Q);
-    for (int64_t t = 0; t < nt; t++) {
-      int64_t kd = t / (k[1] * k[2]), kh = t / k[2] % k[1], kw = t % k[2], off = kw * d[2] - pb[2], lo, hi;
-      valid_range(off, s[2], in[2], out[2], &lo, &hi);
-      const R *src = col + (c * nt + t) * ld + b * P;
-      for (int64_t od = 0; od < out[0]; od++) {
-        int64_t id = od * s[0] - pb[0] + kd * d[0];
-        if (id < 0 || id >= in[0]) continue;
-        for (int64_t oh = 0; oh < out[1]; oh++) {
-          int64_t ih = oh * s[1] - pb[1] + kh * d[1];
-          if (ih < 0 || ih >= in[1]) continue;
-          R *drow = dst + (id * in[1] + ih) * in[2];
-          const R *srow = src + (od * out[1] + oh) * out[2];
+  memset(dst, 0, sizeof(R) * (size_t)prod3(gm->img));
+  for (int64_t t = 0; t < nt; t++) {
+    int64_t kd = t / (k[1] * k[2]), kh = t / k[2] % k[1], kw = t % k[2], off = kw * d[2] - pb[2], lo, hi;
+    valid_range(off, s[2], in[2], out[2], &lo, &hi);
+    const R *src = col + t * ld;
+    for (int64_t od = 0; od < out[0]; od++) {
+      int64_t id = od * s[0] - pb[0] + kd * d[0];
+      if (id < 0 || id >= in[0]) continue;
+      for (int64_t oh = 0; oh < out[1]; oh++) {
+        int64_t ih = oh * s[1] - pb[1] + kh * d[1];
+        if (ih < 0 || ih >= in[1]) continue;
+        R *drow = dst + (id * in[1] + ih) * in[2];
+        const R *srow = src + (od * out[1] + oh) * out[2];
+        if (s[2] == 1) { /* contiguous: a plain vector loop, not a scatter */
+#pragma omp simd
+          for (int64_t ow = lo; ow < hi; ow++) drow[ow + off] += srow[ow];
+        } else {
 #pragma omp simd /* distinct ow write distinct elements */
           for (int64_t ow = lo; ow < hi; ow++) drow[ow * s[2] + off] += srow[ow];
         }
       }
     }
+  }
+}
+
+/* The adjoint of im2col for nb items (column matrix [ci * taps, nb * P]), plane by plane. */
+static void CONV_NAME(col2im)(const conv_geom *gm, const R *col, int64_t nb, R *img) {
+  const int64_t nt = prod3(gm->k), P = prod3(gm->col), Q = prod3(gm->img), planes = nb * gm->ci, ld = nb * P;
+#pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (planes * P * nt > 32768)
+  for (int64_t pl = 0; pl < planes; pl++) {
+    int64_t b = pl / gm->ci, c = pl % gm->ci;
+    CONV_NAME(col2im_plane)(gm, col + c * nt * ld + b * P, ld, img + pl * Q);
   }
 }
 
@@ -1420,6 +1526,15 @@ static void CONV_NAME(dw_wgrad)(const conv_geom *gm, const R *x, const R *dy, R 
       }
     }
     for (int64_t kw = 0; kw < k2; kw++) dw[m * nt + (kd * k[1] + kh) * k2 + kw] = (R)acc[kw];
+  }
+}
+
+/* Rows r < h of a tile (w wide, rows ld apart) set to b[r]. */
+static void CONV_NAME(fill_rows)(const R *b, int64_t h, int64_t w, int64_t ld, R *C) {
+  for (int64_t r = 0; r < h; r++) {
+    R v = b[r], *row = C + r * ld;
+#pragma omp simd
+    for (int64_t p = 0; p < w; p++) row[p] = v;
   }
 }
 

@@ -92,6 +92,44 @@ static int update_writes(const em_op_args *a, int i) {
  * thread count never changes a bit. */
 #define LRN_CHUNK 16384
 
+/* Elements [j0, j1) of one tensor. The rule is a constant in each loop (em_lrn_step's switch
+ * folds away) and the hyperparameters are copied to locals that the stores to p and the
+ * slots cannot alias. Without clipping, L1 / L2 and weight decay (the plain case) those
+ * settings are also literal constants in the loops, so em_lrn_grad's tests fold away too
+ * and the loops vectorise (the tests' outcomes are the same: nothing is applied). Each
+ * element's arithmetic, and so its bits, are em_lrn_step's. p, g and the slots are distinct
+ * tensors (omp simd). */
+#define LRN_LOOP(RULE, S0, S1)                                                                               \
+  _Pragma("omp simd") for (int64_t j = j0; j < j1; j++) em_lrn_step(RULE, hl, &tl, &p[j], g[j], S0, S1)
+#define LRN_RULES                                                                                            \
+  switch (rule) {                                                                                            \
+  case EM_LRN_SGD: LRN_LOOP(EM_LRN_SGD, &d0, &d1); break;                                                    \
+  case EM_LRN_MOMENTUM: LRN_LOOP(EM_LRN_MOMENTUM, &s0[j], &d1); break;                                       \
+  case EM_LRN_NESTEROV: LRN_LOOP(EM_LRN_NESTEROV, &s0[j], &d1); break;                                       \
+  case EM_LRN_ADAGRAD: LRN_LOOP(EM_LRN_ADAGRAD, &s0[j], &d1); break;                                         \
+  case EM_LRN_RMSPROP: LRN_LOOP(EM_LRN_RMSPROP, &s0[j], &d1); break;                                         \
+  case EM_LRN_ADADELTA: LRN_LOOP(EM_LRN_ADADELTA, &s0[j], &s1[j]); break;                                    \
+  case EM_LRN_ADAM: LRN_LOOP(EM_LRN_ADAM, &s0[j], &s1[j]); break;                                            \
+  case EM_LRN_ADAMW: LRN_LOOP(EM_LRN_ADAMW, &s0[j], &s1[j]); break;                                          \
+  default: /* fsadagrad, and any rule added later: the generic call */                                       \
+    for (int64_t j = j0; j < j1; j++) em_lrn_step(rule, hl, &tl, &p[j], g[j], s0 ? &s0[j] : &d0, s1 ? &s1[j] : &d1); \
+  }
+static void update_range(int rule, const float *h, const em_lrn_t *t, float *p, const float *g, float *s0,
+                         float *s1, int64_t j0, int64_t j1) {
+  float hl[EM_LRN_H_COUNT], d0 = 0, d1 = 0;
+  memcpy(hl, h, sizeof hl);
+  em_lrn_t tl = *t;
+  if (t->gmul == 1.0f && !(h[EM_LRN_H_CLIPV] > 0.0f) && h[EM_LRN_H_L2] == 0.0f && h[EM_LRN_H_L1] == 0.0f &&
+      t->lrwd == 0.0f) {
+    tl.gmul = 1.0f, tl.lrwd = 0.0f, hl[EM_LRN_H_CLIPV] = 0.0f, hl[EM_LRN_H_L2] = 0.0f, hl[EM_LRN_H_L1] = 0.0f;
+    LRN_RULES
+  } else {
+    LRN_RULES
+  }
+}
+#undef LRN_RULES
+#undef LRN_LOOP
+
 static em_status update_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
   (void)out;
   const int rule = rule_of(a->def), slots = em_lrn_slots(rule);
@@ -104,13 +142,9 @@ static em_status update_cpu(const em_op_args *a, em_tensor *const *in, em_tensor
     float *s0 = slots > 0 ? em_tensor_data(in[2 + 2 * n + i]) : NULL;
     float *s1 = slots > 1 ? em_tensor_data(in[2 + 3 * n + i]) : NULL;
     const int64_t m = em_tensor_numel(in[2 + i]), chunks = (m + LRN_CHUNK - 1) / LRN_CHUNK;
-    float dummy0 = 0, dummy1 = 0;
-#pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (m > 65536) firstprivate(dummy0, dummy1)
-    for (int64_t c = 0; c < chunks; c++) {
-      const int64_t j1 = m - c * LRN_CHUNK < LRN_CHUNK ? m : (c + 1) * LRN_CHUNK;
-      for (int64_t j = c * LRN_CHUNK; j < j1; j++)
-        em_lrn_step(rule, h, &t, &p[j], g[j], s0 ? &s0[j] : &dummy0, s1 ? &s1[j] : &dummy1);
-    }
+#pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (m > 65536)
+    for (int64_t c = 0; c < chunks; c++)
+      update_range(rule, h, &t, p, g, s0, s1, c * LRN_CHUNK, m - c * LRN_CHUNK < LRN_CHUNK ? m : (c + 1) * LRN_CHUNK);
   }
   return EM_OK;
 }

@@ -184,6 +184,16 @@ static em_status tables_build(const pool_geom *gm, pool_tables *t) {
   return EM_OK;
 }
 
+/* The 2x2, stride-2 max pool of CNNs (LeNet, VGG) on 2-D planes: no padding or dilation and
+ * every window whole (each reads four input elements, the windows do not overlap). Its loops
+ * (max2x2_fwd, max2x2_grad) skip the window tables and the scatter: per window they take
+ * pm_argmax's first maximum in its order, so the bits are the general loops'. */
+static int is_max2x2(const pool_geom *gm) {
+  return gm->k[0] == 1 && gm->s[0] == 1 && gm->pb[0] == 0 && gm->k[1] == 2 && gm->k[2] == 2 && gm->s[1] == 2 &&
+         gm->s[2] == 2 && gm->d[1] == 1 && gm->d[2] == 1 && gm->pb[1] == 0 && gm->pb[2] == 0 &&
+         gm->col[0] == gm->img[0] && 2 * gm->col[1] <= gm->img[1] && 2 * gm->col[2] <= gm->img[2];
+}
+
 /* ------------------------------------------------------------------ ops --- */
 
 static em_status max_pool_infer(em_op_args *a) {
@@ -211,7 +221,10 @@ static em_status max_pool_cpu(const em_op_args *a, em_tensor *const *in, em_tens
   pool_tables t;
   em_status st = run_setup(a, 1, in[0], &gm, &t);
   if (st) return st;
-  if (em_tensor_dtype(in[0]) == EM_F32) max_fwd_f32(&gm, &t, em_tensor_data(in[0]), em_tensor_data(out[0]));
+  int f32 = em_tensor_dtype(in[0]) == EM_F32, quad = is_max2x2(&gm);
+  if (quad && f32) max2x2_fwd_f32(&gm, em_tensor_data(in[0]), em_tensor_data(out[0]));
+  else if (quad) max2x2_fwd_f64(&gm, em_tensor_data(in[0]), em_tensor_data(out[0]));
+  else if (f32) max_fwd_f32(&gm, &t, em_tensor_data(in[0]), em_tensor_data(out[0]));
   else max_fwd_f64(&gm, &t, em_tensor_data(in[0]), em_tensor_data(out[0]));
   tables_free(&t);
   return EM_OK;
@@ -290,9 +303,13 @@ static em_status max_grad_cpu(const em_op_args *a, em_tensor *const *in, em_tens
   pool_tables t;
   em_status st = run_setup(a, 1, in[0], &gm, &t);
   if (st) return st;
-  if (em_tensor_dtype(in[0]) == EM_F32)
-    max_grad_f32(&gm, &t, em_tensor_data(in[0]), em_tensor_data(in[1]), em_tensor_data(out[0]));
-  else max_grad_f64(&gm, &t, em_tensor_data(in[0]), em_tensor_data(in[1]), em_tensor_data(out[0]));
+  int f32 = em_tensor_dtype(in[0]) == EM_F32, quad = is_max2x2(&gm);
+  const void *x = em_tensor_data(in[0]), *dy = em_tensor_data(in[1]);
+  void *dx = em_tensor_data(out[0]);
+  if (quad && f32) max2x2_grad_f32(&gm, x, dy, dx);
+  else if (quad) max2x2_grad_f64(&gm, x, dy, dx);
+  else if (f32) max_grad_f32(&gm, &t, x, dy, dx);
+  else max_grad_f64(&gm, &t, x, dy, dx);
   tables_free(&t);
   return EM_OK;
 }
@@ -520,6 +537,68 @@ static void POOL_NAME(max_grad)(const pool_geom *gm, const pool_tables *t, const
           dst[POOL_NAME(argmax)(&g, t, src, od, oh, ow)] += gr[(od * out[1] + oh) * out[2] + ow];
   }
 }
+
+/* A 2x2 window's first maximum, pm_argmax's test (strict >, a NaN wins once and then stays)
+ * in its order (row 0 col 0, row 0 col 1, row 1 col 0, row 1 col 1), written as selects so
+ * the loops over a row of windows vectorise. TAKE(v): whether tap v replaces the best so far. */
+#define TAKE(v) ((v) > best || ((v) != (v) && best == best))
+
+/* max_fwd for is_max2x2 geometries. */
+static void POOL_NAME(max2x2_fwd)(const pool_geom *gm, const R *x, R *y) {
+  const int64_t H = gm->img[1], W = gm->img[2], OH = gm->col[1], OW = gm->col[2], Q = gm->img[0] * H * W;
+  const int64_t P = gm->col[0] * OH * OW;
+#pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (gm->planes * P > 32768)
+  for (int64_t pl = 0; pl < gm->planes; pl++)
+    for (int64_t od = 0; od < gm->col[0]; od++)
+      for (int64_t oh = 0; oh < OH; oh++) {
+        const R *r0 = x + pl * Q + (od * H + 2 * oh) * W, *r1 = r0 + W;
+        R *dst = y + pl * P + (od * OH + oh) * OW;
+#pragma omp simd
+        for (int64_t ow = 0; ow < OW; ow++) {
+          const R b = r0[2 * ow + 1], c = r1[2 * ow], d = r1[2 * ow + 1];
+          R best = r0[2 * ow];
+          best = TAKE(b) ? b : best;
+          best = TAKE(c) ? c : best;
+          best = TAKE(d) ? d : best;
+          dst[ow] = best;
+        }
+      }
+}
+
+/* max_grad for is_max2x2 geometries: each input element is read by at most one window, so it
+ * receives that window's dy when it is the window's first maximum, added to +0 as the general
+ * scatter adds it (so a -0 becomes +0), and +0 otherwise. */
+static void POOL_NAME(max2x2_grad)(const pool_geom *gm, const R *x, const R *dy, R *dx) {
+  const int64_t H = gm->img[1], W = gm->img[2], OH = gm->col[1], OW = gm->col[2], Q = gm->img[0] * H * W;
+  const int64_t P = gm->col[0] * OH * OW;
+#pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (gm->planes * P > 32768)
+  for (int64_t pl = 0; pl < gm->planes; pl++)
+    for (int64_t id = 0; id < gm->img[0]; id++) {
+      for (int64_t oh = 0; oh < OH; oh++) {
+        const int64_t row = (id * H + 2 * oh) * W;
+        const R *r0 = x + pl * Q + row, *r1 = r0 + W, *g = dy + pl * P + (id * OH + oh) * OW;
+        R *d0 = dx + pl * Q + row, *d1 = d0 + W;
+#pragma omp simd
+        for (int64_t ow = 0; ow < OW; ow++) {
+          const R b = r0[2 * ow + 1], c = r1[2 * ow], d = r1[2 * ow + 1], v = (R)0 + g[ow];
+          R best = r0[2 * ow];
+          int arg = 0;
+          arg = TAKE(b) ? 1 : arg;
+          best = TAKE(b) ? b : best;
+          arg = TAKE(c) ? 2 : arg;
+          best = TAKE(c) ? c : best;
+          arg = TAKE(d) ? 3 : arg;
+          d0[2 * ow] = arg == 0 ? v : (R)0;
+          d0[2 * ow + 1] = arg == 1 ? v : (R)0;
+          d1[2 * ow] = arg == 2 ? v : (R)0;
+          d1[2 * ow + 1] = arg == 3 ? v : (R)0;
+        }
+        for (int64_t iw = 2 * OW; iw < W; iw++) d0[iw] = d1[iw] = 0; /* an odd last column: no window */
+      }
+      if (2 * OH < H) memset(dx + pl * Q + (id * H + 2 * OH) * W, 0, sizeof(R) * (size_t)W); /* an odd last row */
+    }
+}
+#undef TAKE
 
 static void POOL_NAME(avg_fwd)(const pool_geom *gm, const pool_tables *t, int cip, const R *x, R *y) {
   const int64_t P = prod3(gm->col), Q = prod3(gm->img), *out = gm->col;

@@ -168,6 +168,9 @@ static void check_case(const pool_case *pc, int is_max, em_dtype dt) {
 
 static const pool_case cases[] = {
   {.name = "2d k2 defaults", .nsp = 2, .n = 1, .c = 1, .in = {4, 5}, .k = {2, 2}},
+  /* 2x2 stride 2 (max_pool's own loop for it): even planes, and odd ones whose last row and column no window reads */
+  {.name = "2d k2 s2 even", .nsp = 2, .n = 2, .c = 3, .in = {8, 6}, .k = {2, 2}, .s = {2, 2}},
+  {.name = "2d k2 s2 odd", .nsp = 2, .n = 2, .c = 3, .in = {7, 9}, .k = {2, 2}, .s = {2, 2}},
   {.name = "2d k3 s2 pads 1", .nsp = 2, .n = 3, .c = 2, .in = {7, 8}, .k = {3, 3}, .s = {2, 2}, .has_pads = 1,
    .pads = {1, 1, 1, 1}},
   {.name = "2d asym pads", .nsp = 2, .n = 2, .c = 3, .in = {6, 7}, .k = {3, 2}, .s = {2, 1}, .has_pads = 1,
@@ -242,6 +245,36 @@ static void test_max_pool_ties(void **state) {
     em_tensor *dx = ot_run1("_max_pool_grad", in, 2, at, 1);
     ot_expect_values(dx, want, 9, 0, "max_pool ties go to the first maximum");
     em_tensor_release(dx), em_tensor_release(in[0]), em_tensor_release(in[1]);
+  }
+}
+
+/* The 2x2 stride-2 max pool (its own loop) keeps the general rule's special values: a tie goes
+ * to the first tap, a NaN wins once and then stays, a window's dy reaches dx added to +0 (a -0
+ * becomes +0), and the row and column no window reads get +0. Derived by hand. */
+static void test_max_pool_2x2_special_values(void **state) {
+  (void)state;
+  const double nan = NAN;
+  int64_t xs[4] = {1, 1, 3, 7}, ys[4] = {1, 1, 1, 3}, k[2] = {2, 2}, st[2] = {2, 2};
+  double xv[21] = {3, 3, nan, 1, 4, 6, 9,   /* windows: {3,3 / 2,3} tie -> tap 0 (x[0]);          */
+                   2, 3, 5, nan, nan, 8, 9, /* {NaN,1 / 5,NaN} the first NaN (x[2]);                  */
+                   9, 9, 9, 9, 9, 9, 9};    /* {4,6 / NaN,8} 6 then the NaN (x[11]); row 2, col 6 unread */
+  double dyv[3] = {-0.0, 2, 5};
+  em_attr at[2] = {AIS("kernel_shape", k, 2), AIS("strides", st, 2)};
+  for (int f = 0; f < 2; f++) {
+    em_dtype dt = f ? EM_F64 : EM_F32;
+    em_tensor *x = ot_tensor(dt, 4, xs, xv), *dy = ot_tensor(dt, 4, ys, dyv);
+    em_tensor *y = ot_run1("max_pool", &x, 1, at, 2);
+    double *yv = ot_values(y, NULL);
+    assert_true(yv[0] == 3 && isnan(yv[1]) && isnan(yv[2]));
+    em_tensor *in[2] = {x, dy};
+    em_tensor *dx = ot_run1("_max_pool_grad", in, 2, at, 2);
+    double *dxv = ot_values(dx, NULL);
+    for (int i = 0; i < 21; i++) {
+      double want = i == 2 ? 2 : i == 11 ? 5 : 0;
+      if (dxv[i] != want || signbit(dxv[i])) fail_msg("%s dx[%d] = %g, want +%g", em_dtype_name(dt), i, dxv[i], want);
+    }
+    free(yv), free(dxv);
+    em_tensor_release(dx), em_tensor_release(y), em_tensor_release(dy), em_tensor_release(x);
   }
 }
 
@@ -516,6 +549,7 @@ int main(void) {
     cmocka_unit_test(test_pool_same_symmetric),
     cmocka_unit_test(test_pool_values),
     cmocka_unit_test(test_max_pool_ties),
+    cmocka_unit_test(test_max_pool_2x2_special_values),
     cmocka_unit_test(test_global_pools),
     cmocka_unit_test(test_pool_gradcheck),
     cmocka_unit_test(test_pool_thread_determinism),
