@@ -345,6 +345,56 @@ OP_CASE(pool)
 OP_CASE(loss)
 OP_CASE(norm)
 
+/* The learner module: three Adam steps (moments, a square root and a
+ * division per element) over one parameter of 10007 elements, on dev and on
+ * the CPU in portable mode; the updated parameters must be the same bits. */
+static em_status adam_steps(em_device dev, const em_tensor *w0, const em_tensor *grad, em_tensor **host_out) {
+  em_graph *g = NULL;
+  em_learner *l = NULL;
+  em_exec *e = NULL;
+  em_var w, gv, update;
+  em_learner_config cfg;
+  int64_t n = em_tensor_numel(w0);
+  em_init init = {.kind = EM_INIT_FROM_DATA, .data = w0};
+  em_status s = em_graph_create(&g);
+  if (!s) s = em_parameter(g, "w", EM_F32, 1, &n, &init, &w);
+  if (!s) s = em_input(g, "grad", EM_F32, 1, &n, &gv);
+  if (!s) s = em_learner_defaults(EM_LEARNER_ADAM, 1e-2, &cfg);
+  if (!s) s = em_learner_create(&cfg, NULL, &w, 1, &l);
+  if (!s) s = em_learner_attach(l, g, &gv, &update);
+  if (!s) s = em_exec_create(g, &update, 1, dev, &e);
+  if (!s) s = em_exec_set_mode(e, EM_MODE_PORTABLE);
+  for (int step = 0; step < 3 && !s; step++) {
+    em_feed f[2] = {{gv, grad}};
+    em_tensor *out = NULL;
+    if (!(s = em_learner_feed(l, 1, &f[1])) && !(s = em_exec_run(e, f, 2, &out))) s = em_learner_step_done(l, 1);
+    em_tensor_release(out);
+  }
+  if (!s) s = em_parameter_get(g, w, em_cpu(), host_out);
+  em_exec_free(e);
+  em_learner_free(l);
+  em_graph_free(g);
+  return s;
+}
+
+static void case_learner(em_device dev, case_result *r) {
+  enum { N = 10007 };
+  float *v = malloc(sizeof(float) * 2 * N);
+  em_tensor *w0 = NULL, *grad = NULL, *want = NULL, *got = NULL;
+  int64_t n = N;
+  if (v) fill_random(v, 2 * N);
+  if (!v || em_tensor_from_host(em_cpu(), EM_F32, 1, &n, v, sizeof(float) * N, &w0) ||
+      em_tensor_from_host(em_cpu(), EM_F32, 1, &n, v + N, sizeof(float) * N, &grad) ||
+      adam_steps(em_cpu(), w0, grad, &want) || adam_steps(dev, w0, grad, &got))
+    record_error(r);
+  else r->ok = (r->mismatches = count_mismatches(em_tensor_data(want), em_tensor_data(got), N)) == 0;
+  free(v);
+  em_tensor_release(w0);
+  em_tensor_release(grad);
+  em_tensor_release(want);
+  em_tensor_release(got);
+}
+
 /* kernel: the primitive, or for an engine op "op:<name>". */
 static const struct {
   const char *kernel, *module;
@@ -384,6 +434,7 @@ static const struct {
   {"op:max_pool", "pool", case_op_pool},
   {"op:softmax", "loss", case_op_loss},
   {"op:layer_normalization", "norm", case_op_norm},
+  {"op:_update_adam", "learner", case_learner},
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
 
