@@ -439,6 +439,8 @@ def summary(parts, out):
              ("MLP 784-512-512-10 step + momentum, batch 64: PyTorch ms / Ember ms", 1.2, "train.mlp.64.torch.ms",
               "train.mlp.64.ember.ms", False)]
     for label, goal, num, den, _ in rows:
+        if not any(has(parts[t], num) or has(parts[t], den) for t in tags):
+            continue  # not run (--only)
         cells = []
         for t in tags:
             r = paired(parts[t], num, den)[0]
