@@ -220,7 +220,10 @@ check-ptx:
 # ------------------------------------------------------------- image table ---
 GEN := $(BUILD)/gen
 PACK := $(BUILD)/bin/pack_images
-PACK_ARGS = \
+# Each image is its own zstd frame at this level (0 stores them as they are);
+# pack_images.c has the sizes and times that chose 3.
+EMBER_IMAGE_ZSTD ?= 3
+PACK_ARGS = --zstd-level $(EMBER_IMAGE_ZSTD) \
   $(foreach m,$(MODULES),$(foreach a,$(CUBIN_ARCHS),--cubin $(m) - "nvcc $(NVCC_VERSION)" $(KBUILD)/kernels/$(m).sm_$(a).cubin)) \
   $(foreach m,$(MODULES),$(foreach a,$(LEGACY_CUBIN_ARCHS),--cubin $(m) - "nvcc $(LEGACY_VERSION)" $(KBUILD)/kernels/legacy/$(m).sm_$(a).cubin)) \
   $(foreach m,$(PTX_LEGACY_MODULES),$(foreach a,$(PTXAS_CUBIN_ARCHS),--cubin $(m) - "clang $(PTX_CLANG_VERSION) + ptxas $(PTXAS_LEGACY_VERSION)" $(KBUILD)/kernels/ptxas/$(m).sm_$(a).cubin)) \
@@ -289,7 +292,7 @@ PACK_SRCS := build-tools/pack_images.c runtime/cubin.c runtime/ptx_header.c runt
 $(PACK): $(PACK_SRCS) $(GEN)/arch_table_data.c $(wildcard runtime/*.h arch_table/*.h)
 	@mkdir -p $(@D)
 	$(say) LINK $@
-	$(Q)$(CC) $(CSTD) -O1 -g $(WARN) $(INCLUDES) $(PACK_SRCS) $(GEN)/arch_table_data.c -lelf -lpthread -o $@
+	$(Q)$(CC) $(CSTD) -O1 -g $(WARN) $(INCLUDES) $(PACK_SRCS) $(GEN)/arch_table_data.c -lelf -lzstd -lpthread -o $@
 
 # The NVRTC cubin compiler: a host tool from the same loader and readers.
 $(NVRTC_CUBIN_TOOL): $(NVRTC_CUBIN_TOOL_SRCS) build-tools/nvrtc_module.h $(GEN)/arch_table_data.c \

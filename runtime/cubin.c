@@ -333,6 +333,19 @@ static void read_header(const GElf_Ehdr *eh, em_cubin_info *out) {
   }
 }
 
+em_status em_cubin_read_header(const void *data, size_t size, em_cubin_info *out) {
+  if (!out || (!data && size))
+    return em_fail(EM_ERR_INVALID_ARGUMENT, "em_cubin_read_header: out is NULL or data is NULL with size %zu", size);
+  memset(out, 0, sizeof *out);
+  em_status s = check_ident(data, size);
+  if (s != EM_OK) return s;
+  /* check_ident found a 64-bit little-endian ELF header: Elf64_Ehdr's layout. */
+  GElf_Ehdr eh;
+  memcpy(&eh, data, sizeof(Elf64_Ehdr));
+  read_header(&eh, out);
+  return EM_OK;
+}
+
 em_status em_cubin_read(const void *data, size_t size, em_cubin_info *out, char *kernels, size_t kernels_cap) {
   if (!out || (!data && size))
     return em_fail(EM_ERR_INVALID_ARGUMENT, "em_cubin_read: out is NULL or data is NULL with size %zu", size);

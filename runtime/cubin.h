@@ -29,4 +29,9 @@ typedef struct em_cubin_info {
 em_status em_cubin_read(const void *data, size_t size, em_cubin_info *out,
                         char *kernels, size_t kernels_cap);
 
+/* What the 64-byte ELF header alone says (SM, ABI, OS ABI, relocatable; V1:
+ * the 'a' mark and toolkit), for a tool that has only a cubin's first bytes
+ * (gpucheck, of a compressed image). The same errors for a bad header. */
+em_status em_cubin_read_header(const void *data, size_t size, em_cubin_info *out);
+
 #endif

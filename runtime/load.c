@@ -56,9 +56,12 @@ static em_status jit_ptx(em_runtime *rt, em_gpu *g, const char *ptx, size_t size
   return *out ? EM_OK : em_fail(EM_ERR_OUT_OF_MEMORY, "no memory for a %zu-byte cubin", n);
 }
 
-/* A cubin for PTX: from the cache, or JIT-compiled and then cached. */
-static em_status cubin_from_ptx(em_runtime *rt, em_gpu *g, const char *ptx, size_t size, uint64_t hash,
-                                int nvrtc_version, const char *what, void **out, size_t *out_size, int *hit) {
+/* A cubin for PTX: from the cache, or JIT-compiled and then cached. The PTX
+ * is `ptx`, or when that is NULL the image `img`, decompressed only when the
+ * cache does not have its cubin (the key is the image's hash). */
+static em_status cubin_from_ptx(em_runtime *rt, em_gpu *g, const char *ptx, size_t size, const em_image_info *img,
+                                uint64_t hash, int nvrtc_version, const char *what, void **out, size_t *out_size,
+                                int *hit) {
   em_jit_key key = {.kind = "ptx-jit", .input_hash = hash, .options = "", .sm = g->cc,
                     .driver_version = rt->driver.driver_version, .nvrtc_version = nvrtc_version};
   em_jit_cache *c = cache(rt);
@@ -66,39 +69,60 @@ static em_status cubin_from_ptx(em_runtime *rt, em_gpu *g, const char *ptx, size
     *hit = 1;
     return EM_OK;
   }
+  void *owned = NULL;
+  if (!ptx) {
+    em_status s = em_image_read(img, &owned);
+    if (s) return s;
+    ptx = owned;
+    size = strlen(ptx) + 1;
+  }
   em_status s = jit_ptx(rt, g, ptx, size, what, out, out_size);
+  free(owned);
   if (!s && c && em_jit_cache_put(c, &key, *out, *out_size))
     em_log(EM_LOG_CACHE, "could not store %s: %s", what, em_last_error());
   return s;
 }
 
-/* Source and headers of a module, for NVRTC: every embedded header (hdrs and
- * names hold room for one per image of the table, so none is ever left out). */
-static em_status gather_source(em_runtime *rt, const char *module, const em_image_info **src, const char **hdrs,
-                               const char **names, int *n_hdrs) {
+/* The images NVRTC needs for a module: its source and every embedded header
+ * (room for one per image of the table, so none is ever left out). */
+static em_status gather_source(em_runtime *rt, const char *module, const em_image_info **src,
+                               const em_image_info **hdrs, int *n_hdrs) {
   *src = NULL;
   *n_hdrs = 0;
   for (size_t i = 0; i < rt->images.count; i++) {
     const em_image_info *img = &rt->images.images[i];
     if (img->kind == EM_IMAGE_SOURCE && !strcmp(img->module, module)) *src = img;
-    if (img->kind == EM_IMAGE_HEADER) {
-      hdrs[*n_hdrs] = img->data;
-      names[(*n_hdrs)++] = img->module;
-    }
+    if (img->kind == EM_IMAGE_HEADER) hdrs[(*n_hdrs)++] = img;
   }
   return *src ? EM_OK : em_fail(EM_ERR_NOT_FOUND, "no source of module '%s' is embedded", module);
+}
+
+/* The text of the source and headers, decompressed for NVRTC; *texts holds
+ * n_hdrs + 1 malloc'd strings (the source last) for free_texts. */
+static em_status read_texts(const em_image_info *src, const em_image_info **hdrs, int n_hdrs, char **texts) {
+  memset(texts, 0, (size_t)(n_hdrs + 1) * sizeof *texts);
+  for (int i = 0; i <= n_hdrs; i++) {
+    em_status s = em_image_read(i < n_hdrs ? hdrs[i] : src, (void **)&texts[i]);
+    if (s) return s;
+  }
+  return EM_OK;
+}
+
+static void free_texts(char **texts, int n) {
+  for (int i = 0; texts && i < n; i++) free(texts[i]);
 }
 
 /* Step 4 for a module whose source and headers are gathered (via_nvrtc): from the JIT cache, or
  * compiled (and, for an NVRTC that only gives PTX, through the driver's JIT). */
 static em_status nvrtc_compile_module(em_runtime *rt, em_gpu *g, const em_nvrtc_lib *lib, const em_image_info *src,
-                                      const char **hdrs, const char **names, int n_hdrs, int version,
-                                      const char *module, void **out, size_t *out_size, int *hit) {
+                                      const em_image_info **hdrs, int n_hdrs, int version, const char *module,
+                                      void **out, size_t *out_size, int *hit) {
   em_status s;
 
-  /* The key covers the source and every header it may include. */
+  /* The key covers the source and every header it may include: their hashes,
+   * so a cache hit decompresses nothing. */
   uint64_t hash = src->hash;
-  for (int i = 0; i < n_hdrs; i++) hash ^= XXH3_64bits_withSeed(hdrs[i], strlen(hdrs[i]), (uint64_t)i + 1);
+  for (int i = 0; i < n_hdrs; i++) hash ^= XXH3_64bits_withSeed(&hdrs[i]->hash, sizeof hdrs[i]->hash, (uint64_t)i + 1);
   em_jit_key key = {.kind = "nvrtc", .input_hash = hash, .options = "--fmad=false", .sm = g->cc,
                     .driver_version = rt->driver.driver_version, .nvrtc_version = version};
   em_jit_cache *c = cache(rt);
@@ -108,9 +132,19 @@ static em_status nvrtc_compile_module(em_runtime *rt, em_gpu *g, const em_nvrtc_
   }
   char name[160];
   snprintf(name, sizeof name, "%s.cu", module);
-  void *code;
-  size_t n;
-  s = em_nvrtc_compile(lib, name, src->data, n_hdrs, hdrs, names, g->cc, 1, &code, &n);
+  char **texts = calloc((size_t)n_hdrs + 1, sizeof *texts);
+  const char **names = calloc((size_t)n_hdrs + 1, sizeof *names);
+  s = texts && names ? read_texts(src, hdrs, n_hdrs, texts)
+                     : em_fail(EM_ERR_OUT_OF_MEMORY, "no memory for the NVRTC headers of module '%s'", module);
+  void *code = NULL;
+  size_t n = 0;
+  if (!s) {
+    for (int i = 0; i < n_hdrs; i++) names[i] = hdrs[i]->module;
+    s = em_nvrtc_compile(lib, name, texts[n_hdrs], n_hdrs, (const char **)texts, names, g->cc, 1, &code, &n);
+  }
+  if (texts) free_texts(texts, n_hdrs + 1);
+  free(texts);
+  free(names);
   if (s) return s;
   if (lib->has_cubin) {
     *out = code;
@@ -119,7 +153,7 @@ static em_status nvrtc_compile_module(em_runtime *rt, em_gpu *g, const em_nvrtc_
     return EM_OK;
   }
   /* An NVRTC older than 11.1 gives PTX: the driver JIT turns it into a cubin. */
-  s = cubin_from_ptx(rt, g, code, strlen(code) + 1, XXH3_64bits(code, n), version, name, out, out_size, hit);
+  s = cubin_from_ptx(rt, g, code, strlen(code) + 1, NULL, XXH3_64bits(code, n), version, name, out, out_size, hit);
   free(code);
   return s;
 }
@@ -131,14 +165,12 @@ static em_status via_nvrtc(em_runtime *rt, em_gpu *g, const em_module_state *ms,
     if (rt->nvrtc.libs[i].version == version) lib = &rt->nvrtc.libs[i];
   if (!lib) return em_fail(EM_ERR_INTERNAL, "NVRTC %d planned but not loaded", version);
   const em_image_info *src;
-  const char **hdrs = malloc((rt->images.count + 1) * sizeof *hdrs);
-  const char **names = malloc((rt->images.count + 1) * sizeof *names);
+  const em_image_info **hdrs = malloc((rt->images.count + 1) * sizeof *hdrs);
   int n_hdrs;
-  em_status s = hdrs && names ? gather_source(rt, ms->name, &src, hdrs, names, &n_hdrs)
-                              : em_fail(EM_ERR_OUT_OF_MEMORY, "no memory for the NVRTC headers of module '%s'", ms->name);
-  if (!s) s = nvrtc_compile_module(rt, g, lib, src, hdrs, names, n_hdrs, version, ms->name, out, out_size, hit);
+  em_status s = hdrs ? gather_source(rt, ms->name, &src, hdrs, &n_hdrs)
+                     : em_fail(EM_ERR_OUT_OF_MEMORY, "no memory for the NVRTC headers of module '%s'", ms->name);
+  if (!s) s = nvrtc_compile_module(rt, g, lib, src, hdrs, n_hdrs, version, ms->name, out, out_size, hit);
   free(hdrs);
-  free(names);
   return s;
 }
 
@@ -157,12 +189,14 @@ static em_status try_candidate(em_runtime *rt, em_gpu *g, em_module_state *ms, c
   em_status s;
   switch (c->path) {
   case EM_PATH_CUBIN:
+    /* The table holds it compressed: decompressed for the driver, which copies it. */
     snprintf(what, sizeof what, "%s sm_%d%c cubin", ms->name, img->arch, img->variant ? img->variant : ' ');
-    return load_bytes(rt, g, img->data, what, &ms->module);
+    s = em_image_read(img, &cubin);
+    break;
   case EM_PATH_PTX:
   case EM_PATH_PTX_LEGACY:
     snprintf(what, sizeof what, "%s compute_%d PTX", ms->name, img->arch);
-    s = cubin_from_ptx(rt, g, img->data, strlen(img->data) + 1, img->hash, 0, what, &cubin, &n, hit);
+    s = cubin_from_ptx(rt, g, NULL, 0, img, img->hash, 0, what, &cubin, &n, hit);
     break;
   case EM_PATH_NVRTC:
     snprintf(what, sizeof what, "%s compiled by NVRTC %d.%d", ms->name, c->nvrtc_version / 1000,

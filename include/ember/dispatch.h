@@ -19,6 +19,14 @@ typedef enum em_image_kind {
   EM_IMAGE_HEADER = 4  /* a header the sources include (passed to NVRTC) */
 } em_image_kind;
 
+/* How the image table holds an image's bytes. The library keeps its kernel
+ * images zstd-compressed (a cubin shrinks 6-7 times) and decompresses the one
+ * a module load needs, when it needs it. */
+typedef enum em_image_storage {
+  EM_IMAGE_STORED = 0, /* the bytes as they are */
+  EM_IMAGE_ZSTD = 1    /* one zstd frame of the bytes */
+} em_image_storage;
+
 /* Flags of an image. */
 #define EM_IMAGE_LEGACY 0x1u /* legacy PTX from clang's NVPTX back end (old ISA) */
 
@@ -33,14 +41,25 @@ typedef struct em_image_info {
   unsigned flags;          /* EM_IMAGE_LEGACY ... */
   const char *producer;    /* "nvcc 13.0.88", "clang 14.0.6", "source" */
   const char *kernels;     /* comma-separated kernel names */
-  uint64_t size;           /* bytes */
-  uint64_t hash;           /* XXH3-64 of the bytes */
-  const void *data;        /* the bytes themselves (inside the library) */
+  uint64_t size;           /* bytes of the image (as the driver or NVRTC takes them) */
+  uint64_t hash;           /* XXH3-64 of those bytes */
+  em_image_storage storage;/* how the table holds them: as they are, or zstd-compressed */
+  uint64_t stored_size;    /* bytes the table holds for the image (= size when stored as is) */
+  const void *stored;      /* those bytes (inside the library, or the opened table): read the
+                              image itself with em_image_read */
 } em_image_info;
 
 /* The table of images embedded in this library. */
 EM_API em_status em_image_count(size_t *count);
 EM_API em_status em_image_get(size_t index, em_image_info *out);
+
+/* The bytes of an image of either table (em_image_get, em_image_table_get),
+ * decompressed when the table holds them compressed, and checked against the
+ * image's size and hash: *bytes is a malloc'd buffer of img->size bytes and
+ * one NUL more (PTX and sources already end in theirs), the caller frees it.
+ * EM_ERR_CORRUPT naming the image when they do not decompress or do not
+ * match; EM_ERR_OUT_OF_MEMORY. */
+EM_API em_status em_image_read(const em_image_info *img, void **bytes);
 
 /* The image table of another Ember library or program file, read with libelf
  * without loading it (tools use this: `ember images --file`, gpucheck). */

@@ -170,10 +170,10 @@ static void load_table(const char *lib) {
     if (img.kind == EM_IMAGE_SOURCE && g_nmod < MAX_MODULES && module_wanted(img.module)) {
       module *m = &g_mod[g_nmod++];
       snprintf(m->name, sizeof m->name, "%s", img.module);
-      m->source = img.data; /* NUL-terminated: pack_images keeps the terminator */
+      if (em_image_read(&img, (void **)&m->source)) die("%s", em_last_error()); /* NUL-terminated, kept */
       m->kernels = img.kernels;
     } else if (img.kind == EM_IMAGE_HEADER && g_nhdr < MAX_HEADERS) {
-      g_hdr[g_nhdr] = img.data;
+      if (em_image_read(&img, (void **)&g_hdr[g_nhdr])) die("%s", em_last_error());
       g_hdr_name[g_nhdr++] = img.module;
     }
   }

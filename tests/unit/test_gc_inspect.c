@@ -890,8 +890,20 @@ static void test_ember_library(void **state) {
     assert_int_equal(m->variant, e.variant);
     assert_int_equal(m->ptx_isa, e.ptx_isa);
     assert_int_equal(m->toolkit, e.toolkit);
-    assert_int_equal(m->size, e.size);
-    assert_int_equal(m->compression, 0);
+    /* Both sizes: what the table holds and the image; Ember, not the driver,
+     * decompresses its images. */
+    assert_int_equal(m->size, e.stored_size);
+    assert_int_equal(m->uncompressed, e.size);
+    assert_int_equal(m->compression, e.storage == EM_IMAGE_ZSTD ? GC_COMP_EMBER_ZSTD : 0);
+    assert_false(gc_driver_decompresses(m));
+    /* The ELF ABI, from the cubin's header (decompressed alone). */
+    if (e.kind == EM_IMAGE_CUBIN) {
+      void *bytes = NULL;
+      assert_int_equal(em_image_read(&e, &bytes), EM_OK);
+      assert_int_equal(m->abi_version, ((const uint8_t *)bytes)[8]); /* e_ident[EI_ABIVERSION] */
+      assert_true(m->abi_version == 7 || m->abi_version == 8);
+      free(bytes);
+    }
     assert_int_equal(strncmp(m->kernels, e.kernels ? e.kernels : "", sizeof m->kernels - 1), 0);
   }
   gc_images_free(&s);

@@ -3,9 +3,10 @@
  *
  * The blobs are written by a small writer in this file that follows the
  * layout documented in image_blob.h byte by byte (little-endian fields at
- * fixed offsets: header 40 bytes, entry 64 bytes, then the string table, then
- * the payloads 16-byte aligned), with the hashes computed by xxHash directly.
- * Corruptions patch those known offsets. The embedded table is checked against
+ * fixed offsets: header 40 bytes, entry 88 bytes (version 1: 64), then the
+ * string table, then the payloads 16-byte aligned), with the hashes computed
+ * by xxHash and the zstd frames made by libzstd directly. Corruptions patch
+ * those known offsets. The embedded table is checked against
  * the files it was built from (kernels/, ptx/, $EMBER_BUILD_DIR/kernels/),
  * read here with stdio, and against kernel names scanned from the sources. */
 #include <stdarg.h>
@@ -21,6 +22,7 @@
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
+#include <zstd.h>
 
 #include "ember/dispatch.h"
 #include "error.h"
@@ -33,7 +35,7 @@ enum {
   H_STRTAB_OFF = 32, H_STRTAB_SIZE = 36, HEADER_BYTES = 40,
   E_KIND = 0, E_ARCH = 4, E_VARIANT = 8, E_ISA = 12, E_TOOLKIT = 16, E_MIN_DRIVER = 20, E_FLAGS = 24,
   E_MODULE = 28, E_PRODUCER = 32, E_KERNELS = 36, E_DATA_OFF = 40, E_DATA_SIZE = 48, E_HASH = 56,
-  ENTRY_BYTES = 64
+  ENTRY_V1_BYTES = 64, E_STORAGE = 64, E_RESERVED = 68, E_SIZE = 72, E_DATA_HASH = 80, ENTRY_BYTES = 88
 };
 
 /* The header's structs must have exactly this layout, since they are the
@@ -44,6 +46,10 @@ _Static_assert(offsetof(em_blob_header, strtab_size) == H_STRTAB_SIZE, "header l
 _Static_assert(sizeof(em_blob_entry) == ENTRY_BYTES, "entry layout");
 _Static_assert(offsetof(em_blob_entry, kernels) == E_KERNELS, "entry layout");
 _Static_assert(offsetof(em_blob_entry, hash) == E_HASH, "entry layout");
+_Static_assert(offsetof(em_blob_entry, storage) == E_STORAGE, "entry layout");
+_Static_assert(offsetof(em_blob_entry, size) == E_SIZE, "entry layout");
+_Static_assert(offsetof(em_blob_entry, data_hash) == E_DATA_HASH, "entry layout");
+_Static_assert(EM_BLOB_ENTRY_V1_SIZE == ENTRY_V1_BYTES, "entry layout");
 
 static void put32(uint8_t *p, uint32_t v) {
   for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
@@ -57,6 +63,7 @@ typedef struct spec {
   const char *module, *producer, *kernels;
   const void *data;
   size_t size;
+  int zstd;               /* stored as one zstd frame (version 2 only) */
 } spec;
 
 #define MAX_SPECS 8
@@ -66,16 +73,37 @@ typedef struct blob {
   size_t size;
   size_t entry[MAX_SPECS]; /* offset of each entry */
   size_t data[MAX_SPECS];  /* offset of each payload */
+  size_t data_size[MAX_SPECS];
+  void *payload[MAX_SPECS]; /* what was written: the zstd frame, or the spec's bytes */
   size_t str_module[MAX_SPECS];  /* offset of each module string, from the string table */
   size_t strtab, strtab_size;
 } blob;
 
-/* Writes n specs. header_size/entry_size larger than 40/64 add unknown
- * trailing fields (filled with 0xAA), which readers must skip. */
-static blob build_ex(const spec *s, size_t n, uint32_t header_size, uint32_t entry_size) {
+static void free_blob(blob *o) {
+  for (size_t i = 0; i < MAX_SPECS; i++) free(o->payload[i]);
+  free(o->b);
+}
+
+/* Writes n specs in table version `version` (1: 64-byte entries, every
+ * payload as it is). header_size/entry_size larger than 40/88 (64) add
+ * unknown trailing fields (filled with 0xAA), which readers must skip. */
+static blob build_v(const spec *s, size_t n, uint32_t version, uint32_t header_size, uint32_t entry_size) {
   blob o;
   memset(&o, 0, sizeof o);
   assert_true(n <= MAX_SPECS);
+  for (size_t i = 0; i < n; i++) {
+    size_t cap = ZSTD_compressBound(s[i].size);
+    o.payload[i] = malloc(s[i].zstd ? cap : s[i].size + 1);
+    assert_non_null(o.payload[i]);
+    if (s[i].zstd) {
+      assert_int_equal(version, 2);
+      o.data_size[i] = ZSTD_compress(o.payload[i], cap, s[i].data, s[i].size, 3);
+      assert_false(ZSTD_isError(o.data_size[i]));
+    } else {
+      memcpy(o.payload[i], s[i].data, s[i].size);
+      o.data_size[i] = s[i].size;
+    }
+  }
   /* String table: "" at 0, then module, producer, kernels of each entry. */
   char strtab[4096];
   size_t sl = 1, soff[MAX_SPECS][3];
@@ -97,14 +125,14 @@ static blob build_ex(const spec *s, size_t n, uint32_t header_size, uint32_t ent
   for (size_t i = 0; i < n; i++) {
     end = (end + 15) & ~(size_t)15;
     o.data[i] = end;
-    end += s[i].size;
+    end += o.data_size[i];
   }
   o.size = end;
   o.b = malloc(o.size ? o.size : 1);
   assert_non_null(o.b);
   memset(o.b, 0xAA, o.size);
   memcpy(o.b + H_MAGIC, "EMBIMGS\0", 8);
-  put32(o.b + H_VERSION, 1);
+  put32(o.b + H_VERSION, version);
   put32(o.b + H_COUNT, (uint32_t)n);
   put32(o.b + H_HEADER_SIZE, header_size);
   put32(o.b + H_ENTRY_SIZE, entry_size);
@@ -125,20 +153,38 @@ static blob build_ex(const spec *s, size_t n, uint32_t header_size, uint32_t ent
     put32(e + E_PRODUCER, (uint32_t)soff[i][1]);
     put32(e + E_KERNELS, (uint32_t)soff[i][2]);
     put64(e + E_DATA_OFF, o.data[i]);
-    put64(e + E_DATA_SIZE, s[i].size);
+    put64(e + E_DATA_SIZE, o.data_size[i]);
     put64(e + E_HASH, XXH3_64bits(s[i].data, s[i].size));
+    if (version >= 2) {
+      put32(e + E_STORAGE, s[i].zstd ? EM_IMAGE_ZSTD : EM_IMAGE_STORED);
+      put32(e + E_RESERVED, 0);
+      put64(e + E_SIZE, s[i].size);
+      put64(e + E_DATA_HASH, XXH3_64bits(o.payload[i], o.data_size[i]));
+    }
   }
   memcpy(o.b + o.strtab, strtab, sl);
   for (size_t i = 0; i < n; i++) {
     /* Padding between payloads is zero, as a writer would leave it. */
-    size_t pad_from = i == 0 ? o.strtab + sl : o.data[i - 1] + s[i - 1].size;
+    size_t pad_from = i == 0 ? o.strtab + sl : o.data[i - 1] + o.data_size[i - 1];
     memset(o.b + pad_from, 0, o.data[i] - pad_from);
-    memcpy(o.b + o.data[i], s[i].data, s[i].size);
+    memcpy(o.b + o.data[i], o.payload[i], o.data_size[i]);
   }
   return o;
 }
 
+static blob build_ex(const spec *s, size_t n, uint32_t header_size, uint32_t entry_size) {
+  return build_v(s, n, 2, header_size, entry_size);
+}
 static blob build(const spec *s, size_t n) { return build_ex(s, n, HEADER_BYTES, ENTRY_BYTES); }
+
+/* Rewrites entry i's payload hash after a patch of its payload, so that the
+ * check under test is the one that sees it. */
+static void rehash_payload(blob *o, size_t i) {
+  uint8_t *e = o->b + o->entry[i];
+  uint64_t off = 0, size = 0;
+  for (int k = 7; k >= 0; k--) off = off << 8 | e[E_DATA_OFF + k], size = size << 8 | e[E_DATA_SIZE + k];
+  put64(e + E_DATA_HASH, XXH3_64bits(o->b + off, (size_t)size));
+}
 
 /* Payloads and the four specs of the standard blob. */
 static const uint8_t CUBIN_BYTES[] = {0x7f, 'E', 'L', 'F', 2, 1, 1, 0x41, 8, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3};
@@ -148,12 +194,12 @@ static const char HDR_TEXT[] = "#define EM_X 1\n";
 
 static size_t standard_specs(spec *s) {
   s[0] = (spec){EM_IMAGE_CUBIN, 90, 'a', 0, 13000, 13000, 0, "mod_a", "nvcc 13.0.88", "k1,k2",
-                CUBIN_BYTES, sizeof CUBIN_BYTES};
+                CUBIN_BYTES, sizeof CUBIN_BYTES, 1};
   s[1] = (spec){EM_IMAGE_PTX, 35, 0, 32, 0, 4000, EM_IMAGE_LEGACY, "mod_a", "clang 14.0.6", "k1",
-                PTX_TEXT, sizeof PTX_TEXT};
-  s[2] = (spec){EM_IMAGE_SOURCE, 0, 0, 0, 0, 0, 0, "mod_b", "source", "k1,k2", SRC_TEXT, sizeof SRC_TEXT};
+                PTX_TEXT, sizeof PTX_TEXT, 1};
+  s[2] = (spec){EM_IMAGE_SOURCE, 0, 0, 0, 0, 0, 0, "mod_b", "source", "k1,k2", SRC_TEXT, sizeof SRC_TEXT, 0};
   s[3] = (spec){EM_IMAGE_HEADER, 100, 'f', 0, 0, 0, 0x80000000u, "em_kernel.h", "", "", HDR_TEXT,
-                sizeof HDR_TEXT};
+                sizeof HDR_TEXT, 0};
   return 4;
 }
 
@@ -176,9 +222,16 @@ static void check_image(const em_image_info *img, const spec *s, const uint8_t *
   assert_string_equal(img->kernels, s->kernels);
   assert_int_equal(img->size, s->size);
   assert_int_equal(img->hash, XXH3_64bits(s->data, s->size));
+  assert_int_equal(img->storage, s->zstd ? EM_IMAGE_ZSTD : EM_IMAGE_STORED);
+  if (!s->zstd) assert_int_equal(img->stored_size, s->size);
   /* The view points into the blob, not at a copy. */
-  assert_ptr_equal(img->data, expect_data);
-  assert_memory_equal(img->data, s->data, s->size);
+  assert_ptr_equal(img->stored, expect_data);
+  /* The image itself, decompressed when it is a frame, NUL after its bytes. */
+  void *bytes = NULL;
+  if (em_image_read(img, &bytes) != EM_OK) fail_msg("em_image_read: %s", em_last_error());
+  assert_memory_equal(bytes, s->data, s->size);
+  assert_int_equal(((const uint8_t *)bytes)[s->size], 0);
+  free(bytes);
 }
 
 /* ---- valid blobs ---------------------------------------------------------- */
@@ -195,7 +248,7 @@ static void test_round_trip(void **state) {
   em_blob_view_free(&v);
   assert_null(v.images);
   assert_int_equal(v.count, 0);
-  free(o.b);
+  free_blob(&o);
 }
 
 static void test_empty_table(void **state) {
@@ -206,7 +259,7 @@ static void test_empty_table(void **state) {
   assert_int_equal(em_blob_parse(o.b, o.size, "test", &v), EM_OK);
   assert_int_equal(v.count, 0);
   em_blob_view_free(&v);
-  free(o.b);
+  free_blob(&o);
 }
 
 /* A newer writer may grow the header and the entries; "readers skip fields
@@ -221,7 +274,7 @@ static void test_larger_header_and_entries_are_skipped(void **state) {
   assert_int_equal(v.count, n);
   for (size_t i = 0; i < n; i++) check_image(&v.images[i], &s[i], o.b + o.data[i]);
   em_blob_view_free(&v);
-  free(o.b);
+  free_blob(&o);
 }
 
 /* Bytes after total_size (section padding) are not part of the table. */
@@ -235,7 +288,7 @@ static void test_trailing_bytes_are_ignored(void **state) {
   assert_int_equal(v.count, 4);
   em_blob_view_free(&v);
   free(big);
-  free(o.b);
+  free_blob(&o);
 }
 
 /* ---- corruptions ---------------------------------------------------------- */
@@ -265,12 +318,12 @@ static void corrupt(patch_fn patch, em_status want, const char *word) {
   blob o = standard_blob();
   patch(&o);
   expect_error(o.b, o.size, want, word);
-  free(o.b);
+  free_blob(&o);
 }
 
 static void p_magic(blob *o) { o->b[3] ^= 0x20; }
 static void p_magic_last(blob *o) { o->b[7] = '!'; } /* the magic includes its NUL */
-static void p_version(blob *o) { put32(o->b + H_VERSION, 2); }
+static void p_version(blob *o) { put32(o->b + H_VERSION, 3); }
 static void p_version0(blob *o) { put32(o->b + H_VERSION, 0); }
 static void p_header_small(blob *o) { put32(o->b + H_HEADER_SIZE, HEADER_BYTES - 1); }
 static void p_entry_small(blob *o) { put32(o->b + H_ENTRY_SIZE, ENTRY_BYTES - 1); }
@@ -306,22 +359,42 @@ static void p_payload_wrap(blob *o) {
   put64(o->b + o->entry[0] + E_DATA_OFF, 64);
   put64(o->b + o->entry[0] + E_DATA_SIZE, UINT64_MAX - 32);
 }
-static void p_hash(blob *o) { o->b[o->entry[2] + E_HASH] ^= 1; }
+static void p_hash(blob *o) { o->b[o->entry[2] + E_HASH] ^= 1; } /* entry 2 is stored as it is */
 static void p_payload_byte(blob *o) { o->b[o->data[1] + 5] ^= 0x40; }
+static void p_data_hash(blob *o) { o->b[o->entry[0] + E_DATA_HASH] ^= 1; }
+static void p_storage(blob *o) { put32(o->b + o->entry[0] + E_STORAGE, 7); }
+static void p_stored_size(blob *o) { put64(o->b + o->entry[2] + E_SIZE, sizeof SRC_TEXT + 1); }
+static void p_frame_size(blob *o) { put64(o->b + o->entry[0] + E_SIZE, sizeof CUBIN_BYTES + 1); }
+static void p_frame_size_huge(blob *o) { put64(o->b + o->entry[1] + E_SIZE, (uint64_t)1 << 40); }
+static void p_not_a_frame(blob *o) {
+  memcpy(o->b + o->data[0], "ELF!", 4); /* over the zstd magic */
+  rehash_payload(o, 0);
+}
+static void p_frame_cut(blob *o) {
+  put64(o->b + o->entry[1] + E_DATA_SIZE, o->data_size[1] - 1);
+  rehash_payload(o, 1);
+}
+static void p_frame_padded(blob *o) {
+  /* One byte of the padding after entry 0's frame counted in: the frame ends
+   * before its payload does. */
+  assert_true(o->data[0] + o->data_size[0] < o->data[1]);
+  put64(o->b + o->entry[0] + E_DATA_SIZE, o->data_size[0] + 1);
+  rehash_payload(o, 0);
+}
 
 static void test_short_header(void **state) {
   (void)state;
   blob o = standard_blob();
   expect_error(o.b, 0, EM_ERR_CORRUPT, "header");
   expect_error(o.b, HEADER_BYTES - 1, EM_ERR_CORRUPT, "header");
-  free(o.b);
+  free_blob(&o);
 }
 
 static void test_bad_header_fields(void **state) {
   (void)state;
   corrupt(p_magic, EM_ERR_CORRUPT, "magic");
   corrupt(p_magic_last, EM_ERR_CORRUPT, "magic");
-  corrupt(p_version, EM_ERR_UNSUPPORTED, "version 2");
+  corrupt(p_version, EM_ERR_UNSUPPORTED, "version 3");
   corrupt(p_version0, EM_ERR_UNSUPPORTED, "version 0");
   corrupt(p_header_small, EM_ERR_CORRUPT, "header");
   corrupt(p_entry_small, EM_ERR_CORRUPT, "entry");
@@ -364,6 +437,142 @@ static void test_bad_entry_fields(void **state) {
   corrupt(p_hash, EM_ERR_CORRUPT, "checksum");
   corrupt(p_hash, EM_ERR_CORRUPT, "image 2");
   corrupt(p_payload_byte, EM_ERR_CORRUPT, "checksum");
+  corrupt(p_payload_byte, EM_ERR_CORRUPT, "image 1");
+}
+
+/* Version 2's fields: the payload's hash, the storage, the image's size and
+ * the zstd frame (checked from its header and block headers at parse time). */
+static void test_bad_storage_fields(void **state) {
+  (void)state;
+  corrupt(p_data_hash, EM_ERR_CORRUPT, "checksum");
+  corrupt(p_data_hash, EM_ERR_CORRUPT, "image 0 (mod_a)");
+  corrupt(p_storage, EM_ERR_CORRUPT, "storage 7");
+  corrupt(p_stored_size, EM_ERR_CORRUPT, "image 2 (mod_b)");
+  corrupt(p_stored_size, EM_ERR_CORRUPT, "size");
+  corrupt(p_frame_size, EM_ERR_CORRUPT, "frame holds 19 bytes, the entry says 20");
+  corrupt(p_frame_size_huge, EM_ERR_CORRUPT, "more than any image");
+  corrupt(p_not_a_frame, EM_ERR_CORRUPT, "not one zstd frame");
+  corrupt(p_not_a_frame, EM_ERR_CORRUPT, "image 0 (mod_a)");
+  corrupt(p_frame_cut, EM_ERR_CORRUPT, "not one zstd frame");
+  corrupt(p_frame_padded, EM_ERR_CORRUPT, "frame ends before the payload");
+}
+
+/* A version 1 table (what libraries before the compressed table carry):
+ * 64-byte entries, every payload the image itself. Tools read it. */
+static void test_version1_table_is_read(void **state) {
+  (void)state;
+  spec s[MAX_SPECS];
+  size_t n = standard_specs(s);
+  for (size_t i = 0; i < n; i++) s[i].zstd = 0;
+  blob o = build_v(s, n, 1, HEADER_BYTES, ENTRY_V1_BYTES);
+  em_blob_view v;
+  assert_int_equal(em_blob_parse(o.b, o.size, "test", &v), EM_OK);
+  assert_int_equal(v.count, n);
+  for (size_t i = 0; i < n; i++) check_image(&v.images[i], &s[i], o.b + o.data[i]);
+  em_blob_view_free(&v);
+  /* Its entries may grow too; smaller than 64 bytes they are corrupt. */
+  free_blob(&o);
+  o = build_v(s, n, 1, HEADER_BYTES, ENTRY_V1_BYTES + 8);
+  assert_int_equal(em_blob_parse(o.b, o.size, "test", &v), EM_OK);
+  for (size_t i = 0; i < n; i++) check_image(&v.images[i], &s[i], o.b + o.data[i]);
+  em_blob_view_free(&v);
+  put32(o.b + H_ENTRY_SIZE, ENTRY_V1_BYTES - 1);
+  expect_error(o.b, o.size, EM_ERR_CORRUPT, "entry");
+  free_blob(&o);
+}
+
+/* What the parser cannot see without decompressing: the image's own hash.
+ * em_image_read checks it and names the image. */
+static void test_read_checks_the_image_hash(void **state) {
+  (void)state;
+  blob o = standard_blob();
+  o.b[o.entry[0] + E_HASH] ^= 1;
+  em_blob_view v;
+  assert_int_equal(em_blob_parse(o.b, o.size, "test", &v), EM_OK);
+  void *bytes = (void *)1;
+  assert_int_equal(em_image_read(&v.images[0], &bytes), EM_ERR_CORRUPT);
+  assert_null(bytes);
+  if (!strstr(em_last_error(), "mod_a sm_90a cubin") || !strstr(em_last_error(), "checksum"))
+    fail_msg("message: %s", em_last_error());
+  em_image_info bad = v.images[2];
+  bad.storage = (em_image_storage)9;
+  assert_int_equal(em_image_read(&bad, &bytes), EM_ERR_CORRUPT);
+  bad = v.images[2];
+  bad.stored_size--;
+  assert_int_equal(em_image_read(&bad, &bytes), EM_ERR_CORRUPT);
+  bad = v.images[1];
+  bad.size = EM_BLOB_IMAGE_MAX + 1;
+  assert_int_equal(em_image_read(&bad, &bytes), EM_ERR_CORRUPT);
+  assert_int_equal(em_image_read(NULL, &bytes), EM_ERR_INVALID_ARGUMENT);
+  assert_int_equal(em_image_read(&v.images[0], NULL), EM_ERR_INVALID_ARGUMENT);
+  em_blob_view_free(&v);
+  free_blob(&o);
+}
+
+/* Every one-byte change of a zstd payload (its hash rewritten, so the parser
+ * takes it when the frame's structure holds) is refused by the parser or by
+ * em_image_read, or changes nothing: never wrong bytes, never a crash. */
+static void test_every_frame_byte_flip(void **state) {
+  (void)state;
+  spec s[MAX_SPECS];
+  size_t n = standard_specs(s);
+  blob o = build(s, n);
+  size_t caught_by_parse = 0, caught_by_read = 0;
+  for (size_t k = 0; k < o.data_size[1]; k++) {
+    for (int bit = 0; bit < 8; bit++) {
+      uint8_t *c = malloc(o.size);
+      memcpy(c, o.b, o.size);
+      c[o.data[1] + k] ^= (uint8_t)(1u << bit);
+      put64(c + o.entry[1] + E_DATA_HASH, XXH3_64bits(c + o.data[1], o.data_size[1]));
+      em_blob_view v;
+      if (em_blob_parse(c, o.size, "test", &v) != EM_OK) {
+        caught_by_parse++;
+      } else {
+        void *bytes = NULL;
+        em_status st = em_image_read(&v.images[1], &bytes);
+        if (st == EM_OK) {
+          assert_memory_equal(bytes, s[1].data, s[1].size);
+        } else {
+          assert_int_equal(st, EM_ERR_CORRUPT);
+          if (!strstr(em_last_error(), "mod_a compute_35 legacy PTX")) fail_msg("message: %s", em_last_error());
+          caught_by_read++;
+        }
+        free(bytes);
+        em_blob_view_free(&v);
+      }
+      free(c);
+    }
+  }
+  assert_true(caught_by_parse > 0);
+  assert_true(caught_by_read > 0);
+  free_blob(&o);
+}
+
+/* The first bytes of an image, as gpucheck reads a cubin's ELF header. */
+static void test_image_head(void **state) {
+  (void)state;
+  blob o = standard_blob();
+  em_blob_view v;
+  assert_int_equal(em_blob_parse(o.b, o.size, "test", &v), EM_OK);
+  uint8_t head[256];
+  size_t got = 0;
+  for (size_t i = 0; i < 4; i++) {
+    const uint8_t *want = i == 0 ? CUBIN_BYTES : i == 1 ? (const uint8_t *)PTX_TEXT : i == 2 ? (const uint8_t *)SRC_TEXT
+                                                                                             : (const uint8_t *)HDR_TEXT;
+    assert_int_equal(em_blob_image_head(&v.images[i], head, 10, &got), EM_OK);
+    assert_int_equal(got, 10);
+    assert_memory_equal(head, want, 10);
+    /* A larger buffer gets the whole image. */
+    assert_int_equal(em_blob_image_head(&v.images[i], head, sizeof head, &got), EM_OK);
+    assert_int_equal(got, v.images[i].size);
+    assert_memory_equal(head, want, got);
+  }
+  em_image_info bad = v.images[0];
+  bad.stored_size = 3; /* the frame cut short */
+  assert_int_equal(em_blob_image_head(&bad, head, sizeof head, &got), EM_ERR_CORRUPT);
+  if (!strstr(em_last_error(), "mod_a sm_90a cubin")) fail_msg("message: %s", em_last_error());
+  em_blob_view_free(&v);
+  free_blob(&o);
 }
 
 /* Every proper prefix of a valid blob is refused without a crash, both as
@@ -382,7 +591,7 @@ static void test_every_truncation(void **state) {
       free(c);
     }
   }
-  free(o.b);
+  free_blob(&o);
 }
 
 /* ---- the table embedded in this build -------------------------------------- */
@@ -504,11 +713,21 @@ static em_image_info image_at(size_t i) {
   return img;
 }
 
+/* The image's bytes (em_image_read, which checks them against the hash). */
+static uint8_t *image_bytes(const em_image_info *img) {
+  void *bytes = NULL;
+  if (em_image_read(img, &bytes) != EM_OK) fail_msg("em_image_read: %s", em_last_error());
+  return bytes;
+}
+
 /* Text images are handed to NVRTC and the driver's JIT as C strings, so the
- * stored bytes are the file followed by its terminating NUL. */
+ * image is the file followed by its terminating NUL. */
 static int is_file_text(const em_image_info *img, const file_bytes *f) {
-  return img->size == f->size + 1 && !memcmp(img->data, f->data, f->size) &&
-         ((const uint8_t *)img->data)[f->size] == 0;
+  if (img->size != f->size + 1) return 0;
+  uint8_t *d = image_bytes(img);
+  int same = !memcmp(d, f->data, f->size) && d[f->size] == 0;
+  free(d);
+  return same;
 }
 
 static void test_embedded_table_integrity(void **state) {
@@ -520,11 +739,13 @@ static void test_embedded_table_integrity(void **state) {
     assert_non_null(img.module);
     assert_non_null(img.producer);
     assert_non_null(img.kernels);
-    assert_non_null(img.data);
+    assert_non_null(img.stored);
     assert_true(img.size > 0);
-    if (XXH3_64bits(img.data, (size_t)img.size) != img.hash)
+    assert_true(img.storage == EM_IMAGE_STORED || img.storage == EM_IMAGE_ZSTD);
+    if (img.storage == EM_IMAGE_STORED) assert_int_equal(img.stored_size, img.size);
+    char *d = (char *)image_bytes(&img);
+    if (XXH3_64bits(d, (size_t)img.size) != img.hash)
       fail_msg("image %zu (%s) hash does not match its bytes", i, img.module);
-    const char *d = img.data;
     switch (img.kind) {
     case EM_IMAGE_CUBIN:
       assert_memory_equal(d, "\x7f" "ELF", 4);
@@ -548,6 +769,7 @@ static void test_embedded_table_integrity(void **state) {
     default:
       fail_msg("image %zu has kind %d", i, (int)img.kind);
     }
+    free(d);
   }
   /* Past the end: not found, with a message. */
   em_image_info img;
@@ -588,8 +810,10 @@ static void test_embedded_table_per_module(void **state) {
         assert_int_equal(img.arch, 35);
         assert_int_equal(img.ptx_isa, 32);
         assert_int_equal(img.variant, 0);
-        assert_non_null(strstr(img.data, ".version 3.2\n"));
-        assert_non_null(strstr(img.data, ".target sm_35\n"));
+        char *text = (char *)image_bytes(&img);
+        assert_non_null(strstr(text, ".version 3.2\n"));
+        assert_non_null(strstr(text, ".target sm_35\n"));
+        free(text);
       }
       if (img.kind == EM_IMAGE_PTX || img.kind == EM_IMAGE_CUBIN || img.kind == EM_IMAGE_SOURCE) {
         compiled += img.kind != EM_IMAGE_SOURCE;
@@ -680,7 +904,11 @@ static void test_embedded_cubins_match_build(void **state) {
       int found = 0;
       for (size_t i = 0; i < n; i++) {
         em_image_info img = image_at(i);
-        if (img.kind != EM_IMAGE_CUBIN || img.size != f.size || memcmp(img.data, f.data, f.size)) continue;
+        if (img.kind != EM_IMAGE_CUBIN || img.size != f.size) continue;
+        uint8_t *bytes = image_bytes(&img);
+        int same = !memcmp(bytes, f.data, f.size);
+        free(bytes);
+        if (!same) continue;
         found++;
         matched[i] = 1;
         assert_string_equal(img.module, module);
@@ -714,6 +942,11 @@ int main(void) {
       cmocka_unit_test(test_bad_header_fields),
       cmocka_unit_test(test_bad_strings),
       cmocka_unit_test(test_bad_entry_fields),
+      cmocka_unit_test(test_bad_storage_fields),
+      cmocka_unit_test(test_version1_table_is_read),
+      cmocka_unit_test(test_read_checks_the_image_hash),
+      cmocka_unit_test(test_every_frame_byte_flip),
+      cmocka_unit_test(test_image_head),
       cmocka_unit_test(test_every_truncation),
       cmocka_unit_test(test_embedded_table_integrity),
       cmocka_unit_test(test_embedded_table_per_module),

@@ -121,7 +121,8 @@ static void add_image(image_table *t, const char *module, em_image_kind kind, in
   im->producer = kind == EM_IMAGE_SOURCE ? "source" : (flags & EM_IMAGE_LEGACY) ? "clang" : "nvcc";
   im->kernels = "add,mul,relu";
   im->size = sizeof k_bytes;
-  im->data = k_bytes;
+  im->stored_size = sizeof k_bytes;
+  im->stored = k_bytes;
 }
 
 /* min_driver values are written by hand from the rules in the header comment. */

@@ -55,12 +55,13 @@ static int fail(const char *what) {
 static json_t *image_json(size_t i, const em_image_info *img) {
   char hash[17];
   snprintf(hash, sizeof hash, "%016llx", (unsigned long long)img->hash);
-  return json_pack("{s:I, s:s, s:s, s:s, s:i, s:s, s:i, s:i, s:i, s:b, s:s, s:s, s:I, s:s}", "index", (json_int_t)i,
-                   "module", img->module, "kind", kind_str(img->kind), "arch_name",
+  return json_pack("{s:I, s:s, s:s, s:s, s:i, s:s, s:i, s:i, s:i, s:b, s:s, s:s, s:I, s:s, s:s, s:I}", "index",
+                   (json_int_t)i, "module", img->module, "kind", kind_str(img->kind), "arch_name",
                    img->kind == EM_IMAGE_CUBIN ? "sm" : img->kind == EM_IMAGE_PTX ? "compute" : "", "arch", img->arch,
                    "variant", variant_str(img->variant), "ptx_isa", img->ptx_isa, "toolkit", img->toolkit,
                    "min_driver", img->min_driver, "legacy", (img->flags & EM_IMAGE_LEGACY) != 0, "producer",
-                   img->producer, "kernels", img->kernels, "size", (json_int_t)img->size, "hash", hash);
+                   img->producer, "kernels", img->kernels, "size", (json_int_t)img->size, "hash", hash, "storage",
+                   img->storage == EM_IMAGE_ZSTD ? "zstd" : "stored", "stored_size", (json_int_t)img->stored_size);
 }
 
 /* The table of this library, or of another file (read without loading it). */
@@ -79,8 +80,8 @@ static int cmd_images(int json, const char *file) {
     return fail("reading the image table");
   }
   json_t *arr = json_array();
-  if (!json) printf("%-3s %-12s %-7s %-12s %-6s %-8s %-11s %-9s %s\n", "#", "module", "kind", "arch", "isa", "toolkit",
-                    "min driver", "bytes", "producer");
+  if (!json) printf("%-3s %-12s %-7s %-12s %-6s %-8s %-11s %-9s %-9s %s\n", "#", "module", "kind", "arch", "isa",
+                    "toolkit", "min driver", "bytes", "stored", "producer");
   for (size_t i = 0; i < n; i++) {
     em_image_info img;
     if (image_at(i, &img)) return fail("reading the image table");
@@ -93,8 +94,9 @@ static int cmd_images(int json, const char *file) {
     if (json) {
       json_array_append_new(arr, image_json(i, &img));
     } else {
-      printf("%-3zu %-12s %-7s %-12s %-6s %-8s %-11s %-9llu %s%s\n", i, img.module, kind_str(img.kind), arch, isa, tk,
-             md, (unsigned long long)img.size, img.producer, (img.flags & EM_IMAGE_LEGACY) ? " (legacy)" : "");
+      printf("%-3zu %-12s %-7s %-12s %-6s %-8s %-11s %-9llu %-9llu %s%s\n", i, img.module, kind_str(img.kind), arch,
+             isa, tk, md, (unsigned long long)img.size, (unsigned long long)img.stored_size, img.producer,
+             (img.flags & EM_IMAGE_LEGACY) ? " (legacy)" : "");
     }
   }
   if (json) {

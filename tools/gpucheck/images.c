@@ -255,9 +255,24 @@ static gc_image_kind kind_from_ember(em_image_kind k) {
   }
 }
 
+/* A cubin's ABI from its ELF header: of a compressed image only the header
+ * is decompressed (the table gives everything else; inflating the full
+ * build's 140 MB of cubins per inspect would cost half a second). */
+static int ember_cubin_abi(const em_image_info *m) {
+  uint8_t head[64];
+  size_t got = 0;
+  em_cubin_info ci;
+  if (m->storage == EM_IMAGE_STORED)
+    return em_cubin_read(m->stored, (size_t)m->stored_size, &ci, NULL, 0) == EM_OK ? ci.abi_version : 0;
+  if (em_blob_image_head(m, head, sizeof head, &got) != EM_OK) return 0;
+  return em_cubin_read_header(head, got, &ci) == EM_OK ? ci.abi_version : 0;
+}
+
 /* Ember's image table (runtime/image_blob.h). Each kernel module plays the
- * part of a fatbin container: the runtime loads one image per module. */
-static int read_ember(gc_image_set *s, const void *sec, size_t size, size_t base, char *err, size_t cap) {
+ * part of a fatbin container: the runtime loads one image per module. Its
+ * images are zstd frames that Ember, not the driver, decompresses
+ * (GC_COMP_EMBER_ZSTD): no driver rule applies to them. */
+static int read_ember(gc_image_set *s, const void *sec, size_t size, size_t base, int mode, char *err, size_t cap) {
   /* em_blob_parse reads fields in place: give it its own aligned copy. */
   void *blob = malloc(size);
   if (!blob) return failf(err, cap, s->path, "out of memory for %zu bytes of %s", size, EM_BLOB_SECTION);
@@ -285,14 +300,13 @@ static int read_ember(gc_image_set *s, const void *sec, size_t size, size_t base
     img->variant = m->variant;
     img->ptx_isa = m->ptx_isa;
     img->toolkit = m->toolkit;
-    img->size = img->uncompressed = m->size;
+    img->compression = m->storage == EM_IMAGE_ZSTD ? GC_COMP_EMBER_ZSTD : 0;
+    img->size = m->stored_size;
+    img->uncompressed = m->size;
     snprintf(img->kernels, sizeof img->kernels, "%s", m->kernels ? m->kernels : "");
     img->n_kernels = count_names(m->kernels);
-    img->offset = base + (size_t)((const uint8_t *)m->data - (const uint8_t *)blob);
-    if (img->kind == GC_IMG_CUBIN) {
-      em_cubin_info ci;
-      if (em_cubin_read(m->data, (size_t)m->size, &ci, NULL, 0) == EM_OK) img->abi_version = ci.abi_version;
-    }
+    img->offset = base + (size_t)((const uint8_t *)m->stored - (const uint8_t *)blob);
+    if (img->kind == GC_IMG_CUBIN && mode != GC_READ_HEADERS) img->abi_version = ember_cubin_abi(m);
     const char *name = m->module ? m->module : "";
     size_t k = 0;
     while (k < n_modules && strcmp(modules[k], name)) k++;
@@ -398,7 +412,7 @@ static int read_elf(gc_image_set *s, const uint8_t *data, size_t size, int mode,
                  ember ? EM_BLOB_SECTION : FATBIN_SECTION, (unsigned long long)sh.sh_offset,
                  (unsigned long long)sh.sh_size, elf_errmsg(-1));
     } else if (ember) {
-      rc = read_ember(s, d->d_buf, d->d_size, (size_t)sh.sh_offset, err, cap);
+      rc = read_ember(s, d->d_buf, d->d_size, (size_t)sh.sh_offset, mode, err, cap);
     } else {
       rc = read_fatbin(s, d->d_buf, d->d_size, (size_t)sh.sh_offset, mode, err, cap);
     }
@@ -693,7 +707,7 @@ static void explain_native(text *t, const gc_image *m, int cc, int driver) {
     ver(tk, m->toolkit);
     put(t, "; made by CUDA %s", tk);
     if (driver > 0) put(t, ", which this driver loads");
-  } else if (m->compression && !driver_loads_every_cubin(driver)) {
+  } else if (gc_driver_decompresses(m) && !driver_loads_every_cubin(driver)) {
     put(t, "; its toolkit was not read (compressed entry), so whether this driver loads it is unknown");
   }
 }

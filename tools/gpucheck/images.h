@@ -10,13 +10,16 @@
 
 typedef enum gc_image_kind { GC_IMG_CUBIN = 1, GC_IMG_PTX = 2, GC_IMG_LTOIR = 3, GC_IMG_OTHER = 4 } gc_image_kind;
 
+#define GC_COMP_EMBER_ZSTD 3
+
 typedef struct gc_image {
   gc_image_kind kind;
   int arch;              /* 75, 90, 120 */
   char variant;          /* 0, 'a', 'f' */
   int ptx_isa;           /* PTX: 10*major+minor; 0 for cubins */
   int toolkit;           /* CUDA version that made it when known (cubin notes / e_version), else 0 */
-  int compression;       /* 0 none, 1 LZ4, 2 zstd */
+  int compression;       /* 0 none, 1 LZ4, 2 zstd (a fatbin entry: the driver decompresses it),
+                            GC_COMP_EMBER_ZSTD (an Ember image: Ember decompresses it) */
   uint64_t size;         /* stored bytes */
   uint64_t uncompressed; /* bytes once decompressed (= size when not compressed) */
   int abi_version;       /* cubin ELF ABI (7 = V1, 8 = V2); 0 if not a cubin or unread */
@@ -75,6 +78,10 @@ const char *gc_run_name(gc_run r); /* "runs natively", "runs through PTX JIT", .
  * gc_check_source): the binary-compatibility rules, the PTX ISA -> driver
  * table, minor-version compatibility. NULL for a native run. */
 const char *gc_run_sources(gc_run r);
+
+/* Whether the driver itself must decompress the image (a compressed fatbin
+ * entry), which the driver rules and unread toolkits depend on. */
+static inline int gc_driver_decompresses(const gc_image *m) { return m->compression == 1 || m->compression == 2; }
 
 /* images_json.c: the shapes of SCHEMA.md, shared by inspect, whatif, fleet. */
 #include <jansson.h>

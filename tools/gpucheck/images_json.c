@@ -26,7 +26,7 @@ const char *gc_run_key(gc_run r) {
   return "unknown";
 }
 
-static const char *comp_name(int c) { return c == 1 ? "lz4" : c == 2 ? "zstd" : ""; }
+static const char *comp_name(int c) { return c == 1 ? "lz4" : c == 2 || c == GC_COMP_EMBER_ZSTD ? "zstd" : ""; }
 static const char *vstr(char v) { return v == 'a' ? "a" : v == 'f' ? "f" : ""; }
 
 json_t *gc_image_json(const gc_image *m) {

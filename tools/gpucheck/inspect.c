@@ -163,7 +163,7 @@ static void local_targets(inspect_args *a, char *none, size_t none_cap) {
 
 /* ------------------------------------------------------------ naming --- */
 
-static const char *comp_name(int c) { return c == 1 ? "lz4" : c == 2 ? "zstd" : ""; }
+static const char *comp_name(int c) { return c == 1 ? "lz4" : c == 2 || c == GC_COMP_EMBER_ZSTD ? "zstd" : ""; }
 static const char *vstr(char v) { return v == 'a' ? "a" : v == 'f' ? "f" : ""; }
 
 /* "sm_90a" / "compute_90" / "lto_90" */
@@ -299,7 +299,7 @@ static int toolkit_matters(const gc_image_set *s, int driver) {
     if (em_toolkit_at(i)->cuda > newest) newest = em_toolkit_at(i)->cuda;
   if (driver >= em_cubin_min_driver(newest)) return 0;
   for (size_t i = 0; i < s->n; i++)
-    if (s->images[i].kind == GC_IMG_CUBIN && s->images[i].toolkit == 0 && s->images[i].compression) return 1;
+    if (s->images[i].kind == GC_IMG_CUBIN && s->images[i].toolkit == 0 && gc_driver_decompresses(&s->images[i])) return 1;
   return 0;
 }
 
