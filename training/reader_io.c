@@ -89,18 +89,21 @@ em_status em_gunzip(const char *name, const unsigned char *b, size_t n, size_t l
   em_status st = EM_OK;
   size_t in_left = n;
   for (;;) {
+    if (have > limit) {
+      st = em_fail(EM_ERR_CORRUPT, "%s: gzip: more than %zu bytes decompressed; refused", name, limit);
+      break;
+    }
     if (have + 1 >= cap) {
-      if (cap > limit) {
-        st = em_fail(EM_ERR_CORRUPT, "%s: gzip: more than %zu bytes decompressed; refused", name, limit);
-        break;
-      }
-      unsigned char *bigger = realloc(buf, cap * 2);
+      /* Room for limit + 1 bytes at most (and the 0 byte): one byte past the
+       * limit is enough to know the output is over it. */
+      size_t want = cap > (limit + 2) / 2 ? limit + 2 : cap * 2;
+      unsigned char *bigger = realloc(buf, want);
       if (!bigger) {
         st = em_fail(EM_ERR_OUT_OF_MEMORY, "%s: out of memory after %zu decompressed bytes", name, have);
         break;
       }
       buf = bigger;
-      cap *= 2;
+      cap = want;
     }
     /* zlib counts in uInt: feed at most 1 GiB at a time. */
     uInt chunk_in = in_left > (1u << 30) ? (1u << 30) : (uInt)in_left;
@@ -112,6 +115,7 @@ em_status em_gunzip(const char *name, const unsigned char *b, size_t n, size_t l
     int r = inflate(&z, Z_NO_FLUSH);
     in_left -= chunk_in - z.avail_in;
     have += chunk_out - z.avail_out;
+    if (have > limit) continue; /* refused at the top of the loop */
     if (r == Z_STREAM_END) {
       /* Another member may follow (gzip -c a b > c); anything else after the
        * last member is an error rather than bytes silently ignored. */

@@ -23,6 +23,7 @@
 #include <xxhash.h>
 
 #include "ember.h"
+#include "reader_internal.h" /* em_gunzip's limit, which no file of a test's size reaches through the API */
 
 static char tmpdir[256];
 
@@ -308,6 +309,52 @@ static void test_idx_errors(void **state) {
   em_dataset *d;
   assert_int_equal(em_dataset_open_idx(path_of("missing"), path_of("lab"), 10, &d), EM_ERR_IO);
   assert_contains(em_last_error(), "missing");
+}
+
+/* em_gunzip refuses an output over its limit (a gzip bomb), whatever the
+ * growth of its buffer: exactly the limit passes, one byte more fails, and
+ * so does an output between the limit and twice it (the buffer once grew by
+ * doubling and only checked the limit before growing). With and without the
+ * trailer's size hint (a second member follows the first). */
+static void test_gunzip_limit(void **state) {
+  (void)state;
+  const size_t limit = 100000;
+  static const size_t sizes[] = {100000, 100001, 150000, 199999};
+  unsigned char *plain = calloc(1, 200000);
+  assert_non_null(plain);
+  for (size_t i = 0; i < 200000; i++) plain[i] = (unsigned char)(i * 31 / 7);
+  for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++)
+    for (int members = 1; members <= 2; members++) {
+      /* Two members: the second a 1-byte file, so the trailer's size says 1. */
+      write_gz(path_of("lim.gz"), plain, sizes[k] - (size_t)(members - 1));
+      size_t n1, n2 = 0;
+      unsigned char *a = read_bytes(path_of("lim.gz"), &n1), *b = NULL;
+      if (members == 2) {
+        write_gz(path_of("one.gz"), plain + sizes[k] - 1, 1);
+        b = read_bytes(path_of("one.gz"), &n2);
+        a = realloc(a, n1 + n2);
+        memcpy(a + n1, b, n2);
+      }
+      unsigned char *out;
+      size_t out_size;
+      int gz;
+      em_status st = em_gunzip("lim.gz", a, n1 + n2, limit, &out, &out_size, &gz);
+      assert_int_equal(gz, 1);
+      if (sizes[k] <= limit) {
+        if (st != EM_OK) fail_msg("%zu bytes (%d members): %s", sizes[k], members, em_last_error());
+        assert_int_equal(out_size, sizes[k]);
+        assert_memory_equal(out, plain, sizes[k]);
+        free(out);
+      } else {
+        if (st == EM_OK) fail_msg("%zu bytes (%d members) over a limit of %zu: accepted", sizes[k], members, limit);
+        assert_int_equal(st, EM_ERR_CORRUPT);
+        assert_contains(em_last_error(), "more than 100000 bytes");
+        assert_null(out);
+      }
+      free(a);
+      free(b);
+    }
+  free(plain);
 }
 
 /* ------------------------------------------------------------------ CTF --- */
@@ -982,6 +1029,7 @@ int main(void) {
     cmocka_unit_test(test_idx_plain_and_gzip),
     cmocka_unit_test(test_idx_element_types),
     cmocka_unit_test(test_idx_errors),
+    cmocka_unit_test(test_gunzip_limit),
     cmocka_unit_test(test_ctf),
     cmocka_unit_test(test_ctf_errors),
     cmocka_unit_test(test_emb_roundtrip_and_layout),
