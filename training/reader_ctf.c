@@ -108,6 +108,9 @@ static em_status parse_values(ctf *c, ctf_stream *s) {
     if (s->decl->sparse) {
       int64_t at = 0;
       if ((st = parse_index(c, dim, &at)) != EM_OK || (st = parse_number(c, &v, 0)) != EM_OK) return st;
+      /* An index given twice adds up; each value is finite, their sum need not be. */
+      if (!isfinite(s->row[at] + v)) return fail_at(c, start, "the values given for this sparse index sum to a "
+                                                    "number that is not finite", "");
       s->row[at] += v;
     } else {
       if (count >= dim) {

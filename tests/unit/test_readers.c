@@ -442,6 +442,9 @@ static void test_ctf_errors(void **state) {
   expect_ctf_error("|features 1 2 nan |labels 0:1\n", "line 1, column 15", "not a number");
   expect_ctf_error("|features 1 2 1e99 |labels 0:1\n", "line 1, column 15", "finite");
   expect_ctf_error("| 1 2 3\n", "line 1, column 2", "name is missing");
+  /* A sparse index given twice adds up: two finite values whose sum is not
+   * (3e38 + 3e38 overflows f32) must not reach the data set as inf. */
+  expect_ctf_error("|features 1 2 3 |sp 1:3e38 1:3e38 |labels 0:1\n", "line 1, column 28", "not finite");
 
   em_dataset *d;
   assert_int_equal(em_dataset_open_ctf(path_of("bad.ctf"), ctf_decl, 0, &d), EM_ERR_INVALID_ARGUMENT);
