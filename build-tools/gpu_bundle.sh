@@ -16,11 +16,11 @@ mkdir -p "$stage/bin" "$stage/lib" "$out"
 mkdir -p "$stage/tests/unit" "$stage/share"
 cp "$build/bin/ember" "$build/bin/bench_gpu" "$stage/bin/"
 cp -a "$build"/lib/libember.so* "$stage/lib/"
-# The test programs that compare every op, the training and the ONNX node
-# tests between the CPU and the GPU (tests/gpu/run.sh runs them), with the
-# node tests' data.
+# The test programs that compare every op, the training (the engine's, the
+# learners' and the model zoo's) and the ONNX node tests between the CPU and
+# the GPU (tests/gpu/run.sh runs them), with the node tests' data.
 programs=("$build/bin/ember" "$build/bin/bench_gpu")
-for t in test_ops_devices test_train_devices test_onnx_conformance; do
+for t in test_ops_devices test_train_devices test_learners test_layers test_onnx_conformance; do
   cp "$build/tests/unit/$t" "$stage/tests/unit/"
   programs+=("$build/tests/unit/$t")
 done

@@ -10,6 +10,8 @@
 #   ops-cubin     test_ops_devices on the cubin path (every op, forward and
 #                 backward, both modes, against the CPU)
 #   train         test_train_devices (MLP and CNN, the CPU's weights bit for bit)
+#   learn         test_learners and test_layers: every learner rule, and mlp,
+#                 lenet and resnet20 training steps, the CPU's bits on the GPU
 #   bench         bench/run_gpu.sh: Ember beside PyTorch and cuBLAS
 #   onnx          test_onnx_conformance (the node tests on the GPU)
 #   selftest-ptx, -ptx-legacy, -nvrtc   run in the background from the start:
@@ -88,6 +90,7 @@ step machine 30 bash -c "nvidia-smi; echo; '$b/bin/ember' devices; echo; ls /usr
 step selftest-cubin 60 env EMBER_FORCE=cubin EMBER_STRICT=1 "$b/bin/ember" selftest
 step ops-cubin 150 env OC_PATHS=cubin "$b/tests/unit/test_ops_devices"
 step train 90 "$b/tests/unit/test_train_devices"
+step learn 90 bash -c "'$b/tests/unit/test_learners' && '$b/tests/unit/test_layers'"
 step bench 150 bash bench/run_gpu.sh "$b"
 ls -t bench/results/gpu-*.md 2>/dev/null | head -1 | xargs -r -I{} cp {} "$out/bench.md"
 step onnx 120 "$b/tests/unit/test_onnx_conformance"

@@ -72,7 +72,7 @@ if [ "${EMBER_GPU_TESTS:-1}" != 0 ]; then
   onnx=$build/share/onnx-node
   [ -d "$onnx" ] || onnx=${EMBER_ONNX_TESTDATA:-/usr/share/libonnx-testdata/data/node}
   printf '\n| test program (same driver) | result |\n|---|---|\n' >>"$out"
-  for t in test_ops_devices test_train_devices test_onnx_conformance; do
+  for t in test_ops_devices test_train_devices test_learners test_layers test_onnx_conformance; do
     [ -x "$build/tests/unit/$t" ] || { echo "| $t | not built |" >>"$out"; fail=1; continue; }
     env -u FAKECUDA_LIB EMBER_ONNX_TESTDATA="$onnx" EMBER_BUILD_DIR="$tmp" "$build/tests/unit/$t" >"$tmp/$t.log" 2>&1
     rc=$?
