@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include "error.h"
@@ -20,19 +21,30 @@ em_status em_read_whole_file(const char *path, unsigned char **data, size_t *siz
     fclose(f);
     return em_fail(EM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
   }
-  if (fseek(f, 0, SEEK_END) == 0) {
-    long len = ftell(f);
-    if (len > 0 && (unsigned long)len + 1 > cap) {
-      unsigned char *bigger = realloc(buf, (size_t)len + 1);
-      if (!bigger) {
-        free(buf);
-        fclose(f);
-        return em_fail(EM_ERR_OUT_OF_MEMORY, "%s: out of memory for %ld bytes", path, len);
-      }
-      buf = bigger;
-      cap = (size_t)len + 1;
+  /* A regular file's size sizes the buffer; a directory opens but is no
+   * data (its "size" from seeking to the end can be 2^63 - 1: it was
+   * reported as out of memory); a pipe is read until its end. */
+  struct stat sb;
+  int known = fstat(fileno(f), &sb) == 0;
+  if (known && S_ISDIR(sb.st_mode)) {
+    fclose(f);
+    free(buf);
+    return em_fail(EM_ERR_IO, "cannot read %s: it is a directory", path);
+  }
+  if (known && S_ISREG(sb.st_mode) && sb.st_size > 0 && (unsigned long long)sb.st_size + 1 > cap) {
+    if ((unsigned long long)sb.st_size >= SIZE_MAX) {
+      free(buf);
+      fclose(f);
+      return em_fail(EM_ERR_OUT_OF_MEMORY, "%s: out of memory for %lld bytes", path, (long long)sb.st_size);
     }
-    rewind(f);
+    unsigned char *bigger = realloc(buf, (size_t)sb.st_size + 1);
+    if (!bigger) {
+      free(buf);
+      fclose(f);
+      return em_fail(EM_ERR_OUT_OF_MEMORY, "%s: out of memory for %lld bytes", path, (long long)sb.st_size);
+    }
+    buf = bigger;
+    cap = (size_t)sb.st_size + 1;
   }
   for (;;) {
     if (n + 1 >= cap) {

@@ -309,6 +309,19 @@ static void test_idx_errors(void **state) {
   em_dataset *d;
   assert_int_equal(em_dataset_open_idx(path_of("missing"), path_of("lab"), 10, &d), EM_ERR_IO);
   assert_contains(em_last_error(), "missing");
+  /* A directory opens, but is no file to read: an I/O error naming it, for
+   * every reader (it was "out of memory for 9223372036854775807 bytes", its
+   * size as seeking to the end gives it on ext4). */
+  assert_int_equal(em_dataset_create(&d), EM_OK);
+  assert_int_equal(em_dataset_add_idx(d, tmpdir, "x", 0), EM_ERR_IO);
+  assert_contains(em_last_error(), "directory");
+  assert_int_equal(em_dataset_n_streams(d), 0);
+  em_dataset_free(d);
+  assert_int_equal(em_dataset_open_emb(tmpdir, &d), EM_ERR_IO);
+  assert_contains(em_last_error(), "directory");
+  const em_ctf_stream one = {.name = "a", .dim = 1};
+  assert_int_equal(em_dataset_open_ctf(tmpdir, &one, 1, &d), EM_ERR_IO);
+  assert_contains(em_last_error(), "directory");
 }
 
 /* em_gunzip refuses an output over its limit (a gzip bomb), whatever the
