@@ -145,7 +145,7 @@ static em_status check_writers(em_exec *e) {
       const char *name = g->nodes[g->values[x].node].name;
       return em_fail(EM_ERR_INVALID_ARGUMENT,
                      "em_exec_create: node %d (op '%s') updates value %d ('%s') in place, but node %d (op '%s') reads "
-                     "it later in the plan; list the update after every other output",
+                     "it later in the plan (a second update of the value, or a node that reads the update's output)",
                      e->steps[st].node, n->op->name, (int)x, name ? name : "", e->steps[e->last_use[x]].node,
                      later->op->name);
     }
@@ -153,10 +153,42 @@ static em_status check_writers(em_exec *e) {
   return EM_OK;
 }
 
+/* Moves the nodes that write inputs in place on every run (writes_input: a
+ * learner's update) and whose outputs no other node of the plan reads to
+ * the end of the order, keeping their relative order. The schedule is a
+ * depth-first walk from the outputs, so with two learners the first one's
+ * update could come before a gradient of the second's that reads the first
+ * one's parameters (a layer's weight is read by the gradients of the layers
+ * below it); nothing depends on these nodes, so any later place is valid. */
+static em_status defer_writers(const em_graph *g, int *order, int n_order) {
+  unsigned char *read = calloc(g->n_values ? g->n_values : 1, 1);
+  int *tail = malloc(sizeof(int) * (size_t)(n_order ? n_order : 1));
+  if (!read || !tail) {
+    free(read), free(tail);
+    return em_fail(EM_ERR_OUT_OF_MEMORY, "no memory for a plan of %d nodes", n_order);
+  }
+  for (int k = 0; k < n_order; k++) {
+    const em_node *n = &g->nodes[order[k]];
+    for (int i = 0; i < n->n_in; i++) read[n->inputs[i]] = 1;
+  }
+  int kept = 0, n_tail = 0;
+  for (int k = 0; k < n_order; k++) {
+    const em_node *n = &g->nodes[order[k]];
+    int defer = !node_is_leaf(n) && n->op->writes_input;
+    for (int v = 0; defer && v < n->n_out; v++) defer = !read[n->first_value + v];
+    if (defer) tail[n_tail++] = order[k];
+    else order[kept++] = order[k];
+  }
+  memcpy(order + kept, tail, sizeof(int) * (size_t)n_tail);
+  free(read), free(tail);
+  return EM_OK;
+}
+
 static em_status plan(em_exec *e) {
   em_graph *g = e->g;
   int *order, n_order;
   em_status s = em_graph_schedule(g, e->outputs, e->n_outputs, &order, &n_order);
+  if (!s && (s = defer_writers(g, order, n_order))) free(order);
   if (s) return s;
   e->n_values = g->n_values;
   e->steps = calloc((size_t)(n_order ? n_order : 1), sizeof(step));

@@ -54,6 +54,27 @@ em_status em_trainer_build_updates(em_trainer *t) {
       return em_fail_context(s, "em_trainer_create: learner %d", i);
     k += n;
   }
+  /* Learners of one name share the graph's "<name>.hyperparameters" input
+   * (attach finds it by name, as in a graph loaded from a checkpoint): the
+   * last feed would win and every such learner would step with its rates. */
+  em_var *h = malloc(sizeof *h * (size_t)t->n_learners);
+  if (!h) return em_fail(EM_ERR_OUT_OF_MEMORY, "em_trainer_create: out of memory");
+  for (int i = 0; i < t->n_learners && !s; i++) {
+    em_feed f;
+    if ((s = em_learner_feed(t->learners[i], 1, &f))) break;
+    h[i] = f.var;
+    for (int j = 0; j < i && !s; j++)
+      if (h[j] == h[i]) {
+        const char *name = "?";
+        em_var_name(t->g, h[i], &name);
+        s = em_fail(EM_ERR_INVALID_ARGUMENT,
+                    "em_trainer_create: learners %d and %d have the same name (their hyperparameters are both '%s'); "
+                    "give each learner its own name (em_learner_create)",
+                    j, i, name ? name : "?");
+      }
+  }
+  free(h);
+  if (s) return s;
   t->n_updates = t->n_learners;
   return EM_OK;
 }

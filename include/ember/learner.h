@@ -220,9 +220,10 @@ EM_API const em_learner_config *em_learner_get_config(const em_learner *l);
  * or found by name when the graph already has them, e.g. loaded from a
  * checkpoint), the hyperparameter input, and the update node(s) reading
  * grads[i], the gradient of params[i] (em_gradients' output). *update is
- * the value to add to the training executor's outputs, AFTER every other
- * output (the executor refuses a plan in which a step reads a parameter
- * after its update); fetching it copies nothing (an empty f32 tensor).
+ * the value to add to the training executor's outputs (in any place: the
+ * executor runs the update after every other node of the step, so they all
+ * read the parameters before it); fetching it copies nothing (an empty f32
+ * tensor).
  * Once per learner. */
 EM_API em_status em_learner_attach(em_learner *l, em_graph *g, const em_var *grads, em_var *update);
 

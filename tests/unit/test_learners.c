@@ -9,8 +9,8 @@
  *     norm, L1 / L2 and decoupled weight decay;
  *   - two learners over disjoint parameter subsets in one graph;
  *   - host state save / load, and refusal of damaged records;
- *   - the executor's refusal of a plan that reads a parameter after its
- *     update;
+ *   - the executor runs an update after every reader of its parameters,
+ *     whatever the outputs' order, and refuses two updates of one value;
  *   - on a GPU (the test double's pretend H100 in CI, FAKECUDA_LIB): every
  *     rule with every option bitwise equal to the CPU in portable mode, and
  *     a step copying only its feeds;
@@ -633,18 +633,44 @@ static void test_state_and_refusals(void **state) {
   assert_int_equal(k, EM_LEARNER_ADAMW);
   assert_int_equal(em_learner_kind_parse("adam_w", &k), EM_ERR_INVALID_ARGUMENT);
   assert_string_equal(em_learner_kind_name(EM_LEARNER_FSADAGRAD), "fsadagrad");
-  /* a plan that reads a parameter after its update is refused */
+  /* the update runs after every reader of its parameters, whatever the
+   * outputs' order: neg(p) listed after the update reads p before it */
   em_var after, outs[2];
   CHECK(em_apply(r.g, "neg", &r.p[0], 1, NULL, 0, &after, 1));
   outs[0] = r.update[0];
   outs[1] = after;
+  float p_before[MAXE], p_after[MAXE], negated[MAXE];
+  rig_read(&r, r.p[0], p_before, NUMEL[0]);
   em_exec *e;
-  assert_int_equal(em_exec_create(r.g, outs, 2, em_cpu(), &e), EM_ERR_INVALID_ARGUMENT);
-  assert_non_null(strstr(em_last_error(), "after every other output"));
-  outs[0] = after; /* listed first: fine */
-  outs[1] = r.update[0];
   CHECK(em_exec_create(r.g, outs, 2, em_cpu(), &e));
+  em_tensor *fed[2], *res[2];
+  em_feed hf;
+  CHECK(em_learner_feed(r.l[0], 7, &hf));
+  float gz[MAXE] = {0};
+  gz[0] = 1;
+  CHECK(em_tensor_from_host(em_cpu(), EM_F32, 2, SHAPE0, gz, sizeof(float) * (size_t)NUMEL[0], &fed[0]));
+  CHECK(em_tensor_zeros(em_cpu(), EM_F32, 1, SHAPE1, &fed[1]));
+  em_feed feeds[3] = {hf, {r.gin[0], fed[0]}, {r.gin[1], fed[1]}};
+  CHECK(em_exec_run(e, feeds, 3, res));
+  CHECK(em_tensor_to_host(res[1], negated, sizeof(float) * (size_t)NUMEL[0]));
+  rig_read(&r, r.p[0], p_after, NUMEL[0]);
+  assert_true(p_after[0] != p_before[0]); /* the update ran */
+  for (int j = 0; j < NUMEL[0]; j++) assert_true(negated[j] == -p_before[j]);
+  for (int i = 0; i < 2; i++) em_tensor_release(res[i]);
+  em_tensor_release(fed[0]);
+  em_tensor_release(fed[1]);
   em_exec_free(e);
+  /* two updates of one parameter cannot both come last: refused */
+  em_learner *l3;
+  em_var upd3, g3 = r.gin[0];
+  CHECK(em_learner_defaults(EM_LEARNER_SGD, 0.1, &c));
+  CHECK(em_learner_create(&c, "third", &r.p[0], 1, &l3));
+  CHECK(em_learner_attach(l3, r.g, &g3, &upd3));
+  outs[0] = r.update[0];
+  outs[1] = upd3;
+  assert_int_equal(em_exec_create(r.g, outs, 2, em_cpu(), &e), EM_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(em_last_error(), "second update"));
+  em_learner_free(l3);
   rig_free(&r);
 }
 

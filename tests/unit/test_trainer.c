@@ -385,6 +385,95 @@ static void test_state_record(void **state) {
   em_graph_free(m.g);
 }
 
+/* Two learners, the one over the LAST layer listed first: y = (x @ W1^T) @
+ * W2^T, W1 [2, 3] with SGD at 0.05, W2 [1, 2] with SGD at 0.1, learners
+ * {W2's, W1's} (named apart: two of the default name are refused). W1's gradient reads W2 (dL/dh = r * W2), so every gradient
+ * must be computed before either update writes its parameters: the trainer
+ * must accept the learners in any order, and each step must equal SGD on
+ * the gradients at the step's start (float64 reference). */
+static void test_two_learners_last_layer_first(void **state) {
+  (void)state;
+  em_graph *g;
+  CHECK(em_graph_create(&g));
+  em_var x, tv, w1, w2, h, y, loss;
+  CHECK(em_input(g, "x", EM_F32, 2, (int64_t[]){-1, 3}, &x));
+  CHECK(em_input(g, "t", EM_F32, 2, (int64_t[]){-1, 1}, &tv));
+  const float w1f[6] = {0.2f, -0.1f, 0.3f, 0.4f, 0.1f, -0.2f}, w2f[2] = {0.5f, -0.3f};
+  em_tensor *a, *b;
+  CHECK(em_tensor_from_host(em_cpu(), EM_F32, 2, (int64_t[]){2, 3}, w1f, sizeof w1f, &a));
+  CHECK(em_tensor_from_host(em_cpu(), EM_F32, 2, (int64_t[]){1, 2}, w2f, sizeof w2f, &b));
+  CHECK(em_parameter(g, "w1", EM_F32, 2, (int64_t[]){2, 3}, &(em_init){.kind = EM_INIT_FROM_DATA, .data = a}, &w1));
+  CHECK(em_parameter(g, "w2", EM_F32, 2, (int64_t[]){1, 2}, &(em_init){.kind = EM_INIT_FROM_DATA, .data = b}, &w2));
+  em_tensor_release(a);
+  em_tensor_release(b);
+  em_attr tb = {.name = "transpose_b", .type = EM_ATTR_INT, .i = 1};
+  CHECK(em_apply(g, "matmul", (em_var[]){x, w1}, 2, &tb, 1, &h, 1));
+  CHECK(em_apply(g, "matmul", (em_var[]){h, w2}, 2, &tb, 1, &y, 1));
+  CHECK(em_apply(g, "squared_error", (em_var[]){y, tv}, 2, NULL, 0, &loss, 1));
+  /* Two learners of one kind and the default name share their
+   * hyperparameter input: refused, not trained with one learner's rates. */
+  em_learner *same[2] = {sgd(&w2, 1, 0.1), sgd(&w1, 1, 0.05)};
+  em_trainer *t;
+  assert_int_equal(em_trainer_create(g, loss, -1, same, 2, NULL, &t), EM_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(em_last_error(), "same name"));
+  em_learner_free(same[0]);
+  em_learner_free(same[1]);
+  em_learner_config cfg;
+  em_learner *ls[2];
+  CHECK(em_learner_defaults(EM_LEARNER_SGD, 0.1, &cfg));
+  CHECK(em_learner_create(&cfg, "top", &w2, 1, &ls[0]));
+  CHECK(em_learner_defaults(EM_LEARNER_SGD, 0.05, &cfg));
+  CHECK(em_learner_create(&cfg, "bottom", &w1, 1, &ls[1]));
+  CHECK(em_trainer_create(g, loss, -1, ls, 2, NULL, &t));
+
+  double W1[6], W2[2];
+  for (int i = 0; i < 6; i++) W1[i] = w1f[i];
+  for (int i = 0; i < 2; i++) W2[i] = w2f[i];
+  float xs[4 * 3], ts[4];
+  data(4, 11, xs, ts);
+  em_tensor *xt, *tt;
+  CHECK(em_tensor_from_host(em_cpu(), EM_F32, 2, (int64_t[]){4, 3}, xs, sizeof xs, &xt));
+  CHECK(em_tensor_from_host(em_cpu(), EM_F32, 2, (int64_t[]){4, 1}, ts, sizeof ts, &tt));
+  em_feed feeds[2] = {{x, xt}, {tv, tt}};
+  for (int step = 0; step < 3; step++) {
+    double g1[6] = {0}, g2[2] = {0};
+    for (int i = 0; i < 4; i++) {
+      double hh[2], yy = 0;
+      for (int k = 0; k < 2; k++) {
+        hh[k] = 0;
+        for (int j = 0; j < 3; j++) hh[k] += W1[3 * k + j] * xs[3 * i + j];
+        yy += W2[k] * hh[k];
+      }
+      double r = 2 * (yy - ts[i]) / 4;
+      for (int k = 0; k < 2; k++) {
+        g2[k] += r * hh[k];
+        for (int j = 0; j < 3; j++) g1[3 * k + j] += r * W2[k] * xs[3 * i + j];
+      }
+    }
+    for (int k = 0; k < 2; k++) W2[k] -= 0.1 * g2[k];
+    for (int k = 0; k < 6; k++) W1[k] -= 0.05 * g1[k];
+    CHECK(em_trainer_train_minibatch(t, feeds, 2, NULL));
+    float got1[6], got2[2];
+    em_tensor *p;
+    CHECK(em_parameter_get(g, w1, em_cpu(), &p));
+    CHECK(em_tensor_to_host(p, got1, sizeof got1));
+    em_tensor_release(p);
+    CHECK(em_parameter_get(g, w2, em_cpu(), &p));
+    CHECK(em_tensor_to_host(p, got2, sizeof got2));
+    em_tensor_release(p);
+    for (int k = 0; k < 6; k++)
+      if (fabs(got1[k] - W1[k]) > 1e-5) fail_msg("step %d: w1[%d] = %.9g, reference %.9g", step, k, got1[k], W1[k]);
+    for (int k = 0; k < 2; k++)
+      if (fabs(got2[k] - W2[k]) > 1e-5) fail_msg("step %d: w2[%d] = %.9g, reference %.9g", step, k, got2[k], W2[k]);
+  }
+  em_tensor_release(xt);
+  em_tensor_release(tt);
+  em_trainer_free(t);
+  em_learner_free(ls[0]);
+  em_learner_free(ls[1]);
+  em_graph_free(g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sgd_matches_reference_and_aggregates_by_samples),
@@ -392,6 +481,7 @@ int main(void) {
       cmocka_unit_test(test_refusals),
       cmocka_unit_test(test_training_mode_only_when_training),
       cmocka_unit_test(test_state_record),
+      cmocka_unit_test(test_two_learners_last_layer_first),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   em_shutdown();
