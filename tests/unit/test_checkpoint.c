@@ -706,6 +706,11 @@ static void test_cli_inspect(void **state) {
   assert_non_null(strstr(out, "learner.0"));
   assert_non_null(strstr(out, "fc.weight.adam.m"));
   free(out);
+  /* ember eval of a whole checkpoint that `ember train` did not write (no
+   * "ember-train" section): malformed for eval (65), not missing (66). */
+  snprintf(args, sizeof args, "eval --checkpoint '%s' --device cpu", path);
+  assert_int_equal(run_cli(args, &out), 65);
+  free(out);
   f[l.s[2].offset] ^= 1;
   ot_write_file(path, f, n);
   snprintf(args, sizeof args, "checkpoint inspect '%s' --json", path);

@@ -18,9 +18,11 @@
 
 #define SETTINGS_SECTION "ember-train"
 
-static int load_error(const char *path, em_status s) {
+/* loaded: the file was read, so a part it lacks (EM_ERR_NOT_FOUND: no graph,
+ * no settings section) makes it malformed for eval, not missing. */
+static int load_error(const char *path, em_status s, int loaded) {
   fprintf(stderr, "ember eval: --checkpoint %s: %s\n", path, em_last_error());
-  if (s == EM_ERR_CORRUPT || s == EM_ERR_UNSUPPORTED) return EXIT_DATA;
+  if (s == EM_ERR_CORRUPT || s == EM_ERR_UNSUPPORTED || (loaded && s == EM_ERR_NOT_FOUND)) return EXIT_DATA;
   if (s == EM_ERR_IO || s == EM_ERR_NOT_FOUND) return EXIT_NO_INPUT;
   return ember_exit_code(s);
 }
@@ -57,7 +59,7 @@ int ember_eval(int argc, char **argv) {
   cli_data data = {0};
   int rc = 0;
   em_status s = em_checkpoint_load(o.checkpoint, &c);
-  if (s) return load_error(o.checkpoint, s);
+  if (s) return load_error(o.checkpoint, s, 0);
   em_checkpoint_manifest man;
   const void *b;
   size_t n;
@@ -67,7 +69,7 @@ int ember_eval(int argc, char **argv) {
       json_unpack(settings, "{s:s, s:[F,F]}", "model", &o.model, "norm", &o.norm_mean, &o.norm_std)) {
     if (!s) fprintf(stderr, "ember eval: --checkpoint %s: its \"" SETTINGS_SECTION "\" section is malformed\n",
                     o.checkpoint);
-    rc = s ? load_error(o.checkpoint, s) : EXIT_DATA;
+    rc = s ? load_error(o.checkpoint, s, 1) : EXIT_DATA;
     goto done;
   }
   char when[32];
@@ -79,7 +81,7 @@ int ember_eval(int argc, char **argv) {
   if ((rc = ember_parse_device("eval", o.device, info, &dev))) goto done;
   if (o.threads > 0) em_set_num_threads((int)o.threads);
   if ((s = em_checkpoint_take_graph(c, &g))) {
-    rc = load_error(o.checkpoint, s);
+    rc = load_error(o.checkpoint, s, 1);
     goto done;
   }
   cli_model m;
