@@ -354,8 +354,9 @@ static em_status check_options(const em_dataset *d, const em_minibatch_options *
   src->OW = t->crop_w ? t->crop_w : PW;
   if (t->norm_channels < 0 || t->norm_channels > EM_TRANSFORM_MAX_CHANNELS ||
       (t->norm_channels > 1 && t->norm_channels != src->C))
-    return em_fail(EM_ERR_INVALID_ARGUMENT, "%s: norm_channels %d for an image of %lld channels (0, 1 or %lld)", w,
-                   t->norm_channels, (long long)src->C, (long long)src->C);
+    return em_fail(EM_ERR_INVALID_ARGUMENT, "%s: norm_channels %d for an image of %lld channels (0, 1 or %lld; "
+                   "one mean and std per channel for at most %d channels)", w, t->norm_channels, (long long)src->C,
+                   (long long)src->C, EM_TRANSFORM_MAX_CHANNELS);
   for (int c = 0; c < t->norm_channels; c++) {
     if (!(t->std[c] > 0))
       return em_fail(EM_ERR_INVALID_ARGUMENT, "%s: std[%d] = %g; it must be > 0", w, c, (double)t->std[c]);

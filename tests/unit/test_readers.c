@@ -882,6 +882,17 @@ static void test_transforms(void **state) {
   o = (em_minibatch_options){.batch_size = 4, .transform = {.norm_channels = 3, .std = {1, 1, 1}}};
   assert_int_equal(em_minibatch_source_create(d, &o, &s), EM_ERR_INVALID_ARGUMENT);
   em_dataset_free(d);
+  /* 20 channels, one std each: more than the 16 a transform holds. The
+   * message said "(0, 1 or 20)" when 20 was given: it must say the limit. */
+  assert_int_equal(em_dataset_create(&d), EM_OK);
+  unsigned char px[20] = {0};
+  em_stream_desc wide = {.name = "features", .dtype = EM_U8, .ndim = 3, .shape = {20, 1, 1}};
+  assert_int_equal(em_dataset_add_stream(d, &wide, 1, px, sizeof px), EM_OK);
+  o = (em_minibatch_options){.batch_size = 1, .transform = {.norm_channels = 20}};
+  for (int c = 0; c < EM_TRANSFORM_MAX_CHANNELS; c++) o.transform.std[c] = 1;
+  assert_int_equal(em_minibatch_source_create(d, &o, &s), EM_ERR_INVALID_ARGUMENT);
+  assert_contains(em_last_error(), "at most 16 channels");
+  em_dataset_free(d);
 }
 
 /* ------------------------------------------ prefetch and save / restore --- */
