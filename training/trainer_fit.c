@@ -110,7 +110,11 @@ API em_status em_trainer_fit(em_trainer *t, const em_fit_options *o, em_fit_resu
   if (s) return em_fail_context(s, "em_trainer_fit");
   /* A trainer between epochs starts the next one's clock now. */
   if (t->epoch_minibatches == 0) em_trainer_begin_epoch(t);
-  int stop = 0;
+  /* A trainer whose patience ran out already (a run that stopped early,
+   * restored from its last checkpoint) stops before training another
+   * epoch, as the run that wrote it did. */
+  int stop = o->patience > 0 && t->best_epoch > 0 && t->epochs_since_best >= o->patience;
+  res.early_stopped = stop;
   while (!stop && t->epoch < o->epochs) {
     em_minibatch mb = {0};
     if ((s = em_minibatch_next(o->train, &mb))) {

@@ -386,6 +386,15 @@ static void test_callbacks_and_early_stopping(void **state) {
   assert_int_equal(res.best_epoch, 4); /* the first validated epoch */
   assert_true(res.best_val > 0 && res.best_val < 1);
   assert_false(isnan(res.val_metric));
+  /* Patience has run out: fitting again (as after --resume from the last
+   * checkpoint) stops at once, without another epoch. */
+  c.minibatches = 0;
+  o.on_minibatch = count_minibatch;
+  o.user = &c;
+  CHECK(em_trainer_fit(r.t, &o, &res));
+  assert_true(res.early_stopped);
+  assert_int_equal(res.epochs, 6);
+  assert_int_equal(c.minibatches, 0);
 
   /* Without a validation source early stopping is refused. */
   o = fit_opts(&r, 20);
