@@ -959,6 +959,42 @@ static void test_train_data_errors(void **state) {
   expect_status(&r, 65);
   assert_non_null(strstr(r.err, "train-"));
 
+  /* Well-formed IDX files the models cannot take: 32x32 images, and a
+   * training split of no images. 65 and the files' shape, before training
+   * starts (they were exit 64, a usage error, from the first step's feed). */
+  static const struct { const char *dir; int n, side; const char *want; } unusable[] = {
+      {"idx-32x32", 4, 32, "the images are 32x32"},
+      {"idx-empty", 0, 28, "no images"},
+  };
+  for (int k = 0; k < 2; k++) {
+    char dir[PATH_MAX + 16];
+    snprintf(dir, sizeof dir, "%s/%s", tmp_root, unusable[k].dir);
+    assert_true(mkdir(dir, 0755) == 0 || errno == EEXIST);
+    for (int split = 0; split < 2; split++) {
+      const char *name = split ? "t10k" : "train";
+      int n = unusable[k].n, side = unusable[k].side;
+      unsigned char head[16] = {0, 0, 8, 3, 0, 0, 0, (unsigned char)n, 0, 0, 0, (unsigned char)side,
+                                0, 0, 0, (unsigned char)side};
+      snprintf(path, sizeof path, "%s/%s-images-idx3-ubyte", dir, name);
+      f = fopen(path, "wb");
+      assert_non_null(f);
+      fwrite(head, 1, 16, f);
+      for (int i = 0; i < n * side * side; i++) fputc(i & 0xff, f);
+      fclose(f);
+      head[3] = 1;
+      snprintf(path, sizeof path, "%s/%s-labels-idx1-ubyte", dir, name);
+      f = fopen(path, "wb");
+      assert_non_null(f);
+      fwrite(head, 1, 8, f);
+      for (int i = 0; i < n; i++) fputc(i % 10, f);
+      fclose(f);
+    }
+    r = run_cli(NO_SETTINGS, ARGS("train", "--model", "mlp", "--data", dir, "--epochs", "1", "--device", "cpu"));
+    expect_status(&r, 65);
+    assert_non_null(strstr(r.err, unusable[k].want));
+    assert_non_null(strstr(r.err, "training images"));
+  }
+
   /* eval of a missing checkpoint, and of a file that is not one. */
   snprintf(ckpt, sizeof ckpt, "%s/none.ckpt", tmp_root);
   r = run_cli(NO_SETTINGS, ARGS("eval", "--checkpoint", ckpt, "--data", small_data, "--device", "cpu"));

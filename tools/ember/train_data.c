@@ -24,6 +24,30 @@ static int data_error(const char *what, em_status s) {
   return ember_exit_code(s);
 }
 
+/* The models take images of CLI_IMAGE_SIDE x CLI_IMAGE_SIDE, one channel:
+ * a split of other images, or of none, is the data's fault (EXIT_DATA),
+ * said here with the file's shape rather than as a shape error of the first
+ * training step. */
+static int check_images(const char *what, const em_dataset *d) {
+  int i = em_dataset_find_stream(d, "features");
+  em_stream_desc s;
+  if (i < 0 || em_dataset_stream(d, i, &s)) return data_error(what, EM_ERR_CORRUPT);
+  if (em_dataset_samples(d) < 1) {
+    fprintf(stderr, "ember: %s: the file holds no images\n", what);
+    return EXIT_DATA;
+  }
+  if (s.ndim != 2 || s.shape[0] != CLI_IMAGE_SIDE || s.shape[1] != CLI_IMAGE_SIDE) {
+    char shape[96] = "";
+    for (int k = 0; k < s.ndim; k++)
+      snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%lld", k ? "x" : "", (long long)s.shape[k]);
+    fprintf(stderr, "ember: %s: the images are %s%s; the models take %dx%d images of one channel\n", what,
+            s.ndim ? shape : "scalars", s.ndim == 3 ? " (channels x height x width)" : "", CLI_IMAGE_SIDE,
+            CLI_IMAGE_SIDE);
+    return EXIT_DATA;
+  }
+  return 0;
+}
+
 /* d[0, count) when count > 0 and smaller than d, else d itself. */
 static em_status subset(em_dataset **d, int64_t first, int64_t count) {
   if (count <= 0 || (first == 0 && count >= em_dataset_samples(*d))) return EM_OK;
@@ -76,6 +100,8 @@ int cli_data_open(const train_opts *o, unsigned cmd, cli_data *d) {
   if (cmd == CMD_TRAIN) {
     snprintf(what, sizeof what, "--data %s: the training images", o->data);
     if ((s = em_dataset_open_idx_dir(o->data, "train", 10, &d->train))) return data_error(what, s);
+    int rc = check_images(what, d->train);
+    if (rc) return rc;
     int64_t n = em_dataset_samples(d->train);
     if (o->train_samples > 0 && o->train_samples < n) n = o->train_samples;
     if (o->validation >= n) {
@@ -93,6 +119,8 @@ int cli_data_open(const train_opts *o, unsigned cmd, cli_data *d) {
   }
   snprintf(what, sizeof what, "--data %s: the test images", o->data);
   if ((s = em_dataset_open_idx_dir(o->data, "t10k", 10, &d->test))) return data_error(what, s);
+  int rc = check_images(what, d->test);
+  if (rc) return rc;
   if ((s = subset(&d->test, 0, o->test_samples))) return data_error(what, s);
   if (cmd == CMD_EVAL) {
     d->mean = o->norm_mean;

@@ -9,7 +9,6 @@
 
 #include "train_model.h"
 
-#define IMAGE_SIDE 28
 #define CLASSES 10
 
 /* The learning rate each learner starts from when --lr is not given: the
@@ -46,7 +45,7 @@ em_status cli_model_build(const train_opts *o, cli_model *m) {
   mo.dropout = o->dropout;
   mo.batch_norm = o->batch_norm;
   em_var per_sample_loss, per_sample_error;
-  if ((s = em_input(m->g, "x", EM_F32, 4, (int64_t[]){-1, 1, IMAGE_SIDE, IMAGE_SIDE}, &m->x)) ||
+  if ((s = em_input(m->g, "x", EM_F32, 4, (int64_t[]){-1, 1, CLI_IMAGE_SIDE, CLI_IMAGE_SIDE}, &m->x)) ||
       (s = em_input(m->g, "label", EM_I32, 1, (int64_t[]){-1}, &m->label)) ||
       (s = em_model_build(m->g, o->model, m->x, CLASSES, (uint64_t)o->seed, &mo, &m->logits)) ||
       (s = name(m->g, m->logits, "logits")) ||

@@ -5,6 +5,10 @@
 #include "ember.h"
 #include "train_opts.h"
 
+/* The images every model of the tool takes: one channel of 28x28 (MNIST's
+ * layout); cli_data_open refuses a data set of other images. */
+#define CLI_IMAGE_SIDE 28
+
 /* The values of a model graph the tool uses, by their names. */
 typedef struct cli_model {
   em_graph *g;
