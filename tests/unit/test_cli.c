@@ -678,6 +678,7 @@ static void test_selftest_every_path_through_fake(void **state) {
  * and hides internal ones. */
 static void test_ops_json(void **state) {
   (void)state;
+  NEED_CLI();
   run_result r = run_cli(NO_SETTINGS, ARGS("ops", "--json"));
   expect_status(&r, 0);
   json_t *root = parse(&r);
