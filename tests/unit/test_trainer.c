@@ -402,8 +402,9 @@ static void test_two_learners_last_layer_first(void **state) {
   em_tensor *a, *b;
   CHECK(em_tensor_from_host(em_cpu(), EM_F32, 2, (int64_t[]){2, 3}, w1f, sizeof w1f, &a));
   CHECK(em_tensor_from_host(em_cpu(), EM_F32, 2, (int64_t[]){1, 2}, w2f, sizeof w2f, &b));
-  CHECK(em_parameter(g, "w1", EM_F32, 2, (int64_t[]){2, 3}, &(em_init){.kind = EM_INIT_FROM_DATA, .data = a}, &w1));
-  CHECK(em_parameter(g, "w2", EM_F32, 2, (int64_t[]){1, 2}, &(em_init){.kind = EM_INIT_FROM_DATA, .data = b}, &w2));
+  em_init ia = {.kind = EM_INIT_FROM_DATA, .data = a}, ib = {.kind = EM_INIT_FROM_DATA, .data = b};
+  CHECK(em_parameter(g, "w1", EM_F32, 2, (int64_t[]){2, 3}, &ia, &w1));
+  CHECK(em_parameter(g, "w2", EM_F32, 2, (int64_t[]){1, 2}, &ib, &w2));
   em_tensor_release(a);
   em_tensor_release(b);
   em_attr tb = {.name = "transpose_b", .type = EM_ATTR_INT, .i = 1};
