@@ -439,37 +439,6 @@ static em_status parse(rbuf *r, em_graph *g) {
   return check_shapes(g, r->path);
 }
 
-static em_status read_file(const char *path, unsigned char **data, size_t *size) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return em_fail(EM_ERR_IO, "em_graph_load: cannot open %s: %s", path, strerror(errno));
-  unsigned char *p = NULL;
-  size_t n = 0, cap = 0;
-  for (;;) {
-    if (n == cap) {
-      cap = cap ? cap * 2 : 65536;
-      unsigned char *t = realloc(p, cap);
-      if (!t) {
-        free(p);
-        fclose(f);
-        return em_fail(EM_ERR_OUT_OF_MEMORY, "em_graph_load: no memory for %s", path);
-      }
-      p = t;
-    }
-    size_t k = fread(p + n, 1, cap - n, f);
-    n += k;
-    if (k == 0) break;
-  }
-  int bad = ferror(f);
-  fclose(f);
-  if (bad) {
-    free(p);
-    return em_fail(EM_ERR_IO, "em_graph_load: reading %s failed", path);
-  }
-  *data = p;
-  *size = n;
-  return EM_OK;
-}
-
 API em_status em_graph_from_bytes(const void *bytes, size_t size, const char *name, em_graph **out) {
   if (!out || (!bytes && size)) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_graph_from_bytes: NULL argument");
   *out = NULL;
@@ -499,7 +468,7 @@ API em_status em_graph_load(const char *path, em_graph **out) {
   *out = NULL;
   unsigned char *data = NULL;
   size_t size = 0;
-  em_status s = read_file(path, &data, &size);
+  em_status s = em_read_file(path, "em_graph_load", &data, &size);
   if (s) return s;
   s = em_graph_from_bytes(data, size, path, out);
   free(data);

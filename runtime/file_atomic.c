@@ -96,3 +96,34 @@ em_status em_write_file_atomic(const char *path, const em_write_part *parts, int
   free(tmp);
   return s ? s : sync_dir(path);
 }
+
+em_status em_read_file(const char *path, const char *what, unsigned char **data, size_t *size) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return em_fail(EM_ERR_IO, "%s: cannot open %s: %s", what, path, strerror(errno));
+  unsigned char *p = NULL;
+  size_t n = 0, cap = 0;
+  for (;;) {
+    if (n == cap) {
+      cap = cap ? cap * 2 : 65536;
+      unsigned char *t = realloc(p, cap);
+      if (!t) {
+        free(p);
+        fclose(f);
+        return em_fail(EM_ERR_OUT_OF_MEMORY, "%s: no memory to read %s", what, path);
+      }
+      p = t;
+    }
+    size_t k = fread(p + n, 1, cap - n, f);
+    n += k;
+    if (k == 0) break;
+  }
+  int bad = ferror(f);
+  fclose(f);
+  if (bad) {
+    free(p);
+    return em_fail(EM_ERR_IO, "%s: reading %s failed", what, path);
+  }
+  *data = p;
+  *size = n;
+  return EM_OK;
+}

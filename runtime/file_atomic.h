@@ -1,4 +1,5 @@
-/* The library's one way to write a user's file: atomically, so a crash
+/* The library's one way to read a whole user's file, and its one way to
+ * write one: atomically, so a crash
  * during the write leaves the previous file whole (DESIGN.md, "Writes of
  * user data are atomic"). em_graph_save and em_checkpoint_save use it.
  *
@@ -27,5 +28,10 @@ typedef struct em_write_part {
  * path is as it was and no temporary file is left, except where the rename
  * succeeded and only the directory's fsync failed (the message says so). */
 em_status em_write_file_atomic(const char *path, const em_write_part *parts, int n_parts);
+
+/* Reads the whole file into *data (malloc'd; the caller frees) and its size
+ * into *size. `what` starts the messages ("em_graph_load", "checkpoint"):
+ * EM_ERR_IO naming the file and the system's reason, EM_ERR_OUT_OF_MEMORY. */
+em_status em_read_file(const char *path, const char *what, unsigned char **data, size_t *size);
 
 #endif

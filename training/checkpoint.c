@@ -222,37 +222,6 @@ API em_status em_checkpoint_save(const char *path, const em_graph *graph, const 
 
 /* ------------------------------------------------------------- loading --- */
 
-static em_status read_whole(const char *path, unsigned char **data, size_t *size) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return em_fail(EM_ERR_IO, "cannot open checkpoint %s: %s", path, strerror(errno));
-  unsigned char *p = NULL;
-  size_t n = 0, cap = 0;
-  for (;;) {
-    if (n == cap) {
-      cap = cap ? cap * 2 : 65536;
-      unsigned char *t = realloc(p, cap);
-      if (!t) {
-        free(p);
-        fclose(f);
-        return em_fail(EM_ERR_OUT_OF_MEMORY, "no memory to read checkpoint %s", path);
-      }
-      p = t;
-    }
-    size_t k = fread(p + n, 1, cap - n, f);
-    n += k;
-    if (k == 0) break;
-  }
-  int bad = ferror(f);
-  fclose(f);
-  if (bad) {
-    free(p);
-    return em_fail(EM_ERR_IO, "reading checkpoint %s failed", path);
-  }
-  *data = p;
-  *size = n;
-  return EM_OK;
-}
-
 /* Magic, header checksum, version, size. */
 static em_status check_header(const em_checkpoint *c) {
   const unsigned char *d = c->data;
@@ -439,7 +408,7 @@ static em_status open_checkpoint(const char *path, int with_graph, em_checkpoint
   *out = NULL;
   unsigned char *data;
   size_t size;
-  em_status s = read_whole(path, &data, &size);
+  em_status s = em_read_file(path, "checkpoint", &data, &size);
   return s ? s : em_checkpoint_from_bytes(data, size, path, with_graph, out);
 }
 
