@@ -20,6 +20,7 @@
 #include <valgrind/valgrind.h>
 
 #include "ember.h"
+#include "gpu_double.h"
 
 #define CHECK(call)                                                        \
   do {                                                                     \
@@ -912,16 +913,7 @@ static void test_models_train(void **state) {
 
 static int g_gpus;
 
-static void use_gpu(void) {
-  const char *fake = getenv("FAKECUDA_LIB");
-  if (!getenv("EMBER_LIBCUDA") && fake && *fake) {
-    setenv("EMBER_LIBCUDA", fake, 1);
-    setenv("FAKECUDA_DEVICES", "9.0=NVIDIA H100 80GB HBM3 (test double)", 1);
-    setenv("FAKECUDA_DRIVER", "13000", 1);
-    em_shutdown();
-  }
-  if (em_cuda_device_count(&g_gpus)) g_gpus = 0;
-}
+static void use_gpu(void) { g_gpus = ts_use_gpu(); }
 
 static void same_tensors(const char *model, const char *what, em_tensor *const *a, em_tensor *const *b, size_t n) {
   for (size_t k = 0; k < n; k++) {

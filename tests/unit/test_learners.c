@@ -30,6 +30,7 @@
 #include <cmocka.h>
 
 #include "ember.h"
+#include "gpu_double.h"
 
 #define CHECK(call)                                                        \
   do {                                                                     \
@@ -678,16 +679,7 @@ static void test_state_and_refusals(void **state) {
 
 static int g_gpus;
 
-static void use_gpu(void) {
-  const char *fake = getenv("FAKECUDA_LIB");
-  if (!getenv("EMBER_LIBCUDA") && fake && *fake) {
-    setenv("EMBER_LIBCUDA", fake, 1);
-    setenv("FAKECUDA_DEVICES", "9.0=NVIDIA H100 80GB HBM3 (test double)", 1);
-    setenv("FAKECUDA_DRIVER", "13000", 1);
-    em_shutdown();
-  }
-  if (em_cuda_device_count(&g_gpus)) g_gpus = 0;
-}
+static void use_gpu(void) { g_gpus = ts_use_gpu(); }
 
 /* Steps of cfg on dev in portable mode; the final parameters and slots. */
 static void run_on(const em_learner_config *cfg, em_device dev, float out[NT][3][MAXE], em_exec_stats *st) {

@@ -25,6 +25,7 @@
 #include <cmocka.h>
 
 #include "ember.h"
+#include "gpu_double.h"
 
 #define CHECK(call)                                                        \
   do {                                                                     \
@@ -172,16 +173,7 @@ static void train(void (*build)(model *), em_device dev, int steps, float lr, fl
 
 static int g_gpus;
 
-static void use_gpu(void) {
-  const char *fake = getenv("FAKECUDA_LIB");
-  if (!getenv("EMBER_LIBCUDA") && fake && *fake) {
-    setenv("EMBER_LIBCUDA", fake, 1);
-    setenv("FAKECUDA_DEVICES", "9.0=NVIDIA H100 80GB HBM3 (test double)", 1);
-    setenv("FAKECUDA_DRIVER", "13000", 1);
-    em_shutdown();
-  }
-  if (em_cuda_device_count(&g_gpus)) g_gpus = 0;
-}
+static void use_gpu(void) { g_gpus = ts_use_gpu(); }
 
 static void same_training(void (*build)(model *), const char *what, int steps, float lr) {
   if (!g_gpus) {

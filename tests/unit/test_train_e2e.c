@@ -31,6 +31,7 @@
 #include <valgrind/valgrind.h>
 
 #include "ember.h"
+#include "gpu_double.h"
 
 #define CHECK(call)                                                        \
   do {                                                                     \
@@ -59,14 +60,7 @@ static int setup(void **state) {
     em_dataset_free(all);
   }
   if (s) return -1;
-  const char *fake = getenv("FAKECUDA_LIB");
-  if (!getenv("EMBER_LIBCUDA") && fake && *fake) {
-    setenv("EMBER_LIBCUDA", fake, 1);
-    setenv("FAKECUDA_DEVICES", "9.0=NVIDIA H100 80GB HBM3 (test double)", 1);
-    setenv("FAKECUDA_DRIVER", "13000", 1);
-    em_shutdown();
-  }
-  if (em_cuda_device_count(&g_gpus)) g_gpus = 0;
+  g_gpus = ts_use_gpu();
   const char *tmp = getenv("TMPDIR");
   snprintf(g_dir, sizeof g_dir, "%s/ember-e2e-XXXXXX", tmp && *tmp ? tmp : "/tmp");
   if (!mkdtemp(g_dir)) return -1;
