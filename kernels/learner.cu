@@ -41,8 +41,7 @@ EM_GLOBAL void em_learner_update_f32(int rule, const float *h, const float *scal
 /* Block b: the sum of squares of tensor b of the launch (x_b, n_b) into
  * y[b], in learner_math.h's order: thread l is lane l, then a tree over
  * the lanes in shared memory. Launch: (tensors, 1, 1) x (EM_LRN_LANES, 1, 1). */
-EM_DEVICE float em_lrn_block_sumsq(const float *x, em_i64 n) {
-  EM_SHARED double lanes[EM_LRN_LANES];
+EM_DEVICE float em_lrn_block_sumsq(const float *x, em_i64 n, double *lanes) {
   const int l = EM_TID_X;
   lanes[l] = em_lrn_lane_sumsq(x, n, l);
   EM_SYNC();
@@ -79,7 +78,10 @@ EM_GLOBAL void em_learner_sumsq_f32(float *y, const float *x0, em_i64 n0, const 
   case 13: x = x13, n = n13; break;
   default: x = x14, n = n14; break;
   }
-  const float r = em_lrn_block_sumsq(x, n);
+  /* In the kernel, not the device function: a static of an internal-linkage function gets a name with a
+   * per-compilation hash in the PTX, which would make the committed PTX differ on every machine. */
+  EM_SHARED double lanes[EM_LRN_LANES];
+  const float r = em_lrn_block_sumsq(x, n, lanes);
   if (EM_TID_X == 0) y[EM_BID_X] = r;
 }
 
