@@ -287,7 +287,35 @@ static em_status scales_value(em_learner *l, em_graph *g, const em_var *grads, e
   return s;
 }
 
+/* A learner updates parameters: a constant, an input, a state or an
+ * intermediate value given in their place would be written in place where
+ * it lives (a constant's storage, an intermediate's buffer) and the update
+ * silently lost or applied to something else, so those are refused. */
+static em_status check_are_parameters(const em_learner *l, const em_graph *g) {
+  size_t np = 0;
+  em_status s = em_graph_parameters(g, NULL, 0, &np);
+  em_var *all = s ? NULL : malloc(sizeof *all * (np ? np : 1));
+  if (!s && !all) s = em_fail(EM_ERR_OUT_OF_MEMORY, "em_learner_attach: out of memory");
+  if (!s) s = em_graph_parameters(g, all, np, &np);
+  for (int i = 0; i < l->n && !s; i++) {
+    size_t k = 0;
+    while (k < np && all[k] != l->params[i]) k++;
+    if (k < np) continue;
+    const char *name = NULL;
+    if (em_var_name(g, l->params[i], &name) || !name) name = "";
+    em_clear_error();
+    s = em_fail(EM_ERR_INVALID_ARGUMENT,
+                "em_learner_attach: learner '%s': its value %d%s%s%s (entry %d) is not a parameter of the graph (a "
+                "constant, input, state or computed value); learners update parameters (em_parameter)",
+                l->name, (int)l->params[i], *name ? " '" : "", name, *name ? "'" : "", i);
+  }
+  free(all);
+  return s;
+}
+
 static em_status check_params(const em_learner *l, em_graph *g, const em_var *grads) {
+  em_status s0 = check_are_parameters(l, g);
+  if (s0) return s0;
   for (int i = 0; i < l->n; i++) {
     em_dtype dt, dg;
     int nd, ng;

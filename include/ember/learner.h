@@ -224,7 +224,10 @@ EM_API const em_learner_config *em_learner_get_config(const em_learner *l);
  * executor runs the update after every other node of the step, so they all
  * read the parameters before it); fetching it copies nothing (an empty f32
  * tensor).
- * Once per learner. */
+ * Once per learner. Fails (EM_ERR_INVALID_ARGUMENT, naming the value and
+ * its entry) when a params[i] is not a parameter of g (an input, constant,
+ * state or computed value: an update of it would be lost), then attaches
+ * nothing; em_learner_create cannot check this, as it has no graph. */
 EM_API em_status em_learner_attach(em_learner *l, em_graph *g, const em_var *grads, em_var *update);
 
 /* The feed of this step's hyperparameters for a minibatch of

@@ -675,6 +675,49 @@ static void test_state_and_refusals(void **state) {
   rig_free(&r);
 }
 
+/* A learner over a value that is not a parameter (an input, a constant, a
+ * state, a computed value) would update it in place where it lives and the
+ * update would be lost: refused at attach, naming the value; nothing is
+ * attached, so the same learner over parameters attaches afterwards. */
+static void test_refuses_non_parameters(void **state) {
+  (void)state;
+  rig r = {0};
+  rig_params(&r, 3);
+  em_var neg, cst, st;
+  CHECK(em_apply(r.g, "neg", &r.p[1], 1, NULL, 0, &neg, 1));
+  CHECK(em_var_set_name(r.g, neg, "minus_w1"));
+  em_tensor *t;
+  CHECK(em_tensor_zeros(em_cpu(), EM_F32, 1, SHAPE1, &t));
+  CHECK(em_constant(r.g, t, &cst));
+  em_tensor_release(t);
+  em_init zero = {.kind = EM_INIT_CONSTANT, .value = 0};
+  CHECK(em_state(r.g, "running", EM_F32, 1, SHAPE1, &zero, &st));
+  const struct {
+    em_var v;
+    const char *named;
+  } bad[] = {{r.gin[1], "'g1'"}, {neg, "'minus_w1'"}, {cst, "is not a parameter"}, {st, "'running'"}};
+  em_learner_config c;
+  CHECK(em_learner_defaults(EM_LEARNER_SGD, 0.1, &c));
+  for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+    em_var ps[2] = {r.p[0], bad[k].v}, gs[2] = {r.gin[0], r.gin[1]}, upd = -1;
+    em_learner *l;
+    CHECK(em_learner_create(&c, NULL, ps, 2, &l));
+    assert_int_equal(em_learner_attach(l, r.g, gs, &upd), EM_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(em_last_error(), "is not a parameter"));
+    assert_non_null(strstr(em_last_error(), bad[k].named));
+    char entry[32];
+    snprintf(entry, sizeof entry, "value %d", (int)bad[k].v);
+    assert_non_null(strstr(em_last_error(), entry));
+    assert_int_equal(upd, -1);
+    em_learner_free(l);
+  }
+  /* the graph took nothing that stops a learner over the parameters */
+  const em_learner_config *cfgs[1] = {&c};
+  const int all[2] = {0, 1}, *subsets[1] = {all}, counts[1] = {2};
+  rig_learners(&r, cfgs, subsets, counts, 1, em_cpu(), 0);
+  rig_free(&r);
+}
+
 /* ------------------------------------------------------------ on a GPU --- */
 
 static int g_gpus;
@@ -914,6 +957,7 @@ int main(void) {
       cmocka_unit_test(test_larc_clip_regularisation),
       cmocka_unit_test(test_two_learners),
       cmocka_unit_test(test_state_and_refusals),
+      cmocka_unit_test(test_refuses_non_parameters),
       cmocka_unit_test(test_gpu_bitwise),
       cmocka_unit_test(test_mlp_training),
       cmocka_unit_test(test_sums_of_squares),

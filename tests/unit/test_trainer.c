@@ -7,7 +7,8 @@
  *  - a metric (classification error) aggregated the same way, and
  *    test_minibatch counting apart from training and changing no weight;
  *  - the refusals (no learner, a loss of the wrong shape, a parameter in
- *    two learners, no feeds), each leaving no trainer behind;
+ *    two learners, a learner over a value that is not a parameter, no
+ *    feeds), each leaving no trainer behind;
  *  - training mode on the training executor only (dropout drops there).
  * The end-to-end runs on Fashion-MNIST are in test_train_e2e.c. */
 #include <math.h>
@@ -248,6 +249,24 @@ static void test_refusals(void **state) {
   assert_non_null(strstr(em_last_error(), "'w'"));
   assert_int_equal(em_trainer_create(m.g, m.loss, -1, &l, 1, &(em_trainer_options){.mode = (em_mode)7}, &t),
                    EM_ERR_INVALID_ARGUMENT);
+  /* A learner over a value that is not a parameter (the computed y, a
+   * constant) would update a buffer nobody reads: refused naming it. */
+  CHECK(em_var_set_name(m.g, m.y, "prediction"));
+  em_tensor *ct;
+  em_var cst;
+  CHECK(em_tensor_zeros(em_cpu(), EM_F32, 2, (int64_t[]){1, 3}, &ct));
+  CHECK(em_constant(m.g, ct, &cst));
+  em_tensor_release(ct);
+  em_var over[2][2] = {{m.w, m.y}, {m.w, cst}};
+  for (int k = 0; k < 2; k++) {
+    em_learner *bad = sgd(over[k], 2, 0.1);
+    t = (em_trainer *)1;
+    assert_int_equal(em_trainer_create(m.g, m.loss, -1, &bad, 1, NULL, &t), EM_ERR_INVALID_ARGUMENT);
+    assert_null(t);
+    assert_non_null(strstr(em_last_error(), "is not a parameter"));
+    assert_non_null(strstr(em_last_error(), k ? "value" : "'prediction'"));
+    em_learner_free(bad);
+  }
   em_learner_free(l);
   em_learner_free(l2);
   em_graph_free(m.g);
