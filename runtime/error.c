@@ -28,6 +28,7 @@ static const char *const status_names[] = {
   [EM_ERR_UNSUPPORTED] = "EM_ERR_UNSUPPORTED",
   [EM_ERR_USE_CPU] = "EM_ERR_USE_CPU",
   [EM_ERR_INTERNAL] = "EM_ERR_INTERNAL",
+  [EM_ERR_NOT_FINITE] = "EM_ERR_NOT_FINITE",
 };
 
 __attribute__((visibility("default"))) const char *em_status_name(em_status s) {

@@ -94,8 +94,9 @@ API em_status em_trainer_create(em_graph *graph, em_var loss, em_var metric, em_
   if (t->has_metric && (s = mean_of(graph, metric, "metric", &t->metric_mean))) goto fail;
   if ((s = em_trainer_build_updates(t))) goto fail;
 
-  /* The training executor: loss, metric, then every update node. */
-  int n_out = 1 + t->has_metric + t->n_updates;
+  /* The training executor: loss, metric, every update node, then each
+   * learner's gradients' sums of squares. */
+  int n_out = 1 + t->has_metric + 2 * t->n_updates;
   em_var *outs = malloc(sizeof *outs * (size_t)n_out);
   if (!outs) {
     s = em_fail(EM_ERR_OUT_OF_MEMORY, "em_trainer_create: out of memory");
@@ -105,6 +106,7 @@ API em_status em_trainer_create(em_graph *graph, em_var loss, em_var metric, em_
   outs[k++] = t->loss_mean;
   if (t->has_metric) outs[k++] = t->metric_mean;
   for (int i = 0; i < t->n_updates; i++) outs[k++] = t->updates[i];
+  for (int i = 0; i < t->n_updates; i++) outs[k++] = t->gsumsq[i];
   s = em_exec_create(graph, outs, n_out, opt.device, &t->train);
   free(outs);
   if (s) goto fail;
@@ -155,9 +157,11 @@ static em_status scalar(const em_tensor *v, double *out) {
 }
 
 /* Runs an executor with the caller's feeds and extra ones, reading the
- * loss (output 0) and the metric (output 1). */
+ * loss (output 0) and the metric (output 1); with gsumsq (the training
+ * executor), the learners' gradients' sums of squares too (the last
+ * n_learners outputs, n_params floats in all). */
 static em_status run_step(em_trainer *t, em_exec *e, int n_out, const em_feed *feeds, int n_feeds,
-                          const em_feed *extra, int n_extra, em_minibatch_result *r) {
+                          const em_feed *extra, int n_extra, float *gsumsq, em_minibatch_result *r) {
   em_feed stack[32], *all = stack;
   int n_all = n_feeds + n_extra;
   if (n_all > (int)(sizeof stack / sizeof stack[0])) {
@@ -177,6 +181,12 @@ static em_status run_step(em_trainer *t, em_exec *e, int n_out, const em_feed *f
   s = scalar(res[0], &r->loss);
   r->metric = NAN;
   if (!s && t->has_metric) s = scalar(res[1], &r->metric);
+  for (int i = 0, k = 0; gsumsq && i < t->n_learners && !s; i++) {
+    int n = 0;
+    em_learner_params(t->learners[i], &n);
+    s = em_tensor_to_host(res[n_out - t->n_learners + i], gsumsq + k, sizeof *gsumsq * (size_t)n);
+    k += n;
+  }
   for (int i = 0; i < n_out; i++) em_tensor_release(res[i]);
   if (res != res_stack) free(res);
   return s;
@@ -190,9 +200,12 @@ API em_status em_trainer_train_minibatch(em_trainer *t, const em_feed *feeds, in
   em_feed extra[EM_TRAINER_MAX_LEARNERS];
   int n_extra = 0;
   if ((s = em_trainer_hyper_feeds(t, r.samples, extra, &n_extra))) return s;
-  s = run_step(t, t->train, t->n_train_out, feeds, n_feeds, extra, n_extra, &r);
+  s = run_step(t, t->train, t->n_train_out, feeds, n_feeds, extra, n_extra, t->gsumsq_host, &r);
   em_trainer_release_hyper_feeds(extra, n_extra);
   if (s) return em_fail_context(s, "em_trainer_train_minibatch (step %llu)", (unsigned long long)t->steps + 1);
+  /* A diverged step is not counted, so the accounting (and a checkpoint
+   * of it) stays finite; its updates ran, which the message says. */
+  if ((s = em_trainer_check_finite(t, r.loss, t->steps + 1))) return em_fail_context(s, "em_trainer_train_minibatch");
   /* The updates happened: the learners' host counters move on. */
   if ((s = em_trainer_learners_stepped(t, r.samples))) return s;
   t->steps++;
@@ -210,7 +223,7 @@ API em_status em_trainer_test_minibatch(em_trainer *t, const em_feed *feeds, int
   em_minibatch_result r = {0};
   em_status s = count_samples(feeds, n_feeds, "em_trainer_test_minibatch", &r.samples);
   if (s) return s;
-  s = run_step(t, t->eval, 1 + t->has_metric, feeds, n_feeds, NULL, 0, &r);
+  s = run_step(t, t->eval, 1 + t->has_metric, feeds, n_feeds, NULL, 0, NULL, &r);
   if (s) return em_fail_context(s, "em_trainer_test_minibatch");
   t->test_samples += r.samples;
   t->test_loss_sum += r.loss * (double)r.samples;

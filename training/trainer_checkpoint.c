@@ -12,6 +12,7 @@
  * Everything is checked first (every name, dtype and shape, every section's
  * record by a dry load into a scratch copy where the part allows it), then
  * applied, so a refused checkpoint changes nothing. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,16 +28,66 @@
 
 static void learner_section_name(int i, char *buf, size_t cap) { snprintf(buf, cap, "learner.%d", i); }
 
+/* Every parameter and state of g, in creation order. */
+static em_status leaves(const em_graph *g, em_var **vars, size_t *n) {
+  size_t np, ns;
+  em_status s = em_graph_parameters(g, NULL, 0, &np);
+  if (!s) s = em_graph_states(g, NULL, 0, &ns);
+  if (s) return s;
+  *vars = malloc(sizeof **vars * (np + ns + 1));
+  if (!*vars) return em_fail(EM_ERR_OUT_OF_MEMORY, "restoring a checkpoint: out of memory");
+  if (!s) s = em_graph_parameters(g, *vars, np, &np);
+  if (!s) s = em_graph_states(g, *vars + np, ns, &ns);
+  *n = np + ns;
+  return s;
+}
+
+/* A checkpoint is what a run resumes from: one holding NaN or inf (a step
+ * diverged after its loss was computed: the update itself overflowed)
+ * would replace the last good one with a model nothing can continue from.
+ * Every f32 / f64 parameter and state is scanned on the host (once per
+ * checkpoint, beside the copy the save makes anyway). */
+static em_status check_finite_values(const em_trainer *t) {
+  em_var *vars = NULL;
+  size_t n = 0;
+  em_status s = leaves(t->g, &vars, &n);
+  for (size_t i = 0; i < n && !s; i++) {
+    em_dtype dt;
+    int nd;
+    int64_t shape[EM_MAX_DIMS];
+    if ((s = em_var_info(t->g, vars[i], &dt, &nd, shape)) || (dt != EM_F32 && dt != EM_F64)) continue;
+    em_tensor *v;
+    if ((s = em_parameter_get(t->g, vars[i], em_cpu(), &v))) break;
+    const int64_t count = em_tensor_numel(v);
+    const void *data = em_tensor_data(v);
+    for (int64_t j = 0; j < count; j++) {
+      double x = dt == EM_F32 ? (double)((const float *)data)[j] : ((const double *)data)[j];
+      if (isfinite(x)) continue;
+      const char *name = NULL;
+      if (em_var_name(t->g, vars[i], &name) || !name) name = "?";
+      s = em_fail(EM_ERR_NOT_FINITE,
+                  "'%s' element %lld is %g after step %llu (training diverged): not saved, so the previous "
+                  "checkpoint stays",
+                  name, (long long)j, x, (unsigned long long)t->steps);
+      break;
+    }
+    em_tensor_release(v);
+  }
+  free(vars);
+  return s;
+}
+
 API em_status em_trainer_save_checkpoint(em_trainer *t, const char *path, const em_minibatch_source *source,
                                          const em_checkpoint_section *extra, int n_extra) {
   if (!t || !path) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_trainer_save_checkpoint: NULL argument");
   if (n_extra < 0 || (n_extra && !extra))
     return em_fail(EM_ERR_INVALID_ARGUMENT, "em_trainer_save_checkpoint: %d extra sections and no array", n_extra);
+  em_status s = check_finite_values(t);
+  if (s) return em_fail_context(s, "em_trainer_save_checkpoint %s", path);
   int n = 1 + t->n_learners + (source ? 1 : 0) + n_extra;
   em_checkpoint_section *sec = calloc((size_t)n, sizeof *sec);
   void **owned = calloc((size_t)n, sizeof *owned);
   char (*names)[24] = calloc((size_t)t->n_learners + 1, sizeof *names);
-  em_status s = EM_OK;
   if (!sec || !owned || !names) {
     s = em_fail(EM_ERR_OUT_OF_MEMORY, "em_trainer_save_checkpoint: out of memory");
     goto done;
@@ -88,20 +139,6 @@ static em_status saved_value(const em_graph *saved, const em_graph *g, em_var v,
   if ((s = em_parameter_get(saved, sv, em_cpu(), out)))
     return em_fail_context(s, "%s: reading '%s'", path, name);
   return EM_OK;
-}
-
-/* Every parameter and state of g, in creation order. */
-static em_status leaves(const em_graph *g, em_var **vars, size_t *n) {
-  size_t np, ns;
-  em_status s = em_graph_parameters(g, NULL, 0, &np);
-  if (!s) s = em_graph_states(g, NULL, 0, &ns);
-  if (s) return s;
-  *vars = malloc(sizeof **vars * (np + ns + 1));
-  if (!*vars) return em_fail(EM_ERR_OUT_OF_MEMORY, "restoring a checkpoint: out of memory");
-  if (!s) s = em_graph_parameters(g, *vars, np, &np);
-  if (!s) s = em_graph_states(g, *vars + np, ns, &ns);
-  *n = np + ns;
-  return s;
 }
 
 API em_status em_trainer_restore_checkpoint(em_trainer *t, const char *path, em_minibatch_source *source) {

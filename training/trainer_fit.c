@@ -159,7 +159,8 @@ API em_status em_trainer_fit(em_trainer *t, const em_fit_options *o, em_fit_resu
     em_trainer_begin_epoch(t);
     if (o->checkpoint && (s = em_trainer_save_checkpoint(t, o->checkpoint, o->train, o->checkpoint_extra,
                                                                 o->n_checkpoint_extra))) {
-      s = em_fail_context(s, "em_trainer_fit: after epoch %lld", (long long)t->epoch);
+      s = em_fail_context(s, "em_trainer_fit: after epoch %lld (step %llu)", (long long)t->epoch,
+                          (unsigned long long)t->steps);
       break;
     }
   }

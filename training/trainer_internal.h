@@ -19,6 +19,11 @@ struct em_trainer {
   int n_params;
   em_var *updates;            /* the learners' update nodes' outputs, fetched by the training step */
   int n_updates;
+  /* Per learner, the sums of squares of its gradients (f32[n] of
+   * _learner_sumsq), fetched after the updates: a step whose gradients are
+   * not finite fails (trainer.h). gnorm_host: n_params floats. */
+  em_var *gsumsq;
+  float *gsumsq_host;
   em_exec *train, *eval;
   int n_train_out;
   /* Accounting (float64 sums in step order). */
@@ -46,5 +51,8 @@ void em_trainer_free_updates(em_trainer *t);
 em_status em_trainer_hyper_feeds(em_trainer *t, uint64_t samples, em_feed *feeds, int *n);
 void em_trainer_release_hyper_feeds(em_feed *feeds, int n);
 em_status em_trainer_learners_stepped(em_trainer *t, uint64_t samples);
+/* EM_ERR_NOT_FINITE naming step and what when the loss or a gradient's sum
+ * of squares (gsumsq_host, fetched by the step) is NaN or inf. */
+em_status em_trainer_check_finite(const em_trainer *t, double loss, uint64_t step);
 
 #endif

@@ -3,6 +3,7 @@
  * update node (learner.h: one node of the `learner` family per learner,
  * updating parameters and state in place on the executor's device), the
  * per-step hyperparameter feeds and the learners' counters after a step. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,6 +77,20 @@ em_status em_trainer_build_updates(em_trainer *t) {
   free(h);
   if (s) return s;
   t->n_updates = t->n_learners;
+  /* Each learner's gradients' sums of squares, for the check after a step
+   * (one pass over the gradients; the learner's own clipping by global norm
+   * keeps its sums inside its node). */
+  t->gsumsq = malloc(sizeof *t->gsumsq * (size_t)t->n_learners);
+  t->gsumsq_host = malloc(sizeof *t->gsumsq_host * (size_t)t->n_params);
+  if (!t->gsumsq || !t->gsumsq_host) return em_fail(EM_ERR_OUT_OF_MEMORY, "em_trainer_create: out of memory");
+  k = 0;
+  for (int i = 0; i < t->n_learners; i++) {
+    int n = 0;
+    em_learner_params(t->learners[i], &n);
+    if ((s = em_apply(t->g, "_learner_sumsq", t->grads + k, n, NULL, 0, &t->gsumsq[i], 1)))
+      return em_fail_context(s, "em_trainer_create: learner %d's gradient norms", i);
+    k += n;
+  }
   return EM_OK;
 }
 
@@ -83,6 +98,33 @@ void em_trainer_free_updates(em_trainer *t) {
   free(t->params);
   free(t->grads);
   free(t->updates);
+  free(t->gsumsq);
+  free(t->gsumsq_host);
+}
+
+em_status em_trainer_check_finite(const em_trainer *t, double loss, uint64_t step) {
+  if (!isfinite(loss))
+    return em_fail(EM_ERR_NOT_FINITE,
+                   "step %llu: the loss is %g (training diverged: try a smaller learning rate, clipping, or look for "
+                   "NaN or inf in the data); the step's updates ran, so the parameters may hold NaN or inf: restore "
+                   "the last checkpoint",
+                   (unsigned long long)step, loss);
+  int k = 0;
+  for (int i = 0; i < t->n_learners; i++) {
+    int n = 0;
+    em_learner_params(t->learners[i], &n);
+    for (int j = 0; j < n; j++, k++) {
+      if (isfinite(t->gsumsq_host[k])) continue;
+      const char *name = NULL;
+      if (em_var_name(t->g, t->params[k], &name) || !name) name = "?";
+      return em_fail(EM_ERR_NOT_FINITE,
+                     "step %llu: the gradient of parameter '%s' (learner %d) is not finite (its sum of squares is "
+                     "%g; the loss was %g); the step's updates ran, so the parameters may hold NaN or inf: restore "
+                     "the last checkpoint",
+                     (unsigned long long)step, name, i, (double)t->gsumsq_host[k], loss);
+    }
+  }
+  return EM_OK;
 }
 
 em_status em_trainer_hyper_feeds(em_trainer *t, uint64_t samples, em_feed *feeds, int *n) {

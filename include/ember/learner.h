@@ -35,7 +35,15 @@
  *   g <- g * c                       clipping by global norm (clip_norm > 0):
  *                                    c = min(1, clip_norm / (||G|| + 1e-6)),
  *                                    ||G|| the L2 norm over all the learner's
- *                                    gradients (PyTorch's clip_grad_norm_)
+ *                                    gradients (PyTorch's clip_grad_norm_).
+ *                                    A NaN or inf gradient makes ||G|| NaN or
+ *                                    inf: no step may go on from there as if
+ *                                    clipped (the update does not define
+ *                                    what it then writes; PyTorch's makes
+ *                                    every gradient NaN or 0); the trainer
+ *                                    fails such a step (trainer.h,
+ *                                    EM_ERR_NOT_FINITE naming the step and
+ *                                    the parameter)
  *   g <- min(max(g, -v), v)          clipping by value (clip_value = v > 0)
  *   g <- g + l2 * p + l1 * sign(p)   coupled L2 / L1 (PyTorch's weight_decay
  *                                    of SGD and Adam; CNTK adds L2 likewise)

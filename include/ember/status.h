@@ -34,7 +34,9 @@ typedef enum em_status {
   EM_ERR_CORRUPT = 13,          /* outside bytes are malformed (file, offset in the message) */
   EM_ERR_UNSUPPORTED = 14,      /* valid request that this build or device cannot do */
   EM_ERR_USE_CPU = 15,          /* the device's plan for this kernel is the CPU; run the CPU twin */
-  EM_ERR_INTERNAL = 16          /* a bug in Ember; please report it with the message */
+  EM_ERR_INTERNAL = 16,         /* a bug in Ember; please report it with the message */
+  EM_ERR_NOT_FINITE = 17        /* a value that must be finite is NaN or inf: training diverged (the loss or a
+                                 * gradient of a step; the message names the step and the value) */
 } em_status;
 
 /* Name of a status, e.g. "EM_ERR_NO_DRIVER". Never NULL. */

@@ -72,7 +72,18 @@ typedef struct em_minibatch_result {
 /* One training step: feeds every input the loss and metric need (the
  * first feed's dimension 0 counts the samples), computes the gradients and
  * lets every learner update its parameters, then adds the minibatch to the
- * accounting. out may be NULL. On failure nothing is counted. */
+ * accounting. out may be NULL. On failure nothing is counted.
+ *
+ * Divergence: the step also computes each learner's gradients' sums of
+ * squares (one pass over the gradients). When the minibatch's loss or any
+ * gradient is NaN or inf the step fails with EM_ERR_NOT_FINITE, naming the
+ * step (1-based, counting restored ones) and the loss or the parameter
+ * whose gradient it is; out is not written. The updates of that step have
+ * run (they are part of the same executor run), so the parameters and the
+ * learners' state may hold NaN or inf: restore the last checkpoint (which
+ * em_trainer_fit never writes from such a step). PyTorch trains on silently
+ * (clip_grad_norm_'s error_if_nonfinite is off by default); CNTK stops on a
+ * NaN criterion; Ember stops at the step. */
 EM_API em_status em_trainer_train_minibatch(em_trainer *t, const em_feed *feeds, int n_feeds,
                                             em_minibatch_result *out);
 /* One evaluation step (no update, inference mode): the loss and metric of
@@ -201,8 +212,12 @@ typedef struct em_fit_result {
  * early stopping says stop, or the source ends. Continues where the trainer
  * and the source are: after em_trainer_restore_checkpoint mid-epoch it
  * finishes that epoch first. out may be NULL. Errors: a step's, a reader's,
- * a checkpoint's (the loop stops at the failure; the trainer and the source
- * are as after the last good step). */
+ * a checkpoint's (the loop stops at the failure; the trainer's accounting
+ * and the source are as after the last good step), each naming the epoch
+ * and the step. A diverged step (EM_ERR_NOT_FINITE, em_trainer_train_minibatch)
+ * or a model holding NaN or inf at an epoch's end (an update that
+ * overflowed) stops the loop without writing a checkpoint: the file keeps
+ * the last good epoch. */
 EM_API em_status em_trainer_fit(em_trainer *t, const em_fit_options *o, em_fit_result *out);
 
 /* One pass over source (rewound first; it ends at end_of_data or at the end
@@ -219,7 +234,9 @@ EM_API em_status em_trainer_evaluate(em_trainer *t, em_minibatch_source *source,
  * "learner.<i>" per learner, "reader" when source is not NULL (its position
  * and random state), then `extra` sections of the caller's (the CLI keeps
  * its settings in one). Atomic; the manifest names the trainer's device and
- * mode. */
+ * mode. Refuses (EM_ERR_NOT_FINITE, naming the value and the element) a
+ * model whose f32 / f64 parameters or states hold NaN or inf: a checkpoint
+ * is what a run resumes from, and the previous file stays as it was. */
 EM_API em_status em_trainer_save_checkpoint(em_trainer *t, const char *path, const em_minibatch_source *source,
                                             const em_checkpoint_section *extra, int n_extra);
 /* Restores a checkpoint into this trainer, built as the one that wrote it

@@ -9,7 +9,12 @@
  *  - the refusals (no learner, a loss of the wrong shape, a parameter in
  *    two learners, a learner over a value that is not a parameter, no
  *    feeds), each leaving no trainer behind;
- *  - training mode on the training executor only (dropout drops there).
+ *  - training mode on the training executor only (dropout drops there);
+ *  - divergence: a step whose gradient is inf (with and without clipping
+ *    by global norm, on the CPU and a GPU) or whose loss is inf fails
+ *    naming the step and counts nothing, em_trainer_fit stops there and
+ *    keeps the last good checkpoint, and a checkpoint of a model holding
+ *    NaN or inf is refused.
  * The end-to-end runs on Fashion-MNIST are in test_train_e2e.c. */
 #include <math.h>
 #include <setjmp.h>
@@ -19,9 +24,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "ember.h"
+#include "gpu_double.h"
 
 #define CHECK(call)                                                        \
   do {                                                                     \
@@ -494,7 +501,211 @@ static void test_two_learners_last_layer_first(void **state) {
   em_graph_free(g);
 }
 
+/* ------------------------------------------------------- divergence --- */
+
+static int g_gpus;
+
+/* loss = mean(x * sqrt(p) + x * q), p = 0, q = 1, x = 1: the loss is 1
+ * (finite) but d loss / dp = 0.5 / sqrt(0) = +inf (IEEE: 1 / +0). With
+ * clipping by global norm the norm is inf; PyTorch's clip_grad_norm_
+ * would then scale every gradient by 0 (inf) or NaN, and Ember's kernel
+ * today keeps q's finite gradient: either way the step must not pass
+ * unnoticed. The trainer fails it with EM_ERR_NOT_FINITE naming the step
+ * and the parameter, and counts nothing; on the CPU and on a GPU. */
+static void test_non_finite_gradient_fails_the_step(void **state) {
+  (void)state;
+  for (int on_gpu = 0; on_gpu < 2; on_gpu++) {
+    if (on_gpu && !g_gpus) {
+      print_message("no CUDA driver, real or test double: the GPU half is skipped\n");
+      break;
+    }
+    for (int clip = 0; clip < 2; clip++) {
+      em_graph *g;
+      CHECK(em_graph_create(&g));
+      em_var x, p, q, r, a, b, y, loss;
+      CHECK(em_input(g, "x", EM_F32, 2, (int64_t[]){-1, 1}, &x));
+      em_init zero = {.kind = EM_INIT_CONSTANT, .value = 0}, one = {.kind = EM_INIT_CONSTANT, .value = 1};
+      CHECK(em_parameter(g, "q", EM_F32, 1, (int64_t[]){1}, &one, &q));
+      CHECK(em_parameter(g, "p", EM_F32, 1, (int64_t[]){1}, &zero, &p));
+      CHECK(em_apply(g, "sqrt", &p, 1, NULL, 0, &r, 1));
+      CHECK(em_apply(g, "mul", (em_var[]){x, r}, 2, NULL, 0, &a, 1));
+      CHECK(em_apply(g, "mul", (em_var[]){x, q}, 2, NULL, 0, &b, 1));
+      CHECK(em_apply(g, "add", (em_var[]){a, b}, 2, NULL, 0, &y, 1));
+      CHECK(em_apply(g, "reduce_mean", &y, 1, NULL, 0, &loss, 1));
+      em_learner_config cfg;
+      CHECK(em_learner_defaults(EM_LEARNER_SGD, 0.1, &cfg));
+      if (clip) cfg.clip_norm = 1;
+      em_learner *l;
+      CHECK(em_learner_create(&cfg, NULL, (em_var[]){q, p}, 2, &l));
+      em_trainer *t;
+      em_trainer_options to = {.device = on_gpu ? em_cuda(0) : em_cpu(), .mode = EM_MODE_PORTABLE};
+      CHECK(em_trainer_create(g, loss, -1, &l, 1, &to, &t));
+      const float ones[4] = {1, 1, 1, 1};
+      em_tensor *xt;
+      CHECK(em_tensor_from_host(em_cpu(), EM_F32, 2, (int64_t[]){4, 1}, ones, sizeof ones, &xt));
+      em_feed f = {x, xt};
+      em_minibatch_result res = {.samples = 99};
+      assert_int_equal(em_trainer_train_minibatch(t, &f, 1, &res), EM_ERR_NOT_FINITE);
+      const char *msg = em_last_error();
+      if (!strstr(msg, "step 1") || !strstr(msg, "gradient of parameter 'p'") || !strstr(msg, "inf"))
+        fail_msg("on %s, clip %d: %s", on_gpu ? "a GPU" : "the CPU", clip, msg);
+      assert_int_equal(res.samples, 99); /* out is not written */
+      em_trainer_totals tot;
+      CHECK(em_trainer_get_totals(t, &tot));
+      assert_int_equal(tot.steps, 0);
+      assert_int_equal(tot.samples, 0);
+      assert_int_equal(em_learner_steps(l), 0);
+      em_tensor_release(xt);
+      em_trainer_free(t);
+      em_learner_free(l);
+      em_graph_free(g);
+    }
+  }
+}
+
+/* The linear model's data set in memory: streams "x" [3] and "t" [1]. */
+static em_dataset *linear_dataset(int n) {
+  float *x = malloc(sizeof(float) * 3 * (size_t)n), *tt = malloc(sizeof(float) * (size_t)n);
+  assert_non_null(x);
+  assert_non_null(tt);
+  data(n, 5, x, tt);
+  em_dataset *d;
+  CHECK(em_dataset_create(&d));
+  em_stream_desc dx = {.name = "x", .dtype = EM_F32, .ndim = 1, .shape = {3}};
+  em_stream_desc dt = {.name = "t", .dtype = EM_F32, .ndim = 1, .shape = {1}};
+  CHECK(em_dataset_add_stream(d, &dx, n, x, sizeof(float) * 3 * (size_t)n));
+  CHECK(em_dataset_add_stream(d, &dt, n, tt, sizeof(float) * (size_t)n));
+  free(x);
+  free(tt);
+  return d;
+}
+
+static unsigned char *slurp(const char *path, size_t *n) {
+  FILE *f = fopen(path, "rb");
+  assert_non_null(f);
+  fseek(f, 0, SEEK_END);
+  long size = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  unsigned char *b = malloc((size_t)size + 1);
+  assert_non_null(b);
+  assert_int_equal(fread(b, 1, (size_t)size, f), (size_t)size);
+  fclose(f);
+  *n = (size_t)size;
+  return b;
+}
+
+typedef struct snapshot {
+  const char *path;
+  uint64_t at_total_samples;
+  unsigned char *bytes;
+  size_t n;
+} snapshot;
+
+static int take_snapshot(const em_train_report *r, void *user) {
+  snapshot *sn = user;
+  if (r->total_samples == sn->at_total_samples) sn->bytes = slurp(sn->path, &sn->n);
+  return 0;
+}
+
+/* A run whose last minibatch of epoch 2 diverges: 12 samples in
+ * minibatches of 4 (3 steps an epoch), SGD at 0.01 but 1e30 for step 5
+ * (samples 16 to 19), which throws the weights to about 1e30, so step 6's
+ * loss overflows to inf. em_trainer_fit stops there with
+ * EM_ERR_NOT_FINITE naming epoch 2 and step 6, and the checkpoint written
+ * after epoch 1 is still there byte for byte: the diverged epoch never
+ * replaces the last good one. */
+static void test_diverged_last_minibatch_keeps_the_checkpoint(void **state) {
+  (void)state;
+  char dir[] = "/tmp/ember_trainer_XXXXXX", path[64];
+  assert_non_null(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/run.ckpt", dir);
+  const double w0[3] = {0.5, -0.5, 0.25};
+  linear m;
+  linear_build(&m, w0);
+  const double lrs[3] = {0.01, 1e30, 0.01};
+  const uint64_t counts[3] = {4, 1, 1};
+  em_learner_config cfg;
+  CHECK(em_learner_defaults(EM_LEARNER_SGD, 0, &cfg));
+  cfg.lr = (em_schedule){.n = 3, .values = lrs, .counts = counts, .epoch_size = 4};
+  em_learner *l;
+  CHECK(em_learner_create(&cfg, NULL, &m.w, 1, &l));
+  em_trainer *t;
+  CHECK(em_trainer_create(m.g, m.loss, -1, &l, 1, NULL, &t));
+  em_dataset *d = linear_dataset(12);
+  em_minibatch_source *src;
+  CHECK(em_minibatch_source_create(d, &(em_minibatch_options){.batch_size = 4, .no_prefetch = 1}, &src));
+  snapshot sn = {.path = path, .at_total_samples = 16}; /* after step 4: epoch 1's checkpoint is written */
+  em_var inputs[2] = {m.x, m.t};
+  em_fit_options fo = {.epochs = 3, .train = src, .inputs = inputs, .n_inputs = 2, .checkpoint = path,
+                       .on_minibatch = take_snapshot, .user = &sn};
+  em_fit_result fr;
+  em_status s = em_trainer_fit(t, &fo, &fr);
+  if (s != EM_ERR_NOT_FINITE) fail_msg("fit gave %s: %s", em_status_name(s), em_last_error());
+  const char *msg = em_last_error();
+  if (!strstr(msg, "epoch 2") || !strstr(msg, "step 6") || !strstr(msg, "loss is inf"))
+    fail_msg("the message names neither the epoch, the step nor the loss: %s", msg);
+  assert_non_null(sn.bytes);
+  size_t n;
+  unsigned char *now = slurp(path, &n);
+  assert_int_equal(n, sn.n);
+  assert_memory_equal(now, sn.bytes, n);
+  em_trainer_totals tot;
+  CHECK(em_trainer_get_totals(t, &tot));
+  assert_int_equal(tot.epoch, 1);
+  assert_int_equal(tot.steps, 5);
+  free(now);
+  free(sn.bytes);
+  em_minibatch_source_free(src);
+  em_dataset_free(d);
+  em_trainer_free(t);
+  em_learner_free(l);
+  em_graph_free(m.g);
+  unlink(path);
+  rmdir(dir);
+}
+
+/* A checkpoint of a model holding inf or NaN (an update that overflowed
+ * after a finite loss) is refused naming the value and the element, and
+ * the previous checkpoint file stays as it was. */
+static void test_checkpoint_refuses_non_finite_values(void **state) {
+  (void)state;
+  char dir[] = "/tmp/ember_trainer_XXXXXX", path[64];
+  assert_non_null(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/run.ckpt", dir);
+  const double w0[3] = {0.5, -0.5, 0.25};
+  linear m;
+  linear_build(&m, w0);
+  em_learner *l = sgd(&m.w, 1, 0.01);
+  em_trainer *t;
+  CHECK(em_trainer_create(m.g, m.loss, -1, &l, 1, NULL, &t));
+  CHECK(em_trainer_save_checkpoint(t, path, NULL, NULL, 0));
+  size_t n0;
+  unsigned char *before = slurp(path, &n0);
+  const float bad[2][3] = {{0.5f, INFINITY, 0.25f}, {0.5f, -0.5f, NAN}};
+  for (int k = 0; k < 2; k++) {
+    em_tensor *v;
+    CHECK(em_tensor_from_host(em_cpu(), EM_F32, 2, (int64_t[]){1, 3}, bad[k], sizeof bad[k], &v));
+    CHECK(em_parameter_set(m.g, m.w, v));
+    em_tensor_release(v);
+    assert_int_equal(em_trainer_save_checkpoint(t, path, NULL, NULL, 0), EM_ERR_NOT_FINITE);
+    assert_non_null(strstr(em_last_error(), k ? "'w' element 2 is nan" : "'w' element 1 is inf"));
+    assert_non_null(strstr(em_last_error(), path));
+    size_t n;
+    unsigned char *after = slurp(path, &n);
+    assert_int_equal(n, n0);
+    assert_memory_equal(after, before, n);
+    free(after);
+  }
+  free(before);
+  em_trainer_free(t);
+  em_learner_free(l);
+  em_graph_free(m.g);
+  unlink(path);
+  rmdir(dir);
+}
+
 int main(void) {
+  g_gpus = ts_use_gpu();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sgd_matches_reference_and_aggregates_by_samples),
       cmocka_unit_test(test_metric_and_test_minibatch),
@@ -502,6 +713,9 @@ int main(void) {
       cmocka_unit_test(test_training_mode_only_when_training),
       cmocka_unit_test(test_state_record),
       cmocka_unit_test(test_two_learners_last_layer_first),
+      cmocka_unit_test(test_non_finite_gradient_fails_the_step),
+      cmocka_unit_test(test_diverged_last_minibatch_keeps_the_checkpoint),
+      cmocka_unit_test(test_checkpoint_refuses_non_finite_values),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   em_shutdown();

@@ -103,25 +103,6 @@ static int load_settings(train_opts *o, json_t **saved) {
   return 0;
 }
 
-/* The callbacks: progress output, and a stop when the loss is no longer a
- * number. */
-typedef struct run_state {
-  em_progress *progress;
-  int diverged;
-} run_state;
-
-static int on_minibatch(const em_train_report *r, void *user) {
-  run_state *rs = user;
-  em_progress_minibatch(r, rs->progress);
-  if (!isfinite(r->mb_loss)) {
-    rs->diverged = 1;
-    return 1;
-  }
-  return 0;
-}
-
-static int on_epoch(const em_train_report *r, void *user) { return em_progress_epoch(r, ((run_state *)user)->progress); }
-
 int ember_train(int argc, char **argv) {
   train_opts o;
   train_opts_defaults(&o);
@@ -192,7 +173,6 @@ int ember_train(int argc, char **argv) {
   }
   settings = settings_json(&o, data.mean, data.std);
   em_checkpoint_section extra = {SETTINGS_SECTION, settings, settings ? strlen(settings) : 0};
-  run_state rs = {.progress = progress};
   em_var inputs[2] = {m.x, m.label};
   em_fit_options fo = {.epochs = o.epochs,
                        .train = data.train_src,
@@ -202,22 +182,21 @@ int ember_train(int argc, char **argv) {
                        .checkpoint = o.checkpoint,
                        .checkpoint_extra = &extra,
                        .n_checkpoint_extra = 1,
-                       .on_minibatch = on_minibatch,
-                       .on_epoch = on_epoch,
-                       .user = &rs,
+                       /* progress output; a step whose loss or gradient is not finite
+                        * fails em_trainer_fit (EM_ERR_NOT_FINITE) before a checkpoint of it */
+                       .on_minibatch = em_progress_minibatch,
+                       .on_epoch = em_progress_epoch,
+                       .user = progress,
                        .patience = o.patience,
                        .min_delta = o.min_delta};
   em_fit_result fr;
   s = em_trainer_fit(t, &fo, &fr);
   if (s) {
     fprintf(stderr, "ember train: %s\n", em_last_error());
+    if (s == EM_ERR_NOT_FINITE)
+      fprintf(stderr, "ember train: training diverged; try a smaller --lr%s\n",
+              o.checkpoint ? " (the checkpoint holds the last good epoch)" : "");
     rc = s == EM_ERR_IO ? EXIT_CANT_CREATE : ember_exit_code(s);
-    goto done;
-  }
-  if (rs.diverged) {
-    fprintf(stderr, "ember train: the loss is no longer a number (diverged) at epoch %lld; try a smaller --lr\n",
-            (long long)fr.epochs + 1);
-    rc = EXIT_CHECK_FAILED;
     goto done;
   }
   if (fr.early_stopped)

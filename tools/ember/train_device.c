@@ -25,6 +25,7 @@ int ember_exit_code(em_status s) {
   case EM_ERR_IO:
   case EM_ERR_NOT_FOUND: return EXIT_NO_INPUT;
   case EM_ERR_CORRUPT: return EXIT_DATA;
+  case EM_ERR_NOT_FINITE: return EXIT_CHECK_FAILED;
   default: return EXIT_SOFTWARE;
   }
 }

@@ -123,7 +123,8 @@ void train_opts_help(unsigned cmd, FILE *out) {
     fprintf(out, "  %-22s %s\n", left, table[i].help);
   }
   fputs("  --help                 this text\n\n"
-        "Exit codes: 0 fine; 1 training diverged (the loss is not finite); 64 usage error; 65 malformed data\n"
+        "Exit codes: 0 fine; 1 training diverged (a loss or gradient not finite; the checkpoint keeps the last\n"
+        "good epoch); 64 usage error; 65 malformed data\n"
         "or checkpoint; 66 data or checkpoint missing; 69 device not usable; 70 internal error; 73 checkpoint\n"
         "cannot be written.\n",
         out);
