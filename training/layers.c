@@ -58,18 +58,32 @@ static const char *shape_str(int ndim, const int64_t *shape, char *buf, size_t c
 
 /* x's dtype and shape, checked against what the layer needs: a float of the
  * parameters' dtype with rank in [min_rank, max_rank]. */
+/* A layer as its messages name it: "dense 'fc1'", or the kind alone for
+ * the layers that have no name (pooling: no parameters, nothing named). */
+typedef struct label {
+  char text[NAME_CAP + 48];
+} label;
+
+static label label_of(const char *what, const char *name) {
+  label l;
+  if (name && *name) snprintf(l.text, sizeof l.text, "%s '%s'", what, name);
+  else snprintf(l.text, sizeof l.text, "%s", what);
+  return l;
+}
+
 static em_status input_info(const em_layers *L, const char *what, const char *name, em_var x, int min_rank,
                             int max_rank, int *ndim, int64_t *shape) {
+  const label who = label_of(what, name);
   em_dtype dt;
   em_status s = em_var_info(L->graph, x, &dt, ndim, shape);
-  if (s) return em_fail_context(s, "%s '%s'", what, name ? name : "");
+  if (s) return em_fail_context(s, "%s", who.text);
   char buf[128];
   if (*ndim < min_rank || *ndim > max_rank)
-    return em_fail(EM_ERR_INVALID_ARGUMENT, "%s '%s': the input is %s (rank %d); it must have rank %d to %d", what,
-                   name ? name : "", shape_str(*ndim, shape, buf, sizeof buf), *ndim, min_rank, max_rank);
+    return em_fail(EM_ERR_INVALID_ARGUMENT, "%s: the input is %s (rank %d); it must have rank %d to %d", who.text,
+                   shape_str(*ndim, shape, buf, sizeof buf), *ndim, min_rank, max_rank);
   if (dt != L->dtype)
-    return em_fail(EM_ERR_INVALID_ARGUMENT, "%s '%s': the input is %s and the parameters %s (em_layers.dtype)", what,
-                   name ? name : "", em_dtype_name(dt), em_dtype_name(L->dtype));
+    return em_fail(EM_ERR_INVALID_ARGUMENT, "%s: the input is %s and the parameters %s (em_layers.dtype)", who.text,
+                   em_dtype_name(dt), em_dtype_name(L->dtype));
   return EM_OK;
 }
 
@@ -265,8 +279,8 @@ static int64_t axis_value(const int64_t *list, int i, int64_t scalar, int64_t df
 static em_status check_axes(const char *what, const char *name, const char *opt, const int64_t *v, int n, int64_t min) {
   for (int i = 0; i < n; i++)
     if (v[i] < min)
-      return em_fail(EM_ERR_INVALID_ARGUMENT, "%s '%s': %s on spatial axis %d is %" PRId64 "; it must be >= %" PRId64,
-                     what, name, opt, i, v[i], min);
+      return em_fail(EM_ERR_INVALID_ARGUMENT, "%s: %s on spatial axis %d is %" PRId64 "; it must be >= %" PRId64,
+                     label_of(what, name).text, opt, i, v[i], min);
   return EM_OK;
 }
 
@@ -290,9 +304,12 @@ static em_status window_attrs(const char *what, const char *name, int nsp, int64
   if (!s) s = check_axes(what, name, "the stride", w->s, nsp, 1);
   if (!s) s = check_axes(what, name, "the dilation", w->d, nsp, 1);
   if (s) return s;
-  if (padding < 0) return em_fail(EM_ERR_INVALID_ARGUMENT, "%s '%s': padding is %" PRId64 "; it must be >= 0", what, name, padding);
+  if (padding < 0)
+    return em_fail(EM_ERR_INVALID_ARGUMENT, "%s: padding is %" PRId64 "; it must be >= 0", label_of(what, name).text,
+                   padding);
   if (same && (padding || pads))
-    return em_fail(EM_ERR_INVALID_ARGUMENT, "%s '%s': both same padding and explicit padding given; choose one", what, name);
+    return em_fail(EM_ERR_INVALID_ARGUMENT, "%s: both same padding and explicit padding given; choose one",
+                   label_of(what, name).text);
   at[(*n_at)++] = attr_ints("kernel_shape", w->k, nsp);
   at[(*n_at)++] = attr_ints("strides", w->s, nsp);
   at[(*n_at)++] = attr_ints("dilations", w->d, nsp);

@@ -24,6 +24,7 @@
  * slot when it holds the minibatch for the current position (waiting for
  * it if it is being built), then asks the worker for the one after. A
  * rewind or a state load waits for a build in progress and discards it. */
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -357,9 +358,17 @@ static em_status check_options(const em_dataset *d, const em_minibatch_options *
     return em_fail(EM_ERR_INVALID_ARGUMENT, "%s: norm_channels %d for an image of %lld channels (0, 1 or %lld; "
                    "one mean and std per channel for at most %d channels)", w, t->norm_channels, (long long)src->C,
                    (long long)src->C, EM_TRANSFORM_MAX_CHANNELS);
+  /* A NaN or inf scale, mean or std would turn every image into NaN (or
+   * zeros), which trains on silently: refused here, naming the field. */
+  if (!isfinite(t->scale))
+    return em_fail(EM_ERR_INVALID_ARGUMENT, "%s: transform scale = %g; it must be finite (0 means 1)", w,
+                   (double)t->scale);
   for (int c = 0; c < t->norm_channels; c++) {
-    if (!(t->std[c] > 0))
-      return em_fail(EM_ERR_INVALID_ARGUMENT, "%s: std[%d] = %g; it must be > 0", w, c, (double)t->std[c]);
+    if (!isfinite(t->mean[c]))
+      return em_fail(EM_ERR_INVALID_ARGUMENT, "%s: mean[%d] = %g; it must be finite", w, c, (double)t->mean[c]);
+    if (!(t->std[c] > 0) || !isfinite(t->std[c]))
+      return em_fail(EM_ERR_INVALID_ARGUMENT, "%s: std[%d] = %g; it must be finite and > 0", w, c,
+                     (double)t->std[c]);
     src->mean[c] = t->mean[c];
     src->std[c] = t->std[c];
   }
@@ -553,6 +562,18 @@ API em_status em_minibatch_state_load(em_minibatch_source *src, const void *byte
       return em_fail(EM_ERR_INVALID_ARGUMENT, "minibatch source state: the saved %s is %llu, this source's is %llu; "
                      "create the source with the options of the saved run", names[i],
                      (unsigned long long)get64(b + 16 + 8 * i), (unsigned long long)mine[i]);
-  seek(src, get64(b + 56));
+  /* A position past the end of the data (max_sweeps), or past 2^32 sweeps
+   * (far beyond any run, and where pos + batch_size and the epoch
+   * arithmetic near 2^64 would wrap), is a damaged or edited record. */
+  const uint64_t pos = get64(b + 56), n = (uint64_t)src->n;
+  const uint64_t sweeps_cap = n < ((uint64_t)1 << 30) ? n << 32 : (uint64_t)1 << 62;
+  const uint64_t limit = src->data_end < sweeps_cap ? src->data_end : sweeps_cap;
+  if (pos > limit)
+    return em_fail(EM_ERR_CORRUPT, "minibatch source state: byte 56: position %llu is past %s (%llu samples: %s of "
+                   "%llu samples); the record is damaged", (unsigned long long)pos,
+                   limit == src->data_end ? "the end of the data" : "the last position a run can reach",
+                   (unsigned long long)limit, limit == src->data_end ? "max_sweeps sweeps" : "2^32 sweeps",
+                   (unsigned long long)n);
+  seek(src, pos);
   return EM_OK;
 }

@@ -167,6 +167,12 @@ static em_status finish_sample(ctf *c) {
       int64_t hot = -1;
       for (int64_t k = 0; k < d->dim; k++)
         if (s->row[k] != 0) {
+          /* CNTK's one-hot labels mark the class with 1: any other mark
+           * (0.5, 2, -1) is a soft or malformed label, not a class. */
+          if (s->row[k] != 1)
+            return em_fail(EM_ERR_CORRUPT, "%s: line %zu: '%s' is a class stream but its value at index %lld is %g; "
+                           "it must be one-hot (a single 1, zeros elsewhere)", c->name, s->seen_line, d->name,
+                           (long long)k, (double)s->row[k]);
           if (hot >= 0)
             return em_fail(EM_ERR_CORRUPT, "%s: line %zu: '%s' is a class stream but has two nonzero values "
                            "(%lld and %lld); it must be one-hot", c->name, s->seen_line, d->name, (long long)hot,

@@ -99,8 +99,9 @@ typedef struct em_ctf_stream {
   const char *name;            /* the input name after '|' in the file, and the stream's name */
   int64_t dim;                 /* values per sample */
   int sparse;                  /* 0: dense, exactly dim values "0.5 1 2"; 1: "index:value" pairs, index < dim */
-  int is_class;                /* 1: a class stream of dim classes: the sample must hold exactly one
-                                * nonzero value (one-hot, dense or sparse), delivered as its index */
+  int is_class;                /* 1: a class stream of dim classes: the sample must hold a single 1
+                                * and zeros (one-hot, dense or sparse; any other mark is refused),
+                                * delivered as its index */
 } em_ctf_stream;
 
 /* Reads a CTF file: lines "[sequence id] |name values |name values |# comment".
@@ -115,7 +116,7 @@ typedef struct em_ctf_stream {
  * the next '|') and blank lines are skipped. Errors name the file, the line
  * and the column: a malformed number, a dense stream with too many or too
  * few values, a sparse index >= dim, a stream given twice in a sequence, a
- * class stream that is not one-hot. */
+ * class stream that is not one-hot (a mark other than 1). */
 EM_API em_status em_dataset_open_ctf(const char *path, const em_ctf_stream *streams, int n_streams,
                                      em_dataset **out);
 
@@ -216,7 +217,8 @@ typedef struct em_minibatch_source em_minibatch_source;
 /* A source over d (borrowed: free the source before d). Fails
  * (EM_ERR_INVALID_ARGUMENT) naming the option: batch_size < 1, an empty
  * data set, an image_stream that does not exist or is not [H, W] / [C, H, W],
- * a crop larger than the padded image, a std <= 0, norm_channels not 1 or C.
+ * a crop larger than the padded image, a NaN or inf scale, mean or std, a
+ * std <= 0, norm_channels not 1 or C.
  * Starts the prefetch thread unless no_prefetch. */
 EM_API em_status em_minibatch_source_create(const em_dataset *d, const em_minibatch_options *options,
                                             em_minibatch_source **out);
@@ -271,7 +273,8 @@ EM_API em_status em_minibatch_rewind(em_minibatch_source *s);
  * state IS the position: every draw is a function of (seed, sweep,
  * position), so restoring and continuing yields exactly the minibatches of
  * a run that never stopped, even with another batch size. load fails
- * (EM_ERR_CORRUPT) on bytes that are not a state of this version, and
+ * (EM_ERR_CORRUPT) on bytes that are not a state of this version or hold a
+ * position past the end of the data (max_sweeps) or past 2^32 sweeps, and
  * (EM_ERR_INVALID_ARGUMENT) naming the field when the source's seed,
  * shuffle, epoch size or sample count differ from the saved ones; the
  * source is then unchanged. */

@@ -239,6 +239,12 @@ static void test_conv_shapes_1d_3d(void **state) {
 
 /* ------------------------------------------------------------ pooling --- */
 
+/* A refusal (EM_ERR_INVALID_ARGUMENT) whose message starts with want. */
+static void expect_refusal(em_status s, const char *want) {
+  if (s != EM_ERR_INVALID_ARGUMENT) fail_msg("%s, not a refusal: %s", em_status_name(s), em_last_error());
+  if (strncmp(em_last_error(), want, strlen(want))) fail_msg("\"%s\" does not start with \"%s\"", em_last_error(), want);
+}
+
 static void test_pooling(void **state) {
   (void)state;
   em_graph *g = new_graph();
@@ -271,6 +277,17 @@ static void test_pooling(void **state) {
   assert_string_equal(shape_of(g, y), "[-1, 3, 2, 3, 4]");
   CHECK(em_global_avg_pool(&L, x3, &y));
   assert_string_equal(shape_of(g, y), "[-1, 3]");
+  /* Refusals name the pooling layer by its kind (it has no name): never an
+   * empty name, "max pool '': ...". */
+  em_var v2 = input(g, "v2", 2, (int64_t[]){-1, 4}), v1 = input(g, "v1", 1, (int64_t[]){4});
+  expect_refusal(em_max_pool(&L, x, 0, NULL, &y), "max pool: the kernel on spatial axis 0 is 0; it must be >= 1");
+  expect_refusal(em_avg_pool(&L, x, 2, &(em_pool_opts){.padding = -1}, &y), "average pool: padding is -1");
+  expect_refusal(em_max_pool(&L, x, 2, &(em_pool_opts){.same = 1, .padding = 1}, &y), "max pool: both same padding");
+  expect_refusal(em_avg_pool(&L, x, 2, &(em_pool_opts){.stride = -2}, &y), "average pool: the stride on spatial axis 0");
+  expect_refusal(em_max_pool(&L, v2, 2, NULL, &y), "max pool: the input is [-1, 4] (rank 2)");
+  expect_refusal(em_global_avg_pool(&L, v1, &y), "global average pool: the input is [4] (rank 1)");
+  /* Named layers keep their name. */
+  expect_refusal(em_conv(&L, "c9", v2, 2, 3, NULL, &y), "conv 'c9': the input is [-1, 4] (rank 2)");
 
   /* Values against plain loops. */
   float xv[2 * 2 * 36];

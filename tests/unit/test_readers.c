@@ -419,6 +419,11 @@ static void test_ctf(void **state) {
   const int32_t *y = em_dataset_stream_data(d, 0);
   assert_int_equal(y[0], 2), assert_int_equal(y[1], 1);
   em_dataset_free(d);
+  write_bytes(p, "|y 0 0 1\n|y 0 0.9 0\n", 20);
+  d = NULL;
+  assert_int_equal(em_dataset_open_ctf(p, dense_cls, 1, &d), EM_ERR_CORRUPT);
+  assert_null(d);
+  assert_contains(em_last_error(), "line 2: 'y' is a class stream but its value at index 1 is 0.9");
 }
 
 static void expect_ctf_error(const char *text, const char *n1, const char *n2) {
@@ -449,6 +454,13 @@ static void test_ctf_errors(void **state) {
   expect_ctf_error("5 |features 1 2 3 |labels 0:1\n5 |features 1 2 3\n", "line 2", "sequence");
   expect_ctf_error("|features 1 2 3 |labels 0:1 1:1\n", "line 1", "two nonzero");
   expect_ctf_error("|features 1 2 3 |labels\n", "line 1", "no nonzero");
+  /* One-hot is strict: the class is marked with 1, as CNTK's format has it
+   * (a sparse or dense mark of another value is refused, file and line). */
+  snprintf(buf, sizeof buf, "%s|features 1 2 3 |labels 2:0.5\n", ok);
+  expect_ctf_error(buf, "line 2", "index 2 is 0.5");
+  expect_ctf_error("|features 1 2 3 |labels 1:2\n", "line 1", "index 1 is 2; it must be one-hot");
+  expect_ctf_error("|features 1 2 3 |labels 3:-1\n", "line 1", "index 3 is -1");
+  expect_ctf_error("|features 1 2 3 |labels 0:0.5 0:0.5 1:0\n|features 1 2 3 |labels 0:3\n", "line 2", "is 3");
   expect_ctf_error("|labels 0:1\n", "line 1", "no 'features'");
   expect_ctf_error("|features 1 2 3 |labels 0:1\n|sp 1:1\n", "line 2", "no 'features'");
   expect_ctf_error("features 1 2 3\n", "line 1, column 1", "expected '|'");
@@ -881,6 +893,21 @@ static void test_transforms(void **state) {
   assert_contains(em_last_error(), "std[0]");
   o = (em_minibatch_options){.batch_size = 4, .transform = {.norm_channels = 3, .std = {1, 1, 1}}};
   assert_int_equal(em_minibatch_source_create(d, &o, &s), EM_ERR_INVALID_ARGUMENT);
+  /* A NaN or inf scale, mean or std would make every image NaN (or 0). */
+  const float nonfinite[3] = {NAN, INFINITY, -INFINITY};
+  for (int k = 0; k < 3; k++) {
+    const em_image_transform bad[3] = {{.scale = nonfinite[k]},
+                                       {.norm_channels = 2, .mean = {0, nonfinite[k]}, .std = {1, 1}},
+                                       {.norm_channels = 1, .std = {nonfinite[k]}}};
+    const char *field[3] = {"scale", "mean[1]", "std[0]"};
+    for (int f = 0; f < 3; f++) {
+      o = (em_minibatch_options){.batch_size = 4, .transform = bad[f]};
+      s = NULL;
+      assert_int_equal(em_minibatch_source_create(d, &o, &s), EM_ERR_INVALID_ARGUMENT);
+      assert_null(s);
+      assert_contains(em_last_error(), field[f]);
+    }
+  }
   em_dataset_free(d);
   /* 20 channels, one std each: more than the 16 a transform holds. The
    * message said "(0, 1 or 20)" when 20 was given: it must say the limit. */
@@ -966,7 +993,49 @@ static void test_prefetch_and_restore(void **state) {
   assert_int_equal(em_minibatch_state_load(s, st, st_size), EM_ERR_CORRUPT);
   assert_int_equal(em_minibatch_state_load(s, st, st_size - 1), EM_ERR_CORRUPT);
   em_minibatch_source_free(s);
-  free(st), free(a), free(b);
+  free(st);
+
+  /* An edited position (a checkpoint resealed after the edit gets past its
+   * checksums): near 2^64 the position arithmetic would wrap; past the end
+   * of the data (max_sweeps 2: 128 samples) there is nothing to continue.
+   * Refused naming the byte, the source unchanged; the last position a run
+   * reaches (the end of the data) loads. */
+  o = (em_minibatch_options){.batch_size = 12, .seed = 99, .shuffle = 1, .epoch_size = 100, .max_sweeps = 2,
+                             .no_prefetch = 1};
+  assert_int_equal(em_minibatch_source_create(d, &o, &s), EM_OK);
+  unsigned char *rec;
+  assert_int_equal(em_minibatch_state_save(s, (void **)&rec, &st_size), EM_OK);
+  assert_int_equal(st_size, 64);
+  const uint64_t bad_pos[3] = {UINT64_MAX - 5, ((uint64_t)64 << 32) + 1, 129};
+  for (int k = 0; k < 3; k++) {
+    for (int i = 0; i < 8; i++) rec[56 + i] = (unsigned char)(bad_pos[k] >> (8 * i));
+    assert_int_equal(em_minibatch_state_load(s, rec, st_size), EM_ERR_CORRUPT);
+    assert_contains(em_last_error(), "byte 56");
+    assert_contains(em_last_error(), "end of the data");
+    em_minibatch_position pos;
+    assert_int_equal(em_minibatch_get_position(s, &pos), EM_OK);
+    assert_int_equal(pos.samples_seen, 0);
+  }
+  for (int i = 0; i < 8; i++) rec[56 + i] = (unsigned char)((uint64_t)128 >> (8 * i));
+  assert_int_equal(em_minibatch_state_load(s, rec, st_size), EM_OK);
+  em_minibatch mb = {0};
+  assert_int_equal(em_minibatch_next(s, &mb), EM_OK);
+  assert_true(mb.end_of_data);
+  em_minibatch_clear(&mb);
+  em_minibatch_source_free(s);
+  /* Without max_sweeps the bound is 2^32 sweeps of the 64 samples. */
+  o.max_sweeps = 0;
+  assert_int_equal(em_minibatch_source_create(d, &o, &s), EM_OK);
+  for (int k = 0; k < 2; k++) {
+    for (int i = 0; i < 8; i++) rec[56 + i] = (unsigned char)(bad_pos[k] >> (8 * i));
+    assert_int_equal(em_minibatch_state_load(s, rec, st_size), EM_ERR_CORRUPT);
+    assert_contains(em_last_error(), "2^32 sweeps");
+  }
+  const uint64_t last = (uint64_t)64 << 32;
+  for (int i = 0; i < 8; i++) rec[56 + i] = (unsigned char)(last >> (8 * i));
+  assert_int_equal(em_minibatch_state_load(s, rec, st_size), EM_OK);
+  em_minibatch_source_free(s);
+  free(rec), free(a), free(b);
   em_dataset_free(d);
 }
 
