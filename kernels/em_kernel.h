@@ -13,9 +13,20 @@
  * grid), EM_BDIM_{X,Y,Z} (block size), EM_GDIM_{X,Y,Z} (grid size).
  * Memory: EM_SHARED for a block's static shared arrays, EM_DYNAMIC_SHARED(type,
  * name) for the launch's dynamic shared memory (one per kernel). EM_SYNC() is
- * the block barrier (__syncthreads). */
+ * the block barrier (__syncthreads).
+ *
+ * Device addresses stored in device memory (a table a multi-tensor kernel
+ * reads: kernels/learner.cu) are 64-bit integers (em_i64), written by the
+ * host from the device pointers it holds. EM_DEVICE_ADDR(type, entry) turns
+ * such an entry, an lvalue, into a `type *`: a plain cast on the GPU; in
+ * the host build a call into the test double, which translates the address
+ * to the host memory behind it (and checks it) as it does pointer
+ * parameters. Always read a stored address through it: a cast of your own
+ * works on a GPU and crashes the double. */
 #ifndef EM_KERNEL_H
 #define EM_KERNEL_H
+
+typedef long long em_i64;
 
 #if defined(__clang__) && defined(__CUDA__) && !defined(__NVCC__) && !defined(__CUDACC_RTC__)
 /* clang -nocudainc: spell out what the CUDA headers would have defined. */
@@ -36,6 +47,7 @@
 #define EM_GDIM_Y ((int)__nvvm_read_ptx_sreg_nctaid_y())
 #define EM_GDIM_Z ((int)__nvvm_read_ptx_sreg_nctaid_z())
 #define EM_SYNC() __syncthreads()
+#define EM_DEVICE_ADDR(type, entry) ((type *)(entry))
 
 #elif defined(__CUDACC__)
 /* nvcc and NVRTC. */
@@ -56,6 +68,7 @@
 #define EM_GDIM_Y ((int)gridDim.y)
 #define EM_GDIM_Z ((int)gridDim.z)
 #define EM_SYNC() __syncthreads()
+#define EM_DEVICE_ADDR(type, entry) ((type *)(entry))
 
 #else
 /* Host C: the build the test double of libcuda runs (tests/fakecuda,
@@ -76,6 +89,15 @@ extern const em_host_thread_state *em_host_thread;
  * several call sites (jump threading on a thread-dependent condition) or
  * merge several into one. */
 void em_host_sync(int site);
+/* EM_DEVICE_ADDR's host form: the host address behind the device address
+ * stored at *entry (NULL for 0), translated against the launch's context.
+ * An address the double cannot translate (freed memory, a host pointer,
+ * another device's memory, no allocation) does not return: the thread stops
+ * there and the launch fails with CUDA_ERROR_ILLEGAL_ADDRESS and a message
+ * naming the kernel, the entry (where, in which parameter's memory, it was
+ * read) and why. After the launch the guard zones of every allocation
+ * reached this way are checked, as those of pointer parameters are. */
+void *em_host_device_addr(const em_i64 *entry);
 
 #ifdef EM_LIST_KERNELS
 /* build-tools/kernel_wrappers.sh finds kernels by this marker. */
@@ -101,8 +123,7 @@ void em_host_sync(int site);
 #define EM_GDIM_Y (em_host_thread->gdim[1])
 #define EM_GDIM_Z (em_host_thread->gdim[2])
 #define EM_SYNC() em_host_sync(__COUNTER__)
+#define EM_DEVICE_ADDR(type, entry) ((type *)em_host_device_addr(&(entry)))
 #endif
-
-typedef long long em_i64;
 
 #endif

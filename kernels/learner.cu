@@ -3,44 +3,51 @@
  * global norm and LARC. Each element goes through kernels/learner_math.h's
  * em_lrn_step, which the CPU loop calls too, so the bits are the CPU's.
  *
- * em_learner_update_f32 takes up to 5 tensors (ops/learner_gpu.c says why:
- * kernel parameters, not a table in device memory), tensor i0 + k being
- * (p_k, g_k, s0_k, s1_k, n_k) (slots NULL for rules with fewer; n_k = 0:
- * none). Launch: 1-D grid-stride; every thread strides over each tensor in
- * turn. Every element is independent: any grid gives the same bits.
+ * A learner's whole parameter set is one launch of each kernel, as
+ * multi-tensor kernels do: the tensors come in a table in device memory
+ * (learner_math.h EM_LRN_TAB_*, built and uploaded by ops/learner_gpu.c),
+ * their addresses read through EM_DEVICE_ADDR (kernels/em_kernel.h).
  *
- * em_learner_sumsq_f32: up to 15 tensors' sums of squares, a block of
- * EM_LRN_LANES threads each; em_learner_scales_f32 (1 thread) computes the
- * [n, 2] factors from the sums. */
+ * em_learner_update_f32: tensor i of the table (k of them) takes
+ * ceil(n_i / EM_LRN_CHUNK) blocks; a block finds its tensor by a binary
+ * search over the tensors' first blocks, then its threads stride over the
+ * block's chunk of it. Launch: (sum of the tensors' blocks, 1, 1) x
+ * (any, 1, 1). Every element is independent: any geometry gives the same
+ * bits.
+ *
+ * em_learner_sumsq_f32: tensor b's sum of squares, block b of EM_LRN_LANES
+ * threads; em_learner_scales_f32 (1 thread) computes the [n, 2] factors
+ * from the sums. */
 #include "em_kernel.h"
 #include "learner_math.h"
 
-EM_DEVICE void em_lrn_one(int rule, const float *h, const float *scales, em_i64 i, float *p, const float *g,
-                          float *s0, float *s1, em_i64 n) {
-  if (n <= 0) return;
+/* The tensor of the table whose blocks hold block b: the last i with first block <= b (tensor 0's is 0). */
+EM_DEVICE int em_lrn_tensor_of(const em_i64 *tab, int k, em_i64 b) {
+  int lo = 0, hi = k - 1;
+  while (lo < hi) {
+    const int mid = lo + (hi - lo + 1) / 2;
+    if (tab[(em_i64)mid * EM_LRN_TAB + EM_LRN_TAB_BLOCK0] <= b) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+EM_GLOBAL void em_learner_update_f32(int rule, const float *h, const float *scales, const em_i64 *tab, int k) {
+  const int i = em_lrn_tensor_of(tab, k, EM_BID_X);
+  const em_i64 *e = tab + (em_i64)i * EM_LRN_TAB;
+  const em_i64 n = e[EM_LRN_TAB_N], j0 = (EM_BID_X - e[EM_LRN_TAB_BLOCK0]) * EM_LRN_CHUNK;
+  const em_i64 j1 = n - j0 < EM_LRN_CHUNK ? n : j0 + EM_LRN_CHUNK;
+  float *p = EM_DEVICE_ADDR(float, e[EM_LRN_TAB_P]), *s0 = EM_DEVICE_ADDR(float, e[EM_LRN_TAB_S0]);
+  float *s1 = EM_DEVICE_ADDR(float, e[EM_LRN_TAB_S1]);
+  const float *g = EM_DEVICE_ADDR(const float, e[EM_LRN_TAB_G]);
   const em_lrn_t t = em_lrn_tensor(h, scales[2 * i], scales[2 * i + 1]);
   float d0 = 0.0f, d1 = 0.0f;
-  const em_i64 stride = (em_i64)EM_BDIM_X * EM_GDIM_X;
-  for (em_i64 j = (em_i64)EM_BID_X * EM_BDIM_X + EM_TID_X; j < n; j += stride)
+  for (em_i64 j = j0 + EM_TID_X; j < j1; j += EM_BDIM_X)
     em_lrn_step(rule, h, &t, &p[j], g[j], s0 ? &s0[j] : &d0, s1 ? &s1[j] : &d1);
 }
 
-EM_GLOBAL void em_learner_update_f32(int rule, const float *h, const float *scales, em_i64 i0,
-                                     float *p0, const float *g0, float *a0, float *b0, em_i64 n0,
-                                     float *p1, const float *g1, float *a1, float *b1, em_i64 n1,
-                                     float *p2, const float *g2, float *a2, float *b2, em_i64 n2,
-                                     float *p3, const float *g3, float *a3, float *b3, em_i64 n3,
-                                     float *p4, const float *g4, float *a4, float *b4, em_i64 n4) {
-  em_lrn_one(rule, h, scales, i0, p0, g0, a0, b0, n0);
-  em_lrn_one(rule, h, scales, i0 + 1, p1, g1, a1, b1, n1);
-  em_lrn_one(rule, h, scales, i0 + 2, p2, g2, a2, b2, n2);
-  em_lrn_one(rule, h, scales, i0 + 3, p3, g3, a3, b3, n3);
-  em_lrn_one(rule, h, scales, i0 + 4, p4, g4, a4, b4, n4);
-}
-
-/* Block b: the sum of squares of tensor b of the launch (x_b, n_b) into
- * y[b], in learner_math.h's order: thread l is lane l, then a tree over
- * the lanes in shared memory. Launch: (tensors, 1, 1) x (EM_LRN_LANES, 1, 1). */
+/* The sum of squares of x[0 .. n) into the block's lanes, in learner_math.h's
+ * order: thread l is lane l, then a tree over the lanes in shared memory. */
 EM_DEVICE float em_lrn_block_sumsq(const float *x, em_i64 n, double *lanes) {
   const int l = EM_TID_X;
   lanes[l] = em_lrn_lane_sumsq(x, n, l);
@@ -52,36 +59,14 @@ EM_DEVICE float em_lrn_block_sumsq(const float *x, em_i64 n, double *lanes) {
   return (float)lanes[0];
 }
 
-EM_GLOBAL void em_learner_sumsq_f32(float *y, const float *x0, em_i64 n0, const float *x1, em_i64 n1,
-                                    const float *x2, em_i64 n2, const float *x3, em_i64 n3, const float *x4,
-                                    em_i64 n4, const float *x5, em_i64 n5, const float *x6, em_i64 n6,
-                                    const float *x7, em_i64 n7, const float *x8, em_i64 n8, const float *x9,
-                                    em_i64 n9, const float *x10, em_i64 n10, const float *x11, em_i64 n11,
-                                    const float *x12, em_i64 n12, const float *x13, em_i64 n13, const float *x14,
-                                    em_i64 n14) {
-  const float *x;
-  em_i64 n;
-  switch (EM_BID_X) {
-  case 0: x = x0, n = n0; break;
-  case 1: x = x1, n = n1; break;
-  case 2: x = x2, n = n2; break;
-  case 3: x = x3, n = n3; break;
-  case 4: x = x4, n = n4; break;
-  case 5: x = x5, n = n5; break;
-  case 6: x = x6, n = n6; break;
-  case 7: x = x7, n = n7; break;
-  case 8: x = x8, n = n8; break;
-  case 9: x = x9, n = n9; break;
-  case 10: x = x10, n = n10; break;
-  case 11: x = x11, n = n11; break;
-  case 12: x = x12, n = n12; break;
-  case 13: x = x13, n = n13; break;
-  default: x = x14, n = n14; break;
-  }
+/* Launch: (tensors, 1, 1) x (EM_LRN_LANES, 1, 1); block b sums tensor b of the table into y[b]. */
+EM_GLOBAL void em_learner_sumsq_f32(float *y, const em_i64 *tab) {
+  const em_i64 *e = tab + (em_i64)EM_BID_X * EM_LRN_TAB;
+  const float *x = EM_DEVICE_ADDR(const float, e[EM_LRN_TAB_P]);
   /* In the kernel, not the device function: a static of an internal-linkage function gets a name with a
    * per-compilation hash in the PTX, which would make the committed PTX differ on every machine. */
   EM_SHARED double lanes[EM_LRN_LANES];
-  const float r = em_lrn_block_sumsq(x, n, lanes);
+  const float r = em_lrn_block_sumsq(x, e[EM_LRN_TAB_N], lanes);
   if (EM_TID_X == 0) y[EM_BID_X] = r;
 }
 

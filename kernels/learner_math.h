@@ -155,18 +155,45 @@ EM_HD void em_lrn_step(int rule, const float *h, const em_lrn_t *t, float *p, fl
   *p = pv;
 }
 
+/* The device table of a multi-tensor launch (ops/learner_gpu.c builds it,
+ * kernels/learner.cu reads it): EM_LRN_TAB 64-bit entries per tensor, the
+ * addresses as integers (kernels/em_kernel.h EM_DEVICE_ADDR). The update's
+ * tensor i is (p, g, slot 0, slot 1: 0 where the rule has none, its
+ * elements, its first block); it takes ceil(n / EM_LRN_CHUNK) blocks of
+ * the launch's grid from its first block on, so block b works on the
+ * tensor with the last first-block <= b (found by a binary search: tensors
+ * of no elements take no block) and on its elements [c * CHUNK, (c + 1) *
+ * CHUNK), c = b - first block. _learner_sumsq's tensor i is (x, elements, -,
+ * -, -, -): one block each. Every element is independent, so how the
+ * elements fall into blocks changes no bit. */
+enum { EM_LRN_TAB_P, EM_LRN_TAB_G, EM_LRN_TAB_S0, EM_LRN_TAB_S1, EM_LRN_TAB_N, EM_LRN_TAB_BLOCK0, EM_LRN_TAB };
+#define EM_LRN_CHUNK 2048
+
 /* _learner_sumsq: the sum of squares of one tensor in an order fixed by
  * its size alone: EM_LRN_LANES lanes, lane l adding x[j]^2 (exact in
  * binary64) for j = l, l + LANES, ... in ascending j from +0, then the
  * lanes folded as a tree (lane l += lane l + s for s = LANES/2, ..., 1),
- * rounded to f32 once. The kernel runs a block of LANES threads per tensor;
- * the CPU follows the same order with an array of lanes. */
+ * rounded to f32 once. The kernel runs a block of LANES threads per tensor,
+ * each thread a lane (em_lrn_lane_sumsq); the CPU makes one pass over the
+ * tensor with the lanes side by side (em_lrn_lanes_sumsq): each lane adds
+ * the same terms in the same order either way. */
 #define EM_LRN_LANES 256
 
 EM_HD double em_lrn_lane_sumsq(const float *x, long long n, int lane) {
   double acc = 0.0;
   for (long long j = lane; j < n; j += EM_LRN_LANES) acc = acc + (double)x[j] * (double)x[j];
   return acc;
+}
+
+/* Every lane of x at once: lanes[l] = em_lrn_lane_sumsq(x, n, l), in one
+ * pass over x (LANES consecutive elements feed the LANES lanes). */
+EM_HD void em_lrn_lanes_sumsq(const float *x, long long n, double *lanes) {
+  for (int l = 0; l < EM_LRN_LANES; l++) lanes[l] = 0.0;
+  for (long long j0 = 0; j0 < n; j0 += EM_LRN_LANES) {
+    const float *row = x + j0;
+    const int m = n - j0 < EM_LRN_LANES ? (int)(n - j0) : EM_LRN_LANES;
+    for (int l = 0; l < m; l++) lanes[l] = lanes[l] + (double)row[l] * (double)row[l];
+  }
 }
 
 /* Folds lanes[0 .. EM_LRN_LANES) into lanes[0] (the CPU's form of the

@@ -43,14 +43,25 @@ em_status em_ops_launch_wide(const em_op_args *a, const char *kernel, size_t n, 
   return em_ops_launch(a, kernel, (em_dim3){em_ops_grid_wide(a, n), 1, 1}, (em_dim3){EM_OPS_BLOCK, 1, 1}, 0, args);
 }
 
+/* An executor's step passes its kernel cache: the handle is looked up by
+ * name on the step's first launch only. */
+static em_status kernel_of(const em_op_args *a, const char *kernel, em_kernel **k) {
+  return a->kernels ? em_kernel_get_cached(a->kernels, a->dev, kernel, k) : em_kernel_get(a->dev, kernel, k);
+}
+
 em_status em_ops_launch(const em_op_args *a, const char *kernel, em_dim3 grid, em_dim3 block, size_t shared_bytes,
                         void **args) {
   em_kernel *k;
-  /* An executor's step passes its kernel cache: the handle is looked up by
-   * name on the step's first launch only. */
-  em_status s = a->kernels ? em_kernel_get_cached(a->kernels, a->dev, kernel, &k) : em_kernel_get(a->dev, kernel, &k);
+  em_status s = kernel_of(a, kernel, &k);
   if (s == EM_ERR_USE_CPU) return s;
   if (!s) s = em_kernel_launch(k, grid, block, shared_bytes, a->stream, args);
+  return s ? em_fail_context(s, "op '%s', kernel %s", a->def->name, kernel) : EM_OK;
+}
+
+em_status em_ops_kernel_ready(const em_op_args *a, const char *kernel) {
+  em_kernel *k;
+  em_status s = kernel_of(a, kernel, &k);
+  if (s == EM_ERR_USE_CPU) return s;
   return s ? em_fail_context(s, "op '%s', kernel %s", a->def->name, kernel) : EM_OK;
 }
 
@@ -66,6 +77,18 @@ em_status em_ops_scratch(const em_op_args *a, size_t bytes, void **ptr) {
 
 void em_ops_scratch_free(const em_op_args *a, void *ptr) {
   if (ptr) em_free(a->dev, ptr);
+}
+
+em_status em_ops_scratch_upload(const em_op_args *a, const void *host, size_t bytes, void **ptr) {
+  em_status s = em_ops_scratch(a, bytes, ptr);
+  if (s) return s;
+  s = em_memcpy_h2d(a->dev, *ptr, host, bytes, a->stream);
+  if (s) {
+    em_ops_scratch_free(a, *ptr);
+    *ptr = NULL;
+    return em_fail_context(s, "op '%s': uploading a %zu-byte table", a->def->name, bytes);
+  }
+  return EM_OK;
 }
 
 em_status em_ops_index_map_make(const em_shape *out, const em_shape *in, int n_in, em_ops_index_map *m) {

@@ -42,6 +42,20 @@ em_status em_ops_launch_1d(const em_op_args *a, const char *kernel, size_t n, vo
  * one stream, so a block freed here is reused only by later work on it. */
 em_status em_ops_scratch(const em_op_args *a, size_t bytes, void **ptr);
 void em_ops_scratch_free(const em_op_args *a, void *ptr);
+/* Scratch holding a copy of `bytes` host bytes (a table of device addresses
+ * and sizes that a multi-tensor kernel reads: kernels/em_kernel.h
+ * EM_DEVICE_ADDR), copied by one h2d copy on a->stream, ordered before the
+ * kernels launched after it. The host bytes may be freed as soon as it
+ * returns: the driver takes pageable memory at the call (staging it).
+ * Free it with em_ops_scratch_free once the kernels that read it are
+ * launched. */
+em_status em_ops_scratch_upload(const em_op_args *a, const void *host, size_t bytes, void **ptr);
+
+/* Whether `kernel` will run on a->dev: EM_OK, or EM_ERR_USE_CPU untouched
+ * when the device's plan for its module is the CPU (as em_ops_launch would
+ * return), or the failure. For a gpu member that prepares device memory
+ * for the launch (em_ops_scratch_upload) only when the launch will happen. */
+em_status em_ops_kernel_ready(const em_op_args *a, const char *kernel);
 
 /* Up to EM_OPS_MAX_DIMS dims of an elementwise op's output, with each
  * operand's strides in elements (0 on a broadcast axis), coalesced: adjacent

@@ -196,7 +196,7 @@ static em_status sumsq_cpu(const em_op_args *a, em_tensor *const *in, em_tensor 
     double lanes[EM_LRN_LANES];
     const float *x = em_tensor_data(in[i]);
     const long long n = (long long)em_tensor_numel(in[i]);
-    for (int l = 0; l < EM_LRN_LANES; l++) lanes[l] = em_lrn_lane_sumsq(x, n, l);
+    em_lrn_lanes_sumsq(x, n, lanes);
     y[i] = em_lrn_fold_lanes(lanes);
   }
   return EM_OK;

@@ -1,61 +1,92 @@
 /* Launch glue of the learner op family: the gpu members of ops/learner.c's
  * table, running kernels/learner.cu.
  *
- * An update node covers a learner's whole parameter set, but a kernel takes
- * at most 32 scalar or pointer parameters (kernels/README.md) and the test
- * double of libcuda translates device addresses only where they are kernel
- * parameters, never inside a table in device memory; the gradients are
- * intermediates whose addresses may change from run to run, so a device
- * table would also need an upload (a counted copy) per step. So the tensors
- * go to the kernel as parameters, EM_LRN_PER_LAUNCH of them a launch (each
- * p, g, slot 0, slot 1 and its size: 5 parameters, plus the rule, h and
- * scales and the first tensor's index): a step of a learner over k tensors
- * is ceil(k / 5) launches and copies nothing. Each launch's threads stride
- * over each of its tensors in turn, so small tensors (biases) cost little.
+ * An update node covers a learner's whole parameter set, and so does its
+ * launch: ONE launch of em_learner_update_f32 per learner per step, as
+ * multi-tensor kernels do. A kernel takes at most 32 scalar or pointer
+ * parameters (kernels/README.md), so the tensors go to it in a table in
+ * device memory (kernels/learner_math.h EM_LRN_TAB_*: per tensor the
+ * addresses of p, g and the slots as 64-bit integers, its size and its
+ * first block, 48 bytes): built here on the host each step (the gradients
+ * are intermediates whose addresses may change from run to run), uploaded
+ * into scratch memory by one h2d copy on the executor's stream and freed,
+ * stream-ordered, right after the launch is queued. A step of a learner
+ * over k tensors is 1 launch and 1 copy of 48k bytes (before: ceil(k / 5)
+ * launches, the tensors as kernel parameters, because the test double of
+ * libcuda translated device addresses only there; kernels/em_kernel.h's
+ * EM_DEVICE_ADDR now lets it translate those read from a table). Each
+ * tensor takes ceil(n / EM_LRN_CHUNK) blocks, so small tensors (biases)
+ * cost one block, and no block strides over another's tensor.
  *
- * _learner_sumsq likewise takes EM_LRN_SUMSQ tensors a launch (pointer and
- * size each), a block of EM_LRN_LANES threads per tensor: a learner's sums
- * of squares are ceil(k / 15) launches. _learner_scales is one thread
- * computing every tensor's factors in index order (em_lrn_scales). */
+ * _learner_sumsq likewise: one launch over a table of (address, size), a
+ * block of EM_LRN_LANES threads per tensor, and one copy (before:
+ * ceil(k / 15) launches). _learner_scales is one thread computing every
+ * tensor's factors in index order (em_lrn_scales), no table. */
 #include "learner_gpu.h"
+
+#include <stdint.h>
+#include <stdlib.h>
 
 #include "error.h"
 #include "gpu_glue.h"
 #include "../kernels/learner_math.h"
 
-#define EM_LRN_PER_LAUNCH 5
-#define EM_LRN_SUMSQ 15
+/* A zeroed table of k tensors on the host. */
+static em_status table_alloc(const em_op_args *a, int64_t k, long long **tab) {
+  *tab = calloc((size_t)k * EM_LRN_TAB, sizeof **tab);
+  return *tab ? EM_OK : em_op_fail(a, "no host memory for the table of %lld tensors", (long long)k);
+}
+
+static long long addr(const em_tensor *t) { return (long long)(uintptr_t)em_tensor_data(t); }
+
+/* Uploads the table and launches `kernel` once over it (args hold the
+ * table's device address at *table_arg), then frees the table: the h2d
+ * copy and the launch are on the executor's stream, in that order, so the
+ * scratch is reused only by later work on it. */
+static em_status launch_with_table(const em_op_args *a, const char *kernel, long long *tab, int64_t k,
+                                   unsigned blocks, unsigned threads, void **table_arg, void **args) {
+  em_status s = em_ops_kernel_ready(a, kernel); /* no copy for a launch that will not happen */
+  void *up = NULL;
+  if (!s) s = em_ops_scratch_upload(a, tab, sizeof *tab * (size_t)k * EM_LRN_TAB, &up);
+  free(tab);
+  if (s) return s;
+  *table_arg = up;
+  s = em_ops_launch(a, kernel, (em_dim3){blocks, 1, 1}, (em_dim3){threads, 1, 1}, 0, args);
+  em_ops_scratch_free(a, up);
+  return s;
+}
 
 em_status em_learner_update_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
   (void)out;
   int rule = em_learner_rule_of(a->def), slots = em_lrn_slots(rule);
-  const long long n = em_attr_int(a, "n", 1);
-  const void *h = em_tensor_data(in[0]), *sc = em_tensor_data(in[1]);
-  for (long long i0 = 0; i0 < n; i0 += EM_LRN_PER_LAUNCH) {
-    void *p[EM_LRN_PER_LAUNCH], *g[EM_LRN_PER_LAUNCH], *s0[EM_LRN_PER_LAUNCH], *s1[EM_LRN_PER_LAUNCH];
-    long long m[EM_LRN_PER_LAUNCH];
-    long long most = 0;
-    for (int k = 0; k < EM_LRN_PER_LAUNCH; k++) {
-      long long i = i0 + k;
-      int here = i < n;
-      p[k] = here ? em_tensor_data(in[2 + i]) : NULL;
-      g[k] = here ? em_tensor_data(in[2 + n + i]) : NULL;
-      s0[k] = here && slots > 0 ? em_tensor_data(in[2 + 2 * n + i]) : NULL;
-      s1[k] = here && slots > 1 ? em_tensor_data(in[2 + 3 * n + i]) : NULL;
-      m[k] = here ? (long long)em_tensor_numel(in[2 + i]) : 0;
-      if (m[k] > most) most = m[k];
-    }
-    if (most == 0) continue;
-    void *args[] = {&rule, &h, &sc, &i0,
-                    &p[0], &g[0], &s0[0], &s1[0], &m[0],
-                    &p[1], &g[1], &s0[1], &s1[1], &m[1],
-                    &p[2], &g[2], &s0[2], &s1[2], &m[2],
-                    &p[3], &g[3], &s0[3], &s1[3], &m[3],
-                    &p[4], &g[4], &s0[4], &s1[4], &m[4]};
-    em_status s = em_ops_launch_1d(a, "em_learner_update_f32", (size_t)most, args);
-    if (s) return s;
+  const int64_t n = em_attr_int(a, "n", 1);
+  long long *tab;
+  em_status s = table_alloc(a, n, &tab);
+  if (s) return s;
+  long long blocks = 0;
+  for (int64_t i = 0; i < n; i++) {
+    long long *e = tab + i * EM_LRN_TAB, m = (long long)em_tensor_numel(in[2 + i]);
+    e[EM_LRN_TAB_P] = addr(in[2 + i]);
+    e[EM_LRN_TAB_G] = addr(in[2 + n + i]);
+    e[EM_LRN_TAB_S0] = slots > 0 ? addr(in[2 + 2 * n + i]) : 0;
+    e[EM_LRN_TAB_S1] = slots > 1 ? addr(in[2 + 3 * n + i]) : 0;
+    e[EM_LRN_TAB_N] = m;
+    e[EM_LRN_TAB_BLOCK0] = blocks;
+    blocks += (m + EM_LRN_CHUNK - 1) / EM_LRN_CHUNK;
   }
-  return EM_OK;
+  if (blocks == 0) { /* nothing to update */
+    free(tab);
+    return EM_OK;
+  }
+  if (blocks > INT32_MAX) {
+    free(tab);
+    return em_op_fail(a, "%lld blocks of %d elements: more than a grid holds (2^31 - 1)", blocks, EM_LRN_CHUNK);
+  }
+  const void *h = em_tensor_data(in[0]), *sc = em_tensor_data(in[1]);
+  void *dtab = NULL;
+  int k = (int)n;
+  void *args[] = {&rule, &h, &sc, &dtab, &k};
+  return launch_with_table(a, "em_learner_update_f32", tab, n, (unsigned)blocks, 256, &dtab, args);
 }
 
 em_status em_learner_scales_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
@@ -68,24 +99,14 @@ em_status em_learner_scales_gpu(const em_op_args *a, em_tensor *const *in, em_te
 }
 
 em_status em_learner_sumsq_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
-  float *y = em_tensor_data(out[0]);
-  for (long long i0 = 0; i0 < a->n_in; i0 += EM_LRN_SUMSQ) {
-    const void *x[EM_LRN_SUMSQ];
-    long long m[EM_LRN_SUMSQ];
-    unsigned blocks = 0;
-    for (int k = 0; k < EM_LRN_SUMSQ; k++) {
-      int here = i0 + k < a->n_in;
-      x[k] = here ? em_tensor_data(in[i0 + k]) : NULL;
-      m[k] = here ? (long long)em_tensor_numel(in[i0 + k]) : 0;
-      blocks += (unsigned)here;
-    }
-    void *yk = y + i0;
-    void *args[] = {&yk, &x[0], &m[0], &x[1], &m[1], &x[2], &m[2], &x[3], &m[3], &x[4], &m[4], &x[5], &m[5],
-                    &x[6], &m[6], &x[7], &m[7], &x[8], &m[8], &x[9], &m[9], &x[10], &m[10], &x[11], &m[11],
-                    &x[12], &m[12], &x[13], &m[13], &x[14], &m[14]};
-    em_status s = em_ops_launch(a, "em_learner_sumsq_f32", (em_dim3){blocks, 1, 1}, (em_dim3){EM_LRN_LANES, 1, 1},
-                                0, args);
-    if (s) return s;
+  long long *tab;
+  em_status s = table_alloc(a, a->n_in, &tab);
+  if (s) return s;
+  for (int i = 0; i < a->n_in; i++) {
+    tab[(int64_t)i * EM_LRN_TAB + EM_LRN_TAB_P] = addr(in[i]);
+    tab[(int64_t)i * EM_LRN_TAB + EM_LRN_TAB_N] = (long long)em_tensor_numel(in[i]);
   }
-  return EM_OK;
+  void *y = em_tensor_data(out[0]), *dtab = NULL;
+  void *args[] = {&y, &dtab};
+  return launch_with_table(a, "em_learner_sumsq_f32", tab, a->n_in, (unsigned)a->n_in, EM_LRN_LANES, &dtab, args);
 }

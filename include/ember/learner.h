@@ -11,7 +11,9 @@
  * sums of squares and the per-tensor factors, summed in an order fixed by
  * the shapes). The node takes the
  * parameters, their gradients and the learner's state and updates the
- * parameters and the state in place, on the executor's device. The
+ * parameters and the state in place, on the executor's device (on a GPU
+ * one kernel launch per node whatever the number of parameters, their
+ * addresses uploaded in a small table each step). The
  * hyperparameters of a step (the learning rate after the schedules, the
  * momentum, adam's bias corrections, ...) are computed on the host in double
  * and fed as a small f32 vector (em_learner_feed), so the CPU and every GPU

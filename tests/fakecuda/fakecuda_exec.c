@@ -21,7 +21,18 @@
  * conditional evaluates identically across the entire thread block", CUDA C
  * Programming Guide, Synchronization Functions): some threads waiting while
  * others returned, or threads waiting at different EM_SYNC calls, fails the
- * launch with CUDA_ERROR_LAUNCH_FAILED and a message that says which. */
+ * launch with CUDA_ERROR_LAUNCH_FAILED and a message that says which.
+ *
+ * Device addresses a kernel reads from device memory (a multi-tensor
+ * kernel's table) come through EM_DEVICE_ADDR, em_host_device_addr here:
+ * translated against the launch's context like pointer parameters, and
+ * remembered for the launch (a set: each thread reads the same few), so
+ * that the guard zones behind them are checked after the launch as pointer
+ * parameters' are. One the double cannot translate stops its thread where
+ * it was read (the fiber is parked and never resumed, as a faulting GPU
+ * thread never goes on) and fails the launch with
+ * CUDA_ERROR_ILLEGAL_ADDRESS, naming the entry and why; a real GPU would
+ * fault there too, when the kernel touched the address. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,7 +46,7 @@
 #define POISON 0xFF
 #define MAX_BLOCK_THREADS 1024
 
-enum { T_RUNNING, T_WAITING, T_DONE };
+enum { T_RUNNING, T_WAITING, T_DONE, T_FAULT };
 
 typedef struct fc_thread {
   em_host_thread_state st;
@@ -115,21 +126,144 @@ static int thread_prepare(fc_thread *t) {
 
 typedef struct launch_run {
   const char *name;
+  const struct CUctx_st *ctx;
+  const fc_kernel_def *def;
+  const uint64_t (*values)[2];
   unsigned block[3], grid[3];
   int n_threads;
   unsigned char *dynamic_shared;
   size_t dynamic_bytes;
   char *msg;
   size_t msg_cap;
+  unsigned bid[3]; /* the block running */
 } launch_run;
 
-static CUresult block_fail(const launch_run *r, const unsigned bid[3], const char *what) {
+static launch_run *current_run; /* blocks run one at a time, under the fake's lock */
+
+static CUresult block_fail_code(const launch_run *r, const unsigned bid[3], CUresult code, const char *what) {
   snprintf(r->msg, r->msg_cap, "kernel %s, block (%u,%u,%u) of grid (%u,%u,%u), block (%u,%u,%u): %s", r->name, bid[0],
            bid[1], bid[2], r->grid[0], r->grid[1], r->grid[2], r->block[0], r->block[1], r->block[2], what);
-  return CUDA_ERROR_LAUNCH_FAILED;
+  return code;
 }
 
-static CUresult run_block(const launch_run *r, const unsigned bid[3], int *order) {
+static CUresult block_fail(const launch_run *r, const unsigned bid[3], const char *what) {
+  return block_fail_code(r, bid, CUDA_ERROR_LAUNCH_FAILED, what);
+}
+
+/* ------------------------------------------- addresses in device memory --- */
+
+/* The device addresses EM_DEVICE_ADDR translated in this launch, with their
+ * host addresses: open addressing, linear probing, a power-of-two table at
+ * most half full. */
+typedef struct addr_slot {
+  CUdeviceptr dev; /* 0: empty */
+  void *host;
+} addr_slot;
+
+static addr_slot *addr_slots;
+static size_t addr_cap, addr_count;
+
+static size_t addr_hash(CUdeviceptr p) { return (size_t)((p >> 2) * 0x9e3779b97f4a7c15ull >> 17); }
+
+static void *addr_find(CUdeviceptr p) {
+  if (!addr_cap) return NULL;
+  for (size_t i = addr_hash(p) & (addr_cap - 1);; i = (i + 1) & (addr_cap - 1)) {
+    if (addr_slots[i].dev == p) return addr_slots[i].host;
+    if (!addr_slots[i].dev) return NULL;
+  }
+}
+
+static int addr_insert(CUdeviceptr p, void *host) {
+  if (2 * (addr_count + 1) > addr_cap) {
+    size_t cap = addr_cap ? 2 * addr_cap : 64;
+    addr_slot *old = addr_slots, *t = calloc(cap, sizeof *t);
+    if (!t) return -1;
+    size_t old_cap = addr_cap;
+    addr_slots = t, addr_cap = cap, addr_count = 0;
+    for (size_t i = 0; i < old_cap; i++)
+      if (old[i].dev) addr_insert(old[i].dev, old[i].host);
+    free(old);
+  }
+  size_t i = addr_hash(p) & (addr_cap - 1);
+  while (addr_slots[i].dev) i = (i + 1) & (addr_cap - 1);
+  addr_slots[i] = (addr_slot){p, host};
+  addr_count++;
+  return 0;
+}
+
+static void addr_clear(void) {
+  if (addr_count) memset(addr_slots, 0, addr_cap * sizeof *addr_slots);
+  addr_count = 0;
+}
+
+/* Where the entry the kernel read lies: in which pointer parameter's
+ * allocation, at which byte from that parameter (the nearest one at or
+ * below it in the same allocation), else at which device address. */
+static void describe_entry(const launch_run *r, const em_i64 *entry, char *out, size_t cap) {
+  CUdeviceptr base, at = fc_mem_device_of(entry, &base);
+  if (!at) {
+    snprintf(out, cap, "the entry at host address %p (not in device memory: a copy in a local or shared variable?)",
+             (const void *)entry);
+    return;
+  }
+  int best = -1;
+  CUdeviceptr best_dp = 0;
+  for (int i = 0; i < r->def->n_params; i++) {
+    if (!r->def->param_is_ptr[i]) continue;
+    CUdeviceptr dp;
+    memcpy(&dp, r->values[i], sizeof dp);
+    if (dp && dp <= at && dp >= best_dp && fc_mem_base_of(dp) == base) best = i, best_dp = dp;
+  }
+  if (best >= 0)
+    snprintf(out, cap, "the table entry at byte %llu of parameter %d (%s)", at - best_dp, best,
+             r->def->param_name[best]);
+  else
+    snprintf(out, cap, "the entry at device address 0x%llx (byte %llu of the allocation at 0x%llx)", at, at - base,
+             base);
+}
+
+/* Stops the running thread for good: the block's scheduler sees T_FAULT and
+ * fails the launch with the message already written. */
+static void *thread_fault(const em_i64 *entry, CUdeviceptr p, const char *why) {
+  launch_run *r = current_run;
+  char where[256], what[640];
+  describe_entry(r, entry, where, sizeof where);
+  snprintf(what, sizeof what, "thread (%d,%d,%d): EM_DEVICE_ADDR of 0x%llx read from %s: %s", running->st.tid[0],
+           running->st.tid[1], running->st.tid[2], p, where, why);
+  block_fail_code(r, r->bid, CUDA_ERROR_ILLEGAL_ADDRESS, what);
+  running->state = T_FAULT;
+  fc_fiber_yield(); /* never resumed */
+  return NULL;
+}
+
+void *em_host_device_addr(const em_i64 *entry) {
+  CUdeviceptr p;
+  memcpy(&p, entry, sizeof p);
+  if (!p || !running) return NULL; /* NULL stays NULL; outside a launch there is nothing to translate against */
+  void *h = addr_find(p);
+  if (h) return h;
+  char why[256];
+  if (fc_mem_translate(current_run->ctx, p, &h, why, sizeof why) != CUDA_SUCCESS) return thread_fault(entry, p, why);
+  if (addr_insert(p, h) != 0) return thread_fault(entry, p, "the test double ran out of host memory");
+  return h;
+}
+
+/* After the launch: the guard zones behind every address read through EM_DEVICE_ADDR. */
+static CUresult check_read_addresses(const launch_run *r) {
+  for (size_t i = 0; i < addr_cap; i++) {
+    if (!addr_slots[i].dev) continue;
+    char why[256];
+    if (fc_mem_check_guards(addr_slots[i].dev, why, sizeof why) != CUDA_SUCCESS) {
+      snprintf(r->msg, r->msg_cap, "kernel %s, device address 0x%llx read from device memory (EM_DEVICE_ADDR): %s",
+               r->name, addr_slots[i].dev, why);
+      return CUDA_ERROR_ILLEGAL_ADDRESS;
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
+static CUresult run_block(launch_run *r, const unsigned bid[3], int *order) {
+  memcpy(r->bid, bid, sizeof r->bid);
   /* Shared memory starts undefined. */
   char *shared_lo = __start_em_shared, *shared_hi = __stop_em_shared;
   if (shared_lo && shared_hi > shared_lo) memset(shared_lo, POISON, (size_t)(shared_hi - shared_lo));
@@ -158,6 +292,7 @@ static CUresult run_block(const launch_run *r, const unsigned bid[3], int *order
       em_host_thread = &t->st;
       fc_fiber_resume(&t->fiber);
       running = NULL;
+      if (t->state == T_FAULT) return CUDA_ERROR_ILLEGAL_ADDRESS; /* thread_fault wrote the message */
       if (t->fiber.finished) t->state = T_DONE;
     }
     /* Who waits, who returned, and at which barrier. */
@@ -191,11 +326,13 @@ static CUresult run_block(const launch_run *r, const unsigned bid[3], int *order
 
 /* ---------------------------------------------------------- a launch --- */
 
-CUresult fc_exec_launch(const char *name, void (*call)(void *const *), void *const *args, const unsigned grid[3],
-                        const unsigned block[3], size_t shared_bytes, char *msg, size_t msg_cap) {
+CUresult fc_exec_launch(const struct CUctx_st *ctx, const fc_kernel_def *d, const uint64_t (*values)[2],
+                        void *const *args, const unsigned grid[3], const unsigned block[3], size_t shared_bytes,
+                        char *msg, size_t msg_cap) {
   msg[0] = '\0';
-  launch_run r = {name, {block[0], block[1], block[2]}, {grid[0], grid[1], grid[2]},
-                  (int)(block[0] * block[1] * block[2]), NULL, shared_bytes, msg, msg_cap};
+  const char *name = d->name;
+  launch_run r = {name, ctx, d, values, {block[0], block[1], block[2]}, {grid[0], grid[1], grid[2]},
+                  (int)(block[0] * block[1] * block[2]), NULL, shared_bytes, msg, msg_cap, {0, 0, 0}};
   if (r.n_threads > MAX_BLOCK_THREADS) {
     snprintf(msg, msg_cap, "kernel %s: %d threads per block (the double runs at most %d)", name, r.n_threads,
              MAX_BLOCK_THREADS);
@@ -211,8 +348,10 @@ CUresult fc_exec_launch(const char *name, void (*call)(void *const *), void *con
     snprintf(msg, msg_cap, "kernel %s: out of host memory", name);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  run_call = call;
+  run_call = d->call;
   run_args = args;
+  current_run = &r;
+  addr_clear(); /* memory may have been freed since the last launch */
 
   /* Blocks in a random order: i -> (a*i + c) mod G with a coprime to G. */
   uint64_t G = (uint64_t)grid[0] * grid[1] * grid[2];
@@ -226,6 +365,9 @@ CUresult fc_exec_launch(const char *name, void (*call)(void *const *), void *con
                        (unsigned)(b / ((uint64_t)grid[0] * grid[1]))};
     res = run_block(&r, bid, order);
   }
+  if (res == CUDA_SUCCESS) res = check_read_addresses(&r);
+  addr_clear();
+  current_run = NULL;
   em_host_thread = NULL;
   free(order);
   free(r.dynamic_shared);
@@ -235,4 +377,7 @@ CUresult fc_exec_launch(const char *name, void (*call)(void *const *), void *con
 /* Unmaps the fiber stacks (fakecuda_reset and unload). */
 void fc_exec_release(void) {
   for (int i = 0; i < MAX_BLOCK_THREADS; i++) fc_fiber_destroy(&threads[i].fiber); /* no-op if never mapped */
+  free(addr_slots);
+  addr_slots = NULL;
+  addr_cap = addr_count = 0;
 }

@@ -265,11 +265,17 @@ void fc_note_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* -------------------------------------------------------- execution --- */
 
-/* Runs a launch of a kernel's host build over the whole grid
- * (fakecuda_exec.c); args[i] points at parameter i's value, device pointers
- * already translated to host addresses. On failure msg says why. */
-CUresult fc_exec_launch(const char *name, void (*call)(void *const *), void *const *args, const unsigned grid[3],
-                        const unsigned block[3], size_t shared_bytes, char *msg, size_t msg_cap);
+/* Runs a launch of kernel d's host build over the whole grid
+ * (fakecuda_exec.c) in context ctx; args[i] points at parameter i's value,
+ * device pointers already translated to host addresses; values[i] holds
+ * parameter i as the caller passed it (device addresses untranslated: for
+ * messages). Addresses the kernel reads from device memory
+ * (EM_DEVICE_ADDR) are translated against ctx as it runs, and the guard
+ * zones behind them checked afterwards. On failure msg says why. */
+struct fc_kernel_def;
+CUresult fc_exec_launch(const struct CUctx_st *ctx, const struct fc_kernel_def *d, const uint64_t (*values)[2],
+                        void *const *args, const unsigned grid[3], const unsigned block[3], size_t shared_bytes,
+                        char *msg, size_t msg_cap);
 /* The pseudo-random source of every order the double draws (FAKECUDA_SEED). */
 void fc_exec_seed(unsigned long long seed);
 unsigned long long fc_random(void);
@@ -286,5 +292,11 @@ CUresult fc_mem_translate(const struct CUctx_st *ctx, CUdeviceptr p, void **host
  * allocation p points into? CUDA_ERROR_ILLEGAL_ADDRESS with msg saying
  * where (the zones are then restored), else CUDA_SUCCESS. */
 CUresult fc_mem_check_guards(CUdeviceptr p, char *msg, size_t cap);
+/* The start of the live allocation p points into (or just past), or 0. */
+CUdeviceptr fc_mem_base_of(CUdeviceptr p);
+/* The device address of a host byte inside a live allocation's backing
+ * (*base: the allocation's start), or 0 (and *base 0): for messages about
+ * what a kernel read from device memory. */
+CUdeviceptr fc_mem_device_of(const void *host, CUdeviceptr *base);
 
 #endif

@@ -159,6 +159,24 @@ CUresult fc_mem_translate(const struct CUctx_st *ctx, CUdeviceptr p, void **host
   return CUDA_ERROR_ILLEGAL_ADDRESS;
 }
 
+CUdeviceptr fc_mem_base_of(CUdeviceptr p) {
+  fc_alloc *a = p ? holding(p) : NULL;
+  return a ? a->base : 0;
+}
+
+CUdeviceptr fc_mem_device_of(const void *host, CUdeviceptr *base) {
+  const unsigned char *h = host;
+  for (size_t i = 0; i < n_allocs; i++) {
+    const fc_alloc *a = &allocs[i];
+    if (a->base && h >= a->host && h < a->host + a->size) {
+      *base = a->base;
+      return a->base + (CUdeviceptr)(h - a->host);
+    }
+  }
+  *base = 0;
+  return 0;
+}
+
 /* The first and last guard bytes that differ from the pattern, or -1. */
 static void guard_damage(const unsigned char *g, long *first, long *last) {
   *first = *last = -1;

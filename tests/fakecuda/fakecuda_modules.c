@@ -433,7 +433,7 @@ static CUresult launch_run(void *p, char *msg, size_t cap) {
     }
     memcpy(host[i], &h, sizeof h);
   }
-  CUresult r = fc_exec_launch(d->name, d->call, args, l->grid, l->block, l->shmem, msg, cap);
+  CUresult r = fc_exec_launch(l->ctx, d, (const uint64_t(*)[2])l->values, args, l->grid, l->block, l->shmem, msg, cap);
   for (int i = 0; i < d->n_params && r == CUDA_SUCCESS; i++) {
     if (!d->param_is_ptr[i]) continue;
     CUdeviceptr dp;

@@ -81,6 +81,17 @@ EM_GLOBAL void fc_test_write_before_start(float *y) {
   if (EM_BID_X == 0 && EM_TID_X == 0) y[-1] = 1.0f;
 }
 
+/* Multi-tensor kernels read device addresses from a table in device memory
+ * (kernels/em_kernel.h EM_DEVICE_ADDR). Block b fills buffer b, whose
+ * address and element count are the table's entries 2b and 2b + 1, with
+ * b + 1. A count beyond the buffer writes past its end; an address freed,
+ * of the host or of nothing stops the launch. */
+EM_GLOBAL void fc_test_table_fill(const em_i64 *tab) {
+  const em_i64 *e = tab + 2 * (em_i64)EM_BID_X;
+  float *y = EM_DEVICE_ADDR(float, e[0]);
+  for (em_i64 i = EM_TID_X; i < e[1]; i += EM_BDIM_X) y[i] = (float)(EM_BID_X + 1);
+}
+
 /* Half the block returns before a barrier the other half waits at. */
 EM_GLOBAL void fc_test_barrier_divergence(float *y) {
   if (EM_TID_X < EM_BDIM_X / 2) return;

@@ -10,4 +10,10 @@
  * none, and the GPU tests skip). */
 int ts_use_gpu(void);
 
+/* Where the library runs on the test double: its count of calls of one
+ * driver entry point since it was configured (fakecuda_call_count, e.g.
+ * "cuLaunchKernel", "cuMemcpyHtoDAsync_v2"), to count a step's launches and
+ * copies; -1 on a real driver or none (it counts nothing). */
+long ts_double_calls(const char *entry);
+
 #endif

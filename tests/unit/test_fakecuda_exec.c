@@ -263,6 +263,82 @@ static void write_out_of_bounds_is_caught(void **state) {
   ASSERT_LAST_ERROR_HAS("before the start");
 }
 
+/* Addresses a kernel reads from a table in device memory (EM_DEVICE_ADDR):
+ * good ones reach the buffers; a freed buffer's, a host pointer or a count
+ * past a buffer's end fail the launch when it runs with
+ * CUDA_ERROR_ILLEGAL_ADDRESS and a message naming the kernel, the entry
+ * and why, and the context keeps the error, as after a real fault. */
+static CUfunction table_kernel(void) {
+  assert_int_equal(fake_init_with("7.5", NULL), CUDA_SUCCESS);
+  fake_use_device(0);
+  const char *names[] = {"fc_test_table_fill"};
+  return function(load_entries(names, 1), "fc_test_table_fill");
+}
+
+/* Uploads the table {a0, n0, a1, n1} and launches two blocks over it. */
+static CUresult table_launch(CUfunction f, CUdeviceptr tab, long long a0, long long n0, long long a1, long long n1) {
+  long long t[4] = {a0, n0, a1, n1};
+  assert_int_equal(fk.MemcpyHtoD(tab, t, sizeof t), CUDA_SUCCESS);
+  void *args[] = {&tab};
+  assert_int_equal(launch1(f, 2, 32, 0, NULL, args), CUDA_SUCCESS); /* the table is read when the kernel runs */
+  return fk.CtxSynchronize();
+}
+
+/* The context after a fault: released, and a fresh one with the kernel. */
+static CUfunction table_kernel_again(void) {
+  assert_int_equal(fk.PrimaryCtxRelease(0), CUDA_SUCCESS);
+  CUcontext c;
+  assert_int_equal(fk.CtxPopCurrent(&c), CUDA_SUCCESS);
+  return table_kernel();
+}
+
+static void addresses_read_from_a_table(void **state) {
+  (void)state;
+  FAKE_NEED();
+  CUfunction f = table_kernel();
+  enum { N0 = 100, N1 = 37 };
+  CUdeviceptr tab = dev_alloc(4 * sizeof(long long)), y0 = dev_alloc(N0 * sizeof(float));
+  CUdeviceptr y1 = dev_alloc(N1 * sizeof(float));
+  assert_int_equal(table_launch(f, tab, (long long)y0, N0, (long long)y1, N1), CUDA_SUCCESS);
+  float got0[N0], got1[N1];
+  assert_int_equal(fk.MemcpyDtoH(got0, y0, sizeof got0), CUDA_SUCCESS);
+  assert_int_equal(fk.MemcpyDtoH(got1, y1, sizeof got1), CUDA_SUCCESS);
+  for (int i = 0; i < N0; i++) assert_true(got0[i] == 1.0f);
+  for (int i = 0; i < N1; i++) assert_true(got1[i] == 2.0f);
+
+  /* a freed buffer's address: entry 2 (byte 16 of the table) */
+  assert_int_equal(fk.MemFree(y1), CUDA_SUCCESS);
+  assert_int_equal(table_launch(f, tab, (long long)y0, N0, (long long)y1, N1), CUDA_ERROR_ILLEGAL_ADDRESS);
+  ASSERT_LAST_ERROR_HAS("kernel fc_test_table_fill, block (1,0,0)");
+  ASSERT_LAST_ERROR_HAS("read from the table entry at byte 16 of parameter 0 (tab)");
+  ASSERT_LAST_ERROR_HAS("freed memory");
+  CUdeviceptr p;
+  assert_int_equal(fk.MemAlloc(&p, 16), CUDA_ERROR_ILLEGAL_ADDRESS); /* the context keeps the fault */
+
+  /* a host pointer: entry 0 */
+  f = table_kernel_again();
+  tab = dev_alloc(4 * sizeof(long long)), y0 = dev_alloc(N0 * sizeof(float));
+  float host[N0];
+  assert_int_equal(table_launch(f, tab, (long long)(uintptr_t)host, N0, (long long)y0, N0),
+                   CUDA_ERROR_ILLEGAL_ADDRESS);
+  ASSERT_LAST_ERROR_HAS("read from the table entry at byte 0 of parameter 0 (tab)");
+  ASSERT_LAST_ERROR_HAS("not device memory");
+
+  /* a count one past the buffer: the guard zone behind the address shows the write */
+  f = table_kernel_again();
+  tab = dev_alloc(4 * sizeof(long long)), y0 = dev_alloc(N0 * sizeof(float)), y1 = dev_alloc(N1 * sizeof(float));
+  assert_int_equal(table_launch(f, tab, (long long)y0, N0, (long long)y1, N1 + 1), CUDA_ERROR_ILLEGAL_ADDRESS);
+  ASSERT_LAST_ERROR_HAS("kernel fc_test_table_fill, device address");
+  ASSERT_LAST_ERROR_HAS("(EM_DEVICE_ADDR): wrote past the end");
+
+  /* and the stacks of the stopped threads are reused: a good launch runs */
+  f = table_kernel_again();
+  tab = dev_alloc(4 * sizeof(long long)), y0 = dev_alloc(N0 * sizeof(float)), y1 = dev_alloc(N1 * sizeof(float));
+  assert_int_equal(table_launch(f, tab, (long long)y0, N0, (long long)y1, N1), CUDA_SUCCESS);
+  assert_int_equal(fk.MemcpyDtoH(got1, y1, sizeof got1), CUDA_SUCCESS);
+  for (int i = 0; i < N1; i++) assert_true(got1[i] == 2.0f);
+}
+
 static void host_pointer_is_refused(void **state) {
   (void)state;
   FAKE_NEED();
@@ -1135,6 +1211,7 @@ int main(void) {
       cmocka_unit_test_setup(write_out_of_bounds_is_caught, fake_test_setup),
       cmocka_unit_test_setup(host_pointer_is_refused, fake_test_setup),
       cmocka_unit_test_setup(freed_buffer_is_refused, fake_test_setup),
+      cmocka_unit_test_setup(addresses_read_from_a_table, fake_test_setup),
       cmocka_unit_test_setup(mapped_host_memory, fake_test_setup),
       cmocka_unit_test_setup(device_that_cannot_map_host_memory, fake_test_setup),
       cmocka_unit_test_setup(other_gpus_buffer_is_refused, fake_test_setup),

@@ -13,7 +13,8 @@
  *     whatever the outputs' order, and refuses two updates of one value;
  *   - on a GPU (the test double's pretend H100 in CI, FAKECUDA_LIB): every
  *     rule with every option bitwise equal to the CPU in portable mode, and
- *     a step copying only its feeds;
+ *     a step copying only its feeds and the kernels' tables of tensors;
+ *     a learner over 13 tensors in one launch of each learner kernel;
  *   - a real training step (an MLP, em_gradients, two learners in one
  *     executor with the loss): the loss falls, and the GPU's losses and
  *     weights equal the CPU's bit for bit.
@@ -777,8 +778,9 @@ static void test_gpu_bitwise(void **state) {
               fail_msg("%s%s: tensor %d %s element %d: %.9g on cuda:0, %.9g on the CPU",
                        em_learner_kind_name((em_learner_kind)kind), opts ? " with every option" : "", i,
                        k ? "slot" : "parameter", j, gpu[i][k][j], cpu[i][k][j]);
-      /* a step copies its feeds only (two gradients and the hyperparameters), nothing back, no host step */
-      assert_int_equal(st.h2d_copies, 3);
+      /* a step copies its feeds (two gradients and the hyperparameters) and the tables of tensors its kernels
+       * read (the update's; with clipping or LARC also the two sums of squares'), nothing back, no host step */
+      assert_int_equal(st.h2d_copies, 3 + 1 + (opts ? 2 : 0));
       assert_int_equal(st.d2h_copies, 0);
       assert_int_equal(st.host_steps, 0);
     }
@@ -891,15 +893,16 @@ static void test_mlp_training(void **state) {
   for (int i = 0; i < NW; i++)
     if (memcmp(&w_cpu[i], &w_gpu[i], sizeof(float)))
       fail_msg("weight %d: %.9g on cuda:0, %.9g on the CPU", i, w_gpu[i], w_cpu[i]);
-  /* a step copies its feeds (x, labels, two hyperparameter vectors) up; nothing else moves, and the
+  /* a step copies its feeds (x, labels, two hyperparameter vectors) and the learner kernels' tables of
+   * tensors (adam's update and two sums of squares, nesterov's update) up; nothing else moves, and the
    * fetched loss stays on the device until read */
-  assert_int_equal(st.h2d_copies, 4);
+  assert_int_equal(st.h2d_copies, 4 + 3 + 1);
   assert_int_equal(st.d2h_copies, 0);
   assert_int_equal(st.d2d_copies, 0);
   assert_int_equal(st.host_steps, 0);
 }
 
-/* _learner_sumsq over 17 tensors (two launches on a GPU: 15 a launch) of
+/* _learner_sumsq over 17 tensors (one launch on a GPU, a block each) of
  * sizes below, at and above its 256 lanes: each sum against a float64 sum,
  * and the GPU's bits equal to the CPU's. */
 static void sumsq_on(em_device dev, float *out) {
@@ -948,6 +951,127 @@ static void test_sums_of_squares(void **state) {
       fail_msg("sum of squares %d: %.9g on cuda:0, %.9g on the CPU", i, gpu[i], cpu[i]);
 }
 
+/* A learner over 13 tensors (more than the 5 the update kernel once took a
+ * launch, 15 for the sums of squares), of sizes around the kernel's chunk
+ * of 2048 elements a block (learner_math.h EM_LRN_CHUNK) and one of none:
+ * adam with clipping by global norm and LARC, three steps. The GPU's
+ * parameters and slots equal the CPU's bit for bit, and a step is ONE
+ * launch of each learner kernel (sums of squares of the parameters and of
+ * the gradients, the factors, the update) and one table upload for each
+ * that takes a table, counted by the test double; on a real GPU, the
+ * executor's copies. */
+#define MT 13
+static const int64_t MT_N[MT] = {1, 2047, 2048, 2049, 5, 0, 4100, 300, 33, 7, 1, 256, 257};
+
+/* Copies to the device the test double has made, synchronous or not (-1: not the double). */
+static long h2d_calls(void) {
+  long a = ts_double_calls("cuMemcpyHtoD_v2"), b = ts_double_calls("cuMemcpyHtoDAsync_v2");
+  return a < 0 || b < 0 ? -1 : a + b;
+}
+
+static void many_on(em_device dev, float **out, em_exec_stats *st, long *launches, long *h2d) {
+  em_graph *g;
+  CHECK(em_graph_create(&g));
+  em_var p[MT], gin[MT], upd;
+  em_tensor *gt[MT];
+  em_feed f[MT + 1];
+  uint64_t s = 99;
+  for (int i = 0; i < MT; i++) {
+    float *v = malloc(sizeof(float) * (size_t)(MT_N[i] + 1));
+    for (int64_t j = 0; j < MT_N[i]; j++) v[j] = uni(&s, -1, 1);
+    em_tensor *t;
+    CHECK(em_tensor_from_host(em_cpu(), EM_F32, 1, &MT_N[i], v, sizeof(float) * (size_t)MT_N[i], &t));
+    em_init init = {.kind = EM_INIT_FROM_DATA, .data = t};
+    char name[16];
+    snprintf(name, sizeof name, "w%d", i);
+    CHECK(em_parameter(g, name, EM_F32, 1, &MT_N[i], &init, &p[i]));
+    em_tensor_release(t);
+    CHECK(em_input(g, NULL, EM_F32, 1, &MT_N[i], &gin[i]));
+    free(v);
+  }
+  em_learner_config c;
+  CHECK(em_learner_defaults(EM_LEARNER_ADAM, 0.05, &c));
+  c.clip_norm = 3, c.weight_decay = 0.01;
+  em_learner *l;
+  CHECK(em_learner_create(&c, NULL, p, MT, &l));
+  CHECK(em_learner_larc(l, EM_LARC_CLIP, 0.05));
+  CHECK(em_learner_attach(l, g, gin, &upd));
+  em_exec *e;
+  CHECK(em_exec_create(g, &upd, 1, dev, &e));
+  CHECK(em_exec_set_mode(e, EM_MODE_PORTABLE));
+  for (int k = 0; k < 3; k++) {
+    for (int i = 0; i < MT; i++) {
+      float *v = malloc(sizeof(float) * (size_t)(MT_N[i] + 1));
+      for (int64_t j = 0; j < MT_N[i]; j++) v[j] = uni(&s, -2, 2);
+      CHECK(em_tensor_from_host(em_cpu(), EM_F32, 1, &MT_N[i], v, sizeof(float) * (size_t)MT_N[i], &gt[i]));
+      f[i] = (em_feed){gin[i], gt[i]};
+      free(v);
+    }
+    CHECK(em_learner_feed(l, 8, &f[MT]));
+    long l0 = ts_double_calls("cuLaunchKernel"), c0 = h2d_calls();
+    em_tensor *res;
+    CHECK(em_exec_run(e, f, MT + 1, &res));
+    if (launches) *launches = l0 < 0 ? -1 : ts_double_calls("cuLaunchKernel") - l0;
+    if (h2d) *h2d = c0 < 0 ? -1 : h2d_calls() - c0;
+    em_tensor_release(res);
+    CHECK(em_learner_step_done(l, 8));
+    for (int i = 0; i < MT; i++) em_tensor_release(gt[i]);
+  }
+  if (st) CHECK(em_exec_stats_get(e, st));
+  for (int i = 0; i < MT; i++) {
+    em_tensor *t;
+    CHECK(em_parameter_get(g, p[i], em_cpu(), &t));
+    CHECK(em_tensor_to_host(t, out[3 * i], sizeof(float) * (size_t)MT_N[i]));
+    em_tensor_release(t);
+    static const char *const slot[2] = {"m", "v"};
+    for (int k = 0; k < 2; k++) {
+      char name[32];
+      snprintf(name, sizeof name, "w%d.adam.%s", i, slot[k]);
+      em_var v;
+      CHECK(em_graph_lookup(g, name, &v));
+      CHECK(em_parameter_get(g, v, em_cpu(), &t));
+      CHECK(em_tensor_to_host(t, out[3 * i + 1 + k], sizeof(float) * (size_t)MT_N[i]));
+      em_tensor_release(t);
+    }
+  }
+  em_exec_free(e);
+  em_learner_free(l);
+  em_graph_free(g);
+}
+
+static void test_many_tensors_one_launch(void **state) {
+  (void)state;
+  if (!g_gpus) {
+    print_message("SKIPPED: no CUDA driver, real or test double\n");
+    skip();
+  }
+  float *cpu[3 * MT], *gpu[3 * MT];
+  for (int i = 0; i < 3 * MT; i++) {
+    cpu[i] = calloc((size_t)MT_N[i / 3] + 1, sizeof(float));
+    gpu[i] = calloc((size_t)MT_N[i / 3] + 1, sizeof(float));
+  }
+  many_on(em_cpu(), cpu, NULL, NULL, NULL);
+  em_exec_stats st;
+  long launches, h2d;
+  many_on(em_cuda(0), gpu, &st, &launches, &h2d);
+  for (int i = 0; i < 3 * MT; i++)
+    for (int64_t j = 0; j < MT_N[i / 3]; j++)
+      if (memcmp(&cpu[i][j], &gpu[i][j], sizeof(float)))
+        fail_msg("tensor %d (%lld elements) %s element %lld: %.9g on cuda:0, %.9g on the CPU", i / 3,
+                 (long long)MT_N[i / 3], i % 3 ? (i % 3 == 1 ? "m" : "v") : "parameter", (long long)j, gpu[i][j],
+                 cpu[i][j]);
+  /* the feeds (12 gradients: the empty one copies nothing; the hyperparameters) and three tables (two sums of
+   * squares, the update) */
+  assert_int_equal(st.h2d_copies, MT - 1 + 1 + 3);
+  assert_int_equal(st.d2h_copies, 0);
+  assert_int_equal(st.host_steps, 0);
+  if (launches >= 0) { /* the test double counts the driver's calls */
+    assert_int_equal(launches, 4);
+    assert_int_equal(h2d, MT - 1 + 1 + 3);
+  }
+  for (int i = 0; i < 3 * MT; i++) free(cpu[i]), free(gpu[i]);
+}
+
 int main(void) {
   use_gpu();
   const struct CMUnitTest tests[] = {
@@ -961,6 +1085,7 @@ int main(void) {
       cmocka_unit_test(test_gpu_bitwise),
       cmocka_unit_test(test_mlp_training),
       cmocka_unit_test(test_sums_of_squares),
+      cmocka_unit_test(test_many_tensors_one_launch),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   em_shutdown();

@@ -214,8 +214,9 @@ static int op_outputs(const char *op) {
 
 static const char *const output_names[] = {"y0", "y1", "y2", "y3", "y4", "y5", "y6", "y7"};
 static const char *const grad_names[] = {"dx0", "dx1", "dx2", "dx3", "dx4", "dx5", "dx6", "dx7"};
-static const char *const state_names[] = {"x0 after", "x1 after", "x2 after", "x3 after",
-                                          "x4 after", "x5 after", "x6 after", "x7 after"};
+static const char *const state_names[OC_MAX_INPUTS] = {
+    "x0 after", "x1 after", "x2 after",  "x3 after",  "x4 after",  "x5 after",  "x6 after",  "x7 after",
+    "x8 after", "x9 after", "x10 after", "x11 after", "x12 after", "x13 after", "x14 after", "x15 after"};
 
 /* Builds the case's graph, runs it on dev in mode, fetches everything to the
  * host. Returns the first failure (message in em_last_error()). */

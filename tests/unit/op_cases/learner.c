@@ -5,9 +5,12 @@
  * lr, mu, k, rho, 1 - rho, eps, c1, c2, l1, l2, wd, clip value, clip norm,
  * eta, LARC's wd), with every option on; "plain" turns the options off.
  * Slots that take a square root start non-negative, as a real run's do.
- * Sizes: one element, odd sizes above a block (257, 1000), and two tensors
- * in one node of different sizes (the kernel strides over each in turn).
- * _learner_sumsq: sizes below, at and above its 256 lanes. */
+ * Sizes: one element, odd sizes above a block (257, 1000), two tensors in
+ * one node of different sizes, and nodes of 3 and 7 tensors around the
+ * kernel's chunk of 2048 elements a block (learner_math.h EM_LRN_CHUNK: a
+ * tensor takes blocks of its own, found through the launch's table).
+ * _learner_sumsq: sizes below, at and above its 256 lanes, and 16 tensors
+ * in one launch. */
 #include "op_cases.h"
 
 static const double H_ALL[16] = {0.1, 0.9, 0.1, 0.99, 0.01, 1e-8, 1.5, 1.2,
@@ -27,6 +30,14 @@ static const oc_case cases[] = {
   {"_update_sgd", "plain odd", 4, {H(H_PLAIN), SC(1), P(257), G(257)}, 1, {N(1)}, .state = 0x4},
   {"_update_sgd", "two tensors", 6, {H(H_ALL), SC(2), P(3, 5), P(1000), G(3, 5), G(1000)}, 1, {N(2)},
    .state = 0xc},
+  {"_update_sgd", "7 tensors", 16,
+   {H(H_ALL), SC(7), P(1), P(2049), P(3, 5), P(2048), P(1), P(4100), P(9), G(1), G(2049), G(3, 5), G(2048), G(1),
+    G(4100), G(9)},
+   1, {N(7)}, .state = 0x1fc},
+  {"_update_adam", "3 tensors", 14,
+   {H(H_ALL), SC(3), P(2049), P(1), P(300), G(2049), G(1), G(300), P(2049), P(1), P(300), POS(2049), POS(1),
+    POS(300)},
+   1, {N(3)}, .state = 0x3f1c},
   {"_update_momentum", "two tensors", 8, {H(H_ALL), SC(2), P(7), P(33, 9), G(7), G(33, 9), P(7), P(33, 9)}, 1,
    {N(2)}, .state = 0xcc},
   {"_update_nesterov", "odd", 5, {H(H_ALL), SC(1), P(257), G(257), P(257)}, 1, {N(1)}, .state = 0x14},
@@ -49,5 +60,8 @@ static const oc_case cases[] = {
   {"_learner_sumsq", "1", 1, {P(1)}},
   {"_learner_sumsq", "odd sizes", 3, {P(255), P(3, 7, 11), P(5000)}},
   {"_learner_sumsq", "8 tensors", 8, {P(1), P(300), P(2, 2), P(257), G(9), P(1), P(600), P(17)}},
+  {"_learner_sumsq", "16 tensors", 16,
+   {P(1), P(300), P(2, 2), P(257), G(9), P(1), P(600), P(17), P(256), P(255), P(4100), G(3), P(2), P(512), P(7, 3),
+    P(1)}},
 };
 OC_REGISTER(learner, cases)

@@ -25,7 +25,7 @@
 
 #include "ember.h"
 
-#define OC_MAX_INPUTS 8
+#define OC_MAX_INPUTS 16
 #define OC_MAX_ATTRS 8
 
 typedef struct oc_input {
