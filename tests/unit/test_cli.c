@@ -30,6 +30,8 @@
 #include <jansson.h>
 #include <zlib.h>
 
+#include "ember.h"
+
 static const char *cli, *fake, *src_dir, *build_dir;
 static char tmp_root[PATH_MAX];
 static int serial;
@@ -919,16 +921,115 @@ static void test_train_eval_resume(void **state) {
     fail_msg("eval: accuracy %.6f, training's own test %.6f", num_at(ev, "accuracy"), acc);
   assert_non_null(strstr(r.err, "model mlp"));
 
-  /* --resume: the second epoch only; the settings come from the checkpoint
-   * (the --model given here is ignored). */
-  r = run_cli(NO_SETTINGS, ARGS("train", "--model", "lenet", "--data", small_data, "--epochs", "2", "--device", "cpu",
-                                "--mode", "portable", "--checkpoint", ckpt, "--resume", "--json"));
+  /* --resume continues the saved run: an option given again with another
+   * value is refused (65) naming both values, before anything runs, and
+   * the checkpoint is untouched. */
+  static const struct {
+    const char *opt, *value, *want;
+  } conflicts[] = {
+      {"--model", "lenet", "--model lenet conflicts with the checkpoint's mlp"},
+      {"--batch", "32", "--batch 32 conflicts with the checkpoint's 50"},
+      {"--mode", "fast", "--mode fast conflicts with the checkpoint's portable"},
+      {"--lr", "0.5", "--lr 0.5 conflicts with the checkpoint's (the default)"},
+      {"--hidden", "64", "--hidden 64,0 conflicts with the checkpoint's 32,0"},
+      {"--learner", "sgd", "--learner sgd conflicts with the checkpoint's adam"},
+  };
+  for (size_t i = 0; i < sizeof conflicts / sizeof conflicts[0]; i++) {
+    r = run_cli(NO_SETTINGS, ARGS("train", "--data", small_data, "--device", "cpu", "--checkpoint", ckpt, "--resume",
+                                  "--json", conflicts[i].opt, conflicts[i].value));
+    expect_status(&r, 65);
+    if (!strstr(r.err, conflicts[i].want)) fail_msg("no \"%s\" in: %s", conflicts[i].want, r.err);
+  }
+  /* The second epoch only, with the saved settings (the mode and the rest
+   * not given here): --epochs moves the end of a constant schedule. */
+  r = run_cli(NO_SETTINGS, ARGS("train", "--data", small_data, "--epochs", "2", "--device", "cpu", "--model", "mlp",
+                                "--checkpoint", ckpt, "--resume", "--json"));
   expect_status(&r, 0);
   L = parse_lines(&r);
   assert_int_equal(L.n_epoch, 1);
   assert_int_equal((int)num_at(L.epoch[0], "epoch"), 2);
   assert_non_null(strstr(r.err, "resumed from"));
   assert_non_null(strstr(r.err, "model: mlp"));
+  assert_non_null(strstr(r.err, "portable mode"));
+}
+
+/* --epochs of a cosine schedule is the schedule's length: a resume that
+ * changes it is refused; one that does not give it trains to the planned
+ * end. A checkpoint whose saved settings were edited to invalid values
+ * (a model, a batch, a learner the command line would refuse) is malformed
+ * data (65), not a usage error or an internal one. */
+static void test_train_resume_schedule_and_crafted_settings(void **state) {
+  (void)state;
+  NEED_DATA();
+  char ckpt[PATH_MAX + 16], crafted[PATH_MAX + 16];
+  snprintf(ckpt, sizeof ckpt, "%s/cosine.ckpt", tmp_root);
+  snprintf(crafted, sizeof crafted, "%s/crafted.ckpt", tmp_root);
+  run_result r = run_cli(NO_SETTINGS, ARGS("train", "--model", "mlp", "--hidden", "16", "--data", small_data,
+                                           "--epochs", "2", "--train-samples", "200", "--batch", "100", "--device",
+                                           "cpu", "--schedule", "cosine", "--checkpoint", ckpt, "--json"));
+  expect_status(&r, 0);
+  r = run_cli(NO_SETTINGS, ARGS("train", "--data", small_data, "--epochs", "3", "--device", "cpu", "--checkpoint", ckpt,
+                                "--resume", "--json"));
+  expect_status(&r, 65);
+  assert_non_null(strstr(r.err, "--epochs 3 conflicts with the checkpoint's 2"));
+  assert_non_null(strstr(r.err, "planned --epochs"));
+  /* Not given: the planned 2 epochs, done already: nothing more to train. */
+  r = run_cli(NO_SETTINGS, ARGS("train", "--data", small_data, "--device", "cpu", "--checkpoint", ckpt, "--resume",
+                                "--json"));
+  expect_status(&r, 0);
+  assert_int_equal(parse_lines(&r).n_epoch, 0);
+  assert_non_null(strstr(r.err, "2 epochs and 4 steps done"));
+
+  static const struct {
+    const char *key, *text, *want;
+  } edits[] = {
+      {"model", "\"vgg\"", "--model vgg is not a valid value"},
+      {"batch", "0", "--batch 0 is not a valid value"},
+      {"learner", "\"adamax\"", "--learner adamax is not a valid value"},
+      {"lr", "-5", "--lr -5 is not a valid value"},
+      {"epochs", "0", "--epochs 0 is not a valid value"},
+      {"hidden", "[-3, 0]", "--hidden -3,0 is not a valid value"},
+      {"mode", "\"exact\"", "--mode exact is not a valid value"},
+  };
+  for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {
+    em_checkpoint *c;
+    if (em_checkpoint_load(ckpt, &c)) fail_msg("%s", em_last_error());
+    em_checkpoint_manifest man;
+    assert_int_equal(em_checkpoint_get_manifest(c, &man), EM_OK);
+    size_t n = em_checkpoint_section_count(c), k = 0;
+    em_checkpoint_section *sec = calloc(n, sizeof *sec);
+    assert_non_null(sec);
+    char *text = NULL;
+    for (size_t j = 0; j < n; j++) {
+      em_checkpoint_section_info info;
+      assert_int_equal(em_checkpoint_section_get(c, j, &info), EM_OK);
+      if (!strcmp(info.name, "manifest") || !strcmp(info.name, "graph")) continue;
+      sec[k] = (em_checkpoint_section){info.name, info.bytes, info.size};
+      if (!strcmp(info.name, "ember-train")) {
+        json_error_t e;
+        json_t *j = json_loadb(info.bytes, info.size, 0, &e), *v = json_loads(edits[i].text, JSON_DECODE_ANY, &e);
+        assert_non_null(j);
+        assert_non_null(v);
+        json_object_set_new(j, edits[i].key, v);
+        text = json_dumps(j, JSON_COMPACT);
+        json_decref(j);
+        sec[k] = (em_checkpoint_section){info.name, text, strlen(text)};
+      }
+      k++;
+    }
+    assert_non_null(text);
+    em_checkpoint_save_options so = {.device = man.device, .mode = man.mode};
+    if (em_checkpoint_save(crafted, em_checkpoint_graph(c), sec, (int)k, &so)) fail_msg("%s", em_last_error());
+    free(text);
+    free(sec);
+    em_checkpoint_free(c);
+    r = run_cli(NO_SETTINGS, ARGS("train", "--data", small_data, "--device", "cpu", "--checkpoint", crafted, "--resume",
+                                  "--json"));
+    if (r.status != 65) fail_msg("edit %zu (%s): exit status %d, expected 65: %s", i, edits[i].key, r.status, r.err);
+    if (!strstr(r.err, edits[i].want)) fail_msg("edit %zu: no \"%s\" in: %s", i, edits[i].want, r.err);
+    assert_non_null(strstr(r.err, "crafted.ckpt"));
+  }
+  unlink(crafted);
 }
 
 /* Missing or malformed data and checkpoints: the documented exit codes
@@ -1028,6 +1129,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_help_on_every_command, free_owned),
       cmocka_unit_test_teardown(test_train_usage_errors, free_owned),
       cmocka_unit_test_teardown(test_train_eval_resume, free_owned),
+      cmocka_unit_test_teardown(test_train_resume_schedule_and_crafted_settings, free_owned),
       cmocka_unit_test_teardown(test_train_data_errors, free_owned),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -6,9 +6,13 @@
  *
  * The checkpoint carries, beside the trainer's sections, a section
  * "ember-train" with the settings that shape the run (model, widths, seed,
- * learner, schedule, batch, subset sizes) as JSON, so --resume rebuilds the
- * same model and learner whatever the command line says about them, and
- * `ember eval` can say what it evaluates. */
+ * learner, schedule, epochs, batch, subset sizes, mode) as JSON, so --resume
+ * rebuilds the same model and learner, and `ember eval` can say what it
+ * evaluates. A resumed run is the saved run continued, as a PyTorch script
+ * that reloads its optimizer and scheduler state or a CNTK restart from its
+ * checkpoint: an option given again must have the saved value, else the
+ * command is refused (65) naming both; only --epochs may change, and only
+ * with a schedule that does not depend on it. */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -36,6 +40,7 @@ static char *settings_json(const train_opts *o, double mean, double std) {
                         (json_int_t)o->validation, "patience", (json_int_t)o->patience);
   if (j) json_object_set_new(j, "norm", json_pack("[f,f]", mean, std));
   if (j) json_object_set_new(j, "batch_norm", json_boolean(o->batch_norm));
+  if (j) json_object_set_new(j, "mode", json_string(o->mode));
   char *text = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
   json_decref(j);
   return text;
@@ -55,18 +60,64 @@ static int settings_apply(json_t *j, train_opts *o) {
       json_unpack(ch, "[I,I]", &c0, &c1) || json_unpack(hid, "[I,I]", &h0, &h1))
     return -1;
   o->batch_norm = json_is_true(json_object_get(j, "batch_norm"));
+  /* (older checkpoints have no mode: the command line's is taken) */
+  if (json_is_string(json_object_get(j, "mode"))) o->mode = json_string_value(json_object_get(j, "mode"));
   o->channels[0] = c0;
   o->channels[1] = c1;
   o->hidden[0] = h0;
   o->hidden[1] = h1;
   o->seed = seed;
-  o->lr = lr < 0 ? NAN : lr;
-  o->momentum = mom < 0 ? NAN : mom;
+  o->lr = lr == -1 ? NAN : lr; /* -1: the learner's default (settings_json) */
+  o->momentum = mom == -1 ? NAN : mom;
   o->batch = batch;
   o->train_samples = train_samples;
   o->validation = validation;
   o->patience = patience;
-  (void)epochs; /* the command line's --epochs decides how far a resumed run goes */
+  o->epochs = epochs;
+  return 0;
+}
+
+/* The options a checkpoint's run was started with; --epochs apart. */
+static const char *const run_settings[] = {
+    "--model", "--channels", "--hidden", "--batch-norm", "--dropout", "--seed", "--learner", "--lr", "--momentum",
+    "--weight-decay", "--schedule", "--warmup", "--batch", "--train-samples", "--validation", "--patience", "--mode",
+    "--epochs", NULL};
+
+/* The saved settings, checked as the command line's are, replace o's; an
+ * option the command line gave with another value is refused. Returns 0 or
+ * an exit code (EXIT_DATA, after saying why). */
+static int resume_settings(json_t *j, train_opts *o) {
+  train_opts saved = *o;
+  char msg[256];
+  const char *why = NULL;
+  if (settings_apply(j, &saved)) why = "the \"" SETTINGS_SECTION "\" section is malformed";
+  else if ((why = train_opts_invalid(&saved, run_settings, msg, sizeof msg))) {
+    char inner[200];
+    snprintf(inner, sizeof inner, "%s", why);
+    snprintf(msg, sizeof msg, "its settings are invalid: %s", inner);
+    why = msg;
+  }
+  if (why) {
+    fprintf(stderr, "ember train: --resume %s: %s\n", o->checkpoint, why);
+    return EXIT_DATA;
+  }
+  /* --epochs may move the end of a run whose learning rate does not
+   * depend on it (constant); cosine and step are shaped by the planned
+   * epochs, so changing them would change every step's rate. */
+  const int epochs_free = !strcmp(saved.schedule, "constant");
+  const int64_t planned = saved.epochs;
+  if (epochs_free) saved.epochs = o->epochs; /* no conflict */
+  if ((why = train_opts_conflict(o, &saved, run_settings, msg, sizeof msg))) {
+    fprintf(stderr,
+            "ember train: --resume %s: %s%s; a resumed run keeps the settings it was started with: drop the "
+            "option, or start a new run with another --checkpoint\n",
+            o->checkpoint, why,
+            !epochs_free && o->epochs != planned ? " (the --schedule's length is the run's planned --epochs)" : "");
+    return EXIT_DATA;
+  }
+  saved.epochs = epochs_free && train_opts_given(o, "--epochs") ? o->epochs : planned;
+  saved.given = o->given;
+  *o = saved;
   return 0;
 }
 
@@ -94,10 +145,12 @@ static int load_settings(train_opts *o, json_t **saved) {
   json_error_t e;
   json_t *j = json_loadb(b, n, 0, &e);
   em_checkpoint_free(c);
-  if (!j || settings_apply(j, o)) {
+  int rc = j ? resume_settings(j, o) : EXIT_DATA;
+  if (!j)
     fprintf(stderr, "ember train: --resume %s: the \"" SETTINGS_SECTION "\" section is malformed\n", o->checkpoint);
+  if (rc) {
     json_decref(j);
-    return EXIT_DATA;
+    return rc;
   }
   *saved = j;
   return 0;

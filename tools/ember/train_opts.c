@@ -69,7 +69,8 @@ static const opt table[] = {
      modes},
     {"--checkpoint", "FILE", "train: written after every epoch; eval: the model to evaluate", T_STR, OFF(checkpoint),
      BOTH, 0, 0, NULL},
-    {"--resume", NULL, "continue from --checkpoint when it exists", T_FLAG, OFF(resume), CMD_TRAIN, 0, 0, NULL},
+    {"--resume", NULL, "continue from --checkpoint when it exists, with its settings (below)", T_FLAG, OFF(resume),
+     CMD_TRAIN, 0, 0, NULL},
     {"--json", NULL, "JSON lines instead of the progress bar (the default when stdout is not a terminal)", T_FLAG,
      OFF(json), BOTH, 0, 0, NULL},
     {"--learner", "NAME", "sgd, momentum, nesterov, adagrad, rmsprop, adadelta, adam, adamw or fsadagrad (default adam)",
@@ -98,6 +99,9 @@ static const opt table[] = {
      1, 1e9, NULL},
 };
 
+#define N_TABLE (sizeof table / sizeof table[0])
+_Static_assert(sizeof table / sizeof table[0] <= 64, "train_opts.given has a bit per option");
+
 static const char *cmd_name(unsigned cmd) { return cmd == CMD_TRAIN ? "train" : "eval"; }
 
 void train_opts_help(unsigned cmd, FILE *out) {
@@ -122,10 +126,18 @@ void train_opts_help(unsigned cmd, FILE *out) {
     snprintf(left, sizeof left, "%s%s%s", table[i].name, table[i].arg ? " " : "", table[i].arg ? table[i].arg : "");
     fprintf(out, "  %-22s %s\n", left, table[i].help);
   }
-  fputs("  --help                 this text\n\n"
-        "Exit codes: 0 fine; 1 training diverged (a loss or gradient not finite; the checkpoint keeps the last\n"
-        "good epoch); 64 usage error; 65 malformed data\n"
-        "or checkpoint; 66 data or checkpoint missing; 69 device not usable; 70 internal error; 73 checkpoint\n"
+  fputs("  --help                 this text\n", out);
+  if (cmd == CMD_TRAIN)
+    fputs("\n--resume continues the saved run as it was started (its --model, --channels, --hidden,\n"
+          "--batch-norm, --dropout, --seed, --learner, --lr, --momentum, --weight-decay, --schedule,\n"
+          "--warmup, --epochs, --batch, --train-samples, --validation, --patience and --mode): those\n"
+          "not given are the checkpoint's, and one given with another value is refused (exit 65, naming\n"
+          "both). Only --epochs may differ, with the constant schedule (cosine and step are shaped by\n"
+          "the planned epochs).\n",
+          out);
+  fputs("\nExit codes: 0 fine; 1 training diverged (a loss or gradient not finite; the checkpoint keeps the\n"
+        "last good epoch); 64 usage error; 65 malformed data or checkpoint, or --resume with another\n"
+        "setting; 66 data or checkpoint missing; 69 device not usable; 70 internal error; 73 checkpoint\n"
         "cannot be written.\n",
         out);
 }
@@ -210,6 +222,7 @@ int train_opts_parse(unsigned cmd, int argc, char **argv, train_opts *out) {
       if (!strcmp(table[k].name, name)) o = &table[k];
     if (!o) return bad(cmd, "unknown option %s%s", a, strncmp(a, "--", 2) ? " (options start with --)" : "");
     if (!(o->commands & cmd)) return bad(cmd, "%s is not an option of this command%s", o->name, "");
+    out->given |= (uint64_t)1 << (o - table);
     if (o->type == T_FLAG) {
       if (eq) return bad(cmd, "%s takes no value%s", o->name, "");
       *(int *)((char *)out + o->offset) = 1;
@@ -227,4 +240,111 @@ int train_opts_parse(unsigned cmd, int argc, char **argv, train_opts *out) {
     return bad(cmd, "--patience needs --validation N (the images early stopping watches)%s%s", "", "");
   if (cmd == CMD_EVAL && !out->checkpoint) return bad(cmd, "--checkpoint FILE is required%s%s", "", "");
   return 0;
+}
+
+/* ------------------------------------------------------------- resume --- */
+
+static const opt *find(const char *name) {
+  for (size_t k = 0; k < N_TABLE; k++)
+    if (!strcmp(table[k].name, name)) return &table[k];
+  return NULL;
+}
+
+int train_opts_given(const train_opts *o, const char *name) {
+  const opt *t = find(name);
+  return t && (o->given >> (t - table) & 1);
+}
+
+static int same_value(const opt *t, const train_opts *a, const train_opts *b) {
+  const char *pa = (const char *)a + t->offset, *pb = (const char *)b + t->offset;
+  switch (t->type) {
+  case T_STR: {
+    const char *x = *(const char *const *)pa, *y = *(const char *const *)pb;
+    return x == y || (x && y && !strcmp(x, y));
+  }
+  case T_INT: return *(const int64_t *)pa == *(const int64_t *)pb;
+  case T_NUM: {
+    double x = *(const double *)pa, y = *(const double *)pb;
+    return x == y || (isnan(x) && isnan(y));
+  }
+  case T_FLAG: return !*(const int *)pa == !*(const int *)pb;
+  case T_PAIR: return !memcmp(pa, pb, 2 * sizeof(int64_t));
+  }
+  return 0;
+}
+
+/* The value as the command line writes it (NaN: the learner's default). */
+static const char *value_text(const opt *t, const train_opts *o, char *buf, size_t cap) {
+  const char *p = (const char *)o + t->offset;
+  switch (t->type) {
+  case T_STR: snprintf(buf, cap, "%s", *(const char *const *)p ? *(const char *const *)p : "(none)"); break;
+  case T_INT: snprintf(buf, cap, "%lld", (long long)*(const int64_t *)p); break;
+  case T_NUM:
+    if (isnan(*(const double *)p)) snprintf(buf, cap, "(the default)");
+    else {
+      /* the shortest text that reads back as the value */
+      snprintf(buf, cap, "%.15g", *(const double *)p);
+      if (strtod(buf, NULL) != *(const double *)p) snprintf(buf, cap, "%.17g", *(const double *)p);
+    }
+    break;
+  case T_FLAG: snprintf(buf, cap, "%s", *(const int *)p ? "on" : "off"); break;
+  case T_PAIR:
+    snprintf(buf, cap, "%lld,%lld", (long long)((const int64_t *)p)[0], (long long)((const int64_t *)p)[1]);
+    break;
+  }
+  return buf;
+}
+
+const char *train_opts_conflict(const train_opts *cmdline, const train_opts *saved, const char *const *names,
+                                char *buf, size_t cap) {
+  for (; *names; names++) {
+    const opt *t = find(*names);
+    if (!t || !(cmdline->given >> (t - table) & 1) || same_value(t, cmdline, saved)) continue;
+    char a[64], b[64];
+    snprintf(buf, cap, "%s %s conflicts with the checkpoint's %s", t->name, value_text(t, cmdline, a, sizeof a),
+             value_text(t, saved, b, sizeof b));
+    return buf;
+  }
+  return NULL;
+}
+
+const char *train_opts_invalid(const train_opts *o, const char *const *names, char *buf, size_t cap) {
+  train_opts dflt;
+  train_opts_defaults(&dflt);
+  for (; *names; names++) {
+    const opt *t = find(*names);
+    if (!t || same_value(t, o, &dflt)) continue;
+    const char *p = (const char *)o + t->offset;
+    int ok = 1;
+    switch (t->type) {
+    case T_STR: {
+      const char *v = *(const char *const *)p;
+      ok = v && *v;
+      if (ok && t->choices) {
+        ok = 0;
+        for (const char *const *c = t->choices; *c; c++) ok |= !strcmp(*c, v);
+      }
+      break;
+    }
+    case T_INT:
+    case T_NUM: {
+      double x = t->type == T_INT ? (double)*(const int64_t *)p : *(const double *)p;
+      ok = x >= t->min && x <= t->max;
+      break;
+    }
+    case T_PAIR: /* 0: the zoo's default */
+      for (int k = 0; k < 2; k++) {
+        int64_t x = ((const int64_t *)p)[k];
+        ok &= x == 0 || (x >= (int64_t)t->min && x <= (int64_t)t->max);
+      }
+      break;
+    case T_FLAG: break;
+    }
+    if (!ok) {
+      char v[64];
+      snprintf(buf, cap, "%s %s is not a valid value (`ember train --help`)", t->name, value_text(t, o, v, sizeof v));
+      return buf;
+    }
+  }
+  return NULL;
 }

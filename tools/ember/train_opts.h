@@ -17,6 +17,7 @@ typedef struct train_opts {
   double norm_mean, norm_std;      /* eval: the training images' statistics, from the checkpoint */
   double lr, momentum, weight_decay, warmup, min_delta; /* lr, momentum NaN: the learner's default */
   int resume, json, help, batch_norm;
+  uint64_t given;                  /* the options the command line gave (bit i: the table's entry i) */
 } train_opts;
 
 void train_opts_defaults(train_opts *o);
@@ -24,5 +25,17 @@ void train_opts_defaults(train_opts *o);
  * given), or 1 after printing what is wrong and the usage line to stderr. */
 int train_opts_parse(unsigned cmd, int argc, char **argv, train_opts *o);
 void train_opts_help(unsigned cmd, FILE *out);
+
+/* Whether the command line gave option `name` ("--batch"). */
+int train_opts_given(const train_opts *o, const char *name);
+/* For --resume, the options names[] (NULL-terminated) of a run: each one
+ * the command line gave must equal the checkpoint's (saved). Returns NULL,
+ * or a message naming the first option that differs and both values. */
+const char *train_opts_conflict(const train_opts *cmdline, const train_opts *saved, const char *const *names,
+                                char *buf, size_t cap);
+/* Settings read from elsewhere (a checkpoint) checked as the command line's
+ * are (choices, ranges; a field at its default passes): NULL, or a message
+ * naming the option and the value. */
+const char *train_opts_invalid(const train_opts *o, const char *const *names, char *buf, size_t cap);
 
 #endif
