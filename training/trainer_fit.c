@@ -116,12 +116,23 @@ API em_status em_trainer_fit(em_trainer *t, const em_fit_options *o, em_fit_resu
   int stop = o->patience > 0 && t->best_epoch > 0 && t->epochs_since_best >= o->patience;
   res.early_stopped = stop;
   while (!stop && t->epoch < o->epochs) {
+    /* The source's position before the minibatch: a step that fails (a
+     * diverged one above all) puts the source back, so that it is where
+     * the last good step left it, as the trainer's accounting is. */
+    void *before = NULL;
+    size_t before_size = 0;
+    if ((s = em_minibatch_state_save(o->train, &before, &before_size))) {
+      s = em_fail_context(s, "em_trainer_fit: epoch %lld", (long long)t->epoch + 1);
+      break;
+    }
     em_minibatch mb = {0};
     if ((s = em_minibatch_next(o->train, &mb))) {
+      free(before);
       s = em_fail_context(s, "em_trainer_fit: epoch %lld: reading", (long long)t->epoch + 1);
       break;
     }
     if (mb.end_of_data) {
+      free(before);
       res.end_of_data = 1;
       break;
     }
@@ -133,9 +144,15 @@ API em_status em_trainer_fit(em_trainer *t, const em_fit_options *o, em_fit_resu
     int end_of_epoch = mb.end_of_epoch;
     em_minibatch_clear(&mb);
     if (s) {
+      /* A state read from this source a moment ago loads (and a load that
+       * succeeds leaves the step's message as it is). */
+      em_status back = em_minibatch_state_load(o->train, before, before_size);
+      free(before);
+      if (back) s = back;
       s = em_fail_context(s, "em_trainer_fit: epoch %lld", (long long)t->epoch + 1);
       break;
     }
+    free(before);
     if (o->on_minibatch) {
       em_train_report rep = report_of(t, o, &r, pos.epoch_size);
       if (o->on_minibatch(&rep, o->user)) res.callback_stopped = stop = 1;

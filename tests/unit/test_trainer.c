@@ -13,8 +13,9 @@
  *  - divergence: a step whose gradient is inf (with and without clipping
  *    by global norm, on the CPU and a GPU) or whose loss is inf fails
  *    naming the step and counts nothing, em_trainer_fit stops there and
- *    keeps the last good checkpoint, and a checkpoint of a model holding
- *    NaN or inf is refused.
+ *    keeps the last good checkpoint (its source where the last good step
+ *    left it), a checkpoint of a model holding NaN or inf is refused, and
+ *    restoring the diverged trainer equals restoring a fresh one.
  * The end-to-end runs on Fashion-MNIST are in test_train_e2e.c. */
 #include <math.h>
 #include <setjmp.h>
@@ -704,6 +705,88 @@ static void test_checkpoint_refuses_non_finite_values(void **state) {
   rmdir(dir);
 }
 
+
+/* After em_trainer_fit stopped at a diverged step (the scenario above:
+ * step 6's loss is inf), the source is where the last good step left it
+ * (trainer.h: "the trainer's accounting and the source are as after the
+ * last good step": 5 steps of 4 samples, 20 samples seen, not the 24 the
+ * failed minibatch read), and restoring epoch 1's checkpoint into the
+ * diverged trainer gives the trainer a fresh one restored from it has: the
+ * same accounting, learner steps, weights and source position, and the
+ * same next step bit for bit. */
+static void test_resume_after_a_diverged_step(void **state) {
+  (void)state;
+  char dir[] = "/tmp/ember_trainer_XXXXXX", path[64];
+  assert_non_null(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/run.ckpt", dir);
+  const double w0[3] = {0.5, -0.5, 0.25};
+  const double lrs[3] = {0.01, 1e30, 0.01};
+  const uint64_t counts[3] = {4, 1, 1};
+  em_learner_config cfg;
+  CHECK(em_learner_defaults(EM_LEARNER_SGD, 0, &cfg));
+  cfg.lr = (em_schedule){.n = 3, .values = lrs, .counts = counts, .epoch_size = 4};
+  em_dataset *d = linear_dataset(12);
+  linear m[2];
+  em_learner *l[2];
+  em_trainer *t[2];
+  em_minibatch_source *src[2];
+  for (int k = 0; k < 2; k++) {
+    linear_build(&m[k], w0);
+    CHECK(em_learner_create(&cfg, NULL, &m[k].w, 1, &l[k]));
+    CHECK(em_trainer_create(m[k].g, m[k].loss, -1, &l[k], 1, NULL, &t[k]));
+    CHECK(em_minibatch_source_create(d, &(em_minibatch_options){.batch_size = 4, .no_prefetch = 1}, &src[k]));
+  }
+  em_var inputs[2] = {m[0].x, m[0].t};
+  em_fit_options fo = {.epochs = 3, .train = src[0], .inputs = inputs, .n_inputs = 2, .checkpoint = path};
+  em_status s = em_trainer_fit(t[0], &fo, NULL);
+  if (s != EM_ERR_NOT_FINITE) fail_msg("fit gave %s: %s", em_status_name(s), em_last_error());
+  em_minibatch_position pos;
+  CHECK(em_minibatch_get_position(src[0], &pos));
+  if (pos.samples_seen != 20)
+    fail_msg("after the diverged step 6 the source has seen %llu samples; the last good step left it at 20",
+             (unsigned long long)pos.samples_seen);
+  for (int k = 0; k < 2; k++) CHECK(em_trainer_restore_checkpoint(t[k], path, src[k]));
+  em_trainer_totals tot[2];
+  em_minibatch_position at[2];
+  float w[2][3];
+  for (int k = 0; k < 2; k++) {
+    CHECK(em_trainer_get_totals(t[k], &tot[k]));
+    CHECK(em_minibatch_get_position(src[k], &at[k]));
+    read_w(&m[k], w[k]);
+  }
+  assert_int_equal(tot[0].epoch, 1);
+  assert_int_equal(tot[0].steps, 3);
+  assert_int_equal(tot[0].epoch, tot[1].epoch);
+  assert_int_equal(tot[0].steps, tot[1].steps);
+  assert_int_equal(tot[0].samples, tot[1].samples);
+  assert_int_equal(tot[0].epoch_minibatches, tot[1].epoch_minibatches);
+  assert_int_equal(tot[0].epoch_samples, tot[1].epoch_samples);
+  assert_int_equal(em_learner_steps(l[0]), em_learner_steps(l[1]));
+  assert_int_equal(at[0].samples_seen, at[1].samples_seen);
+  assert_memory_equal(w[0], w[1], sizeof w[0]);
+  for (int i = 0; i < 3; i++) assert_true(isfinite(w[0][i]));
+  /* the next step (step 4, lr 0.01) on both */
+  for (int k = 0; k < 2; k++) {
+    em_minibatch mb = {0};
+    CHECK(em_minibatch_next(src[k], &mb));
+    em_feed f[2] = {{m[k].x, mb.values[0]}, {m[k].t, mb.values[1]}};
+    em_minibatch_result r;
+    CHECK(em_trainer_train_minibatch(t[k], f, 2, &r));
+    em_minibatch_clear(&mb);
+    read_w(&m[k], w[k]);
+  }
+  assert_memory_equal(w[0], w[1], sizeof w[0]);
+  for (int k = 0; k < 2; k++) {
+    em_minibatch_source_free(src[k]);
+    em_trainer_free(t[k]);
+    em_learner_free(l[k]);
+    em_graph_free(m[k].g);
+  }
+  em_dataset_free(d);
+  unlink(path);
+  rmdir(dir);
+}
+
 int main(void) {
   g_gpus = ts_use_gpu();
   const struct CMUnitTest tests[] = {
@@ -716,6 +799,7 @@ int main(void) {
       cmocka_unit_test(test_non_finite_gradient_fails_the_step),
       cmocka_unit_test(test_diverged_last_minibatch_keeps_the_checkpoint),
       cmocka_unit_test(test_checkpoint_refuses_non_finite_values),
+      cmocka_unit_test(test_resume_after_a_diverged_step),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   em_shutdown();
