@@ -92,6 +92,18 @@ EM_GLOBAL void fc_test_table_fill(const em_i64 *tab) {
   for (em_i64 i = EM_TID_X; i < e[1]; i += EM_BDIM_X) y[i] = (float)(EM_BID_X + 1);
 }
 
+/* Every thread passes a barrier; then the block's last thread alone writes
+ * 1 through the table's entry 0 while the others wait at a second barrier;
+ * then thread t writes t through entry 1. A bad entry 0 stops the last
+ * thread where it reads it: a fault, whatever the waiting threads do. */
+EM_GLOBAL void fc_test_table_fault_at_barrier(const em_i64 *tab) {
+  EM_SYNC();
+  if (EM_TID_X == EM_BDIM_X - 1) EM_DEVICE_ADDR(float, tab[0])[0] = 1.0f;
+  EM_SYNC();
+  float *y = EM_DEVICE_ADDR(float, tab[1]);
+  y[EM_TID_X] = (float)EM_TID_X;
+}
+
 /* Half the block returns before a barrier the other half waits at. */
 EM_GLOBAL void fc_test_barrier_divergence(float *y) {
   if (EM_TID_X < EM_BDIM_X / 2) return;

@@ -339,6 +339,81 @@ static void addresses_read_from_a_table(void **state) {
   for (int i = 0; i < N1; i++) assert_true(got1[i] == 2.0f);
 }
 
+/* More table entries: an address inside a buffer (past its start) reaches
+ * that element; another GPU's buffer fails the launch naming that device;
+ * a thread that reads a bad entry while the rest of its block waits at a
+ * barrier fails the launch as a fault (CUDA_ERROR_ILLEGAL_ADDRESS naming
+ * the entry), not as barrier divergence, the context keeps the fault, and
+ * a fresh context runs the kernel with good entries. */
+static void table_entries_inside_across_and_at_barriers(void **state) {
+  (void)state;
+  FAKE_NEED();
+  CUfunction f = table_kernel();
+  enum { N0 = 100, N1 = 37 };
+  CUdeviceptr tab = dev_alloc(4 * sizeof(long long)), y0 = dev_alloc(N0 * sizeof(float));
+  CUdeviceptr y1 = dev_alloc(N1 * sizeof(float));
+  assert_int_equal(table_launch(f, tab, (long long)(y0 + 4 * sizeof(float)), N0 - 4, (long long)y1, N1),
+                   CUDA_SUCCESS);
+  float got0[N0];
+  assert_int_equal(fk.MemcpyDtoH(got0, y0, sizeof got0), CUDA_SUCCESS);
+  for (int i = 0; i < 4; i++) assert_false(got0[i] == 1.0f); /* before the address: untouched */
+  for (int i = 4; i < N0; i++) assert_true(got0[i] == 1.0f);
+
+  /* another GPU's buffer */
+  assert_int_equal(fk.PrimaryCtxRelease(0), CUDA_SUCCESS);
+  CUcontext c;
+  assert_int_equal(fk.CtxPopCurrent(&c), CUDA_SUCCESS);
+  assert_int_equal(fake_init_with("7.5,8.6", NULL), CUDA_SUCCESS);
+  fake_use_device(1);
+  CUdeviceptr on_1 = dev_alloc(N1 * sizeof(float));
+  assert_int_equal(fk.CtxPopCurrent(&c), CUDA_SUCCESS);
+  fake_use_device(0);
+  const char *names[] = {"fc_test_table_fill", "fc_test_table_fault_at_barrier"};
+  CUmodule m = load_entries(names, 2);
+  f = function(m, names[0]);
+  tab = dev_alloc(4 * sizeof(long long)), y0 = dev_alloc(N0 * sizeof(float));
+  assert_int_equal(table_launch(f, tab, (long long)y0, N0, (long long)on_1, N1), CUDA_ERROR_ILLEGAL_ADDRESS);
+  ASSERT_LAST_ERROR_HAS("read from the table entry at byte 16 of parameter 0 (tab)");
+  ASSERT_LAST_ERROR_HAS("memory of CUDA device 1");
+
+  /* a fault while the others wait at a barrier: the last of 64 threads reads a freed buffer's address */
+  assert_int_equal(fk.PrimaryCtxRelease(0), CUDA_SUCCESS);
+  assert_int_equal(fk.CtxPopCurrent(&c), CUDA_SUCCESS);
+  fake_use_device(0);
+  m = load_entries(names, 2);
+  CUfunction g = function(m, names[1]);
+  tab = dev_alloc(2 * sizeof(long long));
+  CUdeviceptr gone = dev_alloc(16), y = dev_alloc(64 * sizeof(float));
+  assert_int_equal(fk.MemFree(gone), CUDA_SUCCESS);
+  long long t[2] = {(long long)gone, (long long)y};
+  assert_int_equal(fk.MemcpyHtoD(tab, t, sizeof t), CUDA_SUCCESS);
+  void *args[] = {&tab};
+  assert_int_equal(launch1(g, 1, 64, 0, NULL, args), CUDA_SUCCESS);
+  assert_int_equal(fk.CtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
+  ASSERT_LAST_ERROR_HAS("kernel fc_test_table_fault_at_barrier, block (0,0,0)");
+  ASSERT_LAST_ERROR_HAS("thread (63,0,0)");
+  ASSERT_LAST_ERROR_HAS("freed memory");
+  assert_int_equal(launch1(g, 1, 64, 0, NULL, args), CUDA_ERROR_ILLEGAL_ADDRESS); /* the context keeps it */
+
+  /* a fresh context: good entries, every thread through both barriers */
+  assert_int_equal(fk.PrimaryCtxRelease(0), CUDA_SUCCESS);
+  assert_int_equal(fk.CtxPopCurrent(&c), CUDA_SUCCESS);
+  fake_use_device(0);
+  m = load_entries(names, 2);
+  g = function(m, names[1]);
+  tab = dev_alloc(2 * sizeof(long long)), y = dev_alloc(64 * sizeof(float));
+  CUdeviceptr one = dev_alloc(sizeof(float));
+  long long t2[2] = {(long long)one, (long long)y};
+  assert_int_equal(fk.MemcpyHtoD(tab, t2, sizeof t2), CUDA_SUCCESS);
+  assert_int_equal(launch1(g, 1, 64, 0, NULL, args), CUDA_SUCCESS);
+  assert_int_equal(fk.CtxSynchronize(), CUDA_SUCCESS);
+  float got[64], v1;
+  assert_int_equal(fk.MemcpyDtoH(got, y, sizeof got), CUDA_SUCCESS);
+  assert_int_equal(fk.MemcpyDtoH(&v1, one, sizeof v1), CUDA_SUCCESS);
+  for (int i = 0; i < 64; i++) assert_true(got[i] == (float)i);
+  assert_true(v1 == 1.0f);
+}
+
 static void host_pointer_is_refused(void **state) {
   (void)state;
   FAKE_NEED();
@@ -1212,6 +1287,7 @@ int main(void) {
       cmocka_unit_test_setup(host_pointer_is_refused, fake_test_setup),
       cmocka_unit_test_setup(freed_buffer_is_refused, fake_test_setup),
       cmocka_unit_test_setup(addresses_read_from_a_table, fake_test_setup),
+      cmocka_unit_test_setup(table_entries_inside_across_and_at_barriers, fake_test_setup),
       cmocka_unit_test_setup(mapped_host_memory, fake_test_setup),
       cmocka_unit_test_setup(device_that_cannot_map_host_memory, fake_test_setup),
       cmocka_unit_test_setup(other_gpus_buffer_is_refused, fake_test_setup),

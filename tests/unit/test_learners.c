@@ -15,6 +15,8 @@
  *     rule with every option bitwise equal to the CPU in portable mode, and
  *     a step copying only its feeds and the kernels' tables of tensors;
  *     a learner over 13 tensors in one launch of each learner kernel;
+ *     three learners in one step over 300 tiny tensors (empty ones first,
+ *     last and between), {empty, 4097, 1, empty} and only empty tensors;
  *   - a real training step (an MLP, em_gradients, two learners in one
  *     executor with the loss): the loss falls, and the GPU's losses and
  *     weights equal the CPU's bit for bit.
@@ -1072,6 +1074,158 @@ static void test_many_tensors_one_launch(void **state) {
   for (int i = 0; i < 3 * MT; i++) free(cpu[i]), free(gpu[i]);
 }
 
+
+/* Tables at their edges: three learners in ONE step (three tables alive on
+ * the stream at once, each freed after its launch is queued), a learner
+ * over 300 tensors (more blocks than tensors, and more tensors than any
+ * block's binary search covers in a few steps) most of 1 to 5 elements and
+ * every seventh empty, with empty tensors first and last, one of 2049
+ * elements in the middle; one over {empty, 4097, 1, empty}; and one whose
+ * every tensor is empty (its update takes no block at all; its sums of
+ * squares read empty tensors). CPU == GPU bit for bit, parameters and
+ * slots, after two steps. */
+#define TB_L 3
+static const int TB_COUNT[TB_L] = {300, 4, 2};
+
+static int64_t tb_size(int l, int i) {
+  if (l == 2) return 0;
+  if (l == 1) return (int64_t[]){0, 4097, 1, 0}[i];
+  if (i == 150) return 2049;
+  if (i % 7 == 0 || i == TB_COUNT[0] - 1) return 0;
+  return 1 + (i * 37) % 5;
+}
+
+static void tb_config(int l, em_learner_config *c, em_larc_policy *larc) {
+  static const em_learner_kind kinds[TB_L] = {EM_LEARNER_MOMENTUM, EM_LEARNER_ADAM, EM_LEARNER_SGD};
+  CHECK(em_learner_defaults(kinds[l], 0.05, c));
+  c->clip_norm = 0.5, c->weight_decay = 0.01;
+  *larc = l == 0 ? EM_LARC_SCALE : l == 1 ? EM_LARC_CLIP : EM_LARC_NONE;
+}
+
+/* out[l][i][0..2]: learner l's tensor i, its parameter and slots (malloc'd, freed by the caller). */
+static void tables_on(em_device dev, float **out[TB_L], long *launches) {
+  em_graph *g;
+  CHECK(em_graph_create(&g));
+  em_var *p[TB_L], *gin[TB_L], upd[TB_L];
+  em_learner *lr[TB_L];
+  uint64_t s = 4242;
+  int n_feeds = 0;
+  for (int l = 0; l < TB_L; l++) {
+    p[l] = calloc((size_t)TB_COUNT[l], sizeof(em_var));
+    gin[l] = calloc((size_t)TB_COUNT[l], sizeof(em_var));
+    for (int i = 0; i < TB_COUNT[l]; i++) {
+      int64_t n = tb_size(l, i);
+      float *v = malloc(sizeof(float) * (size_t)(n + 1));
+      for (int64_t j = 0; j < n; j++) v[j] = uni(&s, -1, 1);
+      em_tensor *t;
+      CHECK(em_tensor_from_host(em_cpu(), EM_F32, 1, &n, v, sizeof(float) * (size_t)n, &t));
+      em_init init = {.kind = EM_INIT_FROM_DATA, .data = t};
+      char name[24];
+      snprintf(name, sizeof name, "t%d_%d", l, i);
+      CHECK(em_parameter(g, name, EM_F32, 1, &n, &init, &p[l][i]));
+      em_tensor_release(t);
+      CHECK(em_input(g, NULL, EM_F32, 1, &n, &gin[l][i]));
+      free(v);
+    }
+    em_learner_config c;
+    em_larc_policy larc;
+    tb_config(l, &c, &larc);
+    char lname[8];
+    snprintf(lname, sizeof lname, "l%d", l);
+    CHECK(em_learner_create(&c, lname, p[l], TB_COUNT[l], &lr[l]));
+    if (larc != EM_LARC_NONE) CHECK(em_learner_larc(lr[l], larc, 0.05));
+    CHECK(em_learner_attach(lr[l], g, gin[l], &upd[l]));
+    n_feeds += TB_COUNT[l] + 1;
+  }
+  em_exec *e;
+  CHECK(em_exec_create(g, upd, TB_L, dev, &e));
+  CHECK(em_exec_set_mode(e, EM_MODE_PORTABLE));
+  em_feed *f = calloc((size_t)n_feeds, sizeof *f);
+  em_tensor **gt = calloc((size_t)n_feeds, sizeof *gt);
+  for (int k = 0; k < 2; k++) {
+    int at = 0;
+    for (int l = 0; l < TB_L; l++) {
+      for (int i = 0; i < TB_COUNT[l]; i++) {
+        int64_t n = tb_size(l, i);
+        float *v = malloc(sizeof(float) * (size_t)(n + 1));
+        for (int64_t j = 0; j < n; j++) v[j] = uni(&s, -3, 3);
+        em_tensor *t;
+        CHECK(em_tensor_from_host(em_cpu(), EM_F32, 1, &n, v, sizeof(float) * (size_t)n, &t));
+        gt[at] = t;
+        f[at++] = (em_feed){gin[l][i], t};
+        free(v);
+      }
+      CHECK(em_learner_feed(lr[l], 8, &f[at++]));
+    }
+    long l0 = ts_double_calls("cuLaunchKernel");
+    em_tensor *res[TB_L];
+    CHECK(em_exec_run(e, f, n_feeds, res));
+    if (launches) *launches = l0 < 0 ? -1 : ts_double_calls("cuLaunchKernel") - l0;
+    for (int l = 0; l < TB_L; l++) {
+      em_tensor_release(res[l]);
+      CHECK(em_learner_step_done(lr[l], 8));
+    }
+    for (int i = 0; i < n_feeds; i++) em_tensor_release(gt[i]), gt[i] = NULL;
+  }
+  free(f);
+  free(gt);
+  for (int l = 0; l < TB_L; l++) {
+    em_learner_config c;
+    em_larc_policy larc;
+    tb_config(l, &c, &larc);
+    out[l] = calloc((size_t)TB_COUNT[l] * 3, sizeof(float *));
+    for (int i = 0; i < TB_COUNT[l]; i++) {
+      int64_t n = tb_size(l, i);
+      for (int k = 0; k < 3; k++) {
+        float *o = out[l][3 * i + k] = calloc((size_t)n + 1, sizeof(float));
+        em_var v = p[l][i];
+        if (k) {
+          if (!slot_names[c.kind][k - 1]) continue;
+          char name[48];
+          snprintf(name, sizeof name, "t%d_%d.l%d.%s", l, i, l, slot_names[c.kind][k - 1]);
+          CHECK(em_graph_lookup(g, name, &v));
+        }
+        em_tensor *t;
+        CHECK(em_parameter_get(g, v, em_cpu(), &t));
+        CHECK(em_tensor_to_host(t, o, sizeof(float) * (size_t)n));
+        em_tensor_release(t);
+      }
+    }
+    free(p[l]);
+    free(gin[l]);
+  }
+  em_exec_free(e);
+  for (int l = 0; l < TB_L; l++) em_learner_free(lr[l]);
+  em_graph_free(g);
+}
+
+static void test_tables_at_their_edges(void **state) {
+  (void)state;
+  if (!g_gpus) {
+    print_message("SKIPPED: no CUDA driver, real or test double\n");
+    skip();
+  }
+  float **cpu[TB_L], **gpu[TB_L];
+  long launches;
+  tables_on(em_cpu(), cpu, NULL);
+  tables_on(em_cuda(0), gpu, &launches);
+  for (int l = 0; l < TB_L; l++)
+    for (int i = 0; i < TB_COUNT[l]; i++) {
+      for (int k = 0; k < 3; k++) {
+        for (int64_t j = 0; j < tb_size(l, i); j++)
+          if (memcmp(&cpu[l][3 * i + k][j], &gpu[l][3 * i + k][j], sizeof(float)))
+            fail_msg("learner %d tensor %d (%lld elements) %s element %lld: %.9g on cuda:0, %.9g on the CPU", l, i,
+                     (long long)tb_size(l, i), k ? "slot" : "parameter", (long long)j, gpu[l][3 * i + k][j],
+                     cpu[l][3 * i + k][j]);
+        free(cpu[l][3 * i + k]), free(gpu[l][3 * i + k]);
+      }
+    }
+  for (int l = 0; l < TB_L; l++) free(cpu[l]), free(gpu[l]);
+  /* learners 0 and 1 (clipping and LARC): two sums of squares, the factors, the update; learner 2 (clipping
+   * only, no element): the gradients' sums of squares and the factors, and no update launch */
+  if (launches >= 0) assert_int_equal(launches, 4 + 4 + 2);
+}
+
 int main(void) {
   use_gpu();
   const struct CMUnitTest tests[] = {
@@ -1086,6 +1240,7 @@ int main(void) {
       cmocka_unit_test(test_mlp_training),
       cmocka_unit_test(test_sums_of_squares),
       cmocka_unit_test(test_many_tensors_one_launch),
+      cmocka_unit_test(test_tables_at_their_edges),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   em_shutdown();
