@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,29 +101,54 @@ em_status em_write_file_atomic(const char *path, const em_write_part *parts, int
 em_status em_read_file(const char *path, const char *what, unsigned char **data, size_t *size) {
   FILE *f = fopen(path, "rb");
   if (!f) return em_fail(EM_ERR_IO, "%s: cannot open %s: %s", what, path, strerror(errno));
-  unsigned char *p = NULL;
-  size_t n = 0, cap = 0;
-  for (;;) {
-    if (n == cap) {
-      cap = cap ? cap * 2 : 65536;
-      unsigned char *t = realloc(p, cap);
-      if (!t) {
-        free(p);
-        fclose(f);
-        return em_fail(EM_ERR_OUT_OF_MEMORY, "%s: no memory to read %s", what, path);
-      }
-      p = t;
-    }
-    size_t k = fread(p + n, 1, cap - n, f);
-    n += k;
-    if (k == 0) break;
+  /* A directory opens but is no data (reading it fails with EISDIR, and
+   * seeking to its end can give 2^63 - 1 on ext4): refused by name. A
+   * regular file's size sizes the buffer at once; anything else (a pipe) is
+   * read until its end, the buffer doubling. */
+  struct stat sb;
+  const int known = fstat(fileno(f), &sb) == 0;
+  if (known && S_ISDIR(sb.st_mode)) {
+    fclose(f);
+    return em_fail(EM_ERR_IO, "%s: cannot read %s: it is a directory", what, path);
   }
-  int bad = ferror(f);
+  size_t cap = 1 << 16, n = 0;
+  if (known && S_ISREG(sb.st_mode) && (unsigned long long)sb.st_size >= cap) {
+    if ((unsigned long long)sb.st_size >= SIZE_MAX - 1) {
+      fclose(f);
+      return em_fail(EM_ERR_OUT_OF_MEMORY, "%s: no memory to read %s (%lld bytes)", what, path,
+                     (long long)sb.st_size);
+    }
+    cap = (size_t)sb.st_size + 1;
+  }
+  unsigned char *p = malloc(cap);
+  while (p) {
+    if (n + 1 < cap) {
+      size_t k = fread(p + n, 1, cap - 1 - n, f);
+      n += k;
+      if (k == 0) break;
+      continue;
+    }
+    /* Full (a regular file read whole, or a pipe): one more byte says
+     * whether it goes on before the buffer doubles. */
+    int c = fgetc(f);
+    if (c == EOF) break;
+    unsigned char *t = cap > SIZE_MAX / 2 ? NULL : realloc(p, cap * 2);
+    if (!t) free(p);
+    p = t;
+    cap *= 2;
+    if (p) p[n++] = (unsigned char)c;
+  }
+  if (!p) {
+    fclose(f);
+    return em_fail(EM_ERR_OUT_OF_MEMORY, "%s: no memory to read %s (after %zu bytes)", what, path, n);
+  }
+  const int bad = ferror(f), err = errno;
   fclose(f);
   if (bad) {
     free(p);
-    return em_fail(EM_ERR_IO, "%s: reading %s failed", what, path);
+    return em_fail(EM_ERR_IO, "%s: cannot read %s: %s (after %zu bytes)", what, path, strerror(err), n);
   }
+  p[n] = 0;
   *data = p;
   *size = n;
   return EM_OK;

@@ -29,9 +29,13 @@ typedef struct em_write_part {
  * succeeded and only the directory's fsync failed (the message says so). */
 em_status em_write_file_atomic(const char *path, const em_write_part *parts, int n_parts);
 
-/* Reads the whole file into *data (malloc'd; the caller frees) and its size
- * into *size. `what` starts the messages ("em_graph_load", "checkpoint"):
- * EM_ERR_IO naming the file and the system's reason, EM_ERR_OUT_OF_MEMORY. */
+/* Reads the whole file into *data (malloc'd, plus a terminating 0 byte not
+ * counted in *size; the caller frees) and its size into *size: a regular
+ * file's buffer is sized from fstat, a pipe is read to its end. `what`
+ * starts the messages ("em_graph_load", "checkpoint", "em_dataset_open_ctf"):
+ * EM_ERR_IO naming the file and the system's reason (a directory: "it is a
+ * directory"), EM_ERR_OUT_OF_MEMORY. The graph, checkpoint and data set
+ * readers all read their files through it. */
 em_status em_read_file(const char *path, const char *what, unsigned char **data, size_t *size);
 
 #endif

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "file_atomic.h"
 #include "reader_internal.h"
 
 #define API __attribute__((visibility("default")))
@@ -344,7 +345,7 @@ API em_status em_dataset_open_ctf(const char *path, const em_ctf_stream *streams
   unsigned char *raw, *plain;
   size_t raw_size, plain_size;
   int gz;
-  em_status st = em_read_whole_file(path, &raw, &raw_size);
+  em_status st = em_read_file(path, "em_dataset_open_ctf", &raw, &raw_size);
   if (st != EM_OK) return st;
   st = em_gunzip(path, raw, raw_size, CTF_MAX_BYTES, &plain, &plain_size, &gz);
   if (st == EM_OK)

@@ -244,7 +244,7 @@ API em_status em_dataset_open_emb(const char *path, em_dataset **out) {
   if (!path || !out) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_dataset_open_emb: NULL path or out");
   unsigned char *b;
   size_t n;
-  em_status st = em_read_whole_file(path, &b, &n);
+  em_status st = em_read_file(path, "em_dataset_open_emb", &b, &n);
   if (st != EM_OK) return st;
   st = em_emb_parse(path, b, n, b, out);
   if (st != EM_OK || !host_is_little()) free(b);

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "error.h"
+#include "file_atomic.h"
 #include "reader_internal.h"
 
 #define API __attribute__((visibility("default")))
@@ -143,7 +144,7 @@ API em_status em_dataset_add_idx(em_dataset *d, const char *path, const char *na
   unsigned char *raw, *plain;
   size_t raw_size, plain_size;
   int gz;
-  em_status st = em_read_whole_file(path, &raw, &raw_size);
+  em_status st = em_read_file(path, "em_dataset_add_idx", &raw, &raw_size);
   if (st != EM_OK) return st;
   st = em_gunzip(path, raw, raw_size, IDX_MAX_BYTES, &plain, &plain_size, &gz);
   if (st != EM_OK) {

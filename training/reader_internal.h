@@ -1,7 +1,8 @@
 /* What the readers share inside the library (and with their fuzz targets):
- * the data set's layout, whole-file reading with gzip recognised by its
- * magic, and each format's parser over bytes in memory, so a fuzz target
- * drives a parser without touching the file system. */
+ * the data set's layout, gzip recognised by its magic (files are read
+ * whole by runtime/file_atomic.c's em_read_file), and each format's parser
+ * over bytes in memory, so a fuzz target drives a parser without touching
+ * the file system. */
 #ifndef EMBER_TRAINING_READER_INTERNAL_H
 #define EMBER_TRAINING_READER_INTERNAL_H
 
@@ -38,9 +39,6 @@ em_status em_ds_add_owned(em_dataset *d, const em_stream_desc *desc, int64_t sam
 em_status em_ds_add_data(em_dataset *d, const em_stream_desc *desc, int64_t samples, void *data, int in_block,
                          const char *where);
 
-/* The whole file into *data (malloc'd, plus a terminating 0 byte not
- * counted in *size). EM_ERR_IO naming the path and errno's text. */
-em_status em_read_whole_file(const char *path, unsigned char **data, size_t *size);
 /* When b starts with gzip's magic (1f 8b), *out is its decompressed
  * content (every member of a multi-member file, malloc'd, plus a 0 byte not
  * counted) and *gz = 1; else *out = NULL, *gz = 0. Errors: EM_ERR_CORRUPT

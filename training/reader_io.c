@@ -1,78 +1,15 @@
-/* Whole-file reading for the readers, and gzip decompression in memory
- * (zlib). A reader reads its file whole, inflates it when it starts with
- * gzip's magic, then parses bytes in memory: one parser for both forms, and
- * a fuzz target can drive it without files. */
-#include <errno.h>
+/* gzip decompression in memory (zlib) for the readers. A reader reads its
+ * file whole (em_read_file, runtime/file_atomic.c: the library's one
+ * whole-file reader), inflates it when it starts with gzip's magic, then
+ * parses bytes in memory: one parser for both forms, and a fuzz target can
+ * drive it without files. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <zlib.h>
 
 #include "error.h"
 #include "reader_internal.h"
-
-em_status em_read_whole_file(const char *path, unsigned char **data, size_t *size) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return em_fail(EM_ERR_IO, "cannot open %s: %s", path, strerror(errno));
-  size_t cap = 1 << 16, n = 0;
-  unsigned char *buf = malloc(cap);
-  if (!buf) {
-    fclose(f);
-    return em_fail(EM_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
-  }
-  /* A regular file's size sizes the buffer; a directory opens but is no
-   * data (its "size" from seeking to the end can be 2^63 - 1: it was
-   * reported as out of memory); a pipe is read until its end. */
-  struct stat sb;
-  int known = fstat(fileno(f), &sb) == 0;
-  if (known && S_ISDIR(sb.st_mode)) {
-    fclose(f);
-    free(buf);
-    return em_fail(EM_ERR_IO, "cannot read %s: it is a directory", path);
-  }
-  if (known && S_ISREG(sb.st_mode) && sb.st_size > 0 && (unsigned long long)sb.st_size + 1 > cap) {
-    if ((unsigned long long)sb.st_size >= SIZE_MAX) {
-      free(buf);
-      fclose(f);
-      return em_fail(EM_ERR_OUT_OF_MEMORY, "%s: out of memory for %lld bytes", path, (long long)sb.st_size);
-    }
-    unsigned char *bigger = realloc(buf, (size_t)sb.st_size + 1);
-    if (!bigger) {
-      free(buf);
-      fclose(f);
-      return em_fail(EM_ERR_OUT_OF_MEMORY, "%s: out of memory for %lld bytes", path, (long long)sb.st_size);
-    }
-    buf = bigger;
-    cap = (size_t)sb.st_size + 1;
-  }
-  for (;;) {
-    if (n + 1 >= cap) {
-      unsigned char *bigger = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
-      if (!bigger) {
-        free(buf);
-        fclose(f);
-        return em_fail(EM_ERR_OUT_OF_MEMORY, "%s: out of memory after %zu bytes", path, n);
-      }
-      buf = bigger;
-      cap *= 2;
-    }
-    size_t got = fread(buf + n, 1, cap - 1 - n, f);
-    n += got;
-    if (got == 0) break;
-  }
-  int failed = ferror(f);
-  int err = errno;
-  fclose(f);
-  if (failed) {
-    free(buf);
-    return em_fail(EM_ERR_IO, "cannot read %s: %s (after %zu bytes)", path, strerror(err), n);
-  }
-  buf[n] = 0;
-  *data = buf;
-  *size = n;
-  return EM_OK;
-}
 
 em_status em_gunzip(const char *name, const unsigned char *b, size_t n, size_t limit, unsigned char **out,
                     size_t *out_size, int *gz) {

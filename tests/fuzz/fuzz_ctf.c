@@ -1,4 +1,4 @@
-// fuzz-sources: training/reader_ctf.c training/reader_io.c training/dataset.c runtime/error.c -Itraining -lz
+// fuzz-sources: training/reader_ctf.c training/reader_io.c runtime/file_atomic.c training/dataset.c runtime/error.c -Itraining -lz
 /* libFuzzer target for the CNTK Text Format reader (training/reader_ctf.c):
  * every input is parsed with a fixed declaration of a dense, a sparse and a
  * class stream (the names the seed corpus uses), and an accepted data set

@@ -1,4 +1,4 @@
-// fuzz-sources: training/reader_idx.c training/reader_io.c training/dataset.c runtime/error.c -Itraining -lz
+// fuzz-sources: training/reader_idx.c training/reader_io.c runtime/file_atomic.c training/dataset.c runtime/error.c -Itraining -lz
 /* libFuzzer target for the IDX reader (training/reader_idx.c): every input
  * goes through the gzip recogniser (reader_io.c) and, decompressed or as
  * is, through em_idx_parse as a plain stream and as a class stream of 10.

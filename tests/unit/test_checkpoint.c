@@ -301,6 +301,12 @@ static void test_bad_arguments(void **state) {
                NULL);
   expect_error(em_checkpoint_load("/nonexistent-dir/x.ckpt", &(em_checkpoint *){NULL}), EM_ERR_IO,
                "/nonexistent-dir/x.ckpt", NULL);
+  /* A directory opens but is no file: refused by name, by the checkpoint
+   * and the graph loaders alike (one whole-file reader; it said "reading
+   * ... failed"). */
+  expect_error(em_checkpoint_load(".", &(em_checkpoint *){NULL}), EM_ERR_IO, "checkpoint: cannot read .",
+               "it is a directory");
+  expect_error(em_graph_load(".", &(em_graph *){NULL}), EM_ERR_IO, "em_graph_load: cannot read .", "it is a directory");
   /* The earlier checkpoint is still there, unchanged by the failed saves. */
   em_checkpoint *c;
   assert_int_equal(em_checkpoint_load(path, &c), EM_OK);

@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <cmocka.h>
 #include <valgrind/valgrind.h>
 #include <zlib.h>
@@ -322,6 +324,27 @@ static void test_idx_errors(void **state) {
   const em_ctf_stream one = {.name = "a", .dim = 1};
   assert_int_equal(em_dataset_open_ctf(tmpdir, &one, 1, &d), EM_ERR_IO);
   assert_contains(em_last_error(), "directory");
+  /* A pipe has no size to read up front: read to its end, the buffer
+   * growing past its first 64 KiB (20000 samples of 5 bytes). */
+  char fifo[512];
+  snprintf(fifo, sizeof fifo, "%s/pipe.ctf", tmpdir);
+  assert_int_equal(mkfifo(fifo, 0600), 0);
+  pid_t child = fork();
+  assert_true(child >= 0);
+  if (child == 0) {
+    FILE *w = fopen(fifo, "w");
+    for (int i = 0; w && i < 20000; i++) fprintf(w, "|a %d\n", i % 10);
+    _exit(w && fclose(w) == 0 ? 0 : 1);
+  }
+  assert_int_equal(em_dataset_open_ctf(fifo, &one, 1, &d), EM_OK);
+  int wst;
+  assert_int_equal(waitpid(child, &wst, 0), child);
+  assert_true(WIFEXITED(wst) && WEXITSTATUS(wst) == 0);
+  assert_int_equal(em_dataset_samples(d), 20000);
+  const float *a = em_dataset_stream_data(d, 0);
+  assert_true(a[0] == 0 && a[13] == 3 && a[19999] == 9);
+  em_dataset_free(d);
+  unlink(fifo);
 }
 
 /* em_gunzip refuses an output over its limit (a gzip bomb), whatever the
