@@ -217,7 +217,9 @@ EM_HD void em_lrn_scales(const float *h, int larc, int k, const float *sp, const
     double total = 0.0;
     for (int i = 0; i < k; i++) total = total + (double)sg[i];
     const double c = clipn / (em__sqrt_hw_d(total) + 1e-6);
-    gmul = c < 1.0 ? c : 1.0;
+    /* A NaN norm (a NaN gradient) makes every gradient NaN, as PyTorch's clip_grad_norm_ does: taking
+     * the else branch would let the finite entries through unclipped. An infinite norm gives 0. */
+    gmul = total != total ? total : (c < 1.0 ? c : 1.0);
   }
   const double lr = (double)h[EM_LRN_H_LR], eta = (double)h[EM_LRN_H_ETA], wd = (double)h[EM_LRN_H_LARC_WD];
   for (int i = 0; i < k; i++) {

@@ -38,11 +38,10 @@
  *                                    c = min(1, clip_norm / (||G|| + 1e-6)),
  *                                    ||G|| the L2 norm over all the learner's
  *                                    gradients (PyTorch's clip_grad_norm_).
- *                                    A NaN or inf gradient makes ||G|| NaN or
- *                                    inf: no step may go on from there as if
- *                                    clipped (the update does not define
- *                                    what it then writes; PyTorch's makes
- *                                    every gradient NaN or 0); the trainer
+ *                                    A NaN gradient makes ||G|| and c NaN:
+ *                                    every gradient becomes NaN; an inf one
+ *                                    (or a norm beyond f32) makes c 0, as in
+ *                                    PyTorch; either way the trainer
  *                                    fails such a step (trainer.h,
  *                                    EM_ERR_NOT_FINITE naming the step and
  *                                    the parameter)

@@ -1226,6 +1226,47 @@ static void test_tables_at_their_edges(void **state) {
   if (launches >= 0) assert_int_equal(launches, 4 + 4 + 2);
 }
 
+/* Clipping by global norm with a NaN in one gradient: the norm is NaN, so
+ * every gradient becomes NaN, as PyTorch's clip_grad_norm_ makes it (a NaN
+ * factor), and sgd writes NaN into every element of both tensors; the
+ * finite entries must not go through unclipped. An inf gradient makes the
+ * factor 0 (clip_norm / inf): the other entries stay where they were, the
+ * inf one becomes NaN (inf * 0). On the CPU and, when present, the GPU. */
+static void clip_nonfinite_on(em_device dev) {
+  for (int inf = 0; inf < 2; inf++) {
+    em_learner_config c;
+    CHECK(em_learner_defaults(EM_LEARNER_SGD, 0.1, &c));
+    c.clip_norm = 1;
+    rig r = {0};
+    rig_params(&r, 5);
+    rig_one(&r, &c, dev, 1);
+    float grads[NT][MAXE];
+    uint64_t s = 9;
+    make_grads(&s, grads, 1.0);
+    grads[0][3] = inf ? INFINITY : NAN;
+    rig_step(&r, grads, 1);
+    for (int i = 0; i < NT; i++) {
+      float p[MAXE];
+      rig_read(&r, r.p[i], p, NUMEL[i]);
+      for (int j = 0; j < NUMEL[i]; j++) {
+        const int bad = i == 0 && j == 3;
+        if (!inf || bad) {
+          if (!isnan(p[j])) fail_msg("%s gradient: tensor %d element %d is %.9g, want NaN", inf ? "inf" : "NaN", i, j, p[j]);
+        } else if (memcmp(&p[j], &r.init[i][j], sizeof(float))) {
+          fail_msg("inf gradient: tensor %d element %d moved from %.9g to %.9g (factor 0)", i, j, r.init[i][j], p[j]);
+        }
+      }
+    }
+    rig_free(&r);
+  }
+}
+
+static void test_clip_norm_nonfinite(void **state) {
+  (void)state;
+  clip_nonfinite_on(em_cpu());
+  if (g_gpus) clip_nonfinite_on(em_cuda(0));
+}
+
 int main(void) {
   use_gpu();
   const struct CMUnitTest tests[] = {
@@ -1241,6 +1282,7 @@ int main(void) {
       cmocka_unit_test(test_sums_of_squares),
       cmocka_unit_test(test_many_tensors_one_launch),
       cmocka_unit_test(test_tables_at_their_edges),
+      cmocka_unit_test(test_clip_norm_nonfinite),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   em_shutdown();
