@@ -7,7 +7,9 @@
  * sequence; a line without an id is a sequence of its own. Here a sequence
  * is one sample and gives each stream at most once (reader.h says why).
  * Errors name the file, the line and the column (1-based, in bytes). */
+#include <locale.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +55,14 @@ static void skip_spaces(ctf *c) {
   while (c->p < c->end && is_space(*c->p)) c->p++;
 }
 
+/* Numbers in a data file are written with a '.', whatever locale the
+ * application set (strtof would read "1.0" as "1" and refuse the rest under
+ * de_DE): they are parsed in the C locale, one locale object for the
+ * process. */
+static locale_t c_numeric;
+static pthread_once_t c_numeric_once = PTHREAD_ONCE_INIT;
+static void make_c_numeric(void) { c_numeric = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0); }
+
 /* A number token (no inf, nan or hex: a data file holds decimals). */
 static em_status parse_number(ctf *c, float *out, char stop) {
   const char *start = c->p;
@@ -68,8 +78,10 @@ static em_status parse_number(ctf *c, float *out, char stop) {
   }
   buf[len] = 0;
   if (!len) return fail_at(c, start, "a number is missing", "");
+  pthread_once(&c_numeric_once, make_c_numeric);
+  if (!c_numeric) return fail_at(c, start, "no C locale to read a number in (newlocale failed): ", buf);
   char *e;
-  float v = strtof(buf, &e);
+  float v = strtof_l(buf, &e, c_numeric);
   if (*e || !isfinite(v)) return fail_at(c, start, "not a finite number: ", buf);
   *out = v;
   return EM_OK;

@@ -7,6 +7,7 @@
  * per class). The shuffle is checked against the algorithm reader.h
  * documents, re-implemented here and itself checked against SplitMix64's
  * published test vector; transforms against a plain float64 reference. */
+#include <locale.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -447,6 +448,39 @@ static void test_ctf(void **state) {
   assert_int_equal(em_dataset_open_ctf(p, dense_cls, 1, &d), EM_ERR_CORRUPT);
   assert_null(d);
   assert_contains(em_last_error(), "line 2: 'y' is a class stream but its value at index 1 is 0.9");
+}
+
+/* An application that set a locale with a decimal comma (de_DE) must still
+ * read "1.5" in a CTF file as 1.5: data files are written with '.'. The
+ * locale is built into the test's directory with localedef (Debian's
+ * locales sources), since a fresh machine has none but C. */
+static void test_ctf_under_a_decimal_comma_locale(void **state) {
+  (void)state;
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "localedef -i de_DE -f UTF-8 %s/de_DE.UTF-8 >/dev/null 2>&1", tmpdir);
+  if (system(cmd) != 0) {
+    print_message("SKIPPED: localedef could not build de_DE.UTF-8 (no locales sources)\n");
+    skip();
+  }
+  setenv("LOCPATH", tmpdir, 1);
+  if (!setlocale(LC_NUMERIC, "de_DE.UTF-8")) {
+    unsetenv("LOCPATH");
+    print_message("SKIPPED: setlocale(de_DE.UTF-8) failed after localedef\n");
+    skip();
+  }
+  const float comma = strtof("1.5", NULL); /* the locale really reads '.' as the end of the number */
+  const char *p = path_of("locale.ctf");
+  const char *text = "|features 1.5 -2.25 1e-1 |labels 1:1\n";
+  write_bytes(p, text, strlen(text));
+  em_dataset *d = NULL;
+  em_status st = em_dataset_open_ctf(p, ctf_decl, 3, &d);
+  setlocale(LC_NUMERIC, "C");
+  unsetenv("LOCPATH");
+  assert_float_equal(comma, 1.0f, 0.0f);
+  if (st) fail_msg("under de_DE: %s", em_last_error());
+  const float feat[3] = {1.5f, -2.25f, 0.1f};
+  assert_memory_equal(em_dataset_stream_data(d, 0), feat, sizeof feat);
+  em_dataset_free(d);
 }
 
 static void expect_ctf_error(const char *text, const char *n1, const char *n2) {
@@ -1150,6 +1184,7 @@ int main(void) {
     cmocka_unit_test(test_idx_errors),
     cmocka_unit_test(test_gunzip_limit),
     cmocka_unit_test(test_ctf),
+    cmocka_unit_test(test_ctf_under_a_decimal_comma_locale),
     cmocka_unit_test(test_ctf_errors),
     cmocka_unit_test(test_emb_roundtrip_and_layout),
     cmocka_unit_test(test_shuffle),
