@@ -118,8 +118,8 @@ em_status em_trainer_check_finite(const em_trainer *t, double loss, uint64_t ste
       const char *name = NULL;
       if (em_var_name(t->g, t->params[k], &name) || !name) name = "?";
       return em_fail(EM_ERR_NOT_FINITE,
-                     "step %llu: the gradient of parameter '%s' (learner %d) is not finite (its sum of squares is "
-                     "%g; the loss was %g); the step's updates ran, so the parameters may hold NaN or inf: restore "
+                     "step %llu: the gradient of parameter '%s' (learner %d) is not finite, or its norm is beyond "
+                     "float32's range (its sum of squares is %g; the loss was %g); the step's updates ran, so the parameters may hold NaN or inf: restore "
                      "the last checkpoint",
                      (unsigned long long)step, name, i, (double)t->gsumsq_host[k], loss);
     }

@@ -953,6 +953,24 @@ static void test_train_eval_resume(void **state) {
   assert_non_null(strstr(r.err, "portable mode"));
 }
 
+/* A run that diverges in its first epoch (sgd at a rate of 1e6) ends with
+ * exit code 1, names the step, and says that no checkpoint was written (it
+ * said "the checkpoint holds the last good epoch" when there was none). */
+static void test_train_diverges(void **state) {
+  (void)state;
+  NEED_DATA();
+  char ckpt[PATH_MAX + 16];
+  snprintf(ckpt, sizeof ckpt, "%s/diverged.ckpt", tmp_root);
+  run_result r = run_cli(NO_SETTINGS, ARGS("train", "--model", "mlp", "--hidden", "32", "--data", small_data,
+                                           "--epochs", "1", "--batch", "50", "--device", "cpu", "--learner", "sgd",
+                                           "--lr", "1e6", "--json", "--checkpoint", ckpt));
+  expect_status(&r, 1);
+  if (!strstr(r.err, "em_trainer_train_minibatch: step ") || !strstr(r.err, "training diverged"))
+    fail_msg("no step and 'training diverged' in: %s", r.err);
+  if (!strstr(r.err, "no epoch was complete: no checkpoint was written")) fail_msg("stderr: %s", r.err);
+  assert_int_equal(access(ckpt, F_OK), -1);
+}
+
 /* --epochs of a cosine schedule is the schedule's length: a resume that
  * changes it is refused; one that does not give it trains to the planned
  * end. A checkpoint whose saved settings were edited to invalid values
@@ -1129,6 +1147,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_help_on_every_command, free_owned),
       cmocka_unit_test_teardown(test_train_usage_errors, free_owned),
       cmocka_unit_test_teardown(test_train_eval_resume, free_owned),
+      cmocka_unit_test_teardown(test_train_diverges, free_owned),
       cmocka_unit_test_teardown(test_train_resume_schedule_and_crafted_settings, free_owned),
       cmocka_unit_test_teardown(test_train_data_errors, free_owned),
   };

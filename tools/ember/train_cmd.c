@@ -242,13 +242,16 @@ int ember_train(int argc, char **argv) {
                        .user = progress,
                        .patience = o.patience,
                        .min_delta = o.min_delta};
-  em_fit_result fr;
+  em_fit_result fr = {0};
   s = em_trainer_fit(t, &fo, &fr);
   if (s) {
     fprintf(stderr, "ember train: %s\n", em_last_error());
-    if (s == EM_ERR_NOT_FINITE)
+    if (s == EM_ERR_NOT_FINITE && o.checkpoint && fr.epochs > 0)
+      fprintf(stderr, "ember train: training diverged; try a smaller --lr (%s holds epoch %lld, the last good one)\n",
+              o.checkpoint, (long long)fr.epochs);
+    else if (s == EM_ERR_NOT_FINITE)
       fprintf(stderr, "ember train: training diverged; try a smaller --lr%s\n",
-              o.checkpoint ? " (the checkpoint holds the last good epoch)" : "");
+              o.checkpoint ? " (no epoch was complete: no checkpoint was written)" : "");
     rc = s == EM_ERR_IO ? EXIT_CANT_CREATE : ember_exit_code(s);
     goto done;
   }
