@@ -1212,12 +1212,14 @@ static void CONV_NAME(im2col_window)(const conv_geom *gm, const R *img, int64_t 
         int64_t a = lo > ow ? lo : ow, b = hi < ow + seg ? hi : ow + seg;
         if (b < a) b = a;
         for (int64_t o = ow; o < a && o < ow + seg; o++) drow[o] = 0;
-        if (s[2] == 1) { /* a contiguous run: plain vector loads, not a strided gather (nor a memcpy call:
-                          * the runs are short, a row of the output) */
-          const R *from = srow + off;
+        if (s[2] == 1 && a < b) { /* a contiguous run: plain vector loads, not a strided gather (nor a memcpy
+                                   * call: the runs are short, a row of the output). The pointers start at a:
+                                   * srow + off alone can lie far outside the plane (a dilation of 2^62). */
+          const R *from = srow + (a + off);
+          R *to = drow + a;
 #pragma omp simd
-          for (int64_t o = a; o < b; o++) drow[o] = from[o];
-        } else {
+          for (int64_t o = 0; o < b - a; o++) to[o] = from[o];
+        } else if (s[2] != 1) {
 #pragma omp simd
           for (int64_t o = a; o < b; o++) drow[o] = srow[o * s[2] + off];
         }
