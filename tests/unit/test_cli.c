@@ -971,6 +971,70 @@ static void test_train_diverges(void **state) {
   assert_int_equal(access(ckpt, F_OK), -1);
 }
 
+/* The first epoch's loss of a one-epoch MLP run on the small data set
+ * with extra options (NULL-terminated; up to 6 strings). */
+static double first_epoch_loss(const char *ckpt, const char *const *extra) {
+  const char *args[32] = {"train", "--model", "mlp",    "--hidden", "32",       "--data", small_data, "--epochs",
+                          "1",     "--batch", "50",     "--device", "cpu",      "--mode", "portable", "--json",
+                          "--checkpoint", ckpt};
+  int n = 18;
+  for (; *extra && n < 30; extra++) args[n++] = *extra;
+  args[n] = NULL;
+  run_result r = run_cli(NO_SETTINGS, args);
+  expect_status(&r, 0);
+  lines L = parse_lines(&r);
+  assert_int_equal(L.n_epoch, 1);
+  return num_at(L.epoch[0], "loss");
+}
+
+/* --random-crop, --random-flip and --l2 reach the run: the same run twice
+ * has the same loss (portable mode, one seed), and each option alone
+ * changes it (the images or the gradients differ from the first step).
+ * They are settings of the run: saved in the checkpoint, said on stderr,
+ * and a resume that gives another value is refused. */
+static void test_train_augmentation_and_l2(void **state) {
+  (void)state;
+  NEED_DATA();
+  char ckpt[PATH_MAX + 16];
+  snprintf(ckpt, sizeof ckpt, "%s/augment.ckpt", tmp_root);
+  double plain = first_epoch_loss(ckpt, ARGS(NULL)), again = first_epoch_loss(ckpt, ARGS(NULL));
+  if (plain != again) fail_msg("the same run twice: losses %.9g and %.9g", plain, again);
+  const char *const *const variants[] = {ARGS("--random-crop", "2"), ARGS("--random-flip"), ARGS("--l2", "0.05")};
+  for (size_t i = 0; i < 3; i++) {
+    double loss = first_epoch_loss(ckpt, variants[i]);
+    if (loss == plain) fail_msg("%s: the loss %.9g is the plain run's: the option had no effect", variants[i][0], loss);
+  }
+  /* Crop and flip on, as saved; the resume's conflicts name both values. */
+  (void)first_epoch_loss(ckpt, ARGS("--random-crop", "2", "--random-flip", "--l2", "0.001"));
+  run_result r = run_cli(NO_SETTINGS, ARGS("checkpoint", "inspect", ckpt));
+  expect_status(&r, 0);
+  if (!strstr(r.out, "\"random_crop\":2") || !strstr(r.out, "\"random_flip\":true"))
+    fail_msg("the saved settings lack the augmentation: %s", r.out);
+  static const struct {
+    const char *opt, *value, *want;
+  } conflicts[] = {
+      {"--random-crop", "3", "--random-crop 3 conflicts with the checkpoint's 2"},
+      {"--l2", "0.5", "--l2 0.5 conflicts with the checkpoint's 0.001"},
+  };
+  for (size_t i = 0; i < 2; i++) {
+    r = run_cli(NO_SETTINGS, ARGS("train", "--data", small_data, "--device", "cpu", "--checkpoint", ckpt, "--resume",
+                                  "--json", conflicts[i].opt, conflicts[i].value));
+    expect_status(&r, 65);
+    if (!strstr(r.err, conflicts[i].want)) fail_msg("no \"%s\" in: %s", conflicts[i].want, r.err);
+  }
+  /* Resumed without the options: the saved ones, said on stderr. */
+  r = run_cli(NO_SETTINGS, ARGS("train", "--data", small_data, "--epochs", "2", "--device", "cpu", "--checkpoint", ckpt,
+                                "--resume", "--json"));
+  expect_status(&r, 0);
+  if (!strstr(r.err, "random crops (padding 2); random flips")) fail_msg("stderr: %s", r.err);
+  /* A run without flips, resumed with --random-flip: refused. */
+  (void)first_epoch_loss(ckpt, ARGS(NULL));
+  r = run_cli(NO_SETTINGS, ARGS("train", "--data", small_data, "--device", "cpu", "--checkpoint", ckpt, "--resume",
+                                "--json", "--random-flip"));
+  expect_status(&r, 65);
+  assert_non_null(strstr(r.err, "--random-flip on conflicts with the checkpoint's off"));
+}
+
 /* --epochs of a cosine schedule is the schedule's length: a resume that
  * changes it is refused; one that does not give it trains to the planned
  * end. A checkpoint whose saved settings were edited to invalid values
@@ -1008,6 +1072,9 @@ static void test_train_resume_schedule_and_crafted_settings(void **state) {
       {"epochs", "0", "--epochs 0 is not a valid value"},
       {"hidden", "[-3, 0]", "--hidden -3,0 is not a valid value"},
       {"mode", "\"exact\"", "--mode exact is not a valid value"},
+      {"random_crop", "20", "--random-crop 20 is not a valid value"},
+      {"random_crop", "\"2\"", "section is malformed"},
+      {"l2", "-1", "--l2 -1 is not a valid value"},
   };
   for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {
     em_checkpoint *c;
@@ -1148,6 +1215,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_train_usage_errors, free_owned),
       cmocka_unit_test_teardown(test_train_eval_resume, free_owned),
       cmocka_unit_test_teardown(test_train_diverges, free_owned),
+      cmocka_unit_test_teardown(test_train_augmentation_and_l2, free_owned),
       cmocka_unit_test_teardown(test_train_resume_schedule_and_crafted_settings, free_owned),
       cmocka_unit_test_teardown(test_train_data_errors, free_owned),
   };

@@ -1,7 +1,8 @@
 /* `ember checkpoint inspect FILE [--json]`: what a checkpoint holds, read
  * through the public API (include/ember/checkpoint.h): the manifest, the
- * sections with their offsets, sizes and checksums (all verified), and the
- * graph's parameters and states (name, dtype, shape, element count).
+ * sections with their offsets, sizes and checksums (all verified), the
+ * settings `ember train` saved with the run, and the graph's parameters and
+ * states (name, dtype, shape, element count).
  *
  * Exit codes: 0 the file is a whole checkpoint and everything in it was
  * read; 1 it was refused (damaged, truncated, not a checkpoint, a newer
@@ -26,8 +27,9 @@ static const char USAGE[] =
   "was written, by which Ember, on which device, in which numeric mode), its\n"
   "sections with offsets, sizes and XXH3-64 checksums (every checksum is checked:\n"
   "a damaged, truncated or foreign file is refused, naming the section and the\n"
-  "byte offset), and the model's parameters and states (name, dtype, shape,\n"
-  "count). --json prints one JSON object instead.\n"
+  "byte offset), the settings of the run when `ember train` wrote it (what\n"
+  "--resume continues with), and the model's parameters and states (name,\n"
+  "dtype, shape, count). --json prints one JSON object instead.\n"
   "\n"
   "Exit codes: 0 read whole; 1 refused, or the graph cannot be built by this\n"
   "build (the rest is printed); 64 usage error.\n";
@@ -118,6 +120,18 @@ static json_t *describe(const char *file, const em_checkpoint *c, const char *gr
     json_object_set_new(o, "state_count", json_integer(ns));
   }
   json_object_set_new(o, "graph_error", graph_error ? json_string(graph_error) : json_null());
+  /* `ember train`'s settings of the run (its section "ember-train", JSON):
+   * what --resume will continue with. Another writer's bytes under that
+   * name are shown as absent rather than trusted. */
+  const void *b;
+  size_t n;
+  json_t *run = NULL;
+  if (!em_checkpoint_find(c, "ember-train", &b, &n)) run = json_loadb(b, n, 0, NULL);
+  if (run && !json_is_object(run)) {
+    json_decref(run);
+    run = NULL;
+  }
+  json_object_set_new(o, "training_settings", run ? run : json_null());
   return o;
 }
 
@@ -161,6 +175,12 @@ static void print_text(json_t *o) {
            (long long)json_integer_value(json_object_get(s, "offset")),
            (long long)json_integer_value(json_object_get(s, "size")),
            json_string_value(json_object_get(s, "xxh3_64")));
+  }
+  json_t *run = json_object_get(o, "training_settings");
+  if (json_is_object(run)) {
+    char *text = json_dumps(run, JSON_COMPACT | JSON_SORT_KEYS);
+    if (text) printf("training settings (ember train):\n  %s\n", text);
+    free(text);
   }
   if (json_object_get(o, "parameters")) {
     print_leaves("parameters", json_object_get(o, "parameters"), json_object_get(o, "parameter_count"));

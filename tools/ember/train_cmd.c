@@ -41,6 +41,10 @@ static char *settings_json(const train_opts *o, double mean, double std) {
   if (j) json_object_set_new(j, "norm", json_pack("[f,f]", mean, std));
   if (j) json_object_set_new(j, "batch_norm", json_boolean(o->batch_norm));
   if (j) json_object_set_new(j, "mode", json_string(o->mode));
+  if (j) json_object_set_new(j, "random_crop", json_integer(o->random_crop));
+  if (j) json_object_set_new(j, "random_flip", json_boolean(o->random_flip));
+  if (j) json_object_set_new(j, "min_delta", json_real(o->min_delta));
+  if (j) json_object_set_new(j, "l2", json_real(o->l2));
   char *text = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
   json_decref(j);
   return text;
@@ -60,8 +64,17 @@ static int settings_apply(json_t *j, train_opts *o) {
       json_unpack(ch, "[I,I]", &c0, &c1) || json_unpack(hid, "[I,I]", &h0, &h1))
     return -1;
   o->batch_norm = json_is_true(json_object_get(j, "batch_norm"));
-  /* (older checkpoints have no mode: the command line's is taken) */
+  /* Keys later versions added: an older checkpoint has no mode (the
+   * command line's is taken), no augmentation (off), no min_delta, no l2 (0). */
   if (json_is_string(json_object_get(j, "mode"))) o->mode = json_string_value(json_object_get(j, "mode"));
+  json_t *crop = json_object_get(j, "random_crop"), *min_delta = json_object_get(j, "min_delta"),
+         *l2 = json_object_get(j, "l2");
+  if ((crop && !json_is_integer(crop)) || (min_delta && !json_is_number(min_delta)) || (l2 && !json_is_number(l2)))
+    return -1;
+  o->l2 = l2 ? json_number_value(l2) : 0;
+  o->random_crop = crop ? json_integer_value(crop) : 0;
+  o->random_flip = json_is_true(json_object_get(j, "random_flip"));
+  o->min_delta = min_delta ? json_number_value(min_delta) : 0;
   o->channels[0] = c0;
   o->channels[1] = c1;
   o->hidden[0] = h0;
@@ -79,9 +92,10 @@ static int settings_apply(json_t *j, train_opts *o) {
 
 /* The options a checkpoint's run was started with; --epochs apart. */
 static const char *const run_settings[] = {
-    "--model", "--channels", "--hidden", "--batch-norm", "--dropout", "--seed", "--learner", "--lr", "--momentum",
-    "--weight-decay", "--schedule", "--warmup", "--batch", "--train-samples", "--validation", "--patience", "--mode",
-    "--epochs", NULL};
+    "--model",      "--channels",   "--hidden",   "--batch-norm", "--dropout",       "--random-crop",
+    "--random-flip", "--seed",      "--learner",  "--lr",         "--momentum",      "--weight-decay", "--l2",
+    "--schedule",   "--warmup",     "--batch",    "--train-samples", "--validation", "--patience",
+    "--min-delta",  "--mode",       "--epochs",   NULL};
 
 /* The saved settings, checked as the command line's are, replace o's; an
  * option the command line gave with another value is refused. Returns 0 or
@@ -206,6 +220,8 @@ int ember_train(int argc, char **argv) {
   fprintf(info, "model: %s, %lld parameters; learner %s; %lld training images in minibatches of %lld", o.model,
           (long long)params, o.learner, (long long)em_dataset_samples(data.train), (long long)o.batch);
   if (data.validation) fprintf(info, "; %lld held out for validation", (long long)em_dataset_samples(data.validation));
+  if (o.random_crop) fprintf(info, "; random crops (padding %lld)", (long long)o.random_crop);
+  if (o.random_flip) fprintf(info, "; random flips");
   fprintf(info, "; %s mode\n", o.mode);
   if (saved) {
     if ((s = em_trainer_restore_checkpoint(t, o.checkpoint, data.train_src))) {

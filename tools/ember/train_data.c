@@ -90,6 +90,14 @@ static em_status source(const em_dataset *d, const train_opts *o, int train, dou
   mo.transform.norm_channels = 1;
   mo.transform.mean[0] = (float)mean;
   mo.transform.std[0] = (float)std;
+  if (train && o->random_crop > 0) {
+    /* zeros (the mean, after standardising) around the image, then a
+     * crop of the original size at a random offset */
+    mo.transform.pad = (int)o->random_crop;
+    mo.transform.crop_h = mo.transform.crop_w = CLI_IMAGE_SIDE;
+    mo.transform.random_crop = 1;
+  }
+  mo.transform.random_flip = train && o->random_flip;
   return em_minibatch_source_create(d, &mo, out);
 }
 

@@ -83,6 +83,7 @@ em_status cli_learner_create(const train_opts *o, em_graph *g, uint64_t epoch_sa
   if ((s = em_learner_defaults(kind, lr, &cfg))) return s;
   if (!isnan(o->momentum)) cfg.momentum.value = o->momentum;
   if (o->weight_decay > 0) cfg.weight_decay = o->weight_decay;
+  if (o->l2 > 0) cfg.l2 = o->l2;
   uint64_t total = epoch_samples * (uint64_t)o->epochs;
   cfg.lr.warmup_samples = (uint64_t)(o->warmup * (double)epoch_samples);
   /* step: x0.1 after half the epochs, x0.01 after three quarters (the

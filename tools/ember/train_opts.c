@@ -61,6 +61,10 @@ static const opt table[] = {
      0, NULL},
     {"--dropout", "X", "mlp, lenet: dropout rate before the last dense layer (default 0)", T_NUM, OFF(dropout),
      CMD_TRAIN, 0, 0.99, NULL},
+    {"--random-crop", "P", "augment: pad training images by P zeros, take a random 28x28 crop (default 0: off)", T_INT,
+     OFF(random_crop), CMD_TRAIN, 0, 14, NULL},
+    {"--random-flip", NULL, "augment: flip each training image left-right with probability 1/2", T_FLAG,
+     OFF(random_flip), CMD_TRAIN, 0, 0, NULL},
     {"--epochs", "N", "epochs to train (default 10)", T_INT, OFF(epochs), CMD_TRAIN, 1, 1e6, NULL},
     {"--batch", "B", "minibatch size (default 64)", T_INT, OFF(batch), BOTH, 1, 1 << 20, NULL},
     {"--device", "DEV", "auto (the best GPU, else the CPU), cpu or cuda:N (default auto)", T_STR, OFF(device), BOTH, 0,
@@ -78,11 +82,14 @@ static const opt table[] = {
     {"--lr", "X", "learning rate per minibatch, for the gradient of its mean loss (default: the learner's)", T_NUM,
      OFF(lr), CMD_TRAIN, 0, 1e6, NULL},
     {"--momentum", "X", "momentum (momentum, nesterov; default 0.9)", T_NUM, OFF(momentum), CMD_TRAIN, 0, 1, NULL},
-    {"--weight-decay", "X", "weight decay (default 0)", T_NUM, OFF(weight_decay), CMD_TRAIN, 0, 1e3, NULL},
+    {"--weight-decay", "X", "decoupled weight decay, p -= lr * X * p (AdamW's; default 0, adamw 0.01)", T_NUM,
+     OFF(weight_decay), CMD_TRAIN, 0, 1e3, NULL},
+    {"--l2", "X", "L2 regularisation, X * p added to the gradient (PyTorch's SGD and Adam weight_decay; default 0)",
+     T_NUM, OFF(l2), CMD_TRAIN, 0, 1e3, NULL},
     {"--schedule", "NAME", "learning-rate schedule: constant, cosine (to 0 over the run) or step (x0.1 at 50% and 75%)",
      T_STR, OFF(schedule), CMD_TRAIN, 0, 0, schedules},
     {"--warmup", "N", "epochs of linear learning-rate warmup (default 0)", T_NUM, OFF(warmup), CMD_TRAIN, 0, 1e6, NULL},
-    {"--seed", "N", "seed of the initial weights and the shuffling (default 1)", T_INT, OFF(seed), CMD_TRAIN, 0,
+    {"--seed", "N", "seed of the initial weights, the shuffling and the augmentation (default 1)", T_INT, OFF(seed), CMD_TRAIN, 0,
      (double)INT_MAX, NULL},
     {"--threads", "N", "CPU threads (default: OMP_NUM_THREADS, else every CPU)", T_INT, OFF(threads), BOTH, 1, 4096,
      NULL},
@@ -129,8 +136,9 @@ void train_opts_help(unsigned cmd, FILE *out) {
   fputs("  --help                 this text\n", out);
   if (cmd == CMD_TRAIN)
     fputs("\n--resume continues the saved run as it was started (its --model, --channels, --hidden,\n"
-          "--batch-norm, --dropout, --seed, --learner, --lr, --momentum, --weight-decay, --schedule,\n"
-          "--warmup, --epochs, --batch, --train-samples, --validation, --patience and --mode): those\n"
+          "--batch-norm, --dropout, --random-crop, --random-flip, --seed, --learner, --lr, --momentum,\n"
+          "--weight-decay, --l2, --schedule, --warmup, --epochs, --batch, --train-samples, --validation,\n"
+          "--patience, --min-delta and --mode): those\n"
           "not given are the checkpoint's, and one given with another value is refused (exit 65, naming\n"
           "both). Only --epochs may differ, with the constant schedule (cosine and step are shaped by\n"
           "the planned epochs).\n",

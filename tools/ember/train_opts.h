@@ -12,11 +12,12 @@
 typedef struct train_opts {
   const char *model, *data, *device, *mode, *checkpoint, *learner, *schedule;
   int64_t epochs, batch, seed, threads, train_samples, test_samples, validation, patience, report_every;
+  int64_t random_crop;             /* training images: pad by this much, then a random crop back (0: off) */
   int64_t channels[2], hidden[2];   /* the model's widths (0: the zoo's defaults) */
   double dropout;
   double norm_mean, norm_std;      /* eval: the training images' statistics, from the checkpoint */
-  double lr, momentum, weight_decay, warmup, min_delta; /* lr, momentum NaN: the learner's default */
-  int resume, json, help, batch_norm;
+  double lr, momentum, weight_decay, l2, warmup, min_delta; /* lr, momentum NaN: the learner's default */
+  int resume, json, help, batch_norm, random_flip;
   uint64_t given;                  /* the options the command line gave (bit i: the table's entry i) */
 } train_opts;
 
