@@ -487,7 +487,7 @@ nvrtc-table: $(SWEEP) $(LIB_SO)
 # ---- end compiler sweeps ----
 
 # ------------------------------------------------------------------ targets ---
-.PHONY: all lib tools tests deps test test-unit test-san test-valgrind test-nocuda test-install fuzz-run fuzz-long demo install clean test-gpu test-gpu-double gpu-bundle
+.PHONY: all lib tools tests deps test test-unit test-san test-valgrind test-nocuda test-install fuzz-run fuzz-long demo install clean test-gpu test-gpu-double gpu-bundle train-bundle
 
 all: lib tools tests
 lib: $(LIB_SO) $(LIB_A) $(BUILD)/lib/ember.pc
@@ -559,6 +559,11 @@ test-gpu-double: all
 # GPU machine without our Debian packages (tests/gpu/README.md).
 gpu-bundle: lib tools tests $(BUILD)/bin/bench_gpu
 	@bash build-tools/gpu_bundle.sh $(BUILD) .device
+
+# What training on a lent GPU needs (tests/gpu/train_machine.sh): ember, its
+# libraries and the Fashion-MNIST files, in .device/ember-train.tar.gz.
+train-bundle: lib tools
+	@bash build-tools/gpu_bundle.sh $(BUILD) .device train
 
 # The GPU benchmarks (bench/run_gpu.sh), linked against the static library.
 $(BUILD)/bin/bench_gpu: bench/bench_gpu.c bench/bench_common.h bench/mlp_graph.h $(LIB_A)

@@ -7,25 +7,38 @@
 #   mkdir -p /tmp/ember && tar -xzf .device/ember-gpu.tar.gz -C /tmp/ember
 #   bash tests/gpu/run.sh /tmp/ember
 # (bin/ember finds its libraries through its run path, $ORIGIN/../lib).
-# usage: gpu_bundle.sh BUILD OUT_DIR
+#
+# With KIND "train" (`make train-bundle`) it packs instead what training on
+# the GPU needs (tests/gpu/train_machine.sh): bin/ember, the libraries and
+# Debian's Fashion-MNIST, into ember-train.tar.gz (about 35 MB: the data set
+# does not fit beside the test programs in one call's 64 MiB).
+# usage: gpu_bundle.sh BUILD OUT_DIR [KIND]
 set -euo pipefail
-build=$1 out=$2
+build=$1 out=$2 kind=${3:-tests}
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib" "$out"
 mkdir -p "$stage/tests/unit" "$stage/share"
-cp "$build/bin/ember" "$build/bin/bench_gpu" "$stage/bin/"
 cp -a "$build"/lib/libember.so* "$stage/lib/"
-# The test programs that compare every op, the training (the engine's, the
-# learners' and the model zoo's) and the ONNX node tests between the CPU and
-# the GPU (tests/gpu/run.sh runs them), with the node tests' data.
-programs=("$build/bin/ember" "$build/bin/bench_gpu")
-for t in test_ops_devices test_train_devices test_learners test_layers test_onnx_conformance; do
-  cp "$build/tests/unit/$t" "$stage/tests/unit/"
-  programs+=("$build/tests/unit/$t")
-done
-onnx_data=${EMBER_ONNX_TESTDATA:-/usr/share/libonnx-testdata/data/node}
-[ -d "$onnx_data" ] && cp -a "$onnx_data" "$stage/share/onnx-node"
+programs=("$build/bin/ember")
+cp "$build/bin/ember" "$stage/bin/"
+if [ "$kind" = train ]; then
+  data=${EMBER_BUNDLE_DATA:-/usr/share/datasets/fashion-mnist}
+  mkdir -p "$stage/share/fashion-mnist"
+  cp "$data"/*-ubyte.gz "$stage/share/fashion-mnist/"
+else
+  # The test programs that compare every op, the training (the engine's, the
+  # learners' and the model zoo's) and the ONNX node tests between the CPU and
+  # the GPU (tests/gpu/run.sh runs them), with the node tests' data.
+  cp "$build/bin/bench_gpu" "$stage/bin/"
+  programs+=("$build/bin/bench_gpu")
+  for t in test_ops_devices test_train_devices test_learners test_layers test_onnx_conformance; do
+    cp "$build/tests/unit/$t" "$stage/tests/unit/"
+    programs+=("$build/tests/unit/$t")
+  done
+  onnx_data=${EMBER_ONNX_TESTDATA:-/usr/share/libonnx-testdata/data/node}
+  [ -d "$onnx_data" ] && cp -a "$onnx_data" "$stage/share/onnx-node"
+fi
 # The C library and the loader come with every system; everything else goes.
 for p in "${programs[@]}"; do ldd "$p"; done | awk '$3 ~ /^\// {print $3}' | sort -u | while read -r lib; do
   case "$(basename "$lib")" in
@@ -39,6 +52,12 @@ done
   echo "on $(uname -m), $(ldd --version | head -1)"
   ls -l "$stage/bin" "$stage/lib"
 } >"$stage/BUNDLE.txt"
-tar -czf "$out/ember-gpu.tar.gz" -C "$stage" .
-echo "gpu-bundle: $out/ember-gpu.tar.gz ($(du -h "$out/ember-gpu.tar.gz" | cut -f1)); on the GPU machine:"
-echo "  mkdir -p /tmp/ember && tar -xzf $out/ember-gpu.tar.gz -C /tmp/ember && bash tests/gpu/run.sh /tmp/ember"
+name=ember-gpu.tar.gz
+[ "$kind" = train ] && name=ember-train.tar.gz
+tar -czf "$out/$name" -C "$stage" .
+echo "gpu-bundle: $out/$name ($(du -h "$out/$name" | cut -f1)); on the GPU machine:"
+if [ "$kind" = train ]; then
+  echo "  bash tests/gpu/train_machine.sh $out/$name \$OUT [DEADLINE_S]"
+else
+  echo "  mkdir -p /tmp/ember && tar -xzf $out/$name -C /tmp/ember && bash tests/gpu/run.sh /tmp/ember"
+fi
