@@ -1035,6 +1035,54 @@ static void test_train_augmentation_and_l2(void **state) {
   assert_non_null(strstr(r.err, "--random-flip on conflicts with the checkpoint's off"));
 }
 
+/* A copy of checkpoint `from` at `to` whose "ember-train" section is edited:
+ * key set to the JSON text value (NULL: the key removed), or, with key
+ * NULL, the whole section replaced by the bytes of value. The rest (graph,
+ * trainer, learner, reader sections, manifest's device and mode) as saved. */
+static void craft_settings(const char *from, const char *to, const char *key, const char *value) {
+  em_checkpoint *c;
+  if (em_checkpoint_load(from, &c)) fail_msg("%s", em_last_error());
+  em_checkpoint_manifest man;
+  assert_int_equal(em_checkpoint_get_manifest(c, &man), EM_OK);
+  size_t n = em_checkpoint_section_count(c), k = 0;
+  em_checkpoint_section *sec = calloc(n, sizeof *sec);
+  assert_non_null(sec);
+  char *text = NULL;
+  for (size_t j = 0; j < n; j++) {
+    em_checkpoint_section_info info;
+    assert_int_equal(em_checkpoint_section_get(c, j, &info), EM_OK);
+    if (!strcmp(info.name, "manifest") || !strcmp(info.name, "graph")) continue;
+    sec[k] = (em_checkpoint_section){info.name, info.bytes, info.size};
+    if (!strcmp(info.name, "ember-train")) {
+      if (key) {
+        json_error_t e;
+        json_t *o = json_loadb(info.bytes, info.size, 0, &e);
+        assert_non_null(o);
+        if (value) {
+          json_t *v = json_loads(value, JSON_DECODE_ANY, &e);
+          if (!v) fail_msg("not JSON: %s", value);
+          json_object_set_new(o, key, v);
+        } else {
+          json_object_del(o, key);
+        }
+        text = json_dumps(o, JSON_COMPACT);
+        json_decref(o);
+      } else {
+        text = strdup(value);
+      }
+      assert_non_null(text);
+      sec[k] = (em_checkpoint_section){info.name, text, strlen(text)};
+    }
+    k++;
+  }
+  assert_non_null(text);
+  em_checkpoint_save_options so = {.device = man.device, .mode = man.mode};
+  if (em_checkpoint_save(to, em_checkpoint_graph(c), sec, (int)k, &so)) fail_msg("%s", em_last_error());
+  free(text);
+  free(sec);
+  em_checkpoint_free(c);
+}
+
 /* --epochs of a cosine schedule is the schedule's length: a resume that
  * changes it is refused; one that does not give it trains to the planned
  * end. A checkpoint whose saved settings were edited to invalid values
@@ -1073,44 +1121,31 @@ static void test_train_resume_schedule_and_crafted_settings(void **state) {
       {"hidden", "[-3, 0]", "--hidden -3,0 is not a valid value"},
       {"mode", "\"exact\"", "--mode exact is not a valid value"},
       {"random_crop", "20", "--random-crop 20 is not a valid value"},
-      {"random_crop", "\"2\"", "section is malformed"},
+      {"random_crop", "-1", "--random-crop -1 is not a valid value"},
+      {"random_crop", "\"2\"", "section is malformed: \"random_crop\" is \"2\", not a whole number"},
+      {"random_crop", "2.0", "\"random_crop\" is 2.0, not a whole number"},
       {"l2", "-1", "--l2 -1 is not a valid value"},
+      {"l2", "\"0.1\"", "\"l2\" is \"0.1\", not a number"},
+      {"min_delta", "-0.5", "--min-delta -0.5 is not a valid value"},
+      {"min_delta", "null", "\"min_delta\" is null, not a number"},
+      /* read as absent before, so a run saved with flips or batch norm
+       * resumed without them, and a mode of another type took the command line's */
+      {"random_flip", "\"true\"", "\"random_flip\" is \"true\", not true or false"},
+      {"random_flip", "1", "\"random_flip\" is 1, not true or false"},
+      {"batch_norm", "\"yes\"", "\"batch_norm\" is \"yes\", not true or false"},
+      {"mode", "5", "\"mode\" is 5, not a string"},
+      {"seed", NULL, "section is malformed: no \"seed\""},
+      {"hidden", "[16]", "\"hidden\" is [16], not two whole numbers"},
+      {NULL, "[1, 2]", "section is malformed: not a JSON object"},
+      {NULL, "{\"model\": ", "section is malformed: not JSON"},
   };
   for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {
-    em_checkpoint *c;
-    if (em_checkpoint_load(ckpt, &c)) fail_msg("%s", em_last_error());
-    em_checkpoint_manifest man;
-    assert_int_equal(em_checkpoint_get_manifest(c, &man), EM_OK);
-    size_t n = em_checkpoint_section_count(c), k = 0;
-    em_checkpoint_section *sec = calloc(n, sizeof *sec);
-    assert_non_null(sec);
-    char *text = NULL;
-    for (size_t j = 0; j < n; j++) {
-      em_checkpoint_section_info info;
-      assert_int_equal(em_checkpoint_section_get(c, j, &info), EM_OK);
-      if (!strcmp(info.name, "manifest") || !strcmp(info.name, "graph")) continue;
-      sec[k] = (em_checkpoint_section){info.name, info.bytes, info.size};
-      if (!strcmp(info.name, "ember-train")) {
-        json_error_t e;
-        json_t *j = json_loadb(info.bytes, info.size, 0, &e), *v = json_loads(edits[i].text, JSON_DECODE_ANY, &e);
-        assert_non_null(j);
-        assert_non_null(v);
-        json_object_set_new(j, edits[i].key, v);
-        text = json_dumps(j, JSON_COMPACT);
-        json_decref(j);
-        sec[k] = (em_checkpoint_section){info.name, text, strlen(text)};
-      }
-      k++;
-    }
-    assert_non_null(text);
-    em_checkpoint_save_options so = {.device = man.device, .mode = man.mode};
-    if (em_checkpoint_save(crafted, em_checkpoint_graph(c), sec, (int)k, &so)) fail_msg("%s", em_last_error());
-    free(text);
-    free(sec);
-    em_checkpoint_free(c);
+    craft_settings(ckpt, crafted, edits[i].key, edits[i].text);
     r = run_cli(NO_SETTINGS, ARGS("train", "--data", small_data, "--device", "cpu", "--checkpoint", crafted, "--resume",
                                   "--json"));
-    if (r.status != 65) fail_msg("edit %zu (%s): exit status %d, expected 65: %s", i, edits[i].key, r.status, r.err);
+    if (r.status != 65)
+      fail_msg("edit %zu (%s): exit status %d, expected 65: %s", i, edits[i].key ? edits[i].key : "the section",
+               r.status, r.err);
     if (!strstr(r.err, edits[i].want)) fail_msg("edit %zu: no \"%s\" in: %s", i, edits[i].want, r.err);
     assert_non_null(strstr(r.err, "crafted.ckpt"));
   }

@@ -50,30 +50,87 @@ static char *settings_json(const train_opts *o, double mean, double std) {
   return text;
 }
 
-/* The strings of a loaded settings object live in it: keep it while o is used. */
-static int settings_apply(json_t *j, train_opts *o) {
-  json_t *ch, *hid;
+/* The type each key of the settings has. */
+typedef enum { KEY_INT, KEY_NUMBER, KEY_BOOL, KEY_STRING, KEY_PAIR } key_type;
+
+static int is_type(const json_t *v, key_type want) {
+  switch (want) {
+  case KEY_INT: return json_is_integer(v);
+  case KEY_NUMBER: return json_is_number(v);
+  case KEY_BOOL: return json_is_boolean(v);
+  case KEY_STRING: return json_is_string(v);
+  case KEY_PAIR:
+    return json_is_array(v) && json_array_size(v) == 2 && json_is_integer(json_array_get(v, 0)) &&
+           json_is_integer(json_array_get(v, 1));
+  }
+  return 0;
+}
+
+/* j's key of the type want, or absent when optional (*out NULL: then an
+ * older version wrote the file, and the key's older default holds).
+ * Returns 0, or -1 with why naming the key and what it holds. */
+static int settings_key(json_t *j, const char *key, key_type want, int optional, json_t **out, char *why,
+                        size_t cap) {
+  static const char *const wanted[] = {"a whole number", "a number", "true or false", "a string",
+                                       "two whole numbers, as [32,64]"};
+  json_t *v = *out = json_object_get(j, key);
+  if (v ? is_type(v, want) : optional) return 0;
+  if (!v) {
+    snprintf(why, cap, "no \"%s\"", key);
+    return -1;
+  }
+  char *text = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+  snprintf(why, cap, "\"%s\" is %.40s%s, not %s", key, text ? text : "?", text && strlen(text) > 40 ? "..." : "",
+           wanted[want]);
+  free(text);
+  return -1;
+}
+
+/* The strings of a loaded settings object live in it: keep it while o is
+ * used. Returns 0, or -1 with why saying what is wrong. */
+static int settings_apply(json_t *j, train_opts *o, char *why, size_t cap) {
+  if (!json_is_object(j)) {
+    snprintf(why, cap, "not a JSON object");
+    return -1;
+  }
+  static const struct {
+    const char *key;
+    key_type type;
+  } required[] = {{"model", KEY_STRING},  {"channels", KEY_PAIR},   {"hidden", KEY_PAIR},   {"dropout", KEY_NUMBER},
+                  {"seed", KEY_INT},      {"learner", KEY_STRING},  {"lr", KEY_NUMBER},     {"momentum", KEY_NUMBER},
+                  {"weight_decay", KEY_NUMBER}, {"schedule", KEY_STRING}, {"warmup", KEY_NUMBER}, {"epochs", KEY_INT},
+                  {"batch", KEY_INT},     {"train_samples", KEY_INT}, {"validation", KEY_INT}, {"patience", KEY_INT}};
+  json_t *v;
+  for (size_t i = 0; i < sizeof required / sizeof required[0]; i++)
+    if (settings_key(j, required[i].key, required[i].type, 0, &v, why, cap)) return -1;
+  /* Keys later versions added: an older checkpoint has no batch_norm (off),
+   * no mode (the command line's is taken), no augmentation (off), no
+   * min_delta, no l2 (0). One of another type is refused, not read as
+   * absent: a run saved with flips must not resume without them. */
+  json_t *bn, *mode, *crop, *flip, *min_delta, *l2;
+  if (settings_key(j, "batch_norm", KEY_BOOL, 1, &bn, why, cap) ||
+      settings_key(j, "mode", KEY_STRING, 1, &mode, why, cap) ||
+      settings_key(j, "random_crop", KEY_INT, 1, &crop, why, cap) ||
+      settings_key(j, "random_flip", KEY_BOOL, 1, &flip, why, cap) ||
+      settings_key(j, "min_delta", KEY_NUMBER, 1, &min_delta, why, cap) ||
+      settings_key(j, "l2", KEY_NUMBER, 1, &l2, why, cap))
+    return -1;
+  /* (the types are checked: the unpacking cannot fail) */
   double lr, mom;
   json_int_t c0, c1, h0, h1, seed, epochs, batch, train_samples, validation, patience;
-  json_error_t e;
-  if (json_unpack_ex(j, &e, 0, "{s:s, s:o, s:o, s:F, s:I, s:s, s:F, s:F, s:F, s:s, s:F, s:I, s:I, s:I, s:I, s:I}",
-                     "model", &o->model, "channels", &ch, "hidden", &hid, "dropout", &o->dropout, "seed", &seed,
-                     "learner", &o->learner, "lr", &lr, "momentum", &mom, "weight_decay", &o->weight_decay,
-                     "schedule", &o->schedule, "warmup", &o->warmup, "epochs", &epochs, "batch", &batch,
-                     "train_samples", &train_samples, "validation", &validation, "patience", &patience) ||
-      json_unpack(ch, "[I,I]", &c0, &c1) || json_unpack(hid, "[I,I]", &h0, &h1))
+  if (json_unpack(j, "{s:s, s:[I,I], s:[I,I], s:F, s:I, s:s, s:F, s:F, s:F, s:s, s:F, s:I, s:I, s:I, s:I, s:I}",
+                  "model", &o->model, "channels", &c0, &c1, "hidden", &h0, &h1, "dropout", &o->dropout, "seed", &seed,
+                  "learner", &o->learner, "lr", &lr, "momentum", &mom, "weight_decay", &o->weight_decay, "schedule",
+                  &o->schedule, "warmup", &o->warmup, "epochs", &epochs, "batch", &batch, "train_samples",
+                  &train_samples, "validation", &validation, "patience", &patience)) {
+    snprintf(why, cap, "unreadable");
     return -1;
-  o->batch_norm = json_is_true(json_object_get(j, "batch_norm"));
-  /* Keys later versions added: an older checkpoint has no mode (the
-   * command line's is taken), no augmentation (off), no min_delta, no l2 (0). */
-  if (json_is_string(json_object_get(j, "mode"))) o->mode = json_string_value(json_object_get(j, "mode"));
-  json_t *crop = json_object_get(j, "random_crop"), *min_delta = json_object_get(j, "min_delta"),
-         *l2 = json_object_get(j, "l2");
-  if ((crop && !json_is_integer(crop)) || (min_delta && !json_is_number(min_delta)) || (l2 && !json_is_number(l2)))
-    return -1;
+  }
+  o->batch_norm = json_is_true(bn);
+  if (mode) o->mode = json_string_value(mode);
   o->l2 = l2 ? json_number_value(l2) : 0;
   o->random_crop = crop ? json_integer_value(crop) : 0;
-  o->random_flip = json_is_true(json_object_get(j, "random_flip"));
+  o->random_flip = json_is_true(flip);
   o->min_delta = min_delta ? json_number_value(min_delta) : 0;
   o->channels[0] = c0;
   o->channels[1] = c1;
@@ -102,10 +159,12 @@ static const char *const run_settings[] = {
  * an exit code (EXIT_DATA, after saying why). */
 static int resume_settings(json_t *j, train_opts *o) {
   train_opts saved = *o;
-  char msg[256];
+  char msg[256], what[160];
   const char *why = NULL;
-  if (settings_apply(j, &saved)) why = "the \"" SETTINGS_SECTION "\" section is malformed";
-  else if ((why = train_opts_invalid(&saved, run_settings, msg, sizeof msg))) {
+  if (settings_apply(j, &saved, what, sizeof what)) {
+    snprintf(msg, sizeof msg, "the \"" SETTINGS_SECTION "\" section is malformed: %s", what);
+    why = msg;
+  } else if ((why = train_opts_invalid(&saved, run_settings, msg, sizeof msg))) {
     char inner[200];
     snprintf(inner, sizeof inner, "%s", why);
     snprintf(msg, sizeof msg, "its settings are invalid: %s", inner);
@@ -161,7 +220,8 @@ static int load_settings(train_opts *o, json_t **saved) {
   em_checkpoint_free(c);
   int rc = j ? resume_settings(j, o) : EXIT_DATA;
   if (!j)
-    fprintf(stderr, "ember train: --resume %s: the \"" SETTINGS_SECTION "\" section is malformed\n", o->checkpoint);
+    fprintf(stderr, "ember train: --resume %s: the \"" SETTINGS_SECTION "\" section is malformed: not JSON (%s)\n",
+            o->checkpoint, e.text);
   if (rc) {
     json_decref(j);
     return rc;
