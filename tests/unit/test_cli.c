@@ -1152,6 +1152,164 @@ static void test_train_resume_schedule_and_crafted_settings(void **state) {
   unlink(crafted);
 }
 
+/* The bytes of checkpoint path's section name (owned: freed by the teardown). */
+static const char *section_bytes(const char *path, const char *name, size_t *size) {
+  em_checkpoint *c;
+  if (em_checkpoint_load(path, &c)) fail_msg("%s", em_last_error());
+  const void *b;
+  if (em_checkpoint_find(c, name, &b, size)) fail_msg("%s: no section %s", path, name);
+  char *copy = own_text(malloc(*size ? *size : 1));
+  assert_non_null(copy);
+  memcpy(copy, b, *size);
+  em_checkpoint_free(c);
+  return copy;
+}
+
+/* The sections of a and b that hold the run's state are the same bytes:
+ * the graph (parameters, batch norm statistics, the learner's moments),
+ * the learner's counters, the reader's position and the settings of the
+ * run (a setting a resume did not restore is written as the command
+ * line's). (The trainer's own section differs: it counts seconds.) */
+static void expect_same_state(const char *a, const char *b) {
+  static const char *const names[] = {"graph", "learner.0", "reader", "ember-train"};
+  for (int i = 0; i < 4; i++) {
+    size_t na, nb;
+    const char *x = section_bytes(a, names[i], &na), *y = section_bytes(b, names[i], &nb);
+    if (na != nb || memcmp(x, y, na)) fail_msg("section %s of %s and %s differs", names[i], a, b);
+  }
+}
+
+/* An MLP run on the small data set in portable mode (1 to 3 epochs, with
+ * extra options: NULL-terminated, up to 10 strings); its JSON lines. */
+static lines mlp_run(const char *ckpt, const char *epochs, const char *const *extra) {
+  const char *args[40] = {"train",    "--model", "mlp",    "--hidden", "32",   "--data",  small_data, "--epochs",
+                          epochs,     "--batch", "50",     "--device", "cpu",  "--mode",  "portable", "--json",
+                          "--checkpoint", ckpt};
+  int n = 18;
+  for (; *extra && n < 38; extra++) args[n++] = *extra;
+  args[n] = NULL;
+  run_result r = run_cli(NO_SETTINGS, args);
+  expect_status(&r, 0);
+  lines L = parse_lines(&r);
+  assert_non_null(L.test);
+  return L;
+}
+
+/* --random-crop and --random-flip change the training images only: with a
+ * learning rate of 0 the weights stay the initial ones, so the validation
+ * and test losses of a run with the widest crop (14) and flips are those
+ * of a plain run, while its training loss is not; --random-crop 0 is off.
+ * A run with augmentation, stopped after an epoch and resumed, ends in the
+ * state of the run that was not stopped, bit for bit (portable mode), as
+ * does an older checkpoint without the augmentation keys (off). `ember
+ * eval` of an augmented run's checkpoint tests as the run did. `ember
+ * checkpoint inspect` shows saved settings only when the section is a JSON
+ * object. */
+static void test_train_augmentation_resume_and_splits(void **state) {
+  (void)state;
+  NEED_DATA();
+  char ckpt[PATH_MAX + 16], full[PATH_MAX + 16], old[PATH_MAX + 16];
+  snprintf(ckpt, sizeof ckpt, "%s/aug-part.ckpt", tmp_root);
+  snprintf(full, sizeof full, "%s/aug-full.ckpt", tmp_root);
+  snprintf(old, sizeof old, "%s/aug-old.ckpt", tmp_root);
+
+  const char *const *const frozen[] = {ARGS("--learner", "sgd", "--lr", "0", "--validation", "100"),
+                                       ARGS("--learner", "sgd", "--lr", "0", "--validation", "100", "--random-crop",
+                                            "14", "--random-flip"),
+                                       ARGS("--learner", "sgd", "--lr", "0", "--validation", "100", "--random-crop",
+                                            "0")};
+  lines F[3];
+  for (int i = 0; i < 3; i++) {
+    F[i] = mlp_run(ckpt, "1", frozen[i]);
+    assert_int_equal(F[i].n_epoch, 1);
+    assert_int_equal((int)num_at(F[i].epoch[0], "samples"), 500);
+  }
+  for (int i = 1; i < 3; i++) {
+    static const char *const same[] = {"val_loss", "val_metric"};
+    for (int k = 0; k < 2; k++)
+      if (num_at(F[i].epoch[0], same[k]) != num_at(F[0].epoch[0], same[k]))
+        fail_msg("run %d: %s %.9g, the plain run's %.9g: the validation images were transformed", i, same[k],
+                 num_at(F[i].epoch[0], same[k]), num_at(F[0].epoch[0], same[k]));
+    if (num_at(F[i].test, "loss") != num_at(F[0].test, "loss"))
+      fail_msg("run %d: test loss %.17g, the plain run's %.17g: the test images were transformed", i,
+               num_at(F[i].test, "loss"), num_at(F[0].test, "loss"));
+  }
+  if (num_at(F[1].epoch[0], "loss") == num_at(F[0].epoch[0], "loss"))
+    fail_msg("--random-crop 14 --random-flip: the training loss %.9g is the plain run's", num_at(F[1].epoch[0], "loss"));
+  if (num_at(F[2].epoch[0], "loss") != num_at(F[0].epoch[0], "loss"))
+    fail_msg("--random-crop 0: the training loss %.9g, the plain run's %.9g", num_at(F[2].epoch[0], "loss"),
+             num_at(F[0].epoch[0], "loss"));
+
+  /* Stopped after epoch 1 of 2 and resumed (the settings from the file). */
+  const char *const *aug = ARGS("--random-crop", "3", "--random-flip", "--l2", "0.01", "--validation", "100",
+                                "--patience", "4", "--min-delta", "0.001");
+  lines whole = mlp_run(full, "2", aug);
+  (void)mlp_run(ckpt, "1", aug);
+  run_result r = run_cli(NO_SETTINGS, ARGS("train", "--data", small_data, "--epochs", "2", "--device", "cpu",
+                                           "--checkpoint", ckpt, "--resume", "--json"));
+  expect_status(&r, 0);
+  assert_non_null(strstr(r.err, "random crops (padding 3); random flips"));
+  lines resumed = parse_lines(&r);
+  assert_int_equal(resumed.n_epoch, 1);
+  static const char *const keys[] = {"loss", "metric", "val_loss", "val_metric"};
+  for (int k = 0; k < 4; k++)
+    if (num_at(resumed.epoch[0], keys[k]) != num_at(whole.epoch[1], keys[k]))
+      fail_msg("epoch 2 resumed: %s %.9g, unbroken %.9g", keys[k], num_at(resumed.epoch[0], keys[k]),
+               num_at(whole.epoch[1], keys[k]));
+  expect_same_state(ckpt, full);
+
+  /* eval: the test images as the run's own test saw them (not augmented). */
+  r = run_cli(NO_SETTINGS, ARGS("eval", "--checkpoint", full, "--data", small_data, "--device", "cpu", "--mode",
+                                "portable", "--json"));
+  expect_status(&r, 0);
+  json_t *ev = parse(&r);
+  if (fabs(num_at(ev, "accuracy") - num_at(whole.test, "accuracy")) > 1e-6 ||
+      fabs(num_at(ev, "loss") - num_at(whole.test, "loss")) > 1e-5)
+    fail_msg("eval: accuracy %.6f, loss %.6f; the run's test: %.6f, %.6f", num_at(ev, "accuracy"), num_at(ev, "loss"),
+             num_at(whole.test, "accuracy"), num_at(whole.test, "loss"));
+
+  /* An older checkpoint: no random_crop, random_flip, min_delta, l2. */
+  (void)mlp_run(ckpt, "1", ARGS(NULL));
+  craft_settings(ckpt, old, "random_crop", NULL);
+  craft_settings(old, old, "random_flip", NULL);
+  craft_settings(old, old, "min_delta", NULL);
+  craft_settings(old, old, "l2", NULL);
+  r = run_cli(NO_SETTINGS, ARGS("checkpoint", "inspect", old));
+  expect_status(&r, 0);
+  if (strstr(r.out, "random_") || !strstr(r.out, "\"model\":\"mlp\"")) fail_msg("the crafted settings: %s", r.out);
+  for (int i = 0; i < 2; i++) {
+    r = run_cli(NO_SETTINGS, ARGS("train", "--data", small_data, "--epochs", "2", "--device", "cpu", "--checkpoint",
+                                  i ? old : ckpt, "--resume", "--json"));
+    expect_status(&r, 0);
+    if (strstr(r.err, "random")) fail_msg("augmentation on: %s", r.err);
+  }
+  expect_same_state(old, ckpt);
+
+  /* inspect: a section that is not JSON, or JSON but not an object, is no settings. */
+  static const char *const foreign[] = {"{\"model\": \"mlp\"", "[1, 2]", "\"mlp\"", ""};
+  for (int i = 0; i < 4; i++) {
+    craft_settings(full, old, NULL, foreign[i]);
+    r = run_cli(NO_SETTINGS, ARGS("checkpoint", "inspect", old));
+    expect_status(&r, 0);
+    if (strstr(r.out, "training settings")) fail_msg("section '%s' shown as settings: %s", foreign[i], r.out);
+    assert_non_null(strstr(r.out, "fc1.weight"));
+    r = run_cli(NO_SETTINGS, ARGS("checkpoint", "inspect", old, "--json"));
+    expect_status(&r, 0);
+    json_t *j = parse(&r);
+    if (!json_is_null(json_object_get(j, "training_settings")))
+      fail_msg("section '%s': training_settings is not null: %s", foreign[i], r.out);
+  }
+  r = run_cli(NO_SETTINGS, ARGS("checkpoint", "inspect", full, "--json"));
+  expect_status(&r, 0);
+  json_t *set = json_object_get(parse(&r), "training_settings");
+  if (json_integer_value(json_object_get(set, "random_crop")) != 3 ||
+      !json_is_true(json_object_get(set, "random_flip")) || json_real_value(json_object_get(set, "l2")) != 0.01)
+    fail_msg("the saved settings: %s", r.out);
+  unlink(old);
+  unlink(full);
+  unlink(ckpt);
+}
+
 /* Missing or malformed data and checkpoints: the documented exit codes
  * (66 missing, 65 malformed, 73 the checkpoint cannot be written) and a
  * message naming the file. */
@@ -1252,6 +1410,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_train_diverges, free_owned),
       cmocka_unit_test_teardown(test_train_augmentation_and_l2, free_owned),
       cmocka_unit_test_teardown(test_train_resume_schedule_and_crafted_settings, free_owned),
+      cmocka_unit_test_teardown(test_train_augmentation_resume_and_splits, free_owned),
       cmocka_unit_test_teardown(test_train_data_errors, free_owned),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
