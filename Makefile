@@ -454,6 +454,9 @@ $(BUILD)/tests/unit/test_onnx_reader: GC_CFLAGS += -Ionnx
 $(BUILD)/tests/unit/test_onnx_reader: onnx/onnx_reader.h
 $(BUILD)/tests/unit/test_onnx_conformance: GC_CFLAGS += -Ionnx
 $(BUILD)/tests/unit/test_onnx_conformance: onnx/onnx_import.h onnx/onnx_reader.h
+# test_onnx_opset builds its models with the generated protobuf-c code (in libember).
+$(BUILD)/tests/unit/test_onnx_opset: GC_CFLAGS += -Ionnx -I$(GEN)
+$(BUILD)/tests/unit/test_onnx_opset: onnx/onnx_import.h onnx/onnx_reader.h $(GEN)/onnx/onnx.pb-c.h
 fuzz-run: build/gen/onnx/onnx.pb-c.c
 # ---- end onnx ----
 

@@ -3,16 +3,25 @@
  * One translation per ONNX op_type (the table `trs` at the end, sorted by
  * name). Most map to one Ember op with the same attributes; the others:
  *   - ONNX inputs that Ember takes as attributes (Reshape shape, Slice
- *     starts/ends/axes/steps, Squeeze/Unsqueeze axes, ReduceSum axes, Clip
- *     min/max, Pad pads/constant_value, Expand shape, Tile repeats, TopK K,
- *     OneHot depth/values, Split split, Dropout ratio/training_mode) are read
- *     at build time (value_of: initializers, Constant nodes, fed inputs, or a
- *     run of the graph built so far);
+ *     starts/ends/axes/steps, Squeeze/Unsqueeze axes, the axes of every
+ *     Reduce op, Clip min/max, Pad pads/constant_value/axes, Expand shape,
+ *     Tile repeats, TopK K, OneHot depth/values, Split split, Dropout
+ *     ratio/training_mode) are read at build time (value_of: initializers,
+ *     Constant nodes, fed inputs, or a run of the graph built so far);
  *   - ONNX defaults that differ from Ember's are passed explicitly (keepdims
  *     defaults to 1 in ONNX, 0 in Ember);
  *   - opset-dependent semantics: Softmax, LogSoftmax and Hardmax before opset
  *     13 flatten the input to 2-D at `axis` (flatten, op on the last axis,
- *     reshape_like back);
+ *     reshape_like back). Attributes that became inputs (Squeeze, Unsqueeze,
+ *     Split and ReduceSum at 13, Pad at 11, the other reductions at 18) are
+ *     read from whichever form the node has, so one translation serves every
+ *     opset. Reductions: empty axes reduce every axis, or, with
+ *     noop_with_empty_axes=1 (ReduceSum 13, others 18), none: the identity
+ *     for Sum/Mean/Max/Min/Prod, the element-wise step for the composite
+ *     ones (ReduceSumSquare x^2, ReduceL1 |x|, ReduceLogSum log x), as a
+ *     reduction over a new size-1 axis. Split-18's num_outputs cuts chunks
+ *     of ceil(dim / n), the last one smaller (7 in 3: 3 3 1); Pad-18's axes
+ *     input says which axes `pads` covers;
  *   - variadic Sum/Max/Min/Mean chain the binary op (Mean then divides);
  *   - lowerings onto several Ember ops, where Ember has no single op:
  *       Pow with an integer base or mixed types  cast to the base's float type,
@@ -20,6 +29,7 @@
  *       Hardmax            argmax + one_hot
  *       PRelu              where(x < 0, slope * x, x)
  *       Celu               alpha * elu(x / alpha)
+ *       Mish               x * tanh(softplus(x))
  *       Shrink             where(x < -lambd, x + bias, where(x > lambd, x - bias, 0))
  *       Trilu              where(mask, x, 0) with a constant mask from the static shape and k
  *       GatherElements     where(one_hot(indices, axis), data, 0) summed over the one-hot axis
@@ -574,23 +584,49 @@ static em_status tr_softmax(imp *c, const em_onnx_node *n, const tr *t, const em
   return ap2(c, "reshape_like", y, in[0], &out[0]);
 }
 
+/* An int list from input `idx` (when given) or else attribute `name`;
+ * *present says whether either was there. */
+static em_status ints_input_or_attr(imp *c, const em_onnx_node *n, const em_var *in, size_t idx, const char *name,
+                                    const int64_t **v, int *cnt, int *present) {
+  if (idx < n->n_inputs && in[idx] >= 0) {
+    char what[64];
+    snprintf(what, sizeof what, "input '%s'", name);
+    int64_t *vv = NULL;
+    em_status s = ints_of(c, in[idx], what, &vv, cnt);
+    *v = vv, *present = 1;
+    return s;
+  }
+  return oints(c, n, name, v, cnt, present);
+}
+
 /* --- reductions --- */
 
+/* Every ONNX reduction. Axes come from input 1 (ReduceSum from opset 13, the
+ * others from 18) or else the attribute (earlier opsets); absent or empty
+ * axes reduce every axis, unless noop_with_empty_axes (same opsets as the
+ * input) is 1: then ONNX reduces over the empty set of axes, which is the
+ * identity for the plain reductions but keeps the element-wise step of the
+ * composite ones (ReduceSumSquare gives x^2, ReduceL1 |x|, ReduceLogSum
+ * log x). Each output element is then the reduction of one input element:
+ * a reduction over a new size-1 axis, exactly that. */
 static em_status tr_reduce(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
   int64_t keepdims, noop;
   em_status s = oint(c, n, "keepdims", 1, &keepdims);
   if (!s) s = oint(c, n, "noop_with_empty_axes", 0, &noop);
   if (s) return s;
-  const int64_t *axes = NULL;
-  int n_axes = 0, present = 0;
-  if (n->n_inputs > 1 && in[1] >= 0) {
-    int64_t *v;
-    if ((s = ints_of(c, in[1], "input 'axes'", &v, &n_axes))) return s;
-    axes = v, present = 1;
-  } else if ((s = oints(c, n, "axes", &axes, &n_axes, &present))) {
-    return s;
+  const int64_t *axes;
+  int n_axes, present;
+  if ((s = ints_input_or_attr(c, n, in, 1, "axes", &axes, &n_axes, &present))) return s;
+  if (n_axes == 0 && noop) {
+    if (in_list("reduce_sum,reduce_mean,reduce_max,reduce_min,reduce_prod", t->ember))
+      return ap1(c, "identity", in[0], NULL, 0, &out[0]);
+    int64_t zero = 0;
+    em_attr ua = em_attr_is("axes", &zero, 1);
+    em_attr ra[2] = {em_attr_is("axes", &zero, 1), em_attr_i("keepdims", 0)};
+    em_var one;
+    if ((s = ap1(c, "unsqueeze", in[0], &ua, 1, &one))) return s;
+    return ap1(c, t->ember, one, ra, 2, &out[0]);
   }
-  if (n_axes == 0 && noop) return ap1(c, "identity", in[0], NULL, 0, &out[0]);
   em_attr at[2] = {em_attr_i("keepdims", keepdims), em_attr_is("axes", axes, n_axes)};
   return ap1(c, t->ember, in[0], at, n_axes ? 2 : 1, &out[0]);
 }
@@ -606,21 +642,6 @@ static em_status tr_arg(imp *c, const em_onnx_node *n, const tr *t, const em_var
 }
 
 /* --- shapes --- */
-
-/* An int list from input `idx` (when given) or else attribute `name`;
- * *present says whether either was there. */
-static em_status ints_input_or_attr(imp *c, const em_onnx_node *n, const em_var *in, size_t idx, const char *name,
-                                    const int64_t **v, int *cnt, int *present) {
-  if (idx < n->n_inputs && in[idx] >= 0) {
-    char what[64];
-    snprintf(what, sizeof what, "input '%s'", name);
-    int64_t *vv;
-    em_status s = ints_of(c, in[idx], what, &vv, cnt);
-    *v = vv, *present = 1;
-    return s;
-  }
-  return oints(c, n, name, v, cnt, present);
-}
 
 static em_status tr_reshape(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
   (void)t;
@@ -709,6 +730,36 @@ static em_status tr_concat(imp *c, const em_onnx_node *n, const tr *t, const em_
   return EM_OK;
 }
 
+/* Pad-18's pads for the axes listed in input `axes_in` ([begins, ends] of
+ * those axes) spread over every axis of x (scratch memory). */
+static em_status pads_on_axes(imp *c, em_var x, em_var axes_in, const int64_t **pads, int *k) {
+  em_shape sh;
+  int64_t *axes, *full;
+  int na;
+  em_status s = vinfo(c, x, &sh);
+  if (!s) s = ints_of(c, axes_in, "input 'axes'", &axes, &na);
+  if (s) return s;
+  if (*k != 2 * na) return bad(c, "'pads' has %d entries for %d axes; 2 per axis expected", *k, na);
+  if (!(full = tmp(c, (size_t)(2 * sh.ndim + 1) * sizeof *full))) return OOM();
+  unsigned seen = 0;
+  for (int i = 0; i < na; i++) {
+    int64_t ax = axes[i];
+    if (ax < -sh.ndim || ax >= sh.ndim)
+      return bad(c, "axes[%d] = %lld is out of range for rank %d", i, (long long)ax, sh.ndim);
+    if (ax < 0) ax += sh.ndim;
+    if (seen & (1u << ax)) return bad(c, "axes lists axis %lld twice", (long long)ax);
+    seen |= 1u << ax;
+    full[ax] = (*pads)[i];
+    full[sh.ndim + ax] = (*pads)[na + i];
+  }
+  *pads = full;
+  *k = 2 * sh.ndim;
+  return EM_OK;
+}
+
+/* Pad: from opset 11 pads and constant_value are inputs; from opset 18 the
+ * optional input `axes` says which axes `pads` ([begins, ends], two per
+ * listed axis) applies to, the others unpadded. */
 static em_status tr_pad(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
   (void)t;
   const char *mode;
@@ -720,7 +771,7 @@ static em_status tr_pad(imp *c, const em_onnx_node *n, const tr *t, const em_var
   if (c->opset >= 11) {
     if ((s = ints_input_or_attr(c, n, in, 1, "pads", &pads, &k, &present))) return s;
     if (n->n_inputs > 2 && in[2] >= 0 && (s = scalar_of(c, in[2], "input 'constant_value'", &value))) return s;
-    if (n->n_inputs > 3 && in[3] >= 0) return unsup(c, "input 'axes' (opset 18)");
+    if (present && n->n_inputs > 3 && in[3] >= 0 && (s = pads_on_axes(c, in[0], in[3], &pads, &k))) return s;
   } else {
     if ((s = oints(c, n, c->opset >= 2 ? "pads" : "paddings", &pads, &k, &present))) return s;
     if ((s = ofloat(c, n, "value", 0, &value))) return s;
@@ -809,14 +860,18 @@ static em_status tr_topk(imp *c, const em_onnx_node *n, const tr *t, const em_va
   return EM_OK;
 }
 
-/* Split: one slice per output. */
+/* Split: one slice per output. The lengths come from input 1 (opset 13) or
+ * the attribute `split`; else from `num_outputs` (opset 18): ceil(dim / n)
+ * each, the last chunk taking what is left (ONNX's rule: 7 in 3 is 3 3 1,
+ * 9 in 4 is 3 3 3 0); else (earlier opsets) equal parts, one per output. */
 static em_status tr_split(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
   (void)t;
-  int64_t axis;
+  int64_t axis, num_outputs;
   em_shape sh;
   const int64_t *split;
   int k, present;
   em_status s = oint(c, n, "axis", 0, &axis);
+  if (!s) s = oint(c, n, "num_outputs", 0, &num_outputs);
   if (!s) s = vinfo(c, in[0], &sh);
   if (!s) s = ints_input_or_attr(c, n, in, 1, "split", &split, &k, &present);
   if (s) return s;
@@ -825,24 +880,40 @@ static em_status tr_split(imp *c, const em_onnx_node *n, const tr *t, const em_v
   if (axis < 0) axis += sh.ndim;
   int64_t dim = sh.dims[axis], n_out = (int64_t)n->n_outputs;
   if (dim < 0) return unsup(c, "Split along a dynamic axis");
-  int64_t *len = tmp(c, (size_t)n_out * sizeof *len);
+  int64_t *len = tmp(c, (size_t)(n_out ? n_out : 1) * sizeof *len);
   if (!len) return OOM();
+  if (oattr(n, "num_outputs")) {
+    if (present) return bad(c, "both 'split' and 'num_outputs' given");
+    if (num_outputs != n_out)
+      return bad(c, "num_outputs is %lld, the node has %lld outputs", (long long)num_outputs, (long long)n_out);
+  }
   if (present) {
     if (k != n_out) return bad(c, "%d split lengths for %lld outputs", k, (long long)n_out);
-    for (int i = 0; i < k; i++) len[i] = split[i];
+    for (int i = 0; i < k; i++) {
+      if (split[i] < 0) return bad(c, "split length %d is %lld", i, (long long)split[i]);
+      len[i] = split[i];
+    }
+  } else if (oattr(n, "num_outputs")) {
+    int64_t chunk = dim / n_out + (dim % n_out != 0), last = dim - chunk * (n_out - 1);
+    if (last < 0)
+      return bad(c, "an axis of %lld cannot be split into %lld chunks of %lld and a last, smaller one",
+                 (long long)dim, (long long)n_out, (long long)chunk);
+    for (int64_t i = 0; i < n_out; i++) len[i] = i < n_out - 1 ? chunk : last;
   } else {
-    if (dim % n_out)
+    if (n_out == 0 || dim % n_out)
       return bad(c, "axis of %lld does not split into %lld equal parts", (long long)dim, (long long)n_out);
     for (int64_t i = 0; i < n_out; i++) len[i] = dim / n_out;
   }
   int64_t off = 0;
+  for (int64_t i = 0; i < n_out; i++) off += len[i];
+  if (off != dim) return bad(c, "split lengths add up to %lld, the axis has %lld", (long long)off, (long long)dim);
+  off = 0;
   for (int64_t i = 0; i < n_out; i++) {
     int64_t st = off, en = off + len[i];
     em_attr at[3] = {em_attr_is("starts", &st, 1), em_attr_is("ends", &en, 1), em_attr_is("axes", &axis, 1)};
     if ((s = ap1(c, "slice", in[0], at, 3, &out[i]))) return s;
     off = en;
   }
-  if (off != dim) return bad(c, "split lengths add up to %lld, the axis has %lld", (long long)off, (long long)dim);
   return EM_OK;
 }
 
@@ -1084,6 +1155,15 @@ static em_status tr_celu(imp *c, const em_onnx_node *n, const tr *t, const em_va
   return ap2(c, "mul", a, e, &out[0]);
 }
 
+/* Mish (opset 18): x * tanh(softplus(x)), its definition in ONNX. */
+static em_status tr_mish(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
+  (void)t, (void)n;
+  em_var sp, th;
+  em_status s;
+  if ((s = ap1(c, "softplus", in[0], NULL, 0, &sp)) || (s = ap1(c, "tanh", sp, NULL, 0, &th))) return s;
+  return ap2(c, "mul", in[0], th, &out[0]);
+}
+
 /* Shrink: x + bias below -lambd, x - bias above lambd, 0 between. */
 static em_status tr_shrink(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
   (void)t;
@@ -1260,6 +1340,10 @@ static em_status tr_sce(imp *c, const em_onnx_node *n, const tr *t, const em_var
 #define SAME(onnx, ember, attrs, dt) {onnx, tr_same, ember, attrs, dt, ember}
 #define POOL_ATTRS "kernel_shape,strides,dilations,pads,auto_pad,ceil_mode"
 #define CONV_ATTRS "strides,dilations,pads,auto_pad,group,kernel_shape"
+/* Every ONNX reduction, whatever its opset: axes as an attribute (before
+ * opset 18; ReduceSum before 13) or as input 1, and noop_with_empty_axes. */
+#define REDUCE(onnx, ember, dt) \
+  {onnx, tr_reduce, ember, "axes,keepdims,noop_with_empty_axes", dt, ember " (axes input folded)"}
 
 /* Sorted by op_type (em_onnx_import_has_op searches it with bsearch). */
 static const tr trs[] = {
@@ -1303,6 +1387,7 @@ static const tr trs[] = {
   SAME("Gather", "gather", "axis", DT_ANY),
   {"GatherElements", tr_gather_elements, NULL, "axis", DT_NUM,
     "lowered: where(one_hot(indices), data, 0) + reduce_sum"},
+  SAME("Gelu", "gelu", "approximate", DT_FLT),
   SAME("Gemm", "gemm", "alpha,beta,transA,transB", DT_FLT),
   SAME("GlobalAveragePool", "global_average_pool", "", DT_FLT),
   SAME("GlobalMaxPool", "global_max_pool", "", DT_FLT),
@@ -1329,6 +1414,7 @@ static const tr trs[] = {
   {"Mean", tr_mean, NULL, "", DT_FLT, "add chained, div"},
   {"MeanVarianceNormalization", tr_mvn, NULL, "axes", DT_FLT, "lowered: reduce_mean, sub, mul, sqrt, div"},
   {"Min", tr_chain, "min", "", DT_NUM, "min, chained"},
+  {"Mish", tr_mish, NULL, "", DT_FLT, "lowered: x * tanh(softplus(x))"},
   SAME("Mod", "mod", "fmod", DT_NUM),
   SAME("Mul", "mul", "", DT_NUM),
   SAME("Neg", "neg", "", DT_NUM),
@@ -1338,20 +1424,19 @@ static const tr trs[] = {
   {"OneHot", tr_onehot, NULL, "axis", DT_ANY, "one_hot (depth, values folded)"},
   SAME("Or", "or", "", DT_BOOL),
   {"PRelu", tr_prelu, NULL, "", DT_FLT, "lowered: where(x < 0, slope * x, x)"},
-  {"Pad", tr_pad, NULL, "mode,pads,paddings,value", DT_ANY, "pad (pads, value folded)"},
+  {"Pad", tr_pad, NULL, "mode,pads,paddings,value", DT_ANY, "pad (pads, constant_value, axes folded)"},
   {"Pow", tr_pow, NULL, "", DT_NUM, "pow (exponent cast to the base type; int bases via f64)"},
   SAME("Reciprocal", "reciprocal", "", DT_FLT),
-  {"ReduceL1", tr_reduce, "reduce_l1", "axes,keepdims", DT_FLT, "reduce_l1"},
-  {"ReduceL2", tr_reduce, "reduce_l2", "axes,keepdims", DT_FLT, "reduce_l2"},
-  {"ReduceLogSum", tr_reduce, "reduce_log_sum", "axes,keepdims", DT_FLT, "reduce_log_sum"},
-  {"ReduceLogSumExp", tr_reduce, "reduce_log_sum_exp", "axes,keepdims", DT_FLT, "reduce_log_sum_exp"},
-  {"ReduceMax", tr_reduce, "reduce_max", "axes,keepdims", DT_NUM, "reduce_max"},
-  {"ReduceMean", tr_reduce, "reduce_mean", "axes,keepdims", DT_FLT, "reduce_mean"},
-  {"ReduceMin", tr_reduce, "reduce_min", "axes,keepdims", DT_NUM, "reduce_min"},
-  {"ReduceProd", tr_reduce, "reduce_prod", "axes,keepdims", DT_NUM, "reduce_prod"},
-  {"ReduceSum", tr_reduce, "reduce_sum", "axes,keepdims,noop_with_empty_axes", DT_NUM,
-    "reduce_sum (axes input folded)"},
-  {"ReduceSumSquare", tr_reduce, "reduce_sum_square", "axes,keepdims", DT_FLT, "reduce_sum_square"},
+  REDUCE("ReduceL1", "reduce_l1", DT_FLT),
+  REDUCE("ReduceL2", "reduce_l2", DT_FLT),
+  REDUCE("ReduceLogSum", "reduce_log_sum", DT_FLT),
+  REDUCE("ReduceLogSumExp", "reduce_log_sum_exp", DT_FLT),
+  REDUCE("ReduceMax", "reduce_max", DT_NUM),
+  REDUCE("ReduceMean", "reduce_mean", DT_FLT),
+  REDUCE("ReduceMin", "reduce_min", DT_NUM),
+  REDUCE("ReduceProd", "reduce_prod", DT_NUM),
+  REDUCE("ReduceSum", "reduce_sum", DT_NUM),
+  REDUCE("ReduceSumSquare", "reduce_sum_square", DT_FLT),
   SAME("Relu", "relu", "", DT_NUM),
   {"Reshape", tr_reshape, NULL, "shape,allowzero", DT_ANY, "reshape (shape folded; allowzero: reshape_like)"},
   SAME("Round", "round", "", DT_FLT),
@@ -1370,7 +1455,7 @@ static const tr trs[] = {
   SAME("Softplus", "softplus", "", DT_FLT),
   SAME("Softsign", "softsign", "", DT_FLT),
   SAME("SpaceToDepth", "space_to_depth", "blocksize", DT_ANY),
-  {"Split", tr_split, NULL, "axis,split", DT_ANY, "slice per output"},
+  {"Split", tr_split, NULL, "axis,split,num_outputs", DT_ANY, "slice per output (split folded)"},
   SAME("Sqrt", "sqrt", "", DT_FLT),
   {"Squeeze", tr_axes_op, "squeeze", "axes", DT_ANY, "squeeze (axes folded)"},
   SAME("Sub", "sub", "", DT_NUM),

@@ -1,0 +1,686 @@
+/* The ONNX op forms of opsets 13 to 18 that PyTorch's exporter writes
+ * (onnx/onnx_import.c): the reductions with `axes` as an input and
+ * `noop_with_empty_axes`, Split with `split` as an input and `num_outputs`,
+ * Pad with `pads`, `constant_value` and `axes` as inputs, Squeeze and
+ * Unsqueeze with `axes` as an input, Mish and Gelu.
+ *
+ * Each model is built here with protobuf-c (one node; its attribute-like
+ * inputs are initializers), serialised, read back through the reader,
+ * imported, and run on the CPU and on a GPU (the libcuda test double, or a
+ * real driver), both in portable mode: the GPU must give the CPU's bits, and
+ * the CPU must match a float64 reference computed here by plain loops from
+ * ONNX's operator definitions. Refusals are checked by status and message. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+
+#include <cmocka.h>
+
+#include "ember.h"
+#include "gpu_double.h"
+#include "onnx/onnx.pb-c.h"
+#include "onnx_import.h"
+
+#define CHECK(call)                                                   \
+  do {                                                                \
+    em_status s_ = (call);                                            \
+    if (s_) fail_msg("%s: %s", #call, em_last_error());               \
+  } while (0)
+
+#define MAXT 8 /* inputs, outputs, attributes, initializers per model */
+
+static int g_gpus;
+
+/* ---------------------------------------------------- a model builder --- */
+
+/* One node of op `op` at opset `opset` reading the f32 graph input "x" of
+ * shape xdims and initializers (int64 or f32 tensors), writing n_out
+ * outputs "y0".."yN". Everything lives in the struct (no allocation). */
+typedef struct {
+  int64_t opset;
+  const char *op;
+  int xnd;
+  int64_t xdims[EM_MAX_DIMS];
+  const char *in[MAXT]; /* node inputs; "" omits one */
+  int n_in;
+  int n_out;
+  struct {
+    const char *name;
+    int is_ints, is_str;
+    int64_t i;
+    int64_t ints[MAXT];
+    int n;
+    const char *s;
+  } attr[MAXT];
+  int n_attr;
+  struct {
+    const char *name;
+    int is_float, nd; /* nd 0: scalar */
+    int64_t len;      /* elements of a 1-D one */
+    int64_t ivals[MAXT];
+    float fval;
+  } init[MAXT];
+  int n_init;
+} spec;
+
+static void sp_attr_i(spec *p, const char *name, int64_t v) {
+  p->attr[p->n_attr].name = name;
+  p->attr[p->n_attr++].i = v;
+}
+
+static void sp_attr_s(spec *p, const char *name, const char *v) {
+  p->attr[p->n_attr].name = name;
+  p->attr[p->n_attr].is_str = 1;
+  p->attr[p->n_attr++].s = v;
+}
+
+/* An int64 1-D initializer (n may be 0: an empty tensor). */
+static void sp_ints(spec *p, const char *name, const int64_t *v, int n) {
+  p->init[p->n_init].name = name;
+  p->init[p->n_init].nd = 1;
+  p->init[p->n_init].len = n;
+  memcpy(p->init[p->n_init++].ivals, v, (size_t)n * sizeof *v);
+}
+
+static void sp_float_scalar(spec *p, const char *name, float v) {
+  p->init[p->n_init].name = name;
+  p->init[p->n_init].is_float = 1;
+  p->init[p->n_init++].fval = v;
+}
+
+/* The model's bytes (malloc'd) and their size. */
+static uint8_t *sp_pack(const spec *p, size_t *size) {
+  Onnx__ModelProto model = ONNX__MODEL_PROTO__INIT;
+  Onnx__GraphProto graph = ONNX__GRAPH_PROTO__INIT;
+  Onnx__OperatorSetIdProto opset = ONNX__OPERATOR_SET_ID_PROTO__INIT, *opsets[1] = {&opset};
+  Onnx__NodeProto node = ONNX__NODE_PROTO__INIT, *nodes[1] = {&node};
+  Onnx__AttributeProto attrs[MAXT], *attr_p[MAXT];
+  Onnx__TensorProto inits[MAXT], *init_p[MAXT];
+  Onnx__ValueInfoProto vin = ONNX__VALUE_INFO_PROTO__INIT, vout[MAXT], *vin_p[1] = {&vin}, *vout_p[MAXT];
+  Onnx__TypeProto tin = ONNX__TYPE_PROTO__INIT, tout[MAXT];
+  Onnx__TypeProto__Tensor ttin = ONNX__TYPE_PROTO__TENSOR__INIT, ttout[MAXT];
+  Onnx__TensorShapeProto shin = ONNX__TENSOR_SHAPE_PROTO__INIT;
+  Onnx__TensorShapeProto__Dimension dims[EM_MAX_DIMS], *dim_p[EM_MAX_DIMS];
+  char onames[MAXT][8], *out_names[MAXT], *in_names[MAXT];
+  float fvals[MAXT];
+
+  model.has_ir_version = 1, model.ir_version = 8;
+  opset.domain = "", opset.has_version = 1, opset.version = p->opset;
+  model.n_opset_import = 1, model.opset_import = opsets;
+  model.graph = &graph;
+  graph.name = "g";
+  graph.n_node = 1, graph.node = nodes;
+  node.op_type = (char *)p->op;
+  node.name = "n";
+  for (int i = 0; i < p->n_in; i++) in_names[i] = (char *)p->in[i];
+  node.n_input = (size_t)p->n_in, node.input = in_names;
+  for (int j = 0; j < p->n_out; j++) {
+    snprintf(onames[j], sizeof onames[j], "y%d", j);
+    out_names[j] = onames[j];
+    vout[j] = (Onnx__ValueInfoProto)ONNX__VALUE_INFO_PROTO__INIT;
+    tout[j] = (Onnx__TypeProto)ONNX__TYPE_PROTO__INIT;
+    ttout[j] = (Onnx__TypeProto__Tensor)ONNX__TYPE_PROTO__TENSOR__INIT;
+    ttout[j].has_elem_type = 1, ttout[j].elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+    tout[j].value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE, tout[j].tensor_type = &ttout[j];
+    vout[j].name = onames[j], vout[j].type = &tout[j];
+    vout_p[j] = &vout[j];
+  }
+  node.n_output = (size_t)p->n_out, node.output = out_names;
+  for (int a = 0; a < p->n_attr; a++) {
+    attrs[a] = (Onnx__AttributeProto)ONNX__ATTRIBUTE_PROTO__INIT;
+    attrs[a].name = (char *)p->attr[a].name;
+    attrs[a].has_type = 1;
+    if (p->attr[a].is_ints) {
+      attrs[a].type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS;
+      attrs[a].n_ints = (size_t)p->attr[a].n, attrs[a].ints = (int64_t *)p->attr[a].ints;
+    } else if (p->attr[a].is_str) {
+      attrs[a].type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
+      attrs[a].has_s = 1;
+      attrs[a].s = (ProtobufCBinaryData){strlen(p->attr[a].s), (uint8_t *)p->attr[a].s};
+    } else {
+      attrs[a].type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
+      attrs[a].has_i = 1, attrs[a].i = p->attr[a].i;
+    }
+    attr_p[a] = &attrs[a];
+  }
+  node.n_attribute = (size_t)p->n_attr, node.attribute = attr_p;
+  for (int k = 0; k < p->n_init; k++) {
+    inits[k] = (Onnx__TensorProto)ONNX__TENSOR_PROTO__INIT;
+    inits[k].name = (char *)p->init[k].name;
+    inits[k].has_data_type = 1;
+    if (p->init[k].is_float) {
+      fvals[k] = p->init[k].fval;
+      inits[k].data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+      inits[k].n_float_data = 1, inits[k].float_data = &fvals[k];
+    } else {
+      inits[k].data_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+      inits[k].n_dims = 1, inits[k].dims = (int64_t *)&p->init[k].len;
+      inits[k].n_int64_data = (size_t)p->init[k].len, inits[k].int64_data = (int64_t *)p->init[k].ivals;
+    }
+    init_p[k] = &inits[k];
+  }
+  graph.n_initializer = (size_t)p->n_init, graph.initializer = init_p;
+  for (int d = 0; d < p->xnd; d++) {
+    dims[d] = (Onnx__TensorShapeProto__Dimension)ONNX__TENSOR_SHAPE_PROTO__DIMENSION__INIT;
+    dims[d].value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+    dims[d].dim_value = p->xdims[d];
+    dim_p[d] = &dims[d];
+  }
+  shin.n_dim = (size_t)p->xnd, shin.dim = dim_p;
+  ttin.has_elem_type = 1, ttin.elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, ttin.shape = &shin;
+  tin.value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE, tin.tensor_type = &ttin;
+  vin.name = "x", vin.type = &tin;
+  graph.n_input = 1, graph.input = vin_p;
+  graph.n_output = (size_t)p->n_out, graph.output = vout_p;
+
+  *size = onnx__model_proto__get_packed_size(&model);
+  uint8_t *buf = malloc(*size ? *size : 1);
+  assert_non_null(buf);
+  assert_int_equal(onnx__model_proto__pack(&model, buf), *size);
+  return buf;
+}
+
+/* ------------------------------------------------- import and running --- */
+
+static int64_t numel(int nd, const int64_t *d) {
+  int64_t n = 1;
+  for (int i = 0; i < nd; i++) n *= d[i];
+  return n;
+}
+
+/* Reads back and imports p; EM_OK or the import's status (message in
+ * em_last_error). On success *g, the input var (when xv) and the output
+ * vars are set. */
+static em_status sp_import(const spec *p, em_graph **g, em_var *xv, em_var *outs) {
+  size_t size;
+  uint8_t *buf = sp_pack(p, &size);
+  em_onnx_model *m;
+  em_status s = em_onnx_model_from_buffer(buf, size, "test model", &m);
+  free(buf);
+  if (s) fail_msg("reader: %s", em_last_error());
+  CHECK(em_graph_create(g));
+  em_var iv[1];
+  s = em_onnx_import(m, *g, NULL, iv, outs);
+  em_onnx_model_free(m);
+  if (xv) *xv = iv[0];
+  if (s) {
+    em_graph_free(*g);
+    *g = NULL;
+  }
+  return s;
+}
+
+/* The outputs of the graph on dev (host copies, the caller releases them). */
+static void run_on(em_graph *g, em_var xv, const em_var *outs, int n_out, em_device dev, const em_tensor *x,
+                   em_tensor **res) {
+  em_exec *e;
+  CHECK(em_exec_create(g, outs, n_out, dev, &e));
+  CHECK(em_exec_set_mode(e, EM_MODE_PORTABLE));
+  em_feed f = {xv, x};
+  em_tensor *r[MAXT];
+  CHECK(em_exec_run(e, &f, 1, r));
+  for (int j = 0; j < n_out; j++) {
+    CHECK(em_tensor_to_device(r[j], em_cpu(), &res[j]));
+    em_tensor_release(r[j]);
+  }
+  em_exec_free(e);
+}
+
+/* An expected output: its shape and float64 values. */
+typedef struct {
+  int nd;
+  int64_t dims[EM_MAX_DIMS];
+  double *v;
+} expect;
+
+static void check_close(const char *what, int j, const em_tensor *got, const expect *w) {
+  if (em_tensor_dtype(got) != EM_F32) fail_msg("%s: output %d is %s", what, j, em_dtype_name(em_tensor_dtype(got)));
+  if (em_tensor_ndim(got) != w->nd) fail_msg("%s: output %d has rank %d, want %d", what, j, em_tensor_ndim(got), w->nd);
+  for (int d = 0; d < w->nd; d++)
+    if (em_tensor_shape(got)[d] != w->dims[d])
+      fail_msg("%s: output %d dim %d is %lld, want %lld", what, j, d, (long long)em_tensor_shape(got)[d],
+               (long long)w->dims[d]);
+  const float *y = em_tensor_data(got);
+  for (int64_t i = 0; i < numel(w->nd, w->dims); i++) {
+    double want = w->v[i], err = fabs((double)y[i] - want);
+    if (!(err <= 1e-6 + 2e-6 * fabs(want)) && !(isinf(want) && y[i] == want))
+      fail_msg("%s: output %d element %lld: %.9g, want %.9g", what, j, (long long)i, (double)y[i], want);
+  }
+}
+
+static void check_same_bits(const char *what, int j, const em_tensor *cpu, const em_tensor *gpu) {
+  int64_t n = em_tensor_numel(cpu);
+  assert_int_equal(n, em_tensor_numel(gpu));
+  if (memcmp(em_tensor_data(cpu), em_tensor_data(gpu), (size_t)n * sizeof(float))) {
+    const float *a = em_tensor_data(cpu), *b = em_tensor_data(gpu);
+    for (int64_t i = 0; i < n; i++)
+      if (memcmp(&a[i], &b[i], sizeof *a))
+        fail_msg("%s: output %d element %lld: %.9g on cuda:0, %.9g on the CPU (portable mode: same bits)", what, j,
+                 (long long)i, (double)b[i], (double)a[i]);
+  }
+}
+
+/* Imports p, runs it with input values xv (shape p->xdims) on the CPU and
+ * the GPU, and compares every output with want[]. */
+static void run_and_check(const char *what, const spec *p, const double *xv, const expect *want) {
+  em_graph *g;
+  em_var xv_, outs[MAXT];
+  if (sp_import(p, &g, &xv_, outs)) fail_msg("%s: import: %s", what, em_last_error());
+  int64_t n = numel(p->xnd, p->xdims);
+  float *xf = malloc((size_t)(n ? n : 1) * sizeof *xf);
+  assert_non_null(xf);
+  for (int64_t i = 0; i < n; i++) xf[i] = (float)xv[i];
+  em_tensor *x, *cpu[MAXT], *gpu[MAXT];
+  CHECK(em_tensor_from_host(em_cpu(), EM_F32, p->xnd, p->xdims, xf, (size_t)n * sizeof *xf, &x));
+  free(xf);
+  run_on(g, xv_, outs, p->n_out, em_cpu(), x, cpu);
+  for (int j = 0; j < p->n_out; j++) check_close(what, j, cpu[j], &want[j]);
+  if (g_gpus) {
+    run_on(g, xv_, outs, p->n_out, em_cuda(0), x, gpu);
+    for (int j = 0; j < p->n_out; j++) {
+      check_same_bits(what, j, cpu[j], gpu[j]);
+      em_tensor_release(gpu[j]);
+    }
+  }
+  for (int j = 0; j < p->n_out; j++) em_tensor_release(cpu[j]);
+  em_tensor_release(x);
+  em_graph_free(g);
+}
+
+/* The import must fail with `want`, the message naming each `needle`. */
+static void expect_refused(const char *what, const spec *p, em_status want, const char *n1, const char *n2) {
+  em_graph *g;
+  em_var outs[MAXT];
+  em_status s = sp_import(p, &g, NULL, outs);
+  if (s == EM_OK) {
+    em_graph_free(g);
+    fail_msg("%s: imported; %s expected", what, em_status_name(want));
+  }
+  if (s != want) fail_msg("%s: %s (%s); %s expected", what, em_status_name(s), em_last_error(), em_status_name(want));
+  if (n1 && !strstr(em_last_error(), n1)) fail_msg("%s: message lacks \"%s\": %s", what, n1, em_last_error());
+  if (n2 && !strstr(em_last_error(), n2)) fail_msg("%s: message lacks \"%s\": %s", what, n2, em_last_error());
+}
+
+/* x values: a fixed sequence in [lo, lo + 2) with distinct elements. */
+static void fill(double *x, int64_t n, double lo) {
+  for (int64_t i = 0; i < n; i++) x[i] = lo + (double)((i * 7 + 3) % 23) / 11.5;
+}
+
+/* ------------------------------------------------ the reductions' reference --- */
+
+enum { R_SUM, R_MEAN, R_MAX, R_MIN, R_PROD, R_L1, R_L2, R_LOGSUM, R_LOGSUMEXP, R_SUMSQ, R_N };
+static const char *const reduce_op[R_N] = {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
+                                           "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp",
+                                           "ReduceSumSquare"};
+
+/* ONNX's reduction r of x (shape nd/dims) over the axes in mask (bit i:
+ * axis i; 0 reduces nothing: each output element is the reduction of the
+ * one input element at its place), output shape per keepdims. */
+static void reduce_ref(int r, int nd, const int64_t *dims, const double *x, unsigned mask, int keepdims, expect *w) {
+  int64_t odims_keep[EM_MAX_DIMS], n = numel(nd, dims);
+  w->nd = 0;
+  for (int d = 0; d < nd; d++) {
+    odims_keep[d] = mask & (1u << d) ? 1 : dims[d];
+    if (!(mask & (1u << d))) w->dims[w->nd++] = dims[d];
+    else if (keepdims) w->dims[w->nd++] = 1;
+  }
+  int64_t on = numel(nd, odims_keep);
+  double *acc = calloc((size_t)on, sizeof *acc), *cnt = calloc((size_t)on, sizeof *cnt);
+  w->v = calloc((size_t)on, sizeof *w->v);
+  assert_true(acc && cnt && w->v);
+  for (int64_t i = 0; i < n; i++) {
+    /* the output element of input element i: its index with the reduced axes at 0 */
+    int64_t rem = i, o = 0, stride = 1;
+    for (int d = nd - 1; d >= 0; d--) {
+      int64_t id = rem % dims[d];
+      rem /= dims[d];
+      if (!(mask & (1u << d))) o += id * stride;
+      stride *= odims_keep[d];
+    }
+    double v = x[i], *a = &acc[o];
+    if (cnt[o] == 0) *a = r == R_PROD ? 1 : r == R_MAX ? -INFINITY : r == R_MIN ? INFINITY : 0;
+    cnt[o] += 1;
+    switch (r) {
+    case R_SUM: case R_MEAN: case R_LOGSUM: *a += v; break;
+    case R_MAX: *a = v > *a ? v : *a; break;
+    case R_MIN: *a = v < *a ? v : *a; break;
+    case R_PROD: *a *= v; break;
+    case R_L1: *a += fabs(v); break;
+    case R_L2: case R_SUMSQ: *a += v * v; break;
+    case R_LOGSUMEXP: *a += exp(v); break;
+    }
+  }
+  for (int64_t o = 0; o < on; o++) {
+    double a = acc[o];
+    w->v[o] = r == R_MEAN ? a / cnt[o] : r == R_L2 ? sqrt(a) : r == R_LOGSUM || r == R_LOGSUMEXP ? log(a) : a;
+  }
+  free(acc);
+  free(cnt);
+}
+
+/* A reduction node reading "x" and (unless axes is NULL) input "axes". */
+static spec reduce_spec(int r, int64_t opset, const int64_t *xdims, int nd, const int64_t *axes, int n_axes,
+                        int keepdims, int noop) {
+  spec p = {.opset = opset, .op = reduce_op[r], .xnd = nd, .n_out = 1};
+  memcpy(p.xdims, xdims, (size_t)nd * sizeof *xdims);
+  p.in[p.n_in++] = "x";
+  if (axes) {
+    p.in[p.n_in++] = "axes";
+    sp_ints(&p, "axes", axes, n_axes);
+  }
+  if (keepdims >= 0) sp_attr_i(&p, "keepdims", keepdims);
+  if (noop >= 0) sp_attr_i(&p, "noop_with_empty_axes", noop);
+  return p;
+}
+
+static unsigned axes_mask(const int64_t *axes, int n, int nd) {
+  unsigned m = 0;
+  for (int i = 0; i < n; i++) m |= 1u << (axes[i] < 0 ? axes[i] + nd : axes[i]);
+  return m;
+}
+
+/* -------------------------------------------------------------- tests --- */
+
+static int setup(void **state) {
+  (void)state;
+  g_gpus = ts_use_gpu();
+  if (!g_gpus) print_message("no CUDA driver, real or test double: the GPU runs are skipped\n");
+  return 0;
+}
+
+/* Every reduction at opset 18 with axes as an input (ReduceSum also at 13):
+ * one axis, two axes given negative and out of order, keepdims 1 (ONNX's
+ * default, the attribute omitted) and 0. */
+static void test_reduce_axes_input(void **state) {
+  (void)state;
+  static const int64_t dims[3] = {2, 3, 4};
+  static const struct {
+    int64_t axes[2];
+    int n;
+  } sets[] = {{{1}, 1}, {{-1, 0}, 2}};
+  double x[24];
+  char what[128];
+  for (int r = 0; r < R_N; r++) {
+    /* LogSum needs positive sums; Prod and LogSumExp moderate values. */
+    fill(x, 24, r == R_LOGSUM ? 0.25 : -1);
+    for (int a = 0; a < 2; a++)
+      for (int kd = -1; kd <= 0; kd++)
+        for (int64_t opset = r == R_SUM ? 13 : 18; opset <= 18; opset += 5) {
+          spec p = reduce_spec(r, opset, dims, 3, sets[a].axes, sets[a].n, kd, -1);
+          expect w;
+          reduce_ref(r, 3, dims, x, axes_mask(sets[a].axes, sets[a].n, 3), kd != 0, &w);
+          snprintf(what, sizeof what, "%s-%lld axes %s keepdims %d", reduce_op[r], (long long)opset,
+                   a ? "[-1, 0]" : "[1]", kd ? 1 : 0);
+          run_and_check(what, &p, x, &w);
+          free(w.v);
+        }
+  }
+}
+
+/* Empty axes (the input omitted, given as "", or an empty tensor):
+ * noop_with_empty_axes 0 (or absent) reduces every axis; 1 reduces over no
+ * axis, leaving the element-wise step of the composite reductions (x^2,
+ * |x|, sqrt(x^2), log x; ONNX's definition of ReduceSumSquare etc. as
+ * ReduceSum of Mul/Abs with the same attribute). */
+static void test_reduce_empty_axes(void **state) {
+  (void)state;
+  static const int64_t dims[2] = {3, 4};
+  double x[12];
+  char what[160];
+  for (int r = 0; r < R_N; r++) {
+    fill(x, 12, r == R_LOGSUM ? 0.25 : -1);
+    int64_t opset = r == R_SUM ? 13 : 18;
+    for (int form = 0; form < 3; form++)
+      for (int noop = -1; noop <= 1; noop++)
+        for (int kd = 0; kd <= 1; kd++) {
+          static const int64_t none[1] = {0};
+          spec p = reduce_spec(r, opset, dims, 2, form == 2 ? none : NULL, 0, kd, noop);
+          if (form == 1) p.in[p.n_in++] = ""; /* given as the empty name */
+          expect w;
+          reduce_ref(r, 2, dims, x, noop == 1 ? 0u : 3u, kd, &w);
+          snprintf(what, sizeof what, "%s-%lld axes %s, noop_with_empty_axes %s, keepdims %d", reduce_op[r],
+                   (long long)opset, form == 0 ? "omitted" : form == 1 ? "named \"\"" : "an empty tensor",
+                   noop < 0 ? "absent" : noop ? "1" : "0", kd);
+          run_and_check(what, &p, x, &w);
+          free(w.v);
+        }
+  }
+}
+
+/* The attribute forms of earlier opsets still import (ReduceMean-13 with
+ * axes as an attribute, keepdims 0), and axes out of range are refused by
+ * the op, naming the node. */
+static void test_reduce_attribute_and_refusals(void **state) {
+  (void)state;
+  static const int64_t dims[3] = {2, 3, 4};
+  double x[24];
+  fill(x, 24, -1);
+  spec p = reduce_spec(R_MEAN, 13, dims, 3, NULL, 0, 0, -1);
+  p.attr[p.n_attr].name = "axes";
+  p.attr[p.n_attr].is_ints = 1;
+  p.attr[p.n_attr].ints[0] = 2, p.attr[p.n_attr].ints[1] = 0, p.attr[p.n_attr++].n = 2;
+  expect w;
+  reduce_ref(R_MEAN, 3, dims, x, 5u, 0, &w);
+  run_and_check("ReduceMean-13 axes attribute [2, 0]", &p, x, &w);
+  free(w.v);
+
+  static const int64_t bad_axes[1] = {3};
+  spec q = reduce_spec(R_L2, 18, dims, 3, bad_axes, 1, 1, 0);
+  expect_refused("ReduceL2-18 axes [3] of rank 3", &q, EM_ERR_INVALID_ARGUMENT, "ReduceL2", "out of range");
+}
+
+/* Split: ONNX's lengths of each output, given dim and the outputs. */
+static void split_ref(const int64_t *xdims, const double *x, int axis, const int64_t *len, int n_out, expect *w) {
+  int64_t outer = 1, inner = 1, off = 0;
+  for (int d = 0; d < axis; d++) outer *= xdims[d];
+  for (int d = axis + 1; d < 2; d++) inner *= xdims[d];
+  for (int j = 0; j < n_out; j++) {
+    w[j].nd = 2;
+    memcpy(w[j].dims, xdims, 2 * sizeof *xdims);
+    w[j].dims[axis] = len[j];
+    w[j].v = calloc((size_t)(numel(2, w[j].dims) + 1), sizeof *w[j].v);
+    assert_non_null(w[j].v);
+    int64_t k = 0;
+    for (int64_t o = 0; o < outer; o++)
+      for (int64_t a = off; a < off + len[j]; a++)
+        for (int64_t in = 0; in < inner; in++) w[j].v[k++] = x[(o * xdims[axis] + a) * inner + in];
+    off += len[j];
+  }
+}
+
+/* Split-18 with num_outputs: even, and uneven by ONNX's rule (chunks of
+ * ceil(dim / n), the last smaller: 7 in 3 is 3 3 1; 9 in 4 is 3 3 3 0);
+ * Split-13 and 18 with the split input. */
+static void test_split(void **state) {
+  (void)state;
+  static const struct {
+    int64_t opset, dim;
+    int axis, n_out, num_outputs; /* num_outputs 0: the split input */
+    int64_t len[4];
+  } cases[] = {
+    {18, 6, 1, 3, 3, {2, 2, 2}}, {18, 7, 1, 3, 3, {3, 3, 1}}, {18, 9, 0, 4, 4, {3, 3, 3, 0}},
+    {18, 10, -1, 4, 4, {3, 3, 3, 1}}, {13, 7, 1, 2, 0, {2, 5}}, {18, 7, 1, 3, 0, {0, 4, 3}},
+  };
+  char what[128];
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    int axis = cases[c].axis < 0 ? cases[c].axis + 2 : cases[c].axis;
+    spec p = {.opset = cases[c].opset, .op = "Split", .xnd = 2, .n_out = cases[c].n_out};
+    p.xdims[0] = axis == 0 ? cases[c].dim : 2, p.xdims[1] = axis == 1 ? cases[c].dim : 3;
+    p.in[p.n_in++] = "x";
+    sp_attr_i(&p, "axis", cases[c].axis);
+    if (cases[c].num_outputs) {
+      sp_attr_i(&p, "num_outputs", cases[c].num_outputs);
+    } else {
+      p.in[p.n_in++] = "split";
+      sp_ints(&p, "split", cases[c].len, cases[c].n_out);
+    }
+    double x[64];
+    fill(x, numel(2, p.xdims), -1);
+    expect w[4];
+    split_ref(p.xdims, x, axis, cases[c].len, cases[c].n_out, w);
+    snprintf(what, sizeof what, "Split-%lld of %lld into %d (%s)", (long long)cases[c].opset, (long long)cases[c].dim,
+             cases[c].n_out, cases[c].num_outputs ? "num_outputs" : "split input");
+    run_and_check(what, &p, x, w);
+    for (int j = 0; j < cases[c].n_out; j++) free(w[j].v);
+  }
+}
+
+static void test_split_refusals(void **state) {
+  (void)state;
+  spec p = {.opset = 18, .op = "Split", .xnd = 2, .xdims = {2, 5}, .n_out = 4};
+  p.in[p.n_in++] = "x";
+  sp_attr_i(&p, "axis", 1);
+  sp_attr_i(&p, "num_outputs", 4);
+  /* chunks of ceil(5 / 4) = 2: 2 2 2 leave -1 for the last */
+  expect_refused("Split-18 5 into 4", &p, EM_ERR_INVALID_ARGUMENT, "Split", "cannot be split into 4");
+  p.n_out = 3;
+  expect_refused("Split-18 num_outputs 4, 3 outputs", &p, EM_ERR_INVALID_ARGUMENT, "num_outputs is 4",
+                 "3 outputs");
+  static const int64_t len[3] = {1, 2, 2};
+  p.in[p.n_in++] = "split";
+  sp_ints(&p, "split", len, 3);
+  p.attr[1].i = 3;
+  expect_refused("Split-18 split and num_outputs", &p, EM_ERR_INVALID_ARGUMENT, "both 'split' and 'num_outputs'",
+                 NULL);
+}
+
+/* ONNX's Pad of a 2-D x (pads over every axis: begins, then ends). */
+static void pad_ref(const int64_t *xd, const double *x, const int64_t *pads, const char *mode, double value,
+                    expect *w) {
+  w->nd = 2;
+  for (int d = 0; d < 2; d++) w->dims[d] = xd[d] + pads[d] + pads[2 + d];
+  w->v = calloc((size_t)numel(2, w->dims), sizeof *w->v);
+  assert_non_null(w->v);
+  for (int64_t i = 0; i < w->dims[0]; i++)
+    for (int64_t j = 0; j < w->dims[1]; j++) {
+      int64_t src[2] = {i - pads[0], j - pads[1]};
+      int inside = 1;
+      for (int d = 0; d < 2; d++) {
+        if (src[d] >= 0 && src[d] < xd[d]) continue;
+        inside = 0;
+        if (!strcmp(mode, "edge")) src[d] = src[d] < 0 ? 0 : xd[d] - 1;
+        else if (!strcmp(mode, "reflect")) src[d] = src[d] < 0 ? -src[d] : 2 * (xd[d] - 1) - src[d];
+      }
+      w->v[i * w->dims[1] + j] = inside || strcmp(mode, "constant") ? x[src[0] * xd[1] + src[1]] : value;
+    }
+}
+
+/* Pad-18 with axes: pads for the listed axes only (negative, out of
+ * order), the others unpadded; constant (with a constant_value input, and
+ * without: 0), reflect and edge; Pad-13 with pads over every axis. */
+static void test_pad(void **state) {
+  (void)state;
+  static const struct {
+    int64_t opset;
+    const char *mode;
+    int64_t axes[2];
+    int n_axes; /* 0: no axes input */
+    int64_t pads[4], full[4];
+    int value; /* constant_value input given */
+  } cases[] = {
+    {18, "constant", {-1}, 1, {2, 1}, {0, 2, 0, 1}, 1},
+    {18, "constant", {1, 0}, 2, {1, 0, 0, 2}, {0, 1, 2, 0}, 0},
+    {18, "reflect", {0}, 1, {1, 2}, {1, 0, 2, 0}, 0},
+    {18, "edge", {-1, -2}, 2, {2, 1, 1, 0}, {1, 2, 0, 1}, 0},
+    {13, "constant", {0}, 0, {1, 0, 0, 2}, {1, 0, 0, 2}, 1},
+  };
+  static const int64_t xd[2] = {3, 4};
+  double x[12];
+  fill(x, 12, -1);
+  char what[128];
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    spec p = {.opset = cases[c].opset, .op = "Pad", .xnd = 2, .xdims = {3, 4}, .n_out = 1};
+    p.in[p.n_in++] = "x";
+    p.in[p.n_in++] = "pads";
+    sp_ints(&p, "pads", cases[c].pads, cases[c].n_axes ? 2 * cases[c].n_axes : 4);
+    p.in[p.n_in++] = cases[c].value ? "value" : "";
+    if (cases[c].value) sp_float_scalar(&p, "value", 1.5f);
+    if (cases[c].n_axes) {
+      p.in[p.n_in++] = "axes";
+      sp_ints(&p, "axes", cases[c].axes, cases[c].n_axes);
+    }
+    sp_attr_s(&p, "mode", cases[c].mode);
+    expect w;
+    pad_ref(xd, x, cases[c].full, cases[c].mode, cases[c].value ? 1.5 : 0, &w);
+    snprintf(what, sizeof what, "Pad-%lld %s case %zu", (long long)cases[c].opset, cases[c].mode, c);
+    run_and_check(what, &p, x, &w);
+    free(w.v);
+  }
+}
+
+static void test_pad_refusals(void **state) {
+  (void)state;
+  static const int64_t pads[4] = {1, 1, 1, 1}, rep[2] = {1, -1}, one[1] = {0};
+  spec p = {.opset = 18, .op = "Pad", .xnd = 2, .xdims = {3, 4}, .n_out = 1};
+  p.in[0] = "x", p.in[1] = "pads", p.in[2] = "", p.in[3] = "axes", p.n_in = 4;
+  sp_ints(&p, "pads", pads, 4);
+  sp_ints(&p, "axes", rep, 2);
+  expect_refused("Pad-18 axes [1, -1]", &p, EM_ERR_INVALID_ARGUMENT, "Pad", "axis 1 twice");
+  p.init[1].len = 1; /* one axis, four pads */
+  memcpy(p.init[1].ivals, one, sizeof one);
+  expect_refused("Pad-18 4 pads for one axis", &p, EM_ERR_INVALID_ARGUMENT, "4 entries for 1 axes", NULL);
+}
+
+/* Squeeze-13 and Unsqueeze-13 with axes as an input. */
+static void test_squeeze_unsqueeze_axes_input(void **state) {
+  (void)state;
+  double x[6];
+  fill(x, 6, -1);
+  static const int64_t sq_axes[2] = {-1, 1}, usq_axes[2] = {0, 3};
+  spec p = {.opset = 13, .op = "Squeeze", .xnd = 4, .xdims = {2, 1, 3, 1}, .n_out = 1};
+  p.in[0] = "x", p.in[1] = "axes", p.n_in = 2;
+  sp_ints(&p, "axes", sq_axes, 2);
+  expect w = {.nd = 2, .dims = {2, 3}, .v = x};
+  run_and_check("Squeeze-13 axes input [-1, 1]", &p, x, &w);
+  spec q = {.opset = 13, .op = "Unsqueeze", .xnd = 2, .xdims = {2, 3}, .n_out = 1};
+  q.in[0] = "x", q.in[1] = "axes", q.n_in = 2;
+  sp_ints(&q, "axes", usq_axes, 2);
+  expect v = {.nd = 4, .dims = {1, 2, 3, 1}, .v = x};
+  run_and_check("Unsqueeze-13 axes input [0, 3]", &q, x, &v);
+}
+
+/* Mish (opset 18) and Gelu (opset 20, both forms), from their formulas. */
+static void test_mish_gelu(void **state) {
+  (void)state;
+  double x[12], y[12];
+  fill(x, 12, -1);
+  for (int i = 0; i < 12; i++) x[i] *= 3; /* -3 .. 3 */
+  spec p = {.opset = 18, .op = "Mish", .xnd = 2, .xdims = {3, 4}, .n_out = 1};
+  p.in[p.n_in++] = "x";
+  for (int i = 0; i < 12; i++) y[i] = x[i] * tanh(log1p(exp(x[i])));
+  expect w = {.nd = 2, .dims = {3, 4}, .v = y};
+  run_and_check("Mish-18", &p, x, &w);
+  for (int form = 0; form < 2; form++) {
+    spec q = {.opset = 20, .op = "Gelu", .xnd = 2, .xdims = {3, 4}, .n_out = 1};
+    q.in[q.n_in++] = "x";
+    if (form) sp_attr_s(&q, "approximate", "tanh");
+    for (int i = 0; i < 12; i++) {
+      double v = x[i];
+      y[i] = form ? 0.5 * v * (1 + tanh(sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)))
+                  : 0.5 * v * (1 + erf(v / sqrt(2)));
+    }
+    run_and_check(form ? "Gelu-20 tanh" : "Gelu-20", &q, x, &w);
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_reduce_axes_input),
+    cmocka_unit_test(test_reduce_empty_axes),
+    cmocka_unit_test(test_reduce_attribute_and_refusals),
+    cmocka_unit_test(test_split),
+    cmocka_unit_test(test_split_refusals),
+    cmocka_unit_test(test_pad),
+    cmocka_unit_test(test_pad_refusals),
+    cmocka_unit_test(test_squeeze_unsqueeze_axes_input),
+    cmocka_unit_test(test_mish_gelu),
+  };
+  int rc = cmocka_run_group_tests(tests, setup, NULL);
+  em_shutdown();
+  return rc;
+}
