@@ -38,6 +38,10 @@
  *                          out of range), reductions for the weights and reductions
  *       MeanVarianceNormalization  (x - mean) / sqrt(mean((x - mean)^2) + 1e-9)
  *       LayerNormalization's Mean and InvStdDev outputs   reduce_mean, rsqrt
+ *   - cases ONNX defines and Ember's ops refuse: Clip with min > max (every
+ *     value becomes max: clip with min = max); ReduceMax/ReduceMin over an
+ *     axis of size 0 (-inf / +inf, or the integer type's extreme: a
+ *     constant, from the static shape);
  *   - Shape, Size and ConstantOfShape become constants (shapes are static
  *     once the inputs' shapes are known); Constant becomes a constant.
  *   - Dropout in inference (or with ratio 0) is the identity, its mask all
@@ -601,6 +605,53 @@ static em_status ints_input_or_attr(imp *c, const em_onnx_node *n, const em_var 
 
 /* --- reductions --- */
 
+/* ReduceMax / ReduceMin over an axis of size 0: ONNX defines the result
+ * (-inf and +inf, or the integer type's extreme), Ember's ops refuse it. With
+ * a static shape the output is that constant (*done = 1); else the op
+ * decides. */
+static em_status reduce_empty_extreme(imp *c, const tr *t, em_var x, const int64_t *axes, int n_axes,
+                                      int64_t keepdims, em_var *out, int *done) {
+  int is_max = strcmp(t->ember, "reduce_max") == 0;
+  *done = 0;
+  if (!is_max && strcmp(t->ember, "reduce_min") != 0) return EM_OK;
+  em_shape sh;
+  em_status s = vinfo(c, x, &sh);
+  if (s) return s;
+  if (!static_shape(&sh)) return EM_OK;
+  unsigned mask = n_axes ? 0u : (1u << sh.ndim) - 1u;
+  for (int i = 0; i < n_axes; i++) {
+    if (axes[i] < -sh.ndim || axes[i] >= sh.ndim) return EM_OK; /* the op names the bad axis */
+    mask |= 1u << (axes[i] < 0 ? axes[i] + sh.ndim : axes[i]);
+  }
+  int empty = 0;
+  int64_t dims[EM_MAX_DIMS];
+  int nd = 0;
+  for (int i = 0; i < sh.ndim; i++) {
+    if (!(mask & (1u << i))) dims[nd++] = sh.dims[i];
+    else {
+      empty |= sh.dims[i] == 0;
+      if (keepdims) dims[nd++] = 1;
+    }
+  }
+  if (!empty) return EM_OK;
+  em_tensor *v;
+  if ((s = em_tensor_zeros(em_cpu(), sh.dtype, nd, dims, &v))) return s;
+  void *d = em_tensor_data(v);
+  for (int64_t i = 0; i < em_tensor_numel(v); i++) {
+    switch (sh.dtype) {
+    case EM_F32: ((float *)d)[i] = is_max ? -INFINITY : INFINITY; break;
+    case EM_F64: ((double *)d)[i] = is_max ? -INFINITY : INFINITY; break;
+    case EM_I32: ((int32_t *)d)[i] = is_max ? INT32_MIN : INT32_MAX; break;
+    case EM_I64: ((int64_t *)d)[i] = is_max ? INT64_MIN : INT64_MAX; break;
+    default: em_tensor_release(v); return EM_OK; /* the dtype check refused the others before */
+    }
+  }
+  s = const_of_tensor(c, v, out);
+  em_tensor_release(v);
+  if (!s) *done = 1;
+  return s;
+}
+
 /* Every ONNX reduction. Axes come from input 1 (ReduceSum from opset 13, the
  * others from 18) or else the attribute (earlier opsets); absent or empty
  * axes reduce every axis, unless noop_with_empty_axes (same opsets as the
@@ -627,6 +678,8 @@ static em_status tr_reduce(imp *c, const em_onnx_node *n, const tr *t, const em_
     if ((s = ap1(c, "unsqueeze", in[0], &ua, 1, &one))) return s;
     return ap1(c, t->ember, one, ra, 2, &out[0]);
   }
+  int done = 0;
+  if ((s = reduce_empty_extreme(c, t, in[0], axes, n_axes, keepdims, &out[0], &done)) || done) return s;
   em_attr at[2] = {em_attr_i("keepdims", keepdims), em_attr_is("axes", axes, n_axes)};
   return ap1(c, t->ember, in[0], at, n_axes ? 2 : 1, &out[0]);
 }
@@ -791,6 +844,8 @@ static em_status tr_clip(imp *c, const em_onnx_node *n, const tr *t, const em_va
   } else {
     if ((s = ofloat(c, n, "min", -INFINITY, &lo)) || (s = ofloat(c, n, "max", INFINITY, &hi))) return s;
   }
+  /* ONNX: min > max sets every value to max (Min(max, Max(x, min))); Ember's clip refuses it. */
+  if (lo > hi) lo = hi;
   em_attr at[2] = {em_attr_f("min", lo), em_attr_f("max", hi)};
   return ap1(c, "clip", in[0], at, 2, &out[0]);
 }

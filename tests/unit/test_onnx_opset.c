@@ -2,7 +2,9 @@
  * (onnx/onnx_import.c): the reductions with `axes` as an input and
  * `noop_with_empty_axes`, Split with `split` as an input and `num_outputs`,
  * Pad with `pads`, `constant_value` and `axes` as inputs, Squeeze and
- * Unsqueeze with `axes` as an input, Mish and Gelu.
+ * Unsqueeze with `axes` as an input, Mish and Gelu; and two definitions
+ * of newer ONNX texts the importer supplies: ReduceMax/ReduceMin over an
+ * empty axis, Clip with min > max.
  *
  * Each model is built here with protobuf-c (one node; its attribute-like
  * inputs are initializers), serialised, read back through the reader,
@@ -247,8 +249,10 @@ static void check_close(const char *what, int j, const em_tensor *got, const exp
                (long long)w->dims[d]);
   const float *y = em_tensor_data(got);
   for (int64_t i = 0; i < numel(w->nd, w->dims); i++) {
-    double want = w->v[i], err = fabs((double)y[i] - want);
-    if (!(err <= 1e-6 + 2e-6 * fabs(want)) && !(isinf(want) && y[i] == want))
+    double want = w->v[i];
+    int ok = isfinite(want) ? fabs((double)y[i] - want) <= 1e-6 + 2e-6 * fabs(want)
+                            : isnan(want) ? isnan(y[i]) : (double)y[i] == want;
+    if (!ok)
       fail_msg("%s: output %d element %lld: %.9g, want %.9g", what, j, (long long)i, (double)y[i], want);
   }
 }
@@ -274,7 +278,7 @@ static void run_and_check(const char *what, const spec *p, const double *xv, con
   int64_t n = numel(p->xnd, p->xdims);
   float *xf = malloc((size_t)(n ? n : 1) * sizeof *xf);
   assert_non_null(xf);
-  for (int64_t i = 0; i < n; i++) xf[i] = (float)xv[i];
+  for (int64_t i = 0; i < n; i++) xf[i] = (float)xv[i]; /* xv may be NULL when n is 0 */
   em_tensor *x, *cpu[MAXT], *gpu[MAXT];
   CHECK(em_tensor_from_host(em_cpu(), EM_F32, p->xnd, p->xdims, xf, (size_t)n * sizeof *xf, &x));
   free(xf);
@@ -474,6 +478,23 @@ static void test_reduce_attribute_and_refusals(void **state) {
   expect_refused("ReduceL2-18 axes [3] of rank 3", &q, EM_ERR_INVALID_ARGUMENT, "ReduceL2", "out of range");
 }
 
+/* ReduceMax and ReduceMin over an axis of size 0: -inf and +inf (ONNX's
+ * definition since opset 18's text; Ember's ops refuse an empty max). */
+static void test_reduce_max_min_empty_set(void **state) {
+  (void)state;
+  static const int64_t dims[3] = {2, 0, 3}, axes[1] = {1};
+  for (int kd = 0; kd <= 1; kd++)
+    for (int r = R_MAX; r <= R_MIN; r++) {
+      spec p = reduce_spec(r, 18, dims, 3, axes, 1, kd, -1);
+      double v[6];
+      for (int i = 0; i < 6; i++) v[i] = r == R_MAX ? -INFINITY : INFINITY;
+      expect w = {.nd = kd ? 3 : 2, .dims = {2, kd ? 1 : 3, 3}, .v = v}; /* [2, 1, 3] or [2, 3] */
+      char what[96];
+      snprintf(what, sizeof what, "%s-18 over an empty axis, keepdims %d", reduce_op[r], kd);
+      run_and_check(what, &p, NULL, &w);
+    }
+}
+
 /* Split: ONNX's lengths of each output, given dim and the outputs. */
 static void split_ref(const int64_t *xdims, const double *x, int axis, const int64_t *len, int n_out, expect *w) {
   int64_t outer = 1, inner = 1, off = 0;
@@ -626,6 +647,20 @@ static void test_pad_refusals(void **state) {
   expect_refused("Pad-18 4 pads for one axis", &p, EM_ERR_INVALID_ARGUMENT, "4 entries for 1 axes", NULL);
 }
 
+/* Clip-13 with min > max: every value becomes max (ONNX: Min(max, Max(x, min))). */
+static void test_clip_min_above_max(void **state) {
+  (void)state;
+  double x[6], y[6];
+  fill(x, 6, -1);
+  spec p = {.opset = 13, .op = "Clip", .xnd = 1, .xdims = {6}, .n_out = 1};
+  p.in[0] = "x", p.in[1] = "lo", p.in[2] = "hi", p.n_in = 3;
+  sp_float_scalar(&p, "lo", 0.5f);
+  sp_float_scalar(&p, "hi", -0.25f);
+  for (int i = 0; i < 6; i++) y[i] = -0.25;
+  expect w = {.nd = 1, .dims = {6}, .v = y};
+  run_and_check("Clip-13 min 0.5 max -0.25", &p, x, &w);
+}
+
 /* Squeeze-13 and Unsqueeze-13 with axes as an input. */
 static void test_squeeze_unsqueeze_axes_input(void **state) {
   (void)state;
@@ -673,10 +708,12 @@ int main(void) {
     cmocka_unit_test(test_reduce_axes_input),
     cmocka_unit_test(test_reduce_empty_axes),
     cmocka_unit_test(test_reduce_attribute_and_refusals),
+    cmocka_unit_test(test_reduce_max_min_empty_set),
     cmocka_unit_test(test_split),
     cmocka_unit_test(test_split_refusals),
     cmocka_unit_test(test_pad),
     cmocka_unit_test(test_pad_refusals),
+    cmocka_unit_test(test_clip_min_above_max),
     cmocka_unit_test(test_squeeze_unsqueeze_axes_input),
     cmocka_unit_test(test_mish_gelu),
   };
