@@ -1310,6 +1310,59 @@ static void test_train_augmentation_resume_and_splits(void **state) {
   unlink(ckpt);
 }
 
+/* --weight-decay 0 is 0, also for adamw, whose default is 0.01 (it was
+ * read as "not given": adamw trained with 0.01). The value given is saved
+ * and restored by --resume, bit for bit; a checkpoint of version 1 (no
+ * "settings_version") keeps its meaning: its weight_decay 0 for adamw
+ * trained with 0.01, and resumes so. */
+static void test_train_weight_decay_zero(void **state) {
+  (void)state;
+  NEED_DATA();
+  char a[PATH_MAX + 16], b[PATH_MAX + 16], c[PATH_MAX + 16];
+  snprintf(a, sizeof a, "%s/wd-a.ckpt", tmp_root);
+  snprintf(b, sizeof b, "%s/wd-b.ckpt", tmp_root);
+  snprintf(c, sizeof c, "%s/wd-c.ckpt", tmp_root);
+  double deflt = num_at(mlp_run(a, "1", ARGS("--learner", "adamw", "--lr", "0.01")).epoch[0], "loss");
+  double given = num_at(mlp_run(b, "1", ARGS("--learner", "adamw", "--lr", "0.01", "--weight-decay", "0.01")).epoch[0],
+                        "loss");
+  double zero = num_at(mlp_run(c, "1", ARGS("--learner", "adamw", "--lr", "0.01", "--weight-decay", "0")).epoch[0],
+                       "loss");
+  if (given != deflt) fail_msg("adamw: --weight-decay 0.01 (PyTorch's default) %.9g, no option %.9g", given, deflt);
+  if (zero == deflt) fail_msg("adamw --weight-decay 0: the loss %.9g is that of the default 0.01", zero);
+  /* Resumed: weight decay 0 restored (b: the unbroken run). */
+  lines whole = mlp_run(b, "2", ARGS("--learner", "adamw", "--lr", "0.01", "--weight-decay", "0"));
+  run_result r = run_cli(NO_SETTINGS, ARGS("train", "--data", small_data, "--epochs", "2", "--device", "cpu",
+                                           "--checkpoint", c, "--resume", "--json"));
+  expect_status(&r, 0);
+  lines L = parse_lines(&r);
+  assert_int_equal(L.n_epoch, 1);
+  if (num_at(L.epoch[0], "loss") != num_at(whole.epoch[1], "loss"))
+    fail_msg("epoch 2 resumed: loss %.9g, unbroken %.9g", num_at(L.epoch[0], "loss"), num_at(whole.epoch[1], "loss"));
+  expect_same_state(c, b);
+  r = run_cli(NO_SETTINGS, ARGS("train", "--data", small_data, "--device", "cpu", "--checkpoint", c, "--resume",
+                                "--json", "--weight-decay", "0.01"));
+  expect_status(&r, 65);
+  assert_non_null(strstr(r.err, "--weight-decay 0.01 conflicts with the checkpoint's 0"));
+  /* Version 1: adamw's default written as 0. Resumed, it trains as the
+   * default run resumed (the run it continues trained with 0.01). */
+  craft_settings(a, c, "settings_version", NULL);
+  craft_settings(c, c, "weight_decay", "0");
+  for (int i = 0; i < 2; i++) {
+    r = run_cli(NO_SETTINGS, ARGS("train", "--data", small_data, "--epochs", "2", "--device", "cpu", "--checkpoint",
+                                  i ? c : a, "--resume", "--json"));
+    expect_status(&r, 0);
+  }
+  expect_same_state(c, a);
+  craft_settings(a, c, "settings_version", "3");
+  r = run_cli(NO_SETTINGS, ARGS("train", "--data", small_data, "--device", "cpu", "--checkpoint", c, "--resume",
+                                "--json"));
+  expect_status(&r, 65);
+  assert_non_null(strstr(r.err, "settings version 3; this ember train reads 1 to 2"));
+  unlink(a);
+  unlink(b);
+  unlink(c);
+}
+
 /* Missing or malformed data and checkpoints: the documented exit codes
  * (66 missing, 65 malformed, 73 the checkpoint cannot be written) and a
  * message naming the file. */
@@ -1411,6 +1464,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_train_augmentation_and_l2, free_owned),
       cmocka_unit_test_teardown(test_train_resume_schedule_and_crafted_settings, free_owned),
       cmocka_unit_test_teardown(test_train_augmentation_resume_and_splits, free_owned),
+      cmocka_unit_test_teardown(test_train_weight_decay_zero, free_owned),
       cmocka_unit_test_teardown(test_train_data_errors, free_owned),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);

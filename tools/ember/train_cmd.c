@@ -6,7 +6,8 @@
  *
  * The checkpoint carries, beside the trainer's sections, a section
  * "ember-train" with the settings that shape the run (model, widths, seed,
- * learner, schedule, epochs, batch, subset sizes, mode) as JSON, so --resume
+ * learner and its regularisation, schedule, epochs, batch, subset sizes,
+ * augmentation, early stopping, mode) as JSON, so --resume
  * rebuilds the same model and learner, and `ember eval` can say what it
  * evaluates. A resumed run is the saved run continued, as a PyTorch script
  * that reloads its optimizer and scheduler state or a CNTK restart from its
@@ -27,6 +28,10 @@
 #include "train_opts.h"
 
 #define SETTINGS_SECTION "ember-train"
+/* The meaning of the settings' numbers: 1 (no "settings_version"): a
+ * weight_decay of 0 is the learner's default (so adamw's 0.01); 2: -1 is
+ * the learner's default, and 0 is 0. */
+#define SETTINGS_VERSION 2
 
 /* The settings that shape a run, as JSON (the checkpoint's section). */
 static char *settings_json(const train_opts *o, double mean, double std) {
@@ -34,7 +39,8 @@ static char *settings_json(const train_opts *o, double mean, double std) {
                         "model", o->model, "channels", (json_int_t)o->channels[0], (json_int_t)o->channels[1],
                         "hidden", (json_int_t)o->hidden[0], (json_int_t)o->hidden[1], "dropout", o->dropout, "seed",
                         (json_int_t)o->seed, "learner", o->learner, "lr", isnan(o->lr) ? -1.0 : o->lr, "momentum",
-                        isnan(o->momentum) ? -1.0 : o->momentum, "weight_decay", o->weight_decay, "schedule",
+                        isnan(o->momentum) ? -1.0 : o->momentum, "weight_decay",
+                        isnan(o->weight_decay) ? -1.0 : o->weight_decay, "schedule",
                         o->schedule, "warmup", o->warmup, "epochs", (json_int_t)o->epochs, "batch",
                         (json_int_t)o->batch, "train_samples", (json_int_t)o->train_samples, "validation",
                         (json_int_t)o->validation, "patience", (json_int_t)o->patience);
@@ -45,6 +51,7 @@ static char *settings_json(const train_opts *o, double mean, double std) {
   if (j) json_object_set_new(j, "random_flip", json_boolean(o->random_flip));
   if (j) json_object_set_new(j, "min_delta", json_real(o->min_delta));
   if (j) json_object_set_new(j, "l2", json_real(o->l2));
+  if (j) json_object_set_new(j, "settings_version", json_integer(SETTINGS_VERSION));
   char *text = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
   json_decref(j);
   return text;
@@ -107,14 +114,20 @@ static int settings_apply(json_t *j, train_opts *o, char *why, size_t cap) {
    * no mode (the command line's is taken), no augmentation (off), no
    * min_delta, no l2 (0). One of another type is refused, not read as
    * absent: a run saved with flips must not resume without them. */
-  json_t *bn, *mode, *crop, *flip, *min_delta, *l2;
-  if (settings_key(j, "batch_norm", KEY_BOOL, 1, &bn, why, cap) ||
+  json_t *bn, *mode, *crop, *flip, *min_delta, *l2, *version;
+  if (settings_key(j, "settings_version", KEY_INT, 1, &version, why, cap) ||
+      settings_key(j, "batch_norm", KEY_BOOL, 1, &bn, why, cap) ||
       settings_key(j, "mode", KEY_STRING, 1, &mode, why, cap) ||
       settings_key(j, "random_crop", KEY_INT, 1, &crop, why, cap) ||
       settings_key(j, "random_flip", KEY_BOOL, 1, &flip, why, cap) ||
       settings_key(j, "min_delta", KEY_NUMBER, 1, &min_delta, why, cap) ||
       settings_key(j, "l2", KEY_NUMBER, 1, &l2, why, cap))
     return -1;
+  json_int_t ver = version ? json_integer_value(version) : 1;
+  if (ver < 1 || ver > SETTINGS_VERSION) {
+    snprintf(why, cap, "settings version %lld; this ember train reads 1 to %d", (long long)ver, SETTINGS_VERSION);
+    return -1;
+  }
   /* (the types are checked: the unpacking cannot fail) */
   double lr, mom;
   json_int_t c0, c1, h0, h1, seed, epochs, batch, train_samples, validation, patience;
@@ -139,6 +152,9 @@ static int settings_apply(json_t *j, train_opts *o, char *why, size_t cap) {
   o->seed = seed;
   o->lr = lr == -1 ? NAN : lr; /* -1: the learner's default (settings_json) */
   o->momentum = mom == -1 ? NAN : mom;
+  /* Version 1 wrote 0 for adamw's default (and trained a 0 given with 0.01). */
+  if (o->weight_decay == -1 || (ver < 2 && o->weight_decay == 0 && !strcmp(o->learner, "adamw")))
+    o->weight_decay = NAN;
   o->batch = batch;
   o->train_samples = train_samples;
   o->validation = validation;

@@ -82,7 +82,7 @@ em_status cli_learner_create(const train_opts *o, em_graph *g, uint64_t epoch_sa
   double lr = isnan(o->lr) ? default_lr(kind) : o->lr;
   if ((s = em_learner_defaults(kind, lr, &cfg))) return s;
   if (!isnan(o->momentum)) cfg.momentum.value = o->momentum;
-  if (o->weight_decay > 0) cfg.weight_decay = o->weight_decay;
+  if (!isnan(o->weight_decay)) cfg.weight_decay = o->weight_decay; /* 0 too: adamw's default is 0.01 */
   if (o->l2 > 0) cfg.l2 = o->l2;
   uint64_t total = epoch_samples * (uint64_t)o->epochs;
   cfg.lr.warmup_samples = (uint64_t)(o->warmup * (double)epoch_samples);

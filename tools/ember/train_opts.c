@@ -23,7 +23,7 @@ void train_opts_defaults(train_opts *o) {
       .learner = "adam",
       .lr = NAN,
       .momentum = NAN,
-      .weight_decay = 0,
+      .weight_decay = NAN,
       .schedule = "constant",
       .seed = 1,
       .report_every = 100,
@@ -82,7 +82,7 @@ static const opt table[] = {
     {"--lr", "X", "learning rate per minibatch, for the gradient of its mean loss (default: the learner's)", T_NUM,
      OFF(lr), CMD_TRAIN, 0, 1e6, NULL},
     {"--momentum", "X", "momentum (momentum, nesterov; default 0.9)", T_NUM, OFF(momentum), CMD_TRAIN, 0, 1, NULL},
-    {"--weight-decay", "X", "decoupled weight decay, p -= lr * X * p (AdamW's; default 0, adamw 0.01)", T_NUM,
+    {"--weight-decay", "X", "decoupled weight decay, p -= lr * X * p (AdamW's; default: adamw 0.01, the others 0)", T_NUM,
      OFF(weight_decay), CMD_TRAIN, 0, 1e3, NULL},
     {"--l2", "X", "L2 regularisation, X * p added to the gradient (PyTorch's SGD and Adam weight_decay; default 0)",
      T_NUM, OFF(l2), CMD_TRAIN, 0, 1e3, NULL},
@@ -138,10 +138,9 @@ void train_opts_help(unsigned cmd, FILE *out) {
     fputs("\n--resume continues the saved run as it was started (its --model, --channels, --hidden,\n"
           "--batch-norm, --dropout, --random-crop, --random-flip, --seed, --learner, --lr, --momentum,\n"
           "--weight-decay, --l2, --schedule, --warmup, --epochs, --batch, --train-samples, --validation,\n"
-          "--patience, --min-delta and --mode): those\n"
-          "not given are the checkpoint's, and one given with another value is refused (exit 65, naming\n"
-          "both). Only --epochs may differ, with the constant schedule (cosine and step are shaped by\n"
-          "the planned epochs).\n",
+          "--patience, --min-delta and --mode): those not given are the checkpoint's, and one given with\n"
+          "another value is refused (exit 65, naming both). Only --epochs may differ, with the constant\n"
+          "schedule (cosine and step are shaped by the planned epochs).\n",
           out);
   fputs("\nExit codes: 0 fine; 1 training diverged (a loss or gradient not finite; the checkpoint keeps the\n"
         "last good epoch); 64 usage error; 65 malformed data or checkpoint, or --resume with another\n"

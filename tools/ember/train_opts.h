@@ -16,7 +16,7 @@ typedef struct train_opts {
   int64_t channels[2], hidden[2];   /* the model's widths (0: the zoo's defaults) */
   double dropout;
   double norm_mean, norm_std;      /* eval: the training images' statistics, from the checkpoint */
-  double lr, momentum, weight_decay, l2, warmup, min_delta; /* lr, momentum NaN: the learner's default */
+  double lr, momentum, weight_decay, l2, warmup, min_delta; /* lr, momentum, weight_decay NaN: the learner's default */
   int resume, json, help, batch_norm, random_flip;
   uint64_t given;                  /* the options the command line gave (bit i: the table's entry i) */
 } train_opts;
