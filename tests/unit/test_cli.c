@@ -1201,7 +1201,8 @@ static lines mlp_run(const char *ckpt, const char *epochs, const char *const *ex
  * of a plain run, while its training loss is not; --random-crop 0 is off.
  * A run with augmentation, stopped after an epoch and resumed, ends in the
  * state of the run that was not stopped, bit for bit (portable mode), as
- * does an older checkpoint without the augmentation keys (off). `ember
+ * does an older checkpoint without the augmentation keys (off); one of
+ * other training images is refused. `ember
  * eval` of an augmented run's checkpoint tests as the run did. `ember
  * checkpoint inspect` shows saved settings only when the section is a JSON
  * object. */
@@ -1284,6 +1285,14 @@ static void test_train_augmentation_resume_and_splits(void **state) {
     if (strstr(r.err, "random")) fail_msg("augmentation on: %s", r.err);
   }
   expect_same_state(old, ckpt);
+
+  /* Other training images (another data set of the same size, as MNIST
+   * for Fashion-MNIST): their mean and deviation are not the saved ones. */
+  craft_settings(full, old, "norm", "[0.1307, 0.3081]");
+  r = run_cli(NO_SETTINGS, ARGS("train", "--data", small_data, "--epochs", "3", "--device", "cpu", "--checkpoint", old,
+                                "--resume", "--json"));
+  expect_status(&r, 65);
+  if (!strstr(r.err, "are not the run's") || !strstr(r.err, "the run's 0.1307 and 0.3081")) fail_msg("%s", r.err);
 
   /* inspect: a section that is not JSON, or JSON but not an object, is no settings. */
   static const char *const foreign[] = {"{\"model\": \"mlp\"", "[1, 2]", "\"mlp\"", ""};

@@ -246,6 +246,22 @@ static int load_settings(train_opts *o, json_t **saved) {
   return 0;
 }
 
+/* A resumed run trains on the images it started with: their mean and
+ * standard deviation (computed the same way, to the bit) are the saved
+ * "norm". --data may move; the reader's saved state checks only the
+ * count, and MNIST and Fashion-MNIST have the same counts. (A file
+ * without "norm" is not checked.) Returns 0 or EXIT_DATA after saying why. */
+static int check_same_images(json_t *saved, const train_opts *o, const cli_data *d) {
+  double mean, std;
+  if (!saved || json_unpack(json_object_get(saved, "norm"), "[F,F]", &mean, &std)) return 0;
+  if (mean == d->mean && std == d->std) return 0;
+  fprintf(stderr,
+          "ember train: --resume %s: the training images of --data %s are not the run's: their mean and standard "
+          "deviation are %.9g and %.9g, the run's %.9g and %.9g; resume with the run's data set\n",
+          o->checkpoint, o->data, d->mean, d->std, mean, std);
+  return EXIT_DATA;
+}
+
 int ember_train(int argc, char **argv) {
   train_opts o;
   train_opts_defaults(&o);
@@ -274,7 +290,7 @@ int ember_train(int argc, char **argv) {
   em_progress *progress = NULL;
   char *settings = NULL;
   em_status s;
-  if ((rc = cli_data_open(&o, CMD_TRAIN, &data))) goto done;
+  if ((rc = cli_data_open(&o, CMD_TRAIN, &data)) || (rc = check_same_images(saved, &o, &data))) goto done;
   if ((s = cli_model_build(&o, &m))) {
     fprintf(stderr, "ember train: building %s: %s\n", o.model, em_last_error());
     rc = EXIT_SOFTWARE;
