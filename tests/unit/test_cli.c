@@ -930,7 +930,7 @@ static void test_train_eval_resume(void **state) {
       {"--model", "lenet", "--model lenet conflicts with the checkpoint's mlp"},
       {"--batch", "32", "--batch 32 conflicts with the checkpoint's 50"},
       {"--mode", "fast", "--mode fast conflicts with the checkpoint's portable"},
-      {"--lr", "0.5", "--lr 0.5 conflicts with the checkpoint's (the default)"},
+      {"--lr", "0.5", "--lr 0.5 conflicts with the checkpoint's (the learner's default)"},
       {"--hidden", "64", "--hidden 64,0 conflicts with the checkpoint's 32,0"},
       {"--learner", "sgd", "--learner sgd conflicts with the checkpoint's adam"},
   };
@@ -1352,6 +1352,10 @@ static void test_train_weight_decay_zero(void **state) {
                                 "--json", "--weight-decay", "0.01"));
   expect_status(&r, 65);
   assert_non_null(strstr(r.err, "--weight-decay 0.01 conflicts with the checkpoint's 0"));
+  r = run_cli(NO_SETTINGS, ARGS("train", "--data", small_data, "--device", "cpu", "--checkpoint", a, "--resume",
+                                "--json", "--weight-decay", "0"));
+  expect_status(&r, 65);
+  assert_non_null(strstr(r.err, "--weight-decay 0 conflicts with the checkpoint's (the learner's default)"));
   /* Version 1: adamw's default written as 0. Resumed, it trains as the
    * default run resumed (the run it continues trained with 0.01). */
   craft_settings(a, c, "settings_version", NULL);

@@ -61,8 +61,8 @@ static const opt table[] = {
      0, NULL},
     {"--dropout", "X", "mlp, lenet: dropout rate before the last dense layer (default 0)", T_NUM, OFF(dropout),
      CMD_TRAIN, 0, 0.99, NULL},
-    {"--random-crop", "P", "augment: pad training images by P zeros, take a random 28x28 crop (default 0: off)", T_INT,
-     OFF(random_crop), CMD_TRAIN, 0, 14, NULL},
+    {"--random-crop", "P", "augment: pad training images by P (their mean), crop 28x28 at random (default 0: off)",
+     T_INT, OFF(random_crop), CMD_TRAIN, 0, 14, NULL},
     {"--random-flip", NULL, "augment: flip each training image left-right with probability 1/2", T_FLAG,
      OFF(random_flip), CMD_TRAIN, 0, 0, NULL},
     {"--epochs", "N", "epochs to train (default 10)", T_INT, OFF(epochs), CMD_TRAIN, 1, 1e6, NULL},
@@ -280,14 +280,15 @@ static int same_value(const opt *t, const train_opts *a, const train_opts *b) {
   return 0;
 }
 
-/* The value as the command line writes it (NaN: the learner's default). */
+/* The value as the command line writes it (NaN: the learner's default,
+ * the only default that is not a value: --lr, --momentum, --weight-decay). */
 static const char *value_text(const opt *t, const train_opts *o, char *buf, size_t cap) {
   const char *p = (const char *)o + t->offset;
   switch (t->type) {
   case T_STR: snprintf(buf, cap, "%s", *(const char *const *)p ? *(const char *const *)p : "(none)"); break;
   case T_INT: snprintf(buf, cap, "%lld", (long long)*(const int64_t *)p); break;
   case T_NUM:
-    if (isnan(*(const double *)p)) snprintf(buf, cap, "(the default)");
+    if (isnan(*(const double *)p)) snprintf(buf, cap, "(the learner's default)");
     else {
       /* the shortest text that reads back as the value */
       snprintf(buf, cap, "%.15g", *(const double *)p);
