@@ -43,7 +43,8 @@
  *     axis of size 0 (-inf / +inf, or the integer type's extreme: a
  *     constant, from the static shape);
  *   - Shape, Size and ConstantOfShape become constants (shapes are static
- *     once the inputs' shapes are known); Constant becomes a constant.
+ *     once the inputs' shapes are known), and so does Range (its inputs read
+ *     at build time); Constant becomes a constant.
  *   - Dropout in inference (or with ratio 0) is the identity, its mask all
  *     true; BatchNormalization is inference mode only.
  * Anything else (an unknown attribute, a training-mode flag, an element
@@ -1058,6 +1059,69 @@ static em_status tr_constant_of_shape(imp *c, const em_onnx_node *n, const tr *t
   return s;
 }
 
+/* Range: a constant from start, limit and delta known at build time,
+ * max(ceil((limit - start) / delta), 0) elements start + i * delta
+ * (integers exactly in int64; floats in double, then rounded once). */
+static em_status tr_range(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
+  (void)t;
+  if (n->n_inputs != 3 || in[1] < 0 || in[2] < 0) return bad(c, "3 inputs expected (start, limit, delta)");
+  em_shape sh;
+  em_status s = vinfo(c, in[0], &sh);
+  if (s) return s;
+  for (int i = 1; i < 3; i++) {
+    em_shape o;
+    if ((s = vinfo(c, in[i], &o))) return s;
+    if (o.dtype != sh.dtype)
+      return bad(c, "input %d is %s, start is %s", i, em_dtype_name(o.dtype), em_dtype_name(sh.dtype));
+  }
+  static const char *const what[3] = {"input 'start'", "input 'limit'", "input 'delta'"};
+  em_tensor *v;
+  int64_t len;
+  if (sh.dtype == EM_I32 || sh.dtype == EM_I64) {
+    int64_t a[3];
+    for (int i = 0; i < 3; i++) {
+      int64_t *iv;
+      int k;
+      if ((s = ints_of(c, in[i], what[i], &iv, &k))) return s;
+      if (k != 1) return bad(c, "%s has %d elements; one expected", what[i], k);
+      a[i] = iv[0];
+    }
+    if (a[2] == 0) return bad(c, "delta is 0");
+    /* ceil((limit - start) / delta) in integers */
+    int64_t d, q;
+    if (__builtin_sub_overflow(a[1], a[0], &d) || d / a[2] > (int64_t)1e12)
+      return bad(c, "start %lld, limit %lld, delta %lld: too many elements", (long long)a[0], (long long)a[1],
+                 (long long)a[2]);
+    q = d / a[2];
+    if (q * a[2] != d && ((d < 0) == (a[2] < 0))) q++;
+    len = q > 0 ? q : 0;
+    if ((s = em_tensor_zeros(em_cpu(), sh.dtype, 1, &len, &v))) return s;
+    for (int64_t i = 0; i < len; i++) {
+      int64_t x = a[0] + i * a[2];
+      if (sh.dtype == EM_I32) ((int32_t *)em_tensor_data(v))[i] = (int32_t)x;
+      else ((int64_t *)em_tensor_data(v))[i] = x;
+    }
+  } else if (sh.dtype == EM_F32 || sh.dtype == EM_F64) {
+    double a[3];
+    for (int i = 0; i < 3; i++)
+      if ((s = scalar_of(c, in[i], what[i], &a[i]))) return s;
+    double cnt = ceil((a[1] - a[0]) / a[2]);
+    if (!(a[2] != 0) || !(cnt < 1e12)) return bad(c, "start %g, limit %g, delta %g", a[0], a[1], a[2]);
+    len = cnt > 0 ? (int64_t)cnt : 0;
+    if ((s = em_tensor_zeros(em_cpu(), sh.dtype, 1, &len, &v))) return s;
+    for (int64_t i = 0; i < len; i++) {
+      double x = a[0] + (double)i * a[2];
+      if (sh.dtype == EM_F32) ((float *)em_tensor_data(v))[i] = (float)x;
+      else ((double *)em_tensor_data(v))[i] = x;
+    }
+  } else {
+    return unsup(c, "Range of %s", em_dtype_name(sh.dtype));
+  }
+  s = const_of_tensor(c, v, &out[0]);
+  em_tensor_release(v);
+  return s;
+}
+
 /* --- neural-network ops --- */
 
 static em_status tr_maxpool(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
@@ -1481,6 +1545,7 @@ static const tr trs[] = {
   {"PRelu", tr_prelu, NULL, "", DT_FLT, "lowered: where(x < 0, slope * x, x)"},
   {"Pad", tr_pad, NULL, "mode,pads,paddings,value", DT_ANY, "pad (pads, constant_value, axes folded)"},
   {"Pow", tr_pow, NULL, "", DT_NUM, "pow (exponent cast to the base type; int bases via f64)"},
+  {"Range", tr_range, NULL, "", DT_NUM, "constant (import time, inputs folded)"},
   SAME("Reciprocal", "reciprocal", "", DT_FLT),
   REDUCE("ReduceL1", "reduce_l1", DT_FLT),
   REDUCE("ReduceL2", "reduce_l2", DT_FLT),

@@ -4,7 +4,8 @@
  * Pad with `pads`, `constant_value` and `axes` as inputs, Squeeze and
  * Unsqueeze with `axes` as an input, Mish and Gelu; and two definitions
  * of newer ONNX texts the importer supplies: ReduceMax/ReduceMin over an
- * empty axis, Clip with min > max.
+ * empty axis, Clip with min > max; and Range of constant inputs, which
+ * unoptimised exports write (GroupNorm).
  *
  * Each model is built here with protobuf-c (one node; its attribute-like
  * inputs are initializers), serialised, read back through the reader,
@@ -89,6 +90,11 @@ static void sp_ints(spec *p, const char *name, const int64_t *v, int n) {
   memcpy(p->init[p->n_init++].ivals, v, (size_t)n * sizeof *v);
 }
 
+static void sp_int_scalar(spec *p, const char *name, int64_t v) {
+  p->init[p->n_init].name = name;
+  p->init[p->n_init++].ivals[0] = v;
+}
+
 static void sp_float_scalar(spec *p, const char *name, float v) {
   p->init[p->n_init].name = name;
   p->init[p->n_init].is_float = 1;
@@ -161,8 +167,9 @@ static uint8_t *sp_pack(const spec *p, size_t *size) {
       inits[k].n_float_data = 1, inits[k].float_data = &fvals[k];
     } else {
       inits[k].data_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
-      inits[k].n_dims = 1, inits[k].dims = (int64_t *)&p->init[k].len;
-      inits[k].n_int64_data = (size_t)p->init[k].len, inits[k].int64_data = (int64_t *)p->init[k].ivals;
+      inits[k].n_dims = (size_t)p->init[k].nd, inits[k].dims = (int64_t *)&p->init[k].len;
+      inits[k].n_int64_data = p->init[k].nd ? (size_t)p->init[k].len : 1;
+      inits[k].int64_data = (int64_t *)p->init[k].ivals;
     }
     init_p[k] = &inits[k];
   }
@@ -661,6 +668,59 @@ static void test_clip_min_above_max(void **state) {
   run_and_check("Clip-13 min 0.5 max -0.25", &p, x, &w);
 }
 
+/* Range (11) of constant inputs: a constant of max(ceil((limit - start) /
+ * delta), 0) elements start + i * delta. */
+static void test_range(void **state) {
+  (void)state;
+  double x[1] = {0}, y[4] = {1, 1.5, 2, 2.5};
+  spec p = {.opset = 18, .op = "Range", .xnd = 1, .xdims = {1}, .n_out = 1};
+  p.in[0] = "a", p.in[1] = "b", p.in[2] = "d", p.n_in = 3;
+  sp_float_scalar(&p, "a", 1);
+  sp_float_scalar(&p, "b", 2.9f);
+  sp_float_scalar(&p, "d", 0.5f);
+  expect w = {.nd = 1, .dims = {4}, .v = y};
+  run_and_check("Range f32 1 to 2.9 by 0.5", &p, x, &w);
+  p.init[1].fval = 0.5f; /* limit below start, delta positive: empty */
+  expect e = {.nd = 1, .dims = {0}, .v = y};
+  run_and_check("Range f32 1 to 0.5 by 0.5", &p, x, &e);
+
+  static const struct {
+    int64_t a, b, d, len, first;
+  } ic[] = {{10, 3, -3, 3, 10}, {-4, 5, 4, 3, -4}, {0, -1, 1, 0, 0}, {INT64_MAX - 2, INT64_MAX, 1, 2, INT64_MAX - 2}};
+  for (size_t k = 0; k < sizeof ic / sizeof ic[0]; k++) {
+    spec q = {.opset = 18, .op = "Range", .xnd = 1, .xdims = {1}, .n_out = 1};
+    q.in[0] = "a", q.in[1] = "b", q.in[2] = "d", q.n_in = 3;
+    sp_int_scalar(&q, "a", ic[k].a);
+    sp_int_scalar(&q, "b", ic[k].b);
+    sp_int_scalar(&q, "d", ic[k].d);
+    em_graph *g;
+    em_var xv, o;
+    if (sp_import(&q, &g, &xv, &o)) fail_msg("Range i64 case %zu: %s", k, em_last_error());
+    em_exec *e;
+    em_tensor *r;
+    CHECK(em_exec_create(g, &o, 1, em_cpu(), &e));
+    CHECK(em_exec_run(e, NULL, 0, &r));
+    assert_int_equal(em_tensor_dtype(r), EM_I64);
+    assert_int_equal(em_tensor_ndim(r), 1);
+    if (em_tensor_shape(r)[0] != ic[k].len)
+      fail_msg("Range i64 %lld to %lld by %lld: %lld elements, want %lld", (long long)ic[k].a, (long long)ic[k].b,
+               (long long)ic[k].d, (long long)em_tensor_shape(r)[0], (long long)ic[k].len);
+    const int64_t *v = em_tensor_data(r);
+    for (int64_t i = 0; i < ic[k].len; i++) assert_int_equal(v[i], ic[k].first + i * ic[k].d);
+    em_tensor_release(r);
+    em_exec_free(e);
+    em_graph_free(g);
+  }
+  spec z = {.opset = 18, .op = "Range", .xnd = 1, .xdims = {1}, .n_out = 1};
+  z.in[0] = "a", z.in[1] = "b", z.in[2] = "d", z.n_in = 3;
+  sp_int_scalar(&z, "a", 0);
+  sp_int_scalar(&z, "b", 4);
+  sp_int_scalar(&z, "d", 0);
+  expect_refused("Range delta 0", &z, EM_ERR_INVALID_ARGUMENT, "Range", "delta is 0");
+  z.init[0].ivals[0] = INT64_MIN, z.init[2].ivals[0] = 1;
+  expect_refused("Range INT64_MIN to 4", &z, EM_ERR_INVALID_ARGUMENT, "Range", "too many elements");
+}
+
 /* Squeeze-13 and Unsqueeze-13 with axes as an input. */
 static void test_squeeze_unsqueeze_axes_input(void **state) {
   (void)state;
@@ -714,6 +774,7 @@ int main(void) {
     cmocka_unit_test(test_pad),
     cmocka_unit_test(test_pad_refusals),
     cmocka_unit_test(test_clip_min_above_max),
+    cmocka_unit_test(test_range),
     cmocka_unit_test(test_squeeze_unsqueeze_axes_input),
     cmocka_unit_test(test_mish_gelu),
   };
