@@ -30,6 +30,9 @@
  *       PRelu              where(x < 0, slope * x, x)
  *       Celu               alpha * elu(x / alpha)
  *       Mish               x * tanh(softplus(x))
+ *       Einsum             diagonals: where(eye, x, 0) + reduce_sum; labels no later
+ *                          operand needs: reduce_sum; each pair: transpose, reshape,
+ *                          one batched matmul; transpose to the output's order
  *       Shrink             where(x < -lambd, x + bias, where(x > lambd, x - bias, 0))
  *       Trilu              where(mask, x, 0) with a constant mask from the static shape and k
  *       GatherElements     where(one_hot(indices, axis), data, 0) summed over the one-hot axis
@@ -1122,6 +1125,270 @@ static em_status tr_range(imp *c, const em_onnx_node *n, const tr *t, const em_v
   return s;
 }
 
+/* --- Einsum --- */
+
+/* Einsum lowered onto reduce_sum, transpose, reshape and matmul. Labels are
+ * letters; "..." stands for the leading dims not labelled, right-aligned
+ * across operands (codes ELL + k). Operands are contracted left to right:
+ * labels no later operand or the output needs are summed out first, then
+ * the pair becomes one batched matmul [batch, free_a, k] x [batch, k,
+ * free_b]; the result is transposed to the output's order. A label repeated
+ * in one operand takes the diagonal first (where(eye, x, 0) summed).
+ * Refused: sizes that differ for one label across operands (broadcasting),
+ * dynamic dims. */
+#define ELL 256
+typedef struct {
+  em_var v;
+  int n;
+  int lab[EM_MAX_DIMS];
+  int64_t dim[EM_MAX_DIMS];
+} labelled;
+
+static int lab_has(const labelled *x, int l) {
+  for (int i = 0; i < x->n; i++)
+    if (x->lab[i] == l) return 1;
+  return 0;
+}
+
+/* Sums x over its labels for which keep[label] is 0. */
+static em_status lab_sum_out(imp *c, labelled *x, const unsigned char *keep) {
+  int64_t axes[EM_MAX_DIMS];
+  int na = 0, n = 0;
+  for (int i = 0; i < x->n; i++) {
+    if (!keep[x->lab[i]]) axes[na++] = i;
+    else x->lab[n] = x->lab[i], x->dim[n++] = x->dim[i];
+  }
+  if (!na) return EM_OK;
+  x->n = n;
+  em_attr at[2] = {em_attr_is("axes", axes, na), em_attr_i("keepdims", 0)};
+  return ap1(c, "reduce_sum", x->v, at, 2, &x->v);
+}
+
+/* Transposes x so its labels are `order` (a permutation of them). */
+static em_status lab_permute(imp *c, labelled *x, const int *order) {
+  int64_t perm[EM_MAX_DIMS], dim[EM_MAX_DIMS];
+  int moved = 0;
+  for (int i = 0; i < x->n; i++) {
+    for (int j = 0; j < x->n; j++)
+      if (x->lab[j] == order[i]) perm[i] = j;
+    moved |= perm[i] != i;
+    dim[i] = x->dim[perm[i]];
+  }
+  if (!moved) return EM_OK;
+  memcpy(x->lab, order, (size_t)x->n * sizeof *order);
+  memcpy(x->dim, dim, (size_t)x->n * sizeof *dim);
+  em_attr a = em_attr_is("perm", perm, x->n);
+  return ap1(c, "transpose", x->v, &a, 1, &x->v);
+}
+
+static em_status reshape_to(imp *c, em_var x, int nd, const int64_t *dims, em_var *out) {
+  em_attr a = em_attr_is("shape", dims, nd);
+  return ap1(c, "reshape", x, &a, 1, out);
+}
+
+/* a and b (labels summed out already) into one value labelled batch, free
+ * a, free b; labels in both that keep marks are batch, the others summed. */
+static em_status lab_contract(imp *c, labelled *a, labelled *b, const unsigned char *keep, labelled *r) {
+  int bat[EM_MAX_DIMS], fa[EM_MAX_DIMS], fb[EM_MAX_DIMS], con[EM_MAX_DIMS];
+  int nb = 0, nfa = 0, nfb = 0, nc = 0;
+  int64_t m = 1, n = 1, k = 1;
+  for (int i = 0; i < a->n; i++) {
+    int l = a->lab[i];
+    if (!lab_has(b, l)) fa[nfa++] = l, m *= a->dim[i];
+    else if (keep[l]) bat[nb++] = l;
+    else con[nc++] = l, k *= a->dim[i];
+  }
+  for (int i = 0; i < b->n; i++)
+    if (!lab_has(a, b->lab[i])) fb[nfb++] = b->lab[i], n *= b->dim[i];
+  int oa[EM_MAX_DIMS], ob[EM_MAX_DIMS], na = 0, nbb = 0;
+  for (int i = 0; i < nb; i++) oa[na++] = bat[i], ob[nbb++] = bat[i];
+  for (int i = 0; i < nfa; i++) oa[na++] = fa[i];
+  for (int i = 0; i < nc; i++) oa[na++] = con[i], ob[nbb++] = con[i];
+  for (int i = 0; i < nfb; i++) ob[nbb++] = fb[i];
+  em_status s;
+  if ((s = lab_permute(c, a, oa)) || (s = lab_permute(c, b, ob))) return s;
+  if (nb + 2 > EM_MAX_DIMS || nb + nfa + nfb > EM_MAX_DIMS) return unsup(c, "Einsum with %d batch labels", nb);
+  int64_t sa[EM_MAX_DIMS], sb[EM_MAX_DIMS];
+  for (int i = 0; i < nb; i++) sa[i] = sb[i] = a->dim[i];
+  sa[nb] = m, sa[nb + 1] = k, sb[nb] = k, sb[nb + 1] = n;
+  em_var ra, rb, p;
+  if ((s = reshape_to(c, a->v, nb + 2, sa, &ra)) || (s = reshape_to(c, b->v, nb + 2, sb, &rb)) ||
+      (s = ap2(c, "matmul", ra, rb, &p)))
+    return s;
+  r->n = 0;
+  for (int i = 0; i < nb; i++) r->lab[r->n] = bat[i], r->dim[r->n++] = a->dim[i];
+  for (int i = 0; i < nfa; i++) r->lab[r->n] = fa[i], r->dim[r->n++] = a->dim[nb + i];
+  for (int i = 0; i < nfb; i++) r->lab[r->n] = fb[i], r->dim[r->n++] = b->dim[nb + nc + i];
+  return reshape_to(c, p, r->n, r->dim, &r->v);
+}
+
+/* Takes the diagonal of x along its axes p < q (same size): where(eye, x, 0)
+ * summed over q, the eye a bool constant broadcast over the other axes. */
+static em_status lab_diagonal(imp *c, labelled *x, int p, int q) {
+  int64_t n = x->dim[p], shape[EM_MAX_DIMS];
+  for (int i = 0; i < x->n; i++) shape[i] = i == p || i == q ? n : 1;
+  if (n > 4096) return unsup(c, "Einsum diagonal of size %lld", (long long)n);
+  uint8_t *eye = tmp(c, (size_t)(n * n) + 1);
+  if (!eye) return OOM();
+  for (int64_t i = 0; i < n; i++) eye[i * n + i] = 1;
+  em_shape sh;
+  em_var m, zero, w[3], sel;
+  em_status s = vinfo(c, x->v, &sh);
+  if (!s) s = const_new(c, EM_BOOL, x->n, shape, eye, &m);
+  if (!s) s = scalar(c, sh.dtype, 0, &zero);
+  if (s) return s;
+  w[0] = m, w[1] = x->v, w[2] = zero;
+  if ((s = ap(c, "where", w, 3, NULL, 0, &sel, 1))) return s;
+  int64_t ax = q;
+  em_attr at[2] = {em_attr_is("axes", &ax, 1), em_attr_i("keepdims", 0)};
+  if ((s = ap1(c, "reduce_sum", sel, at, 2, &x->v))) return s;
+  for (int i = q; i + 1 < x->n; i++) x->lab[i] = x->lab[i + 1], x->dim[i] = x->dim[i + 1];
+  x->n--;
+  return EM_OK;
+}
+
+/* One term of the equation ("ij", "...k", "b...") for a value of rank
+ * ndim (ndim < 0: the output, whose "..." has `ell` dims). */
+static em_status einsum_term(imp *c, const char *t, size_t len, int ndim, int ell, labelled *x) {
+  int letters = 0, dots = 0;
+  for (size_t i = 0; i < len; i++) {
+    if (t[i] == '.') {
+      if (dots || i + 3 > len || strncmp(t + i, "...", 3) != 0) return bad(c, "malformed '...' in the equation");
+      dots = 1, i += 2;
+    } else if ((t[i] >= 'a' && t[i] <= 'z') || (t[i] >= 'A' && t[i] <= 'Z')) {
+      letters++;
+    } else {
+      return bad(c, "character '%c' in the equation", t[i]);
+    }
+  }
+  int e = ndim < 0 ? (dots ? ell : 0) : ndim - letters;
+  if (ndim >= 0 && (e < 0 || (!dots && e != 0)))
+    return bad(c, "term '%.*s' has %d labels for an operand of rank %d", (int)len, t, letters, ndim);
+  if (letters + e > EM_MAX_DIMS) return unsup(c, "term '%.*s' of rank %d", (int)len, t, letters + e);
+  x->n = 0;
+  for (size_t i = 0; i < len; i++) {
+    if (t[i] == '.') {
+      for (int j = 0; j < e; j++) x->lab[x->n++] = ELL + (ell - e) + j;
+      i += 2;
+    } else {
+      x->lab[x->n++] = (unsigned char)t[i];
+    }
+  }
+  return EM_OK;
+}
+
+static em_status tr_einsum(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
+  (void)t;
+  const char *eq;
+  em_status s = ostr(c, n, "equation", NULL, &eq);
+  if (s) return s;
+  if (!eq) return bad(c, "attribute 'equation' is required");
+  /* without spaces */
+  size_t L = strlen(eq);
+  char *e = tmp(c, L + 1);
+  if (!e) return OOM();
+  size_t el = 0;
+  for (size_t i = 0; i < L; i++)
+    if (eq[i] != ' ') e[el++] = eq[i];
+  e[el] = 0;
+  const char *arrow = strstr(e, "->");
+  size_t lhs_len = arrow ? (size_t)(arrow - e) : el;
+  int n_ops = (int)n->n_inputs;
+  if (n_ops < 1 || n_ops > 8) return unsup(c, "Einsum of %d operands", n_ops);
+  labelled *x = tmp(c, (size_t)n_ops * sizeof *x);
+  if (!x) return OOM();
+  /* the terms; the widest "..." first (right alignment needs it) */
+  const char *term[8];
+  size_t tlen[8];
+  int ell = 0;
+  {
+    const char *p = e;
+    for (int i = 0; i < n_ops; i++) {
+      const char *q = memchr(p, ',', (size_t)(e + lhs_len - p));
+      const char *end = q ? q : e + lhs_len;
+      if ((i < n_ops - 1) != (q != NULL)) return bad(c, "the equation has not %d operand terms", n_ops);
+      term[i] = p, tlen[i] = (size_t)(end - p);
+      p = end + 1;
+    }
+  }
+  for (int i = 0; i < n_ops; i++) {
+    em_shape sh;
+    if (in[i] < 0) return bad(c, "input %d is empty", i);
+    if ((s = static_shape_of(c, in[i], &sh))) return s;
+    int letters = 0;
+    for (size_t k = 0; k < tlen[i]; k++) letters += term[i][k] != '.';
+    if (memchr(term[i], '.', tlen[i]) && sh.ndim - letters > ell) ell = sh.ndim - letters;
+  }
+  int64_t size[ELL + EM_MAX_DIMS];
+  unsigned char seen[ELL + EM_MAX_DIMS] = {0}, count[ELL + EM_MAX_DIMS] = {0};
+  for (int i = 0; i < n_ops; i++) {
+    em_shape sh;
+    if ((s = vinfo(c, in[i], &sh)) || (s = einsum_term(c, term[i], tlen[i], sh.ndim, ell, &x[i]))) return s;
+    x[i].v = in[i];
+    for (int d = 0; d < x[i].n; d++) x[i].dim[d] = sh.dims[d];
+    /* a label repeated in one operand takes the diagonal ("ii->i", "bii->bi") */
+    for (int d = 0; d < x[i].n; d++)
+      for (int q = d + 1; q < x[i].n; q++)
+        if (x[i].lab[q] == x[i].lab[d]) {
+          if (x[i].dim[q] != x[i].dim[d])
+            return bad(c, "label '%c' of operand %d has sizes %lld and %lld", x[i].lab[d] < ELL ? x[i].lab[d] : '.',
+                       i, (long long)x[i].dim[d], (long long)x[i].dim[q]);
+          if ((s = lab_diagonal(c, &x[i], d, q))) return s;
+          q--;
+        }
+    for (int d = 0; d < x[i].n; d++) {
+      int l = x[i].lab[d];
+      if (seen[l] && size[l] != x[i].dim[d])
+        return unsup(c, "label '%c' has sizes %lld and %lld (broadcasting)", l < ELL ? l : '.',
+                     (long long)size[l], (long long)x[i].dim[d]);
+      seen[l] = 1, size[l] = x[i].dim[d], count[l]++;
+    }
+  }
+  labelled o;
+  if (arrow) {
+    if ((s = einsum_term(c, arrow + 2, strlen(arrow + 2), -1, ell, &o))) return s;
+    unsigned char here[ELL + EM_MAX_DIMS] = {0};
+    for (int d = 0; d < o.n; d++) {
+      if (!seen[o.lab[d]]) return bad(c, "output label '%c' is in no operand", o.lab[d] < ELL ? o.lab[d] : '.');
+      if (here[o.lab[d]]++) return bad(c, "output label '%c' repeated", o.lab[d] < ELL ? o.lab[d] : '.');
+    }
+  } else { /* implicit: "..." then the labels used once, in alphabetical (ASCII) order */
+    o.n = 0;
+    for (int j = 0; j < ell; j++) o.lab[o.n++] = ELL + j;
+    for (int l = 0; l < ELL; l++)
+      if (count[l] == 1) {
+        if (o.n == EM_MAX_DIMS) return unsup(c, "output of rank > %d", EM_MAX_DIMS);
+        o.lab[o.n++] = l;
+      }
+  }
+  unsigned char keep[ELL + EM_MAX_DIMS];
+  labelled cur = x[0];
+  for (int k = 1; k <= n_ops; k++) {
+    /* what is needed after this step: the output and the operands after k */
+    memset(keep, 0, sizeof keep);
+    for (int d = 0; d < o.n; d++) keep[o.lab[d]] = 1;
+    for (int j = k + 1; j < n_ops; j++)
+      for (int d = 0; d < x[j].n; d++) keep[x[j].lab[d]] = 1;
+    if (k == n_ops) {
+      if ((s = lab_sum_out(c, &cur, keep))) return s;
+      break;
+    }
+    unsigned char keep_a[ELL + EM_MAX_DIMS], keep_b[ELL + EM_MAX_DIMS];
+    memcpy(keep_a, keep, sizeof keep), memcpy(keep_b, keep, sizeof keep);
+    for (int d = 0; d < x[k].n; d++) keep_a[x[k].lab[d]] = 1;
+    for (int d = 0; d < cur.n; d++) keep_b[cur.lab[d]] = 1;
+    labelled b = x[k], r;
+    if ((s = lab_sum_out(c, &cur, keep_a)) || (s = lab_sum_out(c, &b, keep_b)) ||
+        (s = lab_contract(c, &cur, &b, keep, &r)))
+      return s;
+    cur = r;
+  }
+  if ((s = lab_permute(c, &cur, o.lab))) return s;
+  if (cur.v == in[0]) return ap1(c, "identity", cur.v, NULL, 0, &out[0]);
+  out[0] = cur.v;
+  return EM_OK;
+}
+
 /* --- neural-network ops --- */
 
 static em_status tr_maxpool(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
@@ -1496,6 +1763,7 @@ static const tr trs[] = {
   SAME("DepthToSpace", "depth_to_space", "blocksize,mode", DT_ANY),
   SAME("Div", "div", "", DT_NUM),
   {"Dropout", tr_dropout, NULL, "seed,ratio,is_test", DT_FLT, "identity (inference or ratio 0); mask: ones_like"},
+  {"Einsum", tr_einsum, NULL, "equation", DT_NUM, "lowered: reduce_sum, transpose, reshape, matmul"},
   SAME("Elu", "elu", "alpha", DT_FLT),
   SAME("Equal", "equal", "", DT_CMP),
   SAME("Erf", "erf", "", DT_FLT),

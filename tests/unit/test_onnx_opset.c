@@ -4,8 +4,8 @@
  * Pad with `pads`, `constant_value` and `axes` as inputs, Squeeze and
  * Unsqueeze with `axes` as an input, Mish and Gelu; and two definitions
  * of newer ONNX texts the importer supplies: ReduceMax/ReduceMin over an
- * empty axis, Clip with min > max; and Range of constant inputs, which
- * unoptimised exports write (GroupNorm).
+ * empty axis, Clip with min > max; Range of constant inputs, which
+ * unoptimised exports write (GroupNorm); Einsum, lowered.
  *
  * Each model is built here with protobuf-c (one node; its attribute-like
  * inputs are initializers), serialised, read back through the reader,
@@ -41,6 +41,12 @@ static int g_gpus;
 
 /* ---------------------------------------------------- a model builder --- */
 
+static int64_t numel(int nd, const int64_t *d) {
+  int64_t n = 1;
+  for (int i = 0; i < nd; i++) n *= d[i];
+  return n;
+}
+
 /* One node of op `op` at opset `opset` reading the f32 graph input "x" of
  * shape xdims and initializers (int64 or f32 tensors), writing n_out
  * outputs "y0".."yN". Everything lives in the struct (no allocation). */
@@ -67,6 +73,9 @@ typedef struct {
     int64_t len;      /* elements of a 1-D one */
     int64_t ivals[MAXT];
     float fval;
+    const float *fdata; /* a float tensor of dims fdims[0..fnd) instead of fval */
+    int fnd;
+    int64_t fdims[EM_MAX_DIMS];
   } init[MAXT];
   int n_init;
 } spec;
@@ -161,7 +170,12 @@ static uint8_t *sp_pack(const spec *p, size_t *size) {
     inits[k] = (Onnx__TensorProto)ONNX__TENSOR_PROTO__INIT;
     inits[k].name = (char *)p->init[k].name;
     inits[k].has_data_type = 1;
-    if (p->init[k].is_float) {
+    if (p->init[k].fdata) {
+      inits[k].data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+      inits[k].n_dims = (size_t)p->init[k].fnd, inits[k].dims = (int64_t *)p->init[k].fdims;
+      inits[k].n_float_data = (size_t)numel(p->init[k].fnd, p->init[k].fdims);
+      inits[k].float_data = (float *)p->init[k].fdata;
+    } else if (p->init[k].is_float) {
       fvals[k] = p->init[k].fval;
       inits[k].data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
       inits[k].n_float_data = 1, inits[k].float_data = &fvals[k];
@@ -195,12 +209,6 @@ static uint8_t *sp_pack(const spec *p, size_t *size) {
 }
 
 /* ------------------------------------------------- import and running --- */
-
-static int64_t numel(int nd, const int64_t *d) {
-  int64_t n = 1;
-  for (int i = 0; i < nd; i++) n *= d[i];
-  return n;
-}
 
 /* Reads back and imports p; EM_OK or the import's status (message in
  * em_last_error). On success *g, the input var (when xv) and the output
@@ -721,6 +729,121 @@ static void test_range(void **state) {
   expect_refused("Range INT64_MIN to 4", &z, EM_ERR_INVALID_ARGUMENT, "Range", "too many elements");
 }
 
+/* Einsum of `eq` by its definition, in float64: every assignment of the
+ * labels (letters; no "...": the cases give the reference its equation with
+ * the ellipsis spelt out), the product of the operands' elements added into
+ * the output's element. */
+static void einsum_ref(const char *eq, int n_ops, int const *nd, int64_t const (*dims)[EM_MAX_DIMS],
+                       const double *const *ops, expect *w) {
+  char terms[4][16];
+  int nt = 0, k = 0;
+  for (const char *p = eq;; p++) {
+    if (*p == ',' || *p == '-' || !*p) {
+      terms[nt++][k] = 0, k = 0;
+      if (*p == '-') p++;
+      if (!*p) break;
+    } else {
+      terms[nt][k++] = *p;
+    }
+  }
+  assert_int_equal(nt, n_ops + 1);
+  int64_t size[128] = {0};
+  for (int i = 0; i < n_ops; i++)
+    for (int d = 0; d < nd[i]; d++) size[(int)terms[i][d]] = dims[i][d];
+  char labels[32];
+  int nl = 0;
+  for (int l = 0; l < 128; l++)
+    if (size[l]) labels[nl++] = (char)l;
+  const char *ot = terms[n_ops];
+  w->nd = (int)strlen(ot);
+  for (int d = 0; d < w->nd; d++) w->dims[d] = size[(int)ot[d]];
+  w->v = calloc((size_t)numel(w->nd, w->dims) + 1, sizeof *w->v);
+  assert_non_null(w->v);
+  int64_t val[128] = {0};
+  for (;;) {
+    double prod = 1;
+    for (int i = 0; i < n_ops; i++) {
+      int64_t at = 0;
+      for (int d = 0; d < nd[i]; d++) at = at * dims[i][d] + val[(int)terms[i][d]];
+      prod *= ops[i][at];
+    }
+    int64_t o = 0;
+    for (int d = 0; d < w->nd; d++) o = o * w->dims[d] + val[(int)ot[d]];
+    w->v[o] += prod;
+    int j = nl - 1; /* next assignment */
+    while (j >= 0 && ++val[(int)labels[j]] == size[(int)labels[j]]) val[(int)labels[j--]] = 0;
+    if (j < 0) break;
+  }
+}
+
+/* Einsum (12) lowered onto reduce_sum, transpose, reshape and matmul:
+ * matrix and batched products (attention's), an outer product, sums, a
+ * transpose, the implicit output, "...", a diagonal, three operands. */
+static void test_einsum(void **state) {
+  (void)state;
+  static const struct {
+    const char *eq, *ref; /* ref: eq with "..." spelt out and the output explicit */
+    int n_ops, nd[3];
+    int64_t dims[3][EM_MAX_DIMS];
+  } cases[] = {
+    {"ij,jk->ik", "ij,jk->ik", 2, {2, 2}, {{2, 3}, {3, 4}}},
+    {"bhqd,bhkd->bhqk", "bhqd,bhkd->bhqk", 2, {4, 4}, {{2, 2, 3, 4}, {2, 2, 5, 4}}},
+    {"bhqk,bhkd->bqhd", "bhqk,bhkd->bqhd", 2, {4, 4}, {{2, 2, 3, 5}, {2, 2, 5, 4}}},
+    {"i,j->ij", "i,j->ij", 2, {1, 1}, {{3}, {4}}},
+    {"ij->", "ij->", 1, {2}, {{3, 4}}},
+    {"ij->ji", "ij->ji", 1, {2}, {{3, 4}}},
+    {"ijk->ki", "ijk->ki", 1, {3}, {{2, 3, 4}}},
+    {"ij,ij->i", "ij,ij->i", 2, {2, 2}, {{3, 4}, {3, 4}}},
+    {"kj,ji", "kj,ji->ik", 2, {2, 2}, {{2, 3}, {3, 4}}},
+    {"...ij,...jk->...ik", "abij,abjk->abik", 2, {4, 4}, {{2, 2, 3, 4}, {2, 2, 4, 3}}},
+    {"b i i -> b i", "bii->bi", 1, {3}, {{2, 3, 3}}},
+    {"ij,jk,kl->il", "ij,jk,kl->il", 3, {2, 2, 2}, {{2, 3}, {3, 4}, {4, 2}}},
+    {"ab,cd->", "ab,cd->", 2, {2, 2}, {{2, 3}, {2, 2}}},
+  };
+  char what[96];
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    spec p = {.opset = 12, .op = "Einsum", .xnd = cases[c].nd[0], .n_out = 1};
+    memcpy(p.xdims, cases[c].dims[0], sizeof p.xdims);
+    p.in[p.n_in++] = "x";
+    p.attr[0].name = "equation", p.attr[0].is_str = 1, p.attr[0].s = cases[c].eq, p.n_attr = 1;
+    static double vals[3][256];
+    static float fv[3][256];
+    static const char *const names[3] = {"x", "y", "z"};
+    const double *ops[3];
+    for (int i = 0; i < cases[c].n_ops; i++) {
+      int64_t n = numel(cases[c].nd[i], cases[c].dims[i]);
+      assert_true(n <= 256);
+      fill(vals[i], n, -1 + 0.25 * i);
+      for (int64_t k = 0; k < n; k++) fv[i][k] = (float)vals[i][k];
+      ops[i] = vals[i];
+      if (i) {
+        p.in[p.n_in++] = names[i];
+        p.init[p.n_init].name = names[i];
+        p.init[p.n_init].fdata = fv[i];
+        p.init[p.n_init].fnd = cases[c].nd[i];
+        memcpy(p.init[p.n_init++].fdims, cases[c].dims[i], sizeof cases[c].dims[i]);
+      }
+    }
+    expect w;
+    einsum_ref(cases[c].ref, cases[c].n_ops, cases[c].nd, cases[c].dims, ops, &w);
+    snprintf(what, sizeof what, "Einsum '%s'", cases[c].eq);
+    run_and_check(what, &p, vals[0], &w);
+    free(w.v);
+  }
+  /* a label whose sizes differ across operands (numpy would broadcast a 1) */
+  spec q = {.opset = 12, .op = "Einsum", .xnd = 2, .xdims = {2, 1}, .n_out = 1};
+  static const float ones[6] = {1, 1, 1, 1, 1, 1};
+  q.in[0] = "x", q.in[1] = "y", q.n_in = 2;
+  q.attr[0].name = "equation", q.attr[0].is_str = 1, q.attr[0].s = "ij,ij->ij", q.n_attr = 1;
+  q.init[0].name = "y", q.init[0].fdata = ones, q.init[0].fnd = 2, q.init[0].fdims[0] = 2, q.init[0].fdims[1] = 3;
+  q.n_init = 1;
+  expect_refused("Einsum 'ij,ij->ij' of [2,1] and [2,3]", &q, EM_ERR_UNSUPPORTED, "label 'j' has sizes 1 and 3",
+                 NULL);
+  q.attr[0].s = "ij,jk->iq";
+  q.init[0].fdims[0] = 1; /* y is [1, 3] */
+  expect_refused("Einsum output label in no operand", &q, EM_ERR_INVALID_ARGUMENT, "output label 'q'", NULL);
+}
+
 /* Squeeze-13 and Unsqueeze-13 with axes as an input. */
 static void test_squeeze_unsqueeze_axes_input(void **state) {
   (void)state;
@@ -775,6 +898,7 @@ int main(void) {
     cmocka_unit_test(test_pad_refusals),
     cmocka_unit_test(test_clip_min_above_max),
     cmocka_unit_test(test_range),
+    cmocka_unit_test(test_einsum),
     cmocka_unit_test(test_squeeze_unsqueeze_axes_input),
     cmocka_unit_test(test_mish_gelu),
   };
