@@ -395,6 +395,13 @@ $(BUILD)/tests/unit/test_ops_devices: tests/unit/test_ops_devices.c $(OP_CASES) 
 	$(Q)$(CC) $(GC_CFLAGS) -Wno-missing-field-initializers -Itests -Itests/unit -Itests/support $< $(OP_CASES) $(TESTSUP_LIB) $(GC_LIB) $(LIB_A) \
 	  $(LDFLAGS_ALL) -lcmocka -ljansson $(LIBS) -o $@
 
+# The .npy reader and writer of the ember tool has its own test, linked with it.
+$(BUILD)/tests/unit/test_npy: tests/unit/test_npy.c tools/ember/npy.c tools/ember/npy.h $(GC_LIB) $(LIB_A) $(TESTSUP_LIB)
+	@mkdir -p $(@D)
+	$(say) LINK $@
+	$(Q)$(CC) $(GC_CFLAGS) -Itests -Itools/ember $< tools/ember/npy.c $(TESTSUP_LIB) $(GC_LIB) $(LIB_A) $(LDFLAGS_ALL) \
+	  -lcmocka -ljansson $(LIBS) -o $@
+
 # The test double runs Ember's kernels from their host builds: kernels/*.cu
 # (and its own test kernels) compiled as C through em_kernel.h's host branch,
 # called through wrappers generated from the kernel signatures. Everything in
@@ -457,6 +464,10 @@ $(BUILD)/tests/unit/test_onnx_conformance: onnx/onnx_import.h onnx/onnx_reader.h
 # test_onnx_opset builds its models with the generated protobuf-c code (in libember).
 $(BUILD)/tests/unit/test_onnx_opset: GC_CFLAGS += -Ionnx -I$(GEN)
 $(BUILD)/tests/unit/test_onnx_opset: onnx/onnx_import.h onnx/onnx_reader.h $(GEN)/onnx/onnx.pb-c.h
+# The public API's test reads the node tests' expected outputs with the
+# internal tensor reader; so does test_cli, to check `ember run`'s .npy files.
+$(BUILD)/tests/unit/test_onnx_api $(BUILD)/tests/unit/test_cli: GC_CFLAGS += -Ionnx
+$(BUILD)/tests/unit/test_onnx_api $(BUILD)/tests/unit/test_cli: onnx/onnx_import.h onnx/onnx_reader.h
 fuzz-run: build/gen/onnx/onnx.pb-c.c
 # ---- end onnx ----
 

@@ -16,6 +16,7 @@
 #include "ember/trainer.h"
 #include "ember/checkpoint.h"
 #include "ember/reader.h"
+#include "ember/onnx.h"
 
 #define EMBER_VERSION_MAJOR 0
 #define EMBER_VERSION_MINOR 1

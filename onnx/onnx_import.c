@@ -1982,6 +1982,12 @@ static em_status add_initializers(imp *c) {
 
 em_status em_onnx_import(const em_onnx_model *m, em_graph *g, em_tensor *const *input_values, em_var *input_vars,
                          em_var *output_vars) {
+  return em_onnx_import_at(m, g, input_values, input_vars, output_vars, NULL);
+}
+
+em_status em_onnx_import_at(const em_onnx_model *m, em_graph *g, em_tensor *const *input_values, em_var *input_vars,
+                            em_var *output_vars, size_t *failed_node) {
+  if (failed_node) *failed_node = (size_t)-1;
   if (!m || !g || (m->graph.n_inputs && !input_vars) || (m->graph.n_outputs && !output_vars))
     return em_fail(EM_ERR_INVALID_ARGUMENT, "em_onnx_import: NULL argument");
   imp c = {.g = g, .m = m, .opset = em_onnx_model_opset(m, "")};
@@ -1990,6 +1996,7 @@ em_status em_onnx_import(const em_onnx_model *m, em_graph *g, em_tensor *const *
   if (!s) s = add_initializers(&c);
   for (size_t i = 0; !s && i < m->graph.n_nodes; i++) {
     s = translate(&c, &m->graph.nodes[i]);
+    if (s && failed_node) *failed_node = i;
     tmp_free(&c);
   }
   c.node = NULL;

@@ -53,6 +53,13 @@ em_status em_onnx_tensor_to_em(const em_onnx_tensor *t, em_tensor **out);
 em_status em_onnx_import(const em_onnx_model *m, em_graph *g, em_tensor *const *input_values, em_var *input_vars,
                          em_var *output_vars);
 
+/* As em_onnx_import; on failure *failed_node is the index (in
+ * m->graph.nodes) of the node whose translation failed, or (size_t)-1 when
+ * the failure was elsewhere (an input, an initializer, an output), so a
+ * caller can name the node by its position too. */
+em_status em_onnx_import_at(const em_onnx_model *m, em_graph *g, em_tensor *const *input_values, em_var *input_vars,
+                            em_var *output_vars, size_t *failed_node);
+
 /* The ONNX op types (default domain) that have a translation, sorted. */
 size_t em_onnx_import_op_count(void);
 const char *em_onnx_import_op_at(size_t i);

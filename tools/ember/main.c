@@ -14,6 +14,11 @@
  *                            (checkpoint_cmd.c; exit 1: the file was refused)
  *   ember train ...          trains a model of the zoo on a data set (train_cmd.c)
  *   ember eval ...           evaluates a checkpoint on a data set (eval_cmd.c)
+ *   ember inspect MODEL.onnx [--json]
+ *                            an ONNX model's inputs, outputs, opsets and ops, and
+ *                            the ops Ember lacks (inspect_cmd.c; exit 1: some)
+ *   ember run MODEL.onnx ... runs an ONNX model on .npy inputs, writes .npy
+ *                            outputs (run_cmd.c)
  *   ember COMMAND --help     what a command does and takes
  *
  * Exit codes (train_cmd.h): 0 fine; 1 a check failed, training diverged, or
@@ -27,6 +32,7 @@
 
 #include "checkpoint_cmd.h"
 #include "ember.h"
+#include "onnx_cmd.h"
 #include "train_cmd.h"
 
 static const char *variant_str(char v) { return v == 'a' ? "a" : v == 'f' ? "f" : ""; }
@@ -260,7 +266,7 @@ static int cmd_ops(int json) {
 static const char usage_text[] =
     "usage: ember devices [--json] | ember images [--json] [--file LIB] | ember selftest [--json] | "
     "ember ops [--json] | ember checkpoint inspect FILE [--json] | ember train [OPTIONS] | ember eval [OPTIONS] | "
-    "ember COMMAND --help\n";
+    "ember inspect MODEL.onnx [--json] | ember run MODEL.onnx [OPTIONS] | ember COMMAND --help\n";
 
 static int usage(void) {
   fputs(usage_text, stderr);
@@ -294,6 +300,8 @@ static int help(const char *cmd) {
         "  checkpoint inspect FILE: a checkpoint's manifest, sections and parameters\n"
         "  train      train a model (mlp, lenet, resnet20) on a data set\n"
         "  eval       evaluate a checkpoint on a data set\n"
+        "  inspect    an ONNX model's inputs, outputs, opsets, ops, and the ops Ember lacks\n"
+        "  run        run an ONNX model on .npy inputs, write its outputs as .npy\n"
         "\nExit codes: 0 fine; 1 a check failed or training diverged; 64 usage error; 65 malformed data or\n"
         "checkpoint; 66 data or checkpoint missing; 69 device not usable; 70 internal error; 73 checkpoint\n"
         "cannot be written.\n",
@@ -308,6 +316,11 @@ int main(int argc, char **argv) {
   if (is_help(argv[1]) || !strcmp(argv[1], "help")) return help(argc > 2 ? argv[2] : NULL);
   if (!strcmp(argv[1], "checkpoint")) {
     int rc = ember_checkpoint_main(argc - 1, argv + 1);
+    em_shutdown();
+    return rc;
+  }
+  if (!strcmp(argv[1], "inspect") || !strcmp(argv[1], "run")) {
+    int rc = !strcmp(argv[1], "inspect") ? ember_inspect(argc - 1, argv + 1) : ember_run(argc - 1, argv + 1);
     em_shutdown();
     return rc;
   }
