@@ -246,6 +246,24 @@ static int load_settings(train_opts *o, json_t **saved) {
   return 0;
 }
 
+/* --momentum with a learner that has none (sgd, adagrad, rmsprop,
+ * adadelta) changed nothing: PyTorch's SGD(momentum=0.9) is --learner
+ * momentum here, and `--learner sgd --momentum 0.9` trained plain SGD.
+ * Checked as given on the command line only, so an older checkpoint that
+ * saved such a value still resumes. Returns 0 or EXIT_USAGE after saying why. */
+static int check_momentum(const train_opts *o) {
+  em_learner_kind kind;
+  em_learner_config cfg;
+  if (!train_opts_given(o, "--momentum") || o->momentum == 0 || em_learner_kind_parse(o->learner, &kind) ||
+      em_learner_defaults(kind, 1, &cfg) || cfg.momentum.value != 0)
+    return 0;
+  fprintf(stderr,
+          "ember train: --momentum %.15g: the %s learner has no momentum (PyTorch's SGD with momentum is --learner "
+          "momentum, or nesterov); the learners with one: momentum, nesterov, adam and adamw (beta1), fsadagrad\n",
+          o->momentum, o->learner);
+  return EXIT_USAGE;
+}
+
 /* A resumed run trains on the images it started with: their mean and
  * standard deviation (computed the same way, to the bit) are the saved
  * "norm". --data may move; the reader's saved state checks only the
@@ -275,7 +293,11 @@ int ember_train(int argc, char **argv) {
   FILE *info = o.json ? stderr : stdout;
   json_t *saved = NULL;
   int rc = load_settings(&o, &saved);
-  if (rc) return rc;
+  if (!rc) rc = check_momentum(&o);
+  if (rc) {
+    json_decref(saved);
+    return rc;
+  }
   em_device dev;
   if ((rc = ember_parse_device("train", o.device, info, &dev))) {
     json_decref(saved);
