@@ -31,6 +31,7 @@
 #include <zlib.h>
 
 #include "ember.h"
+#include "onnx_reader.h"
 
 static const char *cli, *fake, *src_dir, *build_dir;
 static char tmp_root[PATH_MAX];
@@ -1466,6 +1467,254 @@ static void test_train_data_errors(void **state) {
   assert_non_null(strstr(r.err, "x.ckpt"));
 }
 
+/* ------------------------------------------------- ONNX: inspect and run --- */
+
+/* The ONNX node tests of Debian's libonnx-testdata (as test_onnx_api.c). */
+static const char *onnx_node_dir(void) {
+  const char *d = getenv("EMBER_ONNX_TESTDATA");
+  return d && *d ? d : "/usr/share/libonnx-testdata/data/node";
+}
+
+#define NEED_ONNX_TESTDATA()                                                                              \
+  do {                                                                                                    \
+    char p_[PATH_MAX];                                                                                    \
+    struct stat st_;                                                                                      \
+    snprintf(p_, sizeof p_, "%s/test_abs/model.onnx", onnx_node_dir());                                   \
+    if (stat(p_, &st_) != 0) {                                                                            \
+      print_message("SKIPPED: libonnx-testdata not found under %s (apt-get install libonnx-testdata)\n", \
+                    onnx_node_dir());                                                                     \
+      skip();                                                                                             \
+    }                                                                                                     \
+  } while (0)
+
+static const char *onnx_model(const char *test) {
+  char *p = own_text(malloc(PATH_MAX));
+  snprintf(p, PATH_MAX, "%s/%s/model.onnx", onnx_node_dir(), test);
+  return p;
+}
+
+static em_onnx_tensor *onnx_pb(const char *test, const char *file) {
+  char p[PATH_MAX];
+  snprintf(p, sizeof p, "%s/%s/test_data_set_0/%s", onnx_node_dir(), test, file);
+  em_onnx_tensor *t;
+  if (em_onnx_tensor_load(p, &t)) fail_msg("%s", em_last_error());
+  return t;
+}
+
+/* A .npy file of a test's input_N.pb, written here from NumPy's format
+ * description (not with the tool's npy.c); returns its path. */
+static const char *npy_of_pb(const char *test, const char *file, const char *name) {
+  em_onnx_tensor *t = onnx_pb(test, file);
+  const char *descr = t->dtype == EM_ONNX_FLOAT   ? "<f4"
+                      : t->dtype == EM_ONNX_INT64 ? "<i8"
+                      : t->dtype == EM_ONNX_INT32 ? "<i4"
+                                                  : NULL;
+  assert_non_null(descr);
+  char dict[256], shape[128] = "";
+  for (size_t d = 0; d < t->rank; d++)
+    snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%lld, ", (long long)t->dims[d]);
+  snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }", descr, shape);
+  size_t len = (10 + strlen(dict) + 1 + 63) / 64 * 64 - 10;
+  char *path = own_text(malloc(PATH_MAX));
+  snprintf(path, PATH_MAX, "%s/%s.npy", tmp_root, name);
+  FILE *f = fopen(path, "wb");
+  assert_non_null(f);
+  unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)len, (unsigned char)(len >> 8)};
+  fwrite(pre, 1, 10, f);
+  fprintf(f, "%-*s\n", (int)len - 1, dict);
+  fwrite(t->data, 1, t->nbytes, f);
+  assert_int_equal(fclose(f), 0);
+  em_onnx_tensor_free(t);
+  return path;
+}
+
+/* The f32 data of a .npy file `ember run` wrote, checked against the test's
+ * output_0.pb: the header's dtype and shape text, then every value. */
+static void expect_npy_matches(const char *path, const char *test, const char *shape_text) {
+  FILE *f = fopen(path, "rb");
+  if (!f) fail_msg("ember run wrote no %s", path);
+  unsigned char buf[1 << 14];
+  size_t n = fread(buf, 1, sizeof buf, f);
+  fclose(f);
+  assert_true(n > 10 && !memcmp(buf, "\x93NUMPY\x01\x00", 8));
+  size_t hlen = buf[8] | (size_t)buf[9] << 8;
+  assert_int_equal((10 + hlen) % 64, 0);
+  char want_dict[160];
+  snprintf(want_dict, sizeof want_dict, "{'descr': '<f4', 'fortran_order': False, 'shape': %s, }", shape_text);
+  assert_memory_equal(buf + 10, want_dict, strlen(want_dict));
+  em_onnx_tensor *want = onnx_pb(test, "output_0.pb");
+  assert_int_equal(n - 10 - hlen, want->nbytes);
+  for (size_t i = 0; i < want->n_elements; i++) {
+    float g, w = ((const float *)want->data)[i];
+    memcpy(&g, buf + 10 + hlen + 4 * i, 4);
+    if (!(fabsf(g - w) <= 1e-5f + 1e-4f * fabsf(w))) fail_msg("%s: element %zu is %.9g, expected %.9g", path, i, g, w);
+  }
+  em_onnx_tensor_free(want);
+}
+
+static void test_onnx_inspect(void **state) {
+  (void)state;
+  NEED_CLI();
+  NEED_ONNX_TESTDATA();
+  run_result r = run_cli(NO_SETTINGS, ARGS("inspect", onnx_model("test_add_bcast"), "--json"));
+  expect_status(&r, 0);
+  json_t *j = parse(&r);
+  json_t *in = array_at(j, "inputs"), *ops = array_at(j, "ops");
+  assert_int_equal(json_array_size(in), 2);
+  assert_string_equal(str_at(json_array_get(in, 0), "name"), "x");
+  assert_string_equal(str_at(json_array_get(in, 1), "onnx_dtype"), "float");
+  json_t *shape = array_at(json_array_get(in, 0), "shape");
+  assert_int_equal(json_array_size(shape), 3);
+  assert_int_equal(json_integer_value(json_array_get(shape, 2)), 5);
+  assert_string_equal(str_at(json_array_get(array_at(j, "outputs"), 0), "name"), "sum");
+  assert_int_equal(int_at(json_array_get(array_at(j, "opsets"), 0), "version"), 14); /* the file's opset_import */
+  assert_string_equal(str_at(j, "producer"), "backend-test");
+  assert_int_equal(json_array_size(ops), 1);
+  assert_string_equal(str_at(json_array_get(ops, 0), "op"), "Add");
+  assert_int_equal(int_at(json_array_get(ops, 0), "count"), 1);
+  assert_true(json_is_true(json_object_get(json_array_get(ops, 0), "supported")));
+  assert_int_equal(json_array_size(array_at(j, "missing_ops")), 0);
+
+  /* LSTM: Ember has no translation; inspect says so and exits 1. */
+  r = run_cli(NO_SETTINGS, ARGS("inspect", onnx_model("test_lstm_defaults")));
+  expect_status(&r, 1);
+  if (!strstr(r.out, "LSTM") || !strstr(r.out, "MISSING") || !strstr(r.out, "lacks 1 op"))
+    fail_msg("inspect of an LSTM model does not name the missing op: %.600s", r.out);
+  r = run_cli(NO_SETTINGS, ARGS("inspect", onnx_model("test_lstm_defaults"), "--json"));
+  expect_status(&r, 1);
+  json_t *missing = array_at(parse(&r), "missing_ops");
+  assert_int_equal(json_array_size(missing), 1);
+  assert_string_equal(json_string_value(json_array_get(missing, 0)), "LSTM");
+
+  /* Malformed (a TensorProto is not a model), missing, usage. */
+  char pb[PATH_MAX];
+  snprintf(pb, sizeof pb, "%s/test_abs/test_data_set_0/input_0.pb", onnx_node_dir());
+  r = run_cli(NO_SETTINGS, ARGS("inspect", pb));
+  expect_status(&r, 65);
+  assert_non_null(strstr(r.err, pb));
+  r = run_cli(NO_SETTINGS, ARGS("inspect", "/nonexistent/m.onnx"));
+  expect_status(&r, 66);
+  assert_non_null(strstr(r.err, "/nonexistent/m.onnx"));
+  r = run_cli(NO_SETTINGS, ARGS("inspect"));
+  expect_status(&r, 64);
+  r = run_cli(NO_SETTINGS, ARGS("inspect", pb, pb));
+  expect_status(&r, 64);
+  r = run_cli(NO_SETTINGS, ARGS("inspect", "--bogus", pb));
+  expect_status(&r, 64);
+}
+
+/* ember run on the CPU and on the test double's GPU: the .npy written
+ * holds the node test's expected output, the summary its shape and sum. */
+static void test_onnx_run(void **state) {
+  (void)state;
+  NEED_CLI();
+  NEED_ONNX_TESTDATA();
+  const char *x = npy_of_pb("test_add_bcast", "input_0.pb", "add_x");
+  const char *y = npy_of_pb("test_add_bcast", "input_1.pb", "add_y");
+  char xa[PATH_MAX + 8], ya[PATH_MAX + 8], dir[PATH_MAX], out[PATH_MAX + 16];
+  snprintf(xa, sizeof xa, "x=%s", x);
+  snprintf(ya, sizeof ya, "y=%s", y);
+  static const char *const devices[] = {"cpu", "cuda:0"};
+  for (int d = 0; d < 2; d++) {
+    snprintf(dir, sizeof dir, "%s/run_out_%d", tmp_root, d);
+    run_result r = run_cli(SETTINGS("FAKECUDA_DEVICES=9.0=NVIDIA H100 80GB HBM3"),
+                           ARGS("run", onnx_model("test_add_bcast"), "--input", xa, "--input", ya, "--device",
+                                devices[d], "--output-dir", dir, "--json"));
+    expect_status(&r, 0);
+    json_t *j = parse(&r);
+    assert_string_equal(str_at(j, "device"), devices[d]);
+    json_t *o = json_array_get(array_at(j, "outputs"), 0);
+    assert_string_equal(str_at(o, "name"), "sum");
+    assert_string_equal(str_at(o, "dtype"), "f32");
+    snprintf(out, sizeof out, "%s/sum.npy", dir);
+    assert_string_equal(str_at(o, "file"), out);
+    expect_npy_matches(out, "test_add_bcast", "(3, 4, 5)");
+    em_onnx_tensor *want = onnx_pb("test_add_bcast", "output_0.pb");
+    double sum = 0;
+    for (size_t i = 0; i < want->n_elements; i++) sum += ((const float *)want->data)[i];
+    em_onnx_tensor_free(want);
+    double got = json_real_value(json_object_get(o, "sum"));
+    if (fabs(got - sum) > 1e-3 * (1 + fabs(sum))) fail_msg("summary sum %.9g, expected %.9g", got, sum);
+  }
+  /* Reshape's shape comes in as an int64 .npy and is folded at load. */
+  const char *data = npy_of_pb("test_reshape_reordered_all_dims", "input_0.pb", "rs_data");
+  const char *shape = npy_of_pb("test_reshape_reordered_all_dims", "input_1.pb", "rs_shape");
+  snprintf(xa, sizeof xa, "data=%s", data);
+  snprintf(ya, sizeof ya, "shape=%s", shape);
+  snprintf(dir, sizeof dir, "%s/run_reshape", tmp_root);
+  run_result r = run_cli(NO_SETTINGS, ARGS("run", onnx_model("test_reshape_reordered_all_dims"), "--input", xa, "--input",
+                                           ya, "--device", "cpu", "--mode", "portable", "--output-dir", dir));
+  expect_status(&r, 0);
+  if (!strstr(r.out, "output reshaped: f32[4,2,3]") || !strstr(r.out, "run ")) fail_msg("summary: %.600s", r.out);
+  snprintf(out, sizeof out, "%s/reshaped.npy", dir);
+  expect_npy_matches(out, "test_reshape_reordered_all_dims", "(4, 2, 3)");
+}
+
+static void test_onnx_run_errors(void **state) {
+  (void)state;
+  NEED_CLI();
+  NEED_ONNX_TESTDATA();
+  const char *model = onnx_model("test_add_bcast");
+  const char *x = npy_of_pb("test_add_bcast", "input_0.pb", "err_x");
+  char xa[PATH_MAX + 8], dir[PATH_MAX], bad[PATH_MAX];
+  snprintf(xa, sizeof xa, "x=%s", x);
+  snprintf(dir, sizeof dir, "%s/run_err", tmp_root);
+  /* y not given: refused before anything runs, naming it. */
+  run_result r = run_cli(NO_SETTINGS, ARGS("run", model, "--input", xa, "--device", "cpu", "--output-dir", dir));
+  expect_status(&r, 64);
+  if (!strstr(r.err, "no --input") || !strstr(r.err, " y")) fail_msg("missing input not named: %.400s", r.err);
+  char za[PATH_MAX + 8];
+  snprintf(za, sizeof za, "z=%s", x);
+  r = run_cli(NO_SETTINGS, ARGS("run", model, "--input", xa, "--input", za, "--device", "cpu"));
+  expect_status(&r, 64);
+  assert_non_null(strstr(r.err, "'z'"));
+  r = run_cli(NO_SETTINGS, ARGS("run", model, "--input", "x"));
+  expect_status(&r, 64);
+  r = run_cli(NO_SETTINGS, ARGS("run", model, "--mode", "quick"));
+  expect_status(&r, 64);
+  r = run_cli(NO_SETTINGS, ARGS("run"));
+  expect_status(&r, 64);
+  r = run_cli(NO_SETTINGS, ARGS("run", "/nonexistent/m.onnx"));
+  expect_status(&r, 66);
+  /* A missing .npy (66), a malformed one (65), a Fortran-order one (65). */
+  char ya[PATH_MAX + 8];
+  snprintf(ya, sizeof ya, "y=%s/none.npy", tmp_root);
+  r = run_cli(NO_SETTINGS, ARGS("run", model, "--input", xa, "--input", ya, "--device", "cpu"));
+  expect_status(&r, 66);
+  assert_non_null(strstr(r.err, "none.npy"));
+  snprintf(bad, sizeof bad, "%s/fortran.npy", tmp_root);
+  FILE *f = fopen(bad, "wb");
+  assert_non_null(f);
+  fwrite("\x93NUMPY\x01\x00\x76\x00", 1, 10, f); /* a 118-byte header */
+  fprintf(f, "%-117s\n", "{'descr': '<f4', 'fortran_order': True, 'shape': (5,), }");
+  fwrite("\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0", 1, 20, f);
+  fclose(f);
+  snprintf(ya, sizeof ya, "y=%s", bad);
+  r = run_cli(NO_SETTINGS, ARGS("run", model, "--input", xa, "--input", ya, "--device", "cpu"));
+  expect_status(&r, 65);
+  if (!strstr(r.err, "Fortran") || !strstr(r.err, "fortran.npy")) fail_msg("%.400s", r.err);
+  /* A model with an op Ember lacks, every input given: exit 1 naming it. */
+  const char *lx = npy_of_pb("test_lstm_defaults", "input_0.pb", "l_x");
+  const char *lw = npy_of_pb("test_lstm_defaults", "input_1.pb", "l_w");
+  const char *lr = npy_of_pb("test_lstm_defaults", "input_2.pb", "l_r");
+  char a0[PATH_MAX + 8], a1[PATH_MAX + 8], a2[PATH_MAX + 8];
+  snprintf(a0, sizeof a0, "X=%s", lx);
+  snprintf(a1, sizeof a1, "W=%s", lw);
+  snprintf(a2, sizeof a2, "R=%s", lr);
+  r = run_cli(NO_SETTINGS, ARGS("run", onnx_model("test_lstm_defaults"), "--input", a0, "--input", a1, "--input", a2,
+                                "--device", "cpu", "--output-dir", dir));
+  expect_status(&r, 1);
+  if (!strstr(r.err, "LSTM") || !strstr(r.err, "node 0 of 1")) fail_msg("%.400s", r.err);
+  /* --help of both commands. */
+  r = run_cli(NO_SETTINGS, ARGS("run", "--help"));
+  expect_status(&r, 0);
+  assert_non_null(strstr(r.out, "usage: ember run"));
+  assert_non_null(strstr(r.out, "Exit codes"));
+  r = run_cli(NO_SETTINGS, ARGS("inspect", "--help"));
+  expect_status(&r, 0);
+  assert_non_null(strstr(r.out, "usage: ember inspect"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_devices_json_mixed_fleet, free_owned),
@@ -1488,6 +1737,9 @@ int main(void) {
       cmocka_unit_test_teardown(test_train_augmentation_resume_and_splits, free_owned),
       cmocka_unit_test_teardown(test_train_weight_decay_zero, free_owned),
       cmocka_unit_test_teardown(test_train_data_errors, free_owned),
+      cmocka_unit_test_teardown(test_onnx_inspect, free_owned),
+      cmocka_unit_test_teardown(test_onnx_run, free_owned),
+      cmocka_unit_test_teardown(test_onnx_run_errors, free_owned),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
