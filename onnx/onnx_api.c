@@ -59,6 +59,34 @@ static int find_value(const em_onnx_value_info *v, size_t n, const char *name, s
   return 0;
 }
 
+/* A value given for input v must have its declared dtype and, where the
+ * file declares a shape, its rank and every fixed dimension: the importer
+ * builds the graph for the value's shape, so a mismatch would otherwise run
+ * a different model than the file describes. */
+static em_status check_declared(const em_onnx_value_info *v, const em_tensor *t) {
+  const em_onnx_type *ty = &v->type;
+  em_dtype want;
+  char got[128];
+  em_tensor_describe(t, got, sizeof got);
+  if (ty->kind != EM_ONNX_VALUE_TENSOR) return EM_OK; /* the importer refuses it, naming it */
+  if (em_onnx_dtype_to_em(ty->dtype, &want) == EM_OK && want != em_tensor_dtype(t))
+    return em_fail(EM_ERR_INVALID_ARGUMENT, "input '%s' is declared %s; the value given is %s", v->name,
+                   em_onnx_dtype_name(ty->dtype), got);
+  int ok = !ty->has_shape || (size_t)em_tensor_ndim(t) == ty->rank;
+  for (size_t d = 0; ok && ty->has_shape && d < ty->rank; d++)
+    ok = ty->dims[d].value < 0 || ty->dims[d].value == em_tensor_shape(t)[d];
+  if (ok) return EM_OK;
+  char decl[256] = "[";
+  for (size_t d = 0; d < ty->rank; d++) {
+    size_t n = strlen(decl);
+    if (ty->dims[d].value >= 0) snprintf(decl + n, sizeof decl - n, "%s%lld", d ? "," : "", (long long)ty->dims[d].value);
+    else snprintf(decl + n, sizeof decl - n, "%s%s", d ? "," : "", ty->dims[d].param ? ty->dims[d].param : "?");
+  }
+  snprintf(decl + strlen(decl), sizeof decl - strlen(decl), "]");
+  return em_fail(EM_ERR_INVALID_ARGUMENT, "input '%s' is declared with shape %s; the value given is %s", v->name, decl,
+                 got);
+}
+
 /* Matches the options' input values to graph inputs, keeping a CPU copy of
  * each: the importer folds with them on the CPU and every run feeds them. */
 static em_status take_input_values(em_onnx *m, const em_onnx_options *o) {
@@ -74,7 +102,8 @@ static em_status take_input_values(em_onnx *m, const em_onnx_options *o) {
                      "(its inputs: %s)", nt->name ? nt->name : "(null)",
                      name_list(g->inputs, g->n_inputs, list, sizeof list));
     if (m->given[i]) return em_fail(EM_ERR_INVALID_ARGUMENT, "input '%s' is given twice", nt->name);
-    em_status s;
+    em_status s = check_declared(&g->inputs[i], nt->value);
+    if (s) return s;
     if (em_tensor_device(nt->value).kind == EM_DEVICE_CPU) m->given[i] = em_tensor_retain(nt->value);
     else if ((s = em_tensor_to_device(nt->value, em_cpu(), &m->given[i])))
       return em_fail_context(s, "copying the value of input '%s' to the host", nt->name);

@@ -67,8 +67,10 @@ typedef struct em_onnx_options {
   em_onnx_mode mode;
   /* Values for graph inputs that must be known while building (see above),
    * by input name; an input given here has exactly this value's dtype and
-   * shape. Borrowed: the model keeps its own reference. A name that is not
-   * an input of the model is refused. */
+   * shape. Borrowed: the model keeps its own reference. Refused
+   * (EM_ERR_INVALID_ARGUMENT): a name that is not an input of the model, and
+   * a value whose dtype, rank or a fixed dimension differs from what the
+   * file declares (symbolic dimensions take any size). */
   const em_named_tensor *input_values;
   int n_input_values;
   /* 1: read and describe the model only, without importing its graph (what

@@ -1668,6 +1668,11 @@ static void test_onnx_run_errors(void **state) {
   r = run_cli(NO_SETTINGS, ARGS("run", model, "--input", xa, "--input", za, "--device", "cpu"));
   expect_status(&r, 64);
   assert_non_null(strstr(r.err, "'z'"));
+  /* x's file for y: y is declared [5], the file holds [3, 4, 5]. */
+  snprintf(za, sizeof za, "y=%s", x);
+  r = run_cli(NO_SETTINGS, ARGS("run", model, "--input", xa, "--input", za, "--device", "cpu", "--output-dir", dir));
+  expect_status(&r, 64);
+  if (!strstr(r.err, "'y'") || !strstr(r.err, "shape [5]")) fail_msg("shape mismatch not named: %.400s", r.err);
   r = run_cli(NO_SETTINGS, ARGS("run", model, "--input", "x"));
   expect_status(&r, 64);
   r = run_cli(NO_SETTINGS, ARGS("run", model, "--mode", "quick"));

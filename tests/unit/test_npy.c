@@ -30,7 +30,7 @@ static size_t make_npy(unsigned char *out, int major, const char *dict, int pad,
   memset(out + pre, ' ', len);
   memcpy(out + pre, dict, strlen(dict));
   out[pre + len - 1] = '\n';
-  memcpy(out + pre + len, data, n);
+  if (n) memcpy(out + pre + len, data, n); /* data may be NULL for an empty array */
   return pre + len + n;
 }
 

@@ -453,6 +453,16 @@ static void test_run_and_option_errors(void **state) {
   em_named_tensor stray = {"q", x};
   em_onnx_options o = {.input_values = &stray, .n_input_values = 1};
   expect_fail(em_onnx_load(path, &o, &m), EM_ERR_INVALID_ARGUMENT, WORDS(path, "'q'", "'x', 'y'"));
+  em_named_tensor wrong = {"y", x}; /* y is declared float [5]; x is [3, 4, 5] */
+  o = (em_onnx_options){.input_values = &wrong, .n_input_values = 1};
+  expect_fail(em_onnx_load(path, &o, &m), EM_ERR_INVALID_ARGUMENT, WORDS(path, "'y'", "shape [5]", "f32[3,4,5]"));
+  em_named_tensor wrong_dtype = {"y", NULL};
+  int32_t five[5] = {0};
+  assert_int_equal(em_tensor_from_host(em_cpu(), EM_I32, 1, (const int64_t[]){5}, five, sizeof five, &wrong_dtype.value),
+                   EM_OK);
+  o = (em_onnx_options){.input_values = &wrong_dtype, .n_input_values = 1};
+  expect_fail(em_onnx_load(path, &o, &m), EM_ERR_INVALID_ARGUMENT, WORDS("'y'", "declared float", "i32[5]"));
+  em_tensor_release(wrong_dtype.value);
   em_onnx_options bad_dev = {.device = em_cuda(7)};
   assert_int_not_equal(em_onnx_load(path, &bad_dev, &m), EM_OK);
   assert_null(m);
