@@ -48,6 +48,11 @@
  *   - Shape, Size and ConstantOfShape become constants (shapes are static
  *     once the inputs' shapes are known), and so does Range (its inputs read
  *     at build time); Constant becomes a constant.
+ *   - sequences (SplitToSequence, SequenceConstruct/At/Insert/Erase/Length/
+ *     Empty, ConcatFromSequence) exist only in the importer, as lists of
+ *     Ember values, positions read at build time: torch.split exported
+ *     without the optimiser becomes SplitToSequence + SequenceAt, i.e. the
+ *     slices; a sequence cannot be a graph input or output;
  *   - Dropout in inference (or with ratio 0) is the identity, its mask all
  *     true; BatchNormalization is inference mode only.
  * Anything else (an unknown attribute, a training-mode flag, an element
@@ -71,6 +76,7 @@
 #define DT_CMP (DT_NUM | D(EM_U8) | D(EM_BOOL))
 #define DT_BOOL D(EM_BOOL)
 #define DT_ANY 0u
+#define DT_SEQ (1u << 31) /* input 0 is a sequence (no dtype check) */
 
 /* ------------------------------------------------------------- dtypes --- */
 
@@ -121,7 +127,18 @@ typedef struct imp {
   /* Scratch memory of the node being translated. */
   void **tmp;
   size_t n_tmp, cap_tmp;
+  /* ONNX sequence values (lists of tensors): name -> its elements. They live
+   * only in the importer: each element is an Ember value. */
+  struct seqval {
+    char *name;
+    em_var *vars;
+    int n;
+  } *seqs;
+  size_t n_seqs, cap_seqs;
 } imp;
+
+/* The value of a variable that holds a sequence (in[i], out[j]). */
+#define SEQ_VAR ((em_var)-2)
 
 static const char *node_label(const imp *c, char *buf, size_t cap) {
   const em_onnx_node *n = c->node;
@@ -203,6 +220,41 @@ static int name_get(const imp *c, const char *name, em_var *v) {
       return 1;
     }
   return 0;
+}
+
+/* Records the sequence `name` (vars copied); ONNX forbids redefinition, the
+ * last one wins. */
+static em_status seq_set(imp *c, const char *name, const em_var *vars, int n) {
+  em_var *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+  char *d = strdup(name);
+  if (!v || !d) {
+    free(v), free(d);
+    return OOM();
+  }
+  if (n) memcpy(v, vars, (size_t)n * sizeof *v);
+  for (size_t i = 0; i < c->n_seqs; i++)
+    if (strcmp(c->seqs[i].name, name) == 0) {
+      free(c->seqs[i].vars), free(d);
+      c->seqs[i].vars = v, c->seqs[i].n = n;
+      return EM_OK;
+    }
+  if (c->n_seqs == c->cap_seqs) {
+    size_t cap = c->cap_seqs ? 2 * c->cap_seqs : 8;
+    struct seqval *q = realloc(c->seqs, cap * sizeof *q);
+    if (!q) {
+      free(v), free(d);
+      return OOM();
+    }
+    c->seqs = q, c->cap_seqs = cap;
+  }
+  c->seqs[c->n_seqs++] = (struct seqval){d, v, n};
+  return EM_OK;
+}
+
+static const struct seqval *seq_get(const imp *c, const char *name) {
+  for (size_t i = c->n_seqs; i-- > 0;)
+    if (strcmp(c->seqs[i].name, name) == 0) return &c->seqs[i];
+  return NULL;
 }
 
 static em_status known_grow(imp *c) {
@@ -1389,6 +1441,187 @@ static em_status tr_einsum(imp *c, const em_onnx_node *n, const tr *t, const em_
   return EM_OK;
 }
 
+/* --- sequences --- */
+
+/* ONNX sequences exist only while importing (a list of Ember values): the
+ * forms PyTorch writes (SplitToSequence + SequenceAt for torch.split in
+ * unoptimised exports, SequenceConstruct + ConcatFromSequence for stacks)
+ * become the slices and concats they stand for. Positions must be known at
+ * build time; a sequence cannot be a graph input or output. */
+
+/* A position input (scalar, negative from the end) in [0, len] (insert) or
+ * [0, len) (others). */
+static em_status seq_position(imp *c, em_var v, int len, int for_insert, int *pos) {
+  int64_t *p;
+  int k;
+  em_status s = ints_of(c, v, "input 'position'", &p, &k);
+  if (s) return s;
+  if (k != 1) return bad(c, "input 'position' has %d elements; one expected", k);
+  int64_t q = p[0] < 0 ? p[0] + len : p[0];
+  if (q < 0 || q > len - (for_insert ? 0 : 1))
+    return bad(c, "position %lld is out of range for a sequence of %d", (long long)p[0], len);
+  *pos = (int)q;
+  return EM_OK;
+}
+
+static em_status tr_seq_construct(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
+  (void)t;
+  for (size_t i = 0; i < n->n_inputs; i++)
+    if (in[i] < 0) return bad(c, "input %zu is empty", i);
+  em_status s = seq_set(c, n->outputs[0], in, (int)n->n_inputs);
+  if (!s) out[0] = SEQ_VAR;
+  return s;
+}
+
+static em_status tr_seq_empty(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
+  (void)t, (void)in;
+  em_status s = seq_set(c, n->outputs[0], NULL, 0);
+  if (!s) out[0] = SEQ_VAR;
+  return s;
+}
+
+static em_status tr_seq_at(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
+  (void)t;
+  const struct seqval *q = seq_get(c, n->inputs[0]);
+  int pos;
+  if (n->n_inputs < 2 || in[1] < 0) return bad(c, "input 'position' is required");
+  em_status s = seq_position(c, in[1], q->n, 0, &pos);
+  if (s) return s;
+  return ap1(c, "identity", q->vars[pos], NULL, 0, &out[0]);
+}
+
+static em_status tr_seq_length(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
+  (void)t, (void)in;
+  int64_t len = seq_get(c, n->inputs[0])->n;
+  return const_i64(c, 0, NULL, &len, &out[0]);
+}
+
+/* SequenceInsert (tensor at position, default the end) and SequenceErase
+ * (position, default the last): a new sequence. */
+static em_status tr_seq_edit(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
+  (void)t;
+  const struct seqval *q = seq_get(c, n->inputs[0]);
+  int insert = strcmp(n->op_type, "SequenceInsert") == 0, len = q->n, pos;
+  size_t pi = insert ? 2 : 1;
+  em_var *v = tmp(c, (size_t)(len + 1) * sizeof *v);
+  if (!v) return OOM();
+  if (insert && (n->n_inputs < 2 || in[1] < 0)) return bad(c, "input 'tensor' is required");
+  em_status s = EM_OK;
+  if (pi < n->n_inputs && in[pi] >= 0) s = seq_position(c, in[pi], len, insert, &pos);
+  else if (!insert && len == 0) return bad(c, "erasing from an empty sequence");
+  else pos = insert ? len : len - 1;
+  if (s) return s;
+  int k = 0;
+  for (int i = 0; i <= len; i++) {
+    if (insert && i == pos) v[k++] = in[1];
+    if (i < len && !(!insert && i == pos)) v[k++] = q->vars[i];
+  }
+  if ((s = seq_set(c, n->outputs[0], v, k))) return s;
+  out[0] = SEQ_VAR;
+  return EM_OK;
+}
+
+/* SplitToSequence: slices along axis, lengths from input `split` (a scalar:
+ * chunks of that size, the last smaller; 1-D: the lengths) or else size-1
+ * chunks, squeezed away when keepdims=0. */
+static em_status tr_split_to_seq(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
+  (void)t;
+  int64_t axis, keepdims;
+  em_shape sh;
+  em_status s = oint(c, n, "axis", 0, &axis);
+  if (!s) s = oint(c, n, "keepdims", 1, &keepdims);
+  if (!s) s = vinfo(c, in[0], &sh);
+  if (s) return s;
+  if (axis < -sh.ndim || axis >= sh.ndim)
+    return bad(c, "axis %lld is out of range for rank %d", (long long)axis, sh.ndim);
+  if (axis < 0) axis += sh.ndim;
+  int64_t dim = sh.dims[axis];
+  if (dim < 0) return unsup(c, "SplitToSequence along a dynamic axis");
+  int64_t *len = NULL, n_out;
+  int given = n->n_inputs > 1 && in[1] >= 0;
+  if (given) {
+    em_shape ss;
+    int64_t *sv;
+    int k;
+    if ((s = vinfo(c, in[1], &ss)) || (s = ints_of(c, in[1], "input 'split'", &sv, &k))) return s;
+    if (ss.ndim == 0) {
+      if (sv[0] <= 0) return bad(c, "split %lld; a positive chunk size expected", (long long)sv[0]);
+      n_out = dim / sv[0] + (dim % sv[0] != 0);
+      if (!(len = tmp(c, (size_t)(n_out + 1) * sizeof *len))) return OOM();
+      for (int64_t i = 0; i < n_out; i++) len[i] = i < n_out - 1 || dim % sv[0] == 0 ? sv[0] : dim % sv[0];
+    } else {
+      int64_t sum = 0;
+      for (int i = 0; i < k; i++) {
+        if (sv[i] < 0) return bad(c, "split length %d is %lld", i, (long long)sv[i]);
+        sum += sv[i];
+      }
+      if (sum != dim) return bad(c, "split lengths add up to %lld, the axis has %lld", (long long)sum, (long long)dim);
+      len = sv, n_out = k;
+    }
+  } else {
+    n_out = dim;
+    if (!(len = tmp(c, (size_t)(n_out + 1) * sizeof *len))) return OOM();
+    for (int64_t i = 0; i < n_out; i++) len[i] = 1;
+  }
+  if (n_out > 65536) return unsup(c, "a sequence of %lld tensors", (long long)n_out);
+  em_var *v = tmp(c, (size_t)(n_out + 1) * sizeof *v);
+  if (!v) return OOM();
+  int64_t off = 0;
+  for (int64_t i = 0; i < n_out; i++) {
+    int64_t st = off, en = off + len[i];
+    em_attr at[3] = {em_attr_is("starts", &st, 1), em_attr_is("ends", &en, 1), em_attr_is("axes", &axis, 1)};
+    if ((s = ap1(c, "slice", in[0], at, 3, &v[i]))) return s;
+    if (!given && !keepdims) {
+      em_attr a = em_attr_is("axes", &axis, 1);
+      if ((s = ap1(c, "squeeze", v[i], &a, 1, &v[i]))) return s;
+    }
+    off = en;
+  }
+  if ((s = seq_set(c, n->outputs[0], v, (int)n_out))) return s;
+  out[0] = SEQ_VAR;
+  return EM_OK;
+}
+
+/* ConcatFromSequence: concat along axis, or (new_axis=1) stacked along a new
+ * axis (each element unsqueezed, then concat). */
+static em_status tr_concat_from_seq(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
+  (void)t, (void)in;
+  const struct seqval *q = seq_get(c, n->inputs[0]);
+  int64_t axis, new_axis;
+  em_status s = oint(c, n, "axis", 0, &axis);
+  if (!s) s = oint(c, n, "new_axis", 0, &new_axis);
+  if (s) return s;
+  if (!oattr(n, "axis")) return bad(c, "attribute 'axis' is required");
+  if (q->n == 0) return bad(c, "the sequence is empty");
+  em_var *v = tmp(c, (size_t)q->n * sizeof *v);
+  if (!v) return OOM();
+  em_shape sh;
+  if ((s = vinfo(c, q->vars[0], &sh))) return s;
+  int rank = sh.ndim + (new_axis ? 1 : 0);
+  if (axis < -rank || axis >= rank) return bad(c, "axis %lld is out of range for rank %d", (long long)axis, rank);
+  if (axis < 0) axis += rank;
+  for (int i = 0; i < q->n; i++) {
+    v[i] = q->vars[i];
+    if (new_axis) {
+      em_attr a = em_attr_is("axes", &axis, 1);
+      if ((s = ap1(c, "unsqueeze", v[i], &a, 1, &v[i]))) return s;
+    }
+  }
+  /* Concat's translation chains past 16 inputs */
+  em_onnx_node cn = *n;
+  const char **names = tmp(c, (size_t)q->n * sizeof *names);
+  if (!names) return OOM();
+  for (int i = 0; i < q->n; i++) names[i] = "-";
+  cn.n_inputs = (size_t)q->n, cn.inputs = (char **)names;
+  em_onnx_attr ax = {.name = "axis", .type = EM_ONNX_ATTR_INT, .i = axis};
+  cn.attrs = &ax, cn.n_attrs = 1;
+  const em_onnx_node *keep = c->node;
+  c->node = &cn;
+  s = tr_concat(c, &cn, t, v, out);
+  c->node = keep;
+  return s;
+}
+
 /* --- neural-network ops --- */
 
 static em_status tr_maxpool(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
@@ -1753,6 +1986,7 @@ static const tr trs[] = {
   {"Celu", tr_celu, NULL, "alpha", DT_FLT, "lowered: alpha * elu(x / alpha)"},
   {"Clip", tr_clip, NULL, "min,max", DT_NUM, "clip (min/max inputs folded)"},
   {"Concat", tr_concat, NULL, "axis", DT_ANY, "concat (chained past 16 inputs)"},
+  {"ConcatFromSequence", tr_concat_from_seq, NULL, "axis,new_axis", DT_SEQ, "concat (new_axis: unsqueeze, concat)"},
   {"Constant", tr_constant, NULL, "value,value_float,value_floats,value_int,value_ints", DT_ANY,
     "constant (import time)"},
   {"ConstantOfShape", tr_constant_of_shape, NULL, "value", DT_ANY, "constant (import time, shape folded)"},
@@ -1829,6 +2063,12 @@ static const tr trs[] = {
   {"Reshape", tr_reshape, NULL, "shape,allowzero", DT_ANY, "reshape (shape folded; allowzero: reshape_like)"},
   SAME("Round", "round", "", DT_FLT),
   SAME("Selu", "selu", "alpha,gamma", DT_FLT),
+  {"SequenceAt", tr_seq_at, NULL, "", DT_SEQ, "the sequence's element (position folded)"},
+  {"SequenceConstruct", tr_seq_construct, NULL, "", DT_SEQ, "a sequence (import time)"},
+  {"SequenceEmpty", tr_seq_empty, NULL, "dtype", DT_SEQ, "a sequence (import time)"},
+  {"SequenceErase", tr_seq_edit, NULL, "", DT_SEQ, "a sequence (import time, position folded)"},
+  {"SequenceInsert", tr_seq_edit, NULL, "", DT_SEQ, "a sequence (import time, position folded)"},
+  {"SequenceLength", tr_seq_length, NULL, "", DT_SEQ, "constant (import time)"},
   {"Shape", tr_shape, NULL, "start,end", DT_ANY, "constant (import time)"},
   {"Shrink", tr_shrink, NULL, "lambd,bias", DT_FLT, "lowered: where, add, sub"},
   SAME("Sigmoid", "sigmoid", "", DT_FLT),
@@ -1844,6 +2084,7 @@ static const tr trs[] = {
   SAME("Softsign", "softsign", "", DT_FLT),
   SAME("SpaceToDepth", "space_to_depth", "blocksize", DT_ANY),
   {"Split", tr_split, NULL, "axis,split,num_outputs", DT_ANY, "slice per output (split folded)"},
+  {"SplitToSequence", tr_split_to_seq, NULL, "axis,keepdims", DT_ANY, "a sequence of slices (split folded)"},
   SAME("Sqrt", "sqrt", "", DT_FLT),
   {"Squeeze", tr_axes_op, "squeeze", "axes", DT_ANY, "squeeze (axes folded)"},
   SAME("Sub", "sub", "", DT_NUM),
@@ -1897,11 +2138,17 @@ static em_status translate(imp *c, const em_onnx_node *n) {
   for (size_t i = 0; i < n->n_inputs; i++) {
     in[i] = -1;
     if (!n->inputs[i][0]) continue;
-    if (!name_get(c, n->inputs[i], &in[i])) return bad(c, "input '%s' is not defined before the node", n->inputs[i]);
+    if (name_get(c, n->inputs[i], &in[i])) continue;
+    if (!seq_get(c, n->inputs[i])) return bad(c, "input '%s' is not defined before the node", n->inputs[i]);
+    if (i != 0 || t->dtypes != DT_SEQ) return unsup(c, "input %zu ('%s') is a sequence", i, n->inputs[i]);
+    in[i] = SEQ_VAR;
   }
   for (size_t j = 0; j < n->n_outputs; j++) out[j] = -1;
-  if (t->fn != tr_constant && (n->n_inputs == 0 || in[0] < 0)) return bad(c, "input 0 is missing");
-  if (t->dtypes && t->fn != tr_constant) {
+  if (t->dtypes == DT_SEQ && t->fn != tr_seq_construct && t->fn != tr_seq_empty && (n->n_inputs == 0 || in[0] != SEQ_VAR))
+    return bad(c, "input 0 must be a sequence");
+  if (t->fn != tr_constant && t->fn != tr_seq_empty && (n->n_inputs == 0 || in[0] == -1))
+    return bad(c, "input 0 is missing");
+  if (t->dtypes && t->dtypes != DT_SEQ && t->fn != tr_constant) {
     em_shape s0;
     em_status s = vinfo(c, in[0], &s0);
     if (s) return s;
@@ -1914,7 +2161,7 @@ static em_status translate(imp *c, const em_onnx_node *n) {
   em_status s = t->fn(c, n, t, in, out);
   if (s) return s;
   for (size_t j = 0; j < n->n_outputs; j++) {
-    if (!n->outputs[j][0]) continue;
+    if (!n->outputs[j][0] || out[j] == SEQ_VAR) continue; /* a sequence: the translation recorded it */
     if (out[j] < 0) return unsup(c, "output %zu ('%s') is not produced by the translation", j, n->outputs[j]);
     if ((s = name_set(c, n->outputs[j], out[j]))) return s;
   }
@@ -2002,8 +2249,11 @@ em_status em_onnx_import_at(const em_onnx_model *m, em_graph *g, em_tensor *cons
   c.node = NULL;
   for (size_t j = 0; !s && j < m->graph.n_outputs; j++)
     if (!name_get(&c, m->graph.outputs[j].name, &output_vars[j]))
-      s = em_fail(EM_ERR_INVALID_ARGUMENT, "ONNX graph output '%s' is not computed by any node",
-                  m->graph.outputs[j].name);
+      s = seq_get(&c, m->graph.outputs[j].name)
+            ? em_fail(EM_ERR_UNSUPPORTED, "ONNX graph output '%s' is a sequence; only tensors can be outputs",
+                      m->graph.outputs[j].name)
+            : em_fail(EM_ERR_INVALID_ARGUMENT, "ONNX graph output '%s' is not computed by any node",
+                      m->graph.outputs[j].name);
   tmp_free(&c);
   free(c.tmp);
   for (size_t i = 0; i < c.n_names; i++) free(c.names[i]);
@@ -2012,5 +2262,7 @@ em_status em_onnx_import_at(const em_onnx_model *m, em_graph *g, em_tensor *cons
   for (size_t i = 0; i < c.n_known; i++) em_tensor_release(c.known[i]);
   free(c.known);
   free(c.feeds);
+  for (size_t i = 0; i < c.n_seqs; i++) free(c.seqs[i].name), free(c.seqs[i].vars);
+  free(c.seqs);
   return s;
 }

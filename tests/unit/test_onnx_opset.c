@@ -5,10 +5,12 @@
  * Unsqueeze with `axes` as an input, Mish and Gelu; and two definitions
  * of newer ONNX texts the importer supplies: ReduceMax/ReduceMin over an
  * empty axis, Clip with min > max; Range of constant inputs, which
- * unoptimised exports write (GroupNorm); Einsum, lowered.
+ * unoptimised exports write (GroupNorm); Einsum, lowered; the sequence ops
+ * (SplitToSequence + SequenceAt is torch.split in unoptimised exports).
  *
- * Each model is built here with protobuf-c (one node; its attribute-like
- * inputs are initializers), serialised, read back through the reader,
+ * Each model is built here with protobuf-c (one node, or a short chain for
+ * the sequences; attribute-like inputs are initializers), serialised, read
+ * back through the reader,
  * imported, and run on the CPU and on a GPU (the libcuda test double, or a
  * real driver), both in portable mode: the GPU must give the CPU's bits, and
  * the CPU must match a float64 reference computed here by plain loops from
@@ -78,6 +80,17 @@ typedef struct {
     int64_t fdims[EM_MAX_DIMS];
   } init[MAXT];
   int n_init;
+  /* Nodes after the main one (sequence tests): the main node then has one
+   * output, `main_out`; a later node writes `out`, or when NULL the next
+   * graph output y<k> (n_out counts those). */
+  const char *main_out;
+  struct {
+    const char *op, *in[4], *out;
+    int n_in, n_attr;
+    const char *a_name[2];
+    int64_t a_val[2];
+  } next[4];
+  int n_next;
 } spec;
 
 static void sp_attr_i(spec *p, const char *name, int64_t v) {
@@ -115,7 +128,9 @@ static uint8_t *sp_pack(const spec *p, size_t *size) {
   Onnx__ModelProto model = ONNX__MODEL_PROTO__INIT;
   Onnx__GraphProto graph = ONNX__GRAPH_PROTO__INIT;
   Onnx__OperatorSetIdProto opset = ONNX__OPERATOR_SET_ID_PROTO__INIT, *opsets[1] = {&opset};
-  Onnx__NodeProto node = ONNX__NODE_PROTO__INIT, *nodes[1] = {&node};
+  Onnx__NodeProto node = ONNX__NODE_PROTO__INIT, nx[4], *nodes[5] = {&node};
+  Onnx__AttributeProto nx_attrs[4][2], *nx_attr_p[4][2];
+  char *nx_in[4][4], *nx_out[4];
   Onnx__AttributeProto attrs[MAXT], *attr_p[MAXT];
   Onnx__TensorProto inits[MAXT], *init_p[MAXT];
   Onnx__ValueInfoProto vin = ONNX__VALUE_INFO_PROTO__INIT, vout[MAXT], *vin_p[1] = {&vin}, *vout_p[MAXT];
@@ -131,7 +146,7 @@ static uint8_t *sp_pack(const spec *p, size_t *size) {
   model.n_opset_import = 1, model.opset_import = opsets;
   model.graph = &graph;
   graph.name = "g";
-  graph.n_node = 1, graph.node = nodes;
+  graph.n_node = 1 + (size_t)p->n_next, graph.node = nodes;
   node.op_type = (char *)p->op;
   node.name = "n";
   for (int i = 0; i < p->n_in; i++) in_names[i] = (char *)p->in[i];
@@ -148,6 +163,26 @@ static uint8_t *sp_pack(const spec *p, size_t *size) {
     vout_p[j] = &vout[j];
   }
   node.n_output = (size_t)p->n_out, node.output = out_names;
+  char *main_out[1] = {(char *)p->main_out};
+  if (p->n_next) node.n_output = 1, node.output = main_out;
+  for (int k = 0, g = 0; k < p->n_next; k++) {
+    nx[k] = (Onnx__NodeProto)ONNX__NODE_PROTO__INIT;
+    nodes[1 + k] = &nx[k];
+    nx[k].op_type = (char *)p->next[k].op;
+    nx[k].name = "";
+    for (int i = 0; i < p->next[k].n_in; i++) nx_in[k][i] = (char *)p->next[k].in[i];
+    nx[k].n_input = (size_t)p->next[k].n_in, nx[k].input = nx_in[k];
+    nx_out[k] = p->next[k].out ? (char *)p->next[k].out : onames[g++];
+    nx[k].n_output = 1, nx[k].output = &nx_out[k];
+    for (int a = 0; a < p->next[k].n_attr; a++) {
+      nx_attrs[k][a] = (Onnx__AttributeProto)ONNX__ATTRIBUTE_PROTO__INIT;
+      nx_attrs[k][a].name = (char *)p->next[k].a_name[a];
+      nx_attrs[k][a].has_type = 1, nx_attrs[k][a].type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
+      nx_attrs[k][a].has_i = 1, nx_attrs[k][a].i = p->next[k].a_val[a];
+      nx_attr_p[k][a] = &nx_attrs[k][a];
+    }
+    nx[k].n_attribute = (size_t)p->next[k].n_attr, nx[k].attribute = nx_attr_p[k];
+  }
   for (int a = 0; a < p->n_attr; a++) {
     attrs[a] = (Onnx__AttributeProto)ONNX__ATTRIBUTE_PROTO__INIT;
     attrs[a].name = (char *)p->attr[a].name;
@@ -844,6 +879,90 @@ static void test_einsum(void **state) {
   expect_refused("Einsum output label in no operand", &q, EM_ERR_INVALID_ARGUMENT, "output label 'q'", NULL);
 }
 
+/* Appends a node reading in[0..n) (NULL-terminated) to p's chain, with up
+ * to two INT attributes; out NULL: the next graph output. */
+static void sp_next(spec *p, const char *op, const char *out, const char *const *in, const char *a0, int64_t v0,
+                    const char *a1, int64_t v1) {
+  int k = p->n_next++;
+  p->next[k].op = op, p->next[k].out = out;
+  while (in[p->next[k].n_in]) p->next[k].in[p->next[k].n_in] = in[p->next[k].n_in], p->next[k].n_in++;
+  if (a0) p->next[k].a_name[p->next[k].n_attr] = a0, p->next[k].a_val[p->next[k].n_attr++] = v0;
+  if (a1) p->next[k].a_name[p->next[k].n_attr] = a1, p->next[k].a_val[p->next[k].n_attr++] = v1;
+  if (!out) p->n_out++;
+}
+
+/* Columns [c0, c1) of a rows x cols row-major matrix. */
+static void columns(const double *x, int64_t rows, int64_t cols, int64_t c0, int64_t c1, double *out) {
+  for (int64_t r = 0, k = 0; r < rows; r++)
+    for (int64_t c = c0; c < c1; c++) out[k++] = x[r * cols + c];
+}
+
+/* Sequences as PyTorch writes them (torch.split unoptimised: SplitToSequence
+ * + SequenceAt; stacks: ConcatFromSequence), and the other sequence ops,
+ * which the importer resolves while building. */
+static void test_sequences(void **state) {
+  (void)state;
+  double x[14], a[8], b[8];
+  fill(x, 14, -1);
+  /* split into chunks of 3 along axis 1 (7 = 3 3 1): elements 0 and -1 */
+  spec p = {.opset = 18, .op = "SplitToSequence", .xnd = 2, .xdims = {2, 7}, .main_out = "s"};
+  p.in[0] = "x", p.in[1] = "k", p.n_in = 2;
+  sp_int_scalar(&p, "k", 3);
+  sp_attr_i(&p, "axis", 1);
+  sp_int_scalar(&p, "p0", 0);
+  sp_int_scalar(&p, "p1", -1);
+  sp_next(&p, "SequenceAt", NULL, (const char *[]){"s", "p0", NULL}, NULL, 0, NULL, 0);
+  sp_next(&p, "SequenceAt", NULL, (const char *[]){"s", "p1", NULL}, NULL, 0, NULL, 0);
+  columns(x, 2, 7, 0, 3, a);
+  columns(x, 2, 7, 6, 7, b);
+  expect w[2] = {{.nd = 2, .dims = {2, 3}, .v = a}, {.nd = 2, .dims = {2, 1}, .v = b}};
+  run_and_check("SplitToSequence split 3, SequenceAt 0 and -1", &p, x, w);
+
+  /* no split, keepdims 0: rows of [2, 7]; stacked back (new_axis) and concatenated */
+  spec q = {.opset = 18, .op = "SplitToSequence", .xnd = 2, .xdims = {2, 7}, .main_out = "s"};
+  q.in[0] = "x", q.n_in = 1;
+  sp_attr_i(&q, "keepdims", 0);
+  sp_next(&q, "ConcatFromSequence", NULL, (const char *[]){"s", NULL}, "axis", 0, "new_axis", 1);
+  sp_next(&q, "ConcatFromSequence", NULL, (const char *[]){"s", NULL}, "axis", -1, NULL, 0);
+  expect v[2] = {{.nd = 2, .dims = {2, 7}, .v = x}, {.nd = 1, .dims = {14}, .v = x}};
+  run_and_check("SplitToSequence rows, ConcatFromSequence new_axis 1 and 0", &q, x, v);
+
+  /* SequenceConstruct(x, y), insert z at 0, erase the last: concat is [z; x] */
+  static const float yf[14] = {0}, zf[6] = {9, 8, 7, 6, 5, 4};
+  spec r = {.opset = 18, .op = "SequenceConstruct", .xnd = 2, .xdims = {2, 7}, .main_out = "s"};
+  r.in[0] = "x", r.in[1] = "y", r.n_in = 2;
+  r.init[0].name = "y", r.init[0].fdata = yf, r.init[0].fnd = 2, r.init[0].fdims[0] = 2, r.init[0].fdims[1] = 7;
+  r.init[1].name = "z", r.init[1].fdata = zf, r.init[1].fnd = 2, r.init[1].fdims[0] = 1, r.init[1].fdims[1] = 6;
+  r.n_init = 2;
+  sp_int_scalar(&r, "p0", 0);
+  double z6[7] = {9, 8, 7, 6, 5, 4, 0}, want[21];
+  /* z is [1, 6]: pad it to 7 columns first, so it concatenates with x on axis 0 */
+  static const int64_t zpads[4] = {0, 0, 0, 1};
+  sp_ints(&r, "zp", zpads, 4);
+  sp_next(&r, "Pad", "zz", (const char *[]){"z", "zp", NULL}, NULL, 0, NULL, 0);
+  sp_next(&r, "SequenceInsert", "s2", (const char *[]){"s", "zz", "p0", NULL}, NULL, 0, NULL, 0);
+  sp_next(&r, "SequenceErase", "s3", (const char *[]){"s2", NULL}, NULL, 0, NULL, 0);
+  sp_next(&r, "ConcatFromSequence", NULL, (const char *[]){"s3", NULL}, "axis", 0, NULL, 0);
+  memcpy(want, z6, sizeof z6);
+  memcpy(want + 7, x, sizeof x);
+  expect u = {.nd = 2, .dims = {3, 7}, .v = want};
+  run_and_check("SequenceConstruct, SequenceInsert at 0, SequenceErase, ConcatFromSequence", &r, x, &u);
+
+  /* refusals: a position out of range, a sequence as a graph output, a
+   * sequence given to an op that takes tensors */
+  p.init[2].ivals[0] = 3; /* p0: the sequence has 3 elements */
+  expect_refused("SequenceAt 3 of 3", &p, EM_ERR_INVALID_ARGUMENT, "SequenceAt", "position 3 is out of range");
+  spec o = {.opset = 18, .op = "SequenceConstruct", .xnd = 1, .xdims = {2}, .main_out = "s"};
+  o.in[0] = "x", o.n_in = 1;
+  sp_next(&o, "SequenceErase", "y0", (const char *[]){"s", NULL}, NULL, 0, NULL, 0);
+  o.n_out = 1; /* y0, a sequence, is the graph output */
+  expect_refused("a sequence as the graph output", &o, EM_ERR_UNSUPPORTED, "'y0' is a sequence", NULL);
+  spec t = {.opset = 18, .op = "SequenceConstruct", .xnd = 1, .xdims = {2}, .main_out = "s"};
+  t.in[0] = "x", t.n_in = 1;
+  sp_next(&t, "Relu", NULL, (const char *[]){"s", NULL}, NULL, 0, NULL, 0);
+  expect_refused("Relu of a sequence", &t, EM_ERR_UNSUPPORTED, "Relu", "is a sequence");
+}
+
 /* Squeeze-13 and Unsqueeze-13 with axes as an input. */
 static void test_squeeze_unsqueeze_axes_input(void **state) {
   (void)state;
@@ -899,6 +1018,7 @@ int main(void) {
     cmocka_unit_test(test_clip_min_above_max),
     cmocka_unit_test(test_range),
     cmocka_unit_test(test_einsum),
+    cmocka_unit_test(test_sequences),
     cmocka_unit_test(test_squeeze_unsqueeze_axes_input),
     cmocka_unit_test(test_mish_gelu),
   };
