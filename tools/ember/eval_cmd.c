@@ -72,6 +72,17 @@ int ember_eval(int argc, char **argv) {
     rc = s ? load_error(o.checkpoint, s, 1) : EXIT_DATA;
     goto done;
   }
+  /* The standardisation the test images get, in float32 as the reader
+   * takes it: a crafted or damaged value is the file's fault (65), not a
+   * usage error of the reader's options. */
+  if (!isfinite((float)o.norm_mean) || !isfinite((float)o.norm_std) || !((float)o.norm_std > 0)) {
+    fprintf(stderr,
+            "ember eval: --checkpoint %s: its \"" SETTINGS_SECTION "\" section is malformed: \"norm\" [%g, %g] is "
+            "not a finite mean and a positive standard deviation\n",
+            o.checkpoint, o.norm_mean, o.norm_std);
+    rc = EXIT_DATA;
+    goto done;
+  }
   char when[32];
   time_t created = (time_t)man.created;
   strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", gmtime(&created));
