@@ -1358,7 +1358,11 @@ static em_status tr_einsum(imp *c, const em_onnx_node *n, const tr *t, const em_
     for (int i = 0; i < n_ops; i++) {
       const char *q = memchr(p, ',', (size_t)(e + lhs_len - p));
       const char *end = q ? q : e + lhs_len;
-      if ((i < n_ops - 1) != (q != NULL)) return bad(c, "the equation has not %d operand terms", n_ops);
+      if ((i < n_ops - 1) != (q != NULL)) {
+        int terms = 1;
+        for (size_t k = 0; k < lhs_len; k++) terms += e[k] == ',';
+        return bad(c, "the equation '%s' has %d operand terms for %d inputs", eq, terms, n_ops);
+      }
       term[i] = p, tlen[i] = (size_t)(end - p);
       p = end + 1;
     }

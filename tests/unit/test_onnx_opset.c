@@ -877,6 +877,22 @@ static void test_einsum(void **state) {
   q.attr[0].s = "ij,jk->iq";
   q.init[0].fdims[0] = 1; /* y is [1, 3] */
   expect_refused("Einsum output label in no operand", &q, EM_ERR_INVALID_ARGUMENT, "output label 'q'", NULL);
+  /* malformed equations are refused, naming the node (x [2, 1], y [1, 3]) */
+  static const char *const bad_eq[] = {"",         "->",        "ij",        "ij,jk,kl->il", "i.j,jk->ik",
+                                       "..i.,jk",  "i1,jk->ik", "ij,jk->i,k", "ij,jk->ii",   "ijk,jk->ik",
+                                       "ij,jk->ik->i", "......,jk", "ij,jk->...."};
+  for (size_t k = 0; k < sizeof bad_eq / sizeof bad_eq[0]; k++) {
+    q.attr[0].s = bad_eq[k];
+    em_graph *g;
+    em_var outs[MAXT];
+    em_status st = sp_import(&q, &g, NULL, outs);
+    if (st == EM_OK) {
+      em_graph_free(g);
+      fail_msg("Einsum '%s' imported", bad_eq[k]);
+    }
+    if ((st != EM_ERR_INVALID_ARGUMENT && st != EM_ERR_UNSUPPORTED) || !strstr(em_last_error(), "Einsum"))
+      fail_msg("Einsum '%s': %s (%s)", bad_eq[k], em_status_name(st), em_last_error());
+  }
 }
 
 /* Appends a node reading in[0..n) (NULL-terminated) to p's chain, with up
