@@ -21,7 +21,8 @@
  *     ones (ReduceSumSquare x^2, ReduceL1 |x|, ReduceLogSum log x), as a
  *     reduction over a new size-1 axis. Split-18's num_outputs cuts chunks
  *     of ceil(dim / n), the last one smaller (7 in 3: 3 3 1); Pad-18's axes
- *     input says which axes `pads` covers;
+ *     input says which axes `pads` covers; Pad-19's mode "wrap" is a gather
+ *     of constant indices per padded axis;
  *   - variadic Sum/Max/Min/Mean chain the binary op (Mean then divides);
  *   - lowerings onto several Ember ops, where Ember has no single op:
  *       Pow with an integer base or mixed types  cast to the base's float type,
@@ -866,6 +867,45 @@ static em_status pads_on_axes(imp *c, em_var x, em_var axes_in, const int64_t **
   return EM_OK;
 }
 
+static em_status static_shape_of(imp *c, em_var x, em_shape *sh) {
+  em_status s = vinfo(c, x, sh);
+  if (s) return s;
+  if (!static_shape(sh)) return unsup(c, "the input's shape is not static");
+  return EM_OK;
+}
+
+/* Pad mode "wrap" (opset 19; Ember's pad lacks it): per padded axis of size
+ * n, a gather of the indices (i - begin) mod n, i < n + begin + end, which
+ * also crops for negative pads and repeats x for pads longer than n. */
+static em_status pad_wrap(imp *c, em_var x, const int64_t *pads, int k, em_var *out) {
+  em_shape sh;
+  em_status s = static_shape_of(c, x, &sh);
+  if (s) return s;
+  if (k != 2 * sh.ndim) return bad(c, "'pads' has %d entries for rank %d", k, sh.ndim);
+  em_var y = x;
+  for (int a = 0; a < sh.ndim; a++) {
+    int64_t n = sh.dims[a], b = pads[a], e = pads[sh.ndim + a], len = n + b + e;
+    if (b == 0 && e == 0) continue;
+    if (n == 0) return bad(c, "mode 'wrap' cannot pad axis %d of size 0", a);
+    if (b < -n || e < -n || b + e < -n)
+      return bad(c, "pads %lld and %lld crop axis %d of size %lld below zero", (long long)b, (long long)e, a,
+                 (long long)n);
+    if (b > ((int64_t)1 << 31) || e > ((int64_t)1 << 31)) return unsup(c, "pads %lld and %lld on axis %d",
+                                                                        (long long)b, (long long)e, a);
+    int64_t *idx = tmp(c, (size_t)(len + 1) * sizeof *idx);
+    if (!idx) return OOM();
+    for (int64_t i = 0; i < len; i++) idx[i] = (((i - b) % n) + n) % n;
+    em_var iv;
+    em_attr ga = em_attr_i("axis", a);
+    if ((s = const_i64(c, 1, &len, idx, &iv))) return s;
+    em_var gin[2] = {y, iv};
+    if ((s = ap(c, "gather", gin, 2, &ga, 1, &y, 1))) return s;
+  }
+  if (y == x) return ap1(c, "identity", x, NULL, 0, out);
+  *out = y;
+  return EM_OK;
+}
+
 /* Pad: from opset 11 pads and constant_value are inputs; from opset 18 the
  * optional input `axes` says which axes `pads` ([begins, ends], two per
  * listed axis) applies to, the others unpadded. */
@@ -886,6 +926,7 @@ static em_status tr_pad(imp *c, const em_onnx_node *n, const tr *t, const em_var
     if ((s = ofloat(c, n, "value", 0, &value))) return s;
   }
   if (!present) return bad(c, "no pads given");
+  if (strcmp(mode, "wrap") == 0) return pad_wrap(c, in[0], pads, k, &out[0]);
   em_attr at[3] = {em_attr_is("pads", pads, k), em_attr_s("mode", mode), em_attr_f("value", value)};
   return ap1(c, "pad", in[0], at, 3, &out[0]);
 }
@@ -1054,13 +1095,6 @@ static em_status tr_constant(imp *c, const em_onnx_node *n, const tr *t, const e
     return const_i64(c, 1, &len, a->ints, &out[0]);
   }
   return unsup(c, "value attribute '%s' (%s)", a->name, em_onnx_attr_type_name(a->type));
-}
-
-static em_status static_shape_of(imp *c, em_var x, em_shape *sh) {
-  em_status s = vinfo(c, x, sh);
-  if (s) return s;
-  if (!static_shape(sh)) return unsup(c, "the input's shape is not static");
-  return EM_OK;
 }
 
 static em_status tr_shape(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
@@ -2049,7 +2083,7 @@ static const tr trs[] = {
   {"OneHot", tr_onehot, NULL, "axis", DT_ANY, "one_hot (depth, values folded)"},
   SAME("Or", "or", "", DT_BOOL),
   {"PRelu", tr_prelu, NULL, "", DT_FLT, "lowered: where(x < 0, slope * x, x)"},
-  {"Pad", tr_pad, NULL, "mode,pads,paddings,value", DT_ANY, "pad (pads, constant_value, axes folded)"},
+  {"Pad", tr_pad, NULL, "mode,pads,paddings,value", DT_ANY, "pad (pads, constant_value, axes folded); wrap: gather"},
   {"Pow", tr_pow, NULL, "", DT_NUM, "pow (exponent cast to the base type; int bases via f64)"},
   {"Range", tr_range, NULL, "", DT_NUM, "constant (import time, inputs folded)"},
   SAME("Reciprocal", "reciprocal", "", DT_FLT),

@@ -635,6 +635,7 @@ static void pad_ref(const int64_t *xd, const double *x, const int64_t *pads, con
         if (src[d] >= 0 && src[d] < xd[d]) continue;
         inside = 0;
         if (!strcmp(mode, "edge")) src[d] = src[d] < 0 ? 0 : xd[d] - 1;
+        else if (!strcmp(mode, "wrap")) src[d] = ((src[d] % xd[d]) + xd[d]) % xd[d];
         else if (!strcmp(mode, "reflect")) src[d] = src[d] < 0 ? -src[d] : 2 * (xd[d] - 1) - src[d];
       }
       w->v[i * w->dims[1] + j] = inside || strcmp(mode, "constant") ? x[src[0] * xd[1] + src[1]] : value;
@@ -643,7 +644,8 @@ static void pad_ref(const int64_t *xd, const double *x, const int64_t *pads, con
 
 /* Pad-18 with axes: pads for the listed axes only (negative, out of
  * order), the others unpadded; constant (with a constant_value input, and
- * without: 0), reflect and edge; Pad-13 with pads over every axis. */
+ * without: 0), reflect and edge; Pad-13 with pads over every axis; Pad-19's
+ * wrap, longer than the axis and cropping. */
 static void test_pad(void **state) {
   (void)state;
   static const struct {
@@ -659,6 +661,8 @@ static void test_pad(void **state) {
     {18, "reflect", {0}, 1, {1, 2}, {1, 0, 2, 0}, 0},
     {18, "edge", {-1, -2}, 2, {2, 1, 1, 0}, {1, 2, 0, 1}, 0},
     {13, "constant", {0}, 0, {1, 0, 0, 2}, {1, 0, 0, 2}, 1},
+    {19, "wrap", {1}, 1, {2, 5}, {0, 2, 0, 5}, 0},            /* 5 > 4: x repeats */
+    {19, "wrap", {0, 1}, 2, {-1, 1, 2, -2}, {-1, 1, 2, -2}, 0}, /* negative pads crop */
   };
   static const int64_t xd[2] = {3, 4};
   double x[12];
