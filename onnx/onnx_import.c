@@ -2182,8 +2182,8 @@ static em_status translate(imp *c, const em_onnx_node *n) {
     in[i] = SEQ_VAR;
   }
   for (size_t j = 0; j < n->n_outputs; j++) out[j] = -1;
-  if (t->dtypes == DT_SEQ && t->fn != tr_seq_construct && t->fn != tr_seq_empty && (n->n_inputs == 0 || in[0] != SEQ_VAR))
-    return bad(c, "input 0 must be a sequence");
+  int seq_first = t->dtypes == DT_SEQ && t->fn != tr_seq_construct && t->fn != tr_seq_empty;
+  if (seq_first && (n->n_inputs == 0 || in[0] != SEQ_VAR)) return bad(c, "input 0 must be a sequence");
   if (t->fn != tr_constant && t->fn != tr_seq_empty && (n->n_inputs == 0 || in[0] == -1))
     return bad(c, "input 0 is missing");
   if (t->dtypes && t->dtypes != DT_SEQ && t->fn != tr_constant) {
