@@ -164,7 +164,8 @@ static em_status load(const char *path, const void *bytes, size_t size, const ch
     free(m);
     return oom();
   }
-  s = path ? em_onnx_model_load(path, &m->model) : em_onnx_model_from_buffer(bytes, size, m->source, &m->model);
+  s = path ? em_onnx_model_load(path, &m->model)
+           : em_onnx_model_from_buffer_dir(bytes, size, m->source, o->external_data_dir, &m->model);
   if (!s) s = finish_load(m, o);
   if (s) {
     em_onnx_free(m);

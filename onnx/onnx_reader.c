@@ -26,6 +26,10 @@ typedef struct arena_chunk {
 
 typedef struct arena {
   arena_chunk *head;
+  /* Where tensors with external data find their files (the model file's
+   * directory), or NULL when the load has none (then they are refused).
+   * Kept here because every tensor read of a load has the arena at hand. */
+  const char *external_dir;
 } arena;
 
 #define ARENA_HEADER 64 /* chunk header rounded up so data starts 64-aligned */
@@ -333,16 +337,106 @@ static void typed_counts(const Onnx__TensorProto *tp, size_t counts[7]) {
   counts[F_UINT64] = tp->n_uint64_data;
 }
 
+/* ------------------------------------------------- external data --- */
+
+/* A location relative to the model's directory that stays inside it (ONNX's
+ * checker rules: no absolute path, no ".." component), so a model cannot
+ * make the loader read /etc/passwd or a sibling's files. */
+static int location_ok(const char *loc) {
+  if (!loc[0] || loc[0] == '/') return 0;
+  for (const char *p = loc; *p;) {
+    size_t n = strcspn(p, "/");
+    if (n == 2 && p[0] == '.' && p[1] == '.') return 0;
+    p += n + (p[n] == '/');
+  }
+  return 1;
+}
+
+/* The external_data entries: location (required), offset and length
+ * (decimal, optional); "checksum" and unknown keys are ignored, as ONNX's
+ * own loader does. */
+static em_status external_fields(const Onnx__TensorProto *tp, const char *name, const char **loc, uint64_t *offset,
+                                 int64_t *length) {
+  *loc = NULL, *offset = 0, *length = -1;
+  for (size_t i = 0; i < tp->n_external_data; i++) {
+    const char *k = tp->external_data[i]->key ? tp->external_data[i]->key : "";
+    const char *v = tp->external_data[i]->value ? tp->external_data[i]->value : "";
+    char *end;
+    errno = 0;
+    if (!strcmp(k, "location")) {
+      *loc = v;
+    } else if (!strcmp(k, "offset") || !strcmp(k, "length")) {
+      unsigned long long n = strtoull(v, &end, 10);
+      if (!v[0] || *end || errno || v[0] == '-' || n > INT64_MAX)
+        return em_fail(EM_ERR_CORRUPT, "tensor '%s': external_data %s '%s' is not a byte count", name, k, v);
+      if (k[0] == 'o') *offset = n;
+      else *length = (int64_t)n;
+    }
+  }
+  if (!*loc) return em_fail(EM_ERR_CORRUPT, "tensor '%s' is external but its external_data has no location", name);
+  if (!location_ok(*loc))
+    return em_fail(EM_ERR_CORRUPT, "tensor '%s': external data location '%s' must be a relative path inside the "
+                   "model's directory (no '/' at the start, no '..')", name, *loc);
+  return EM_OK;
+}
+
+/* nbytes at offset of a file, read into the arena. */
+static em_status read_range(arena *a, const char *path, uint64_t offset, em_onnx_tensor *t) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return em_fail(EM_ERR_IO, "tensor '%s': cannot open its external data %s: %s", t->name, path,
+                             strerror(errno));
+  struct stat st;
+  em_status s = EM_OK;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) s = em_fail(EM_ERR_IO, "tensor '%s': %s is not a readable file",
+                                                              t->name, path);
+  else if (offset > (uint64_t)st.st_size || t->nbytes > (uint64_t)st.st_size - offset)
+    s = em_fail(EM_ERR_CORRUPT, "tensor '%s': its %zu bytes at offset %llu of %s run past the file's end (%lld "
+                "bytes)", t->name, t->nbytes, (unsigned long long)offset, path, (long long)st.st_size);
+  else if (!(t->data = arena_alloc(a, t->nbytes, 64)))
+    s = oom();
+  for (size_t got = 0; !s && got < t->nbytes;) {
+    ssize_t r = pread(fd, (char *)t->data + got, t->nbytes - got, (off_t)(offset + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) s = em_fail(EM_ERR_IO, "tensor '%s': cannot read %s: %s", t->name, path,
+                            r < 0 ? strerror(errno) : "the file shrank while read");
+    else got += (size_t)r;
+  }
+  close(fd);
+  return s;
+}
+
+static em_status read_external(arena *a, const Onnx__TensorProto *tp, em_onnx_tensor *t, const char *dims) {
+  const char *loc;
+  uint64_t offset;
+  int64_t length;
+  em_status s = external_fields(tp, t->name, &loc, &offset, &length);
+  if (s) return s;
+  if (tp->has_raw_data || tp->n_float_data || tp->n_int32_data || tp->n_int64_data || tp->n_double_data ||
+      tp->n_uint64_data)
+    return em_fail(EM_ERR_CORRUPT, "tensor '%s' is external but also holds values in the model", t->name);
+  if (length >= 0 && (uint64_t)length != t->nbytes)
+    return em_fail(EM_ERR_CORRUPT, "tensor '%s' (%s, dims %s): %zu bytes expected, external_data length is %lld",
+                   t->name, em_onnx_dtype_name(t->dtype), dims, t->nbytes, (long long)length);
+  size_t n = strlen(a->external_dir) + strlen(loc) + 2;
+  char *path = malloc(n);
+  if (!path) return oom();
+  snprintf(path, n, "%s/%s", a->external_dir, loc);
+  s = read_range(a, path, offset, t);
+  free(path);
+  return s;
+}
+
 static em_status tensor_from_proto(arena *a, const Onnx__TensorProto *tp, em_onnx_tensor *t) {
   memset(t, 0, sizeof *t);
   if (!(t->name = arena_strdup(a, tp->name))) return oom();
   if (tp->segment)
     return em_fail(EM_ERR_UNSUPPORTED, "tensor '%s' is one segment of a larger tensor (TensorProto.segment); "
                    "segmented tensors are not read", t->name);
-  if ((tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) ||
-      tp->n_external_data)
-    return em_fail(EM_ERR_UNSUPPORTED, "tensor '%s' keeps its data in an external file (external_data); "
-                   "external data is not read", t->name);
+  int external = (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) ||
+                 tp->n_external_data;
+  if (external && !a->external_dir)
+    return em_fail(EM_ERR_UNSUPPORTED, "tensor '%s' keeps its data in an external file (external_data), which is "
+                   "read only for a model loaded from a file or given the directory of its data files", t->name);
   if (!tp->has_data_type || tp->data_type == 0)
     return em_fail(EM_ERR_CORRUPT, "tensor '%s' has data_type 0 (UNDEFINED); a TensorProto must name its "
                    "element type", t->name);
@@ -376,6 +470,7 @@ static em_status tensor_from_proto(arena *a, const Onnx__TensorProto *tp, em_onn
                    dims_text(tp->dims, tp->n_dims, dbuf, sizeof dbuf), count, es);
   t->n_elements = count;
   dims_text(tp->dims, tp->n_dims, dbuf, sizeof dbuf);
+  if (external) return read_external(a, tp, t, dbuf);
 
   /* Exactly one place may hold the values: raw_data or the type's field. */
   size_t counts[7];
@@ -733,6 +828,11 @@ static em_status read_file(const char *path, uint8_t **data, size_t *size) {
 /* ---------------------------------------------------------- models --- */
 
 em_status em_onnx_model_from_buffer(const void *bytes, size_t size, const char *what, em_onnx_model **out) {
+  return em_onnx_model_from_buffer_dir(bytes, size, what, NULL, out);
+}
+
+em_status em_onnx_model_from_buffer_dir(const void *bytes, size_t size, const char *what, const char *external_dir,
+                                        em_onnx_model **out) {
   if (!out) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_onnx_model_from_buffer: out is NULL");
   *out = NULL;
   if (!what) what = "<buffer>";
@@ -749,7 +849,9 @@ em_status em_onnx_model_from_buffer(const void *bytes, size_t size, const char *
     s = oom();
   } else {
     m->arena_ = a;
+    a->external_dir = external_dir; /* used during the load only: not kept */
     s = model_from_proto(a, (const Onnx__ModelProto *)msg, m);
+    a->external_dir = NULL;
   }
   protobuf_c_message_free_unpacked(msg, NULL);
   if (s != EM_OK) {
@@ -767,7 +869,11 @@ em_status em_onnx_model_load(const char *path, em_onnx_model **out) {
   size_t size;
   em_status s = read_file(path, &data, &size);
   if (s != EM_OK) return s;
-  s = em_onnx_model_from_buffer(data, size, path, out);
+  /* External data files are relative to the model file's directory. */
+  const char *slash = strrchr(path, '/');
+  char *dir = slash ? strndup(path, (size_t)(slash - path) + (slash == path)) : strdup(".");
+  s = dir ? em_onnx_model_from_buffer_dir(data, size, path, dir, out) : oom();
+  free(dir);
   free(data);
   return s;
 }

@@ -199,8 +199,15 @@ typedef struct em_onnx_model {
  * em_onnx_model_free; on failure *out is NULL. */
 em_status em_onnx_model_load(const char *path, em_onnx_model **out);
 /* The same from bytes in memory; `what` names them in messages (a path, or
- * NULL for "<buffer>"). The bytes are not kept. */
+ * NULL for "<buffer>"). The bytes are not kept. Tensors whose data is in
+ * external files (TensorProto.external_data: location, offset, length) are
+ * read from external_dir/<location> (em_onnx_model_load: the model file's
+ * directory); without external_dir they are refused (EM_ERR_UNSUPPORTED).
+ * A location must stay inside that directory (relative, no ".."); a missing
+ * file is EM_ERR_IO, a length or range that does not fit EM_ERR_CORRUPT. */
 em_status em_onnx_model_from_buffer(const void *bytes, size_t size, const char *what, em_onnx_model **out);
+em_status em_onnx_model_from_buffer_dir(const void *bytes, size_t size, const char *what, const char *external_dir,
+                                        em_onnx_model **out);
 void em_onnx_model_free(em_onnx_model *m);
 
 /* Attribute `name` of a node, or NULL. */

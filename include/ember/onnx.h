@@ -14,6 +14,11 @@
  * specialised to those values; they are fed again on every run and cannot
  * be given to em_onnx_run.
  *
+ * Tensors kept in external data files (ONNX's external_data: a location
+ * relative to the model's directory, an offset and a length) are read at
+ * load; a location outside that directory (absolute, or with "..") is
+ * refused.
+ *
  * Errors (em_last_error says more): the message names the model (its path,
  * or the name given to em_onnx_load_buffer), and for a node its index in
  * the graph, its name, its op and the reason, e.g.
@@ -77,13 +82,19 @@ typedef struct em_onnx_options {
    * `ember inspect` does, also for models with ops Ember lacks):
    * em_onnx_graph is NULL, em_onnx_run refuses, inputs' vars are -1. */
   int metadata_only;
+  /* em_onnx_load_buffer only: the directory of the model's external data
+   * files (tensors stored outside the model, as exporters write models over
+   * 2 GB). NULL: such tensors are refused. em_onnx_load reads them from the
+   * model file's directory. */
+  const char *external_data_dir;
 } em_onnx_options;
 
 /* Reads, imports and plans the model in the file at path.
- * Errors: EM_ERR_IO (cannot read path), EM_ERR_CORRUPT (not an ONNX model,
- * truncated: the message names the byte offset), EM_ERR_UNSUPPORTED (valid
+ * Errors: EM_ERR_IO (cannot read path or an external data file),
+ * EM_ERR_CORRUPT (not an ONNX model, truncated: the message names the byte
+ * offset; external data that does not fit its tensor), EM_ERR_UNSUPPORTED (valid
  * ONNX that Ember cannot import: an op, attribute, dtype or domain it lacks,
- * external data, ... naming the node), EM_ERR_INVALID_ARGUMENT (a bad option,
+ * ... naming the node), EM_ERR_INVALID_ARGUMENT (a bad option,
  * an Ember op refusing the node's shapes or attributes, a malformed graph),
  * and the device's errors (em_exec_create). On success *out is the caller's,
  * to free with em_onnx_free; on failure it is NULL. */

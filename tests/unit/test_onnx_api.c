@@ -397,6 +397,116 @@ static void test_unsupported_node_test(void **state) {
   expect_fail(em_onnx_load(path, NULL, &m), EM_ERR_UNSUPPORTED, WORDS(path, "node 0 of 1", "LSTM"));
 }
 
+/* --------------------------------------------------------- external data --- */
+
+/* x [2] + W -> y, W a float [2] initializer whose 8 bytes are in the file
+ * `location` at `offset` (ONNX's external_data: TensorProto fields 13, 14). */
+static void external_model(const char *location, const char *offset, const char *length, pb *model) {
+  pb g = {0}, w = {0}, opset = {0}, n = {0};
+  pb_str(&n, 1, "x");
+  pb_str(&n, 1, "W");
+  pb_str(&n, 2, "y");
+  pb_str(&n, 4, "Add");
+  pb_msg(&g, 1, &n);
+  pb_int(&w, 1, 2);   /* dims [2] */
+  pb_int(&w, 2, 1);   /* data_type FLOAT */
+  pb_str(&w, 8, "W"); /* name */
+  const char *kv[][2] = {{"location", location}, {"offset", offset}, {"length", length}};
+  for (size_t i = 0; i < 3; i++) {
+    if (!kv[i][1]) continue;
+    pb e = {0};
+    pb_str(&e, 1, kv[i][0]);
+    pb_str(&e, 2, kv[i][1]);
+    pb_msg(&w, 13, &e);
+  }
+  pb_int(&w, 14, 1); /* data_location EXTERNAL */
+  pb_msg(&g, 5, &w); /* initializer */
+  pb_value_info(&g, 11, "x", (const char *const[]){"2", NULL});
+  pb_value_info(&g, 12, "y", (const char *const[]){"2", NULL});
+  pb_int(&opset, 2, 13);
+  *model = (pb){{0}, 0};
+  pb_int(model, 1, 8);
+  pb_msg(model, 7, &g);
+  pb_msg(model, 8, &opset);
+}
+
+static void write_file(const char *dir, const char *name, const void *b, size_t n) {
+  char p[1024];
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  FILE *f = fopen(p, "wb");
+  assert_non_null(f);
+  assert_int_equal(fwrite(b, 1, n, f), n);
+  assert_int_equal(fclose(f), 0);
+}
+
+/* Loads dir/model.onnx and runs it on x = {1, 2}: y = x + W. */
+static void expect_external_sum(const char *dir, const pb *model, const float want[2]) {
+  char p[1024];
+  snprintf(p, sizeof p, "%s/model.onnx", dir);
+  em_onnx *m;
+  if (em_onnx_load(p, NULL, &m)) fail_msg("%s", em_last_error());
+  em_tensor *x, *y;
+  const float xv[2] = {1, 2};
+  assert_int_equal(em_tensor_from_host(em_cpu(), EM_F32, 1, (const int64_t[]){2}, xv, sizeof xv, &x), EM_OK);
+  em_named_tensor in = {"x", x};
+  assert_int_equal(em_onnx_run(m, &in, 1, &y), EM_OK);
+  float got[2];
+  assert_int_equal(em_tensor_to_host(y, got, sizeof got), EM_OK);
+  assert_memory_equal(got, want, sizeof got);
+  em_tensor_release(y);
+  em_onnx_free(m);
+  /* From the bytes: refused without the directory, read with it. */
+  expect_fail(em_onnx_load_buffer(model->b, model->n, "ext.onnx", NULL, &m), EM_ERR_UNSUPPORTED,
+              WORDS("ext.onnx", "'W'", "external"));
+  em_onnx_options o = {.external_data_dir = dir};
+  assert_int_equal(em_onnx_load_buffer(model->b, model->n, "ext.onnx", &o, &m), EM_OK);
+  assert_int_equal(em_onnx_run(m, &in, 1, &y), EM_OK);
+  assert_int_equal(em_tensor_to_host(y, got, sizeof got), EM_OK);
+  assert_memory_equal(got, want, sizeof got);
+  em_tensor_release(y);
+  em_tensor_release(x);
+  em_onnx_free(m);
+}
+
+static void test_external_data(void **state) {
+  (void)state;
+  char dir[] = "/tmp/test_onnx_api_ext_XXXXXX", p[1024];
+  assert_non_null(mkdtemp(dir));
+  /* 4 bytes before W's values {10, 20.5}, then 4 after. */
+  const float vals[4] = {-1.0f, 10.0f, 20.5f, -2.0f};
+  write_file(dir, "weights.bin", vals, sizeof vals);
+  pb model;
+  external_model("weights.bin", "4", "8", &model);
+  write_file(dir, "model.onnx", model.b, model.n);
+  expect_external_sum(dir, &model, (const float[]){11.0f, 22.5f});
+  /* No offset and no length: the file's first 8 bytes. */
+  external_model("weights.bin", NULL, NULL, &model);
+  write_file(dir, "model.onnx", model.b, model.n);
+  expect_external_sum(dir, &model, (const float[]){0.0f, 12.0f});
+
+  snprintf(p, sizeof p, "%s/model.onnx", dir);
+  em_onnx *m;
+  static const struct {
+    const char *loc, *off, *len;
+    em_status want;
+    const char *word;
+  } bad[] = {
+      {"none.bin", NULL, NULL, EM_ERR_IO, "none.bin"},
+      {"../weights.bin", NULL, NULL, EM_ERR_CORRUPT, "relative path"},
+      {"/etc/passwd", NULL, NULL, EM_ERR_CORRUPT, "relative path"},
+      {"weights.bin", "0", "12", EM_ERR_CORRUPT, "length is 12"},
+      {"weights.bin", "12", NULL, EM_ERR_CORRUPT, "past the file's end"},
+      {"weights.bin", "-4", NULL, EM_ERR_CORRUPT, "not a byte count"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    external_model(bad[i].loc, bad[i].off, bad[i].len, &model);
+    write_file(dir, "model.onnx", model.b, model.n);
+    expect_fail(em_onnx_load(p, NULL, &m), bad[i].want, WORDS(p, "'W'", bad[i].word));
+  }
+  snprintf(p, sizeof p, "rm -rf '%s'", dir);
+  assert_int_equal(system(p), 0);
+}
+
 /* ------------------------------------------------------------ malformed --- */
 
 static void test_malformed_files(void **state) {
@@ -512,6 +622,7 @@ int main(void) {
       cmocka_unit_test(test_unsupported_op_named),
       cmocka_unit_test(test_unsupported_node_test),
       cmocka_unit_test(test_malformed_files),
+      cmocka_unit_test(test_external_data),
       cmocka_unit_test(test_undefined_input_named),
       cmocka_unit_test(test_run_and_option_errors),
   };
