@@ -247,7 +247,7 @@ $(GEN)/images.bin: $(PACK) $(CUBINS) $(LEGACY_CUBINS) $(PTXAS_CUBINS) $(NVRTC_CU
 	$(Q)$(PACK) $@ $(PACK_ARGS)
 
 # ---------------------------------------------------------- arch_table data ---
-$(GEN)/arch_table_data.c: arch_table/gen.sh $(wildcard arch_table/data/*.tsv)
+%/gen/arch_table_data.c: arch_table/gen.sh $(wildcard arch_table/data/*.tsv)
 	@mkdir -p $(@D)
 	$(say) GEN $@
 	$(Q)sh arch_table/gen.sh $@ arch_table/data
@@ -257,7 +257,7 @@ $(GEN)/arch_table_data.c: arch_table/gen.sh $(wildcard arch_table/data/*.tsv)
 # (strong references, so a static link pulls every family in).
 OP_FAMILY_FILES := $(shell grep -l '^const em_op_def em_ops_' ops/*.c 2>/dev/null)
 # Always re-run (cheap): the script rewrites the header only when the list changed.
-$(GEN)/op_families.h: FORCE
+%/gen/op_families.h: FORCE
 	@mkdir -p $(@D)
 	$(Q)sh build-tools/op_families.sh $@ $(OP_FAMILY_FILES)
 .PHONY: FORCE
@@ -468,7 +468,7 @@ $(BUILD)/tests/unit/test_onnx_opset: onnx/onnx_import.h onnx/onnx_reader.h $(GEN
 # internal tensor reader; so does test_cli, to check `ember run`'s .npy files.
 $(BUILD)/tests/unit/test_onnx_api $(BUILD)/tests/unit/test_cli: GC_CFLAGS += -Ionnx
 $(BUILD)/tests/unit/test_onnx_api $(BUILD)/tests/unit/test_cli: onnx/onnx_import.h onnx/onnx_reader.h
-fuzz-run: build/gen/onnx/onnx.pb-c.c
+fuzz-run fuzz-long: build/gen/onnx/onnx.pb-c.c
 # ---- end onnx ----
 
 # ---- compiler sweeps (tests/toolchains/sweep.c) ----
@@ -552,6 +552,9 @@ test:
 	@$(PHASE) test-install
 	@$(PHASE) fuzz-run
 
+# fuzz_onnx_import compiles the whole library from its sources, with the
+# generated files of build/ (the fuzzers' include path is build/gen).
+fuzz-run fuzz-long: build/gen/arch_table_data.c build/gen/op_families.h
 fuzz-run:
 	@bash build-tools/fuzz.sh "$(CLANG)" build/fuzz
 
