@@ -981,18 +981,25 @@ static void test_train_diverges(void **state) {
   assert_int_equal(access(ckpt, F_OK), -1);
 }
 
-/* The first epoch's loss of a one-epoch MLP run on the small data set
- * with extra options (NULL-terminated; up to 12 strings). */
-static double first_epoch_loss(const char *ckpt, const char *const *extra) {
-  const char *args[32] = {"train", "--model", "mlp",    "--hidden", "32",       "--data", small_data, "--epochs",
-                          "1",     "--batch", "50",     "--device", "cpu",      "--mode", "portable", "--json",
+/* An MLP run on the small data set in portable mode (1 to 3 epochs, with
+ * extra options: NULL-terminated, up to 10 strings); its JSON lines. */
+static lines mlp_run(const char *ckpt, const char *epochs, const char *const *extra) {
+  const char *args[40] = {"train",    "--model", "mlp",    "--hidden", "32",   "--data",  small_data, "--epochs",
+                          epochs,     "--batch", "50",     "--device", "cpu",  "--mode",  "portable", "--json",
                           "--checkpoint", ckpt};
   int n = 18;
-  for (; *extra && n < 30; extra++) args[n++] = *extra;
+  for (; *extra && n < 38; extra++) args[n++] = *extra;
   args[n] = NULL;
   run_result r = run_cli(NO_SETTINGS, args);
   expect_status(&r, 0);
   lines L = parse_lines(&r);
+  assert_non_null(L.test);
+  return L;
+}
+
+/* The first epoch's loss of a one-epoch MLP run (mlp_run). */
+static double first_epoch_loss(const char *ckpt, const char *const *extra) {
+  lines L = mlp_run(ckpt, "1", extra);
   assert_int_equal(L.n_epoch, 1);
   return num_at(L.epoch[0], "loss");
 }
@@ -1197,22 +1204,6 @@ static void expect_same_state(const char *a, const char *b) {
     const char *x = section_bytes(a, names[i], &na), *y = section_bytes(b, names[i], &nb);
     if (na != nb || memcmp(x, y, na)) fail_msg("section %s of %s and %s differs", names[i], a, b);
   }
-}
-
-/* An MLP run on the small data set in portable mode (1 to 3 epochs, with
- * extra options: NULL-terminated, up to 10 strings); its JSON lines. */
-static lines mlp_run(const char *ckpt, const char *epochs, const char *const *extra) {
-  const char *args[40] = {"train",    "--model", "mlp",    "--hidden", "32",   "--data",  small_data, "--epochs",
-                          epochs,     "--batch", "50",     "--device", "cpu",  "--mode",  "portable", "--json",
-                          "--checkpoint", ckpt};
-  int n = 18;
-  for (; *extra && n < 38; extra++) args[n++] = *extra;
-  args[n] = NULL;
-  run_result r = run_cli(NO_SETTINGS, args);
-  expect_status(&r, 0);
-  lines L = parse_lines(&r);
-  assert_non_null(L.test);
-  return L;
 }
 
 /* --random-crop and --random-flip change the training images only: with a
