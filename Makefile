@@ -401,6 +401,12 @@ $(BUILD)/tests/unit/test_npy: tests/unit/test_npy.c tools/ember/npy.c tools/embe
 	$(say) LINK $@
 	$(Q)$(CC) $(GC_CFLAGS) -Itests -Itools/ember $< tools/ember/npy.c $(TESTSUP_LIB) $(GC_LIB) $(LIB_A) $(LDFLAGS_ALL) \
 	  -lcmocka -ljansson $(LIBS) -o $@
+# So does the model zoo's test (its inputs and onnxruntime's outputs are .npy).
+$(BUILD)/tests/unit/test_onnx_zoo: tests/unit/test_onnx_zoo.c tools/ember/npy.c tools/ember/npy.h $(GC_LIB) $(LIB_A) $(TESTSUP_LIB)
+	@mkdir -p $(@D)
+	$(say) LINK $@
+	$(Q)$(CC) $(GC_CFLAGS) -Itests -Itools/ember $< tools/ember/npy.c $(TESTSUP_LIB) $(GC_LIB) $(LIB_A) $(LDFLAGS_ALL) \
+	  -lcmocka -ljansson $(LIBS) -o $@
 
 # The test double runs Ember's kernels from their host builds: kernels/*.cu
 # (and its own test kernels) compiled as C through em_kernel.h's host branch,
@@ -511,9 +517,18 @@ tests: $(UNIT_BINS) $(FAKECUDA)
 deps:
 	@bash build-tools/deps.sh
 
+# The ONNX model zoo of test_onnx_zoo (tests/onnx_zoo): PyTorch exports and
+# onnxruntime's outputs, made once per kernel build folder (test-san and
+# test-nocuda use the plain build's) and again when its script changes. It
+# installs torch, onnx and onnxruntime into .tools/ when missing; without
+# them (no network) it prints why and the test skips, printing it too.
+ZOO ?= $(KBUILD)/onnx_zoo
+$(ZOO)/manifest.txt: tests/onnx_zoo/make_zoo.py tests/onnx_zoo/zoo.sh build-tools/pypi_python.sh
+	@bash tests/onnx_zoo/zoo.sh $(ZOO)
+
 # Runs the built tests of $(BUILD) and prints one summary line.
-test-unit: lib tools tests
-	@bash build-tools/run_tests.sh $(BUILD)
+test-unit: lib tools tests $(ZOO)/manifest.txt
+	@EMBER_ONNX_ZOO=$(abspath $(ZOO)) bash build-tools/run_tests.sh $(BUILD)
 
 test-san:
 	@$(MAKE) --no-print-directory BUILD=build/san KBUILD=$(BUILD) SAN=1 OPT="-O1 -g" test-unit
@@ -522,13 +537,13 @@ test-san:
 # do not mix). Any error, or a definite leak, fails the test binary.
 VALGRIND := valgrind --quiet --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
   --suppressions=build-tools/valgrind.supp
-test-valgrind: lib tools tests
-	@bash build-tools/run_tests.sh $(BUILD) $(VALGRIND)
+test-valgrind: lib tools tests $(ZOO)/manifest.txt
+	@EMBER_ONNX_ZOO=$(abspath $(ZOO)) bash build-tools/run_tests.sh $(BUILD) $(VALGRIND)
 
 # The same tests on a build that had no CUDA compiler: only ptx/ is embedded.
 test-nocuda:
 	@bash build-tools/seed_build.sh $(BUILD) build/nocuda
-	@$(MAKE) --no-print-directory BUILD=build/nocuda NVCC= NVCC_LEGACY= PTXAS= test-unit
+	@$(MAKE) --no-print-directory BUILD=build/nocuda NVCC= NVCC_LEGACY= PTXAS= ZOO=$(ZOO) test-unit
 
 test-install: lib tools
 	@bash build-tools/test_install.sh $(BUILD)
