@@ -931,6 +931,142 @@ static em_status tr_pad(imp *c, const em_onnx_node *n, const tr *t, const em_var
   return ap1(c, "pad", in[0], at, 3, &out[0]);
 }
 
+/* --- Resize and Upsample: ops/resize.c's resize, scales / sizes / roi folded --- */
+
+/* Input idx as doubles when given and not empty (*n = 0 otherwise). */
+static em_status optional_doubles(imp *c, const em_onnx_node *n, const em_var *in, size_t idx, const char *what,
+                                  double **v, int *cnt) {
+  *v = NULL, *cnt = 0;
+  if (idx >= n->n_inputs || in[idx] < 0) return EM_OK;
+  return doubles_of(c, in[idx], what, v, cnt);
+}
+
+/* Resize (opset 10: X, scales; 11 and 13: X, roi, scales, sizes; 18 and 19: also axes,
+ * keep_aspect_ratio_policy, antialias). Before opset 11 the coordinates are asymmetric and nearest
+ * rounds down. Scales, sizes and roi given for `axes` only are spread over every axis (the others
+ * keep their size, roi 0..1). */
+static em_status resize_node(imp *c, const em_onnx_node *n, em_var x, const double *scales, int nsc,
+                             const double *sizes_d, int nsz, const double *roi, int nroi, em_var *out) {
+  em_shape sh;
+  em_status s = vinfo(c, x, &sh);
+  if (s) return s;
+  int R = sh.ndim;
+  const char *mode, *ctm, *nearest, *policy;
+  double a, extrap;
+  int64_t exclude, antialias;
+  int old = c->opset < 11 || strcmp(n->op_type, "Upsample") == 0;
+  if ((s = ostr(c, n, "mode", "nearest", &mode)) ||
+      (s = ostr(c, n, "coordinate_transformation_mode", old ? "asymmetric" : "half_pixel", &ctm)) ||
+      (s = ostr(c, n, "nearest_mode", old ? "floor" : "round_prefer_floor", &nearest)) ||
+      (s = ostr(c, n, "keep_aspect_ratio_policy", "stretch", &policy)) ||
+      (s = ofloat(c, n, "cubic_coeff_a", -0.75, &a)) || (s = ofloat(c, n, "extrapolation_value", 0, &extrap)) ||
+      (s = oint(c, n, "exclude_outside", 0, &exclude)) || (s = oint(c, n, "antialias", 0, &antialias)))
+    return s;
+  if (antialias && strcmp(mode, "nearest") != 0)
+    return unsup(c, "antialias=1 (an anti-aliasing filter for downsampling) is not supported");
+  if (R < 1 || R > 8) return unsup(c, "an input of rank %d (Ember's resize takes rank 1 to 8)", R);
+  const int64_t *axes_at;
+  int na, present;
+  if ((s = oints(c, n, "axes", &axes_at, &na, &present))) return s;
+  int axes[8];
+  if (!present) na = R;
+  if (na > R) return bad(c, "axes lists %d axes for rank %d", na, R);
+  unsigned seen = 0;
+  for (int i = 0; i < na; i++) {
+    int64_t ax = present ? axes_at[i] : i;
+    if (ax < -R || ax >= R) return bad(c, "axes[%d] = %lld is out of range for rank %d", i, (long long)ax, R);
+    if (ax < 0) ax += R;
+    if (seen & (1u << ax)) return bad(c, "axes lists axis %lld twice", (long long)ax);
+    seen |= 1u << ax, axes[i] = (int)ax;
+  }
+  if (nsc && nsz) return bad(c, "both scales and sizes are given; only one may be");
+  if (!nsc && !nsz) return bad(c, "neither scales nor sizes is given");
+  if ((nsc && nsc != na) || (nsz && nsz != na))
+    return bad(c, "%s has %d entries for %d axes", nsc ? "scales" : "sizes", nsc ? nsc : nsz, na);
+  if (nroi && nroi != 2 * na) return bad(c, "roi has %d entries; 2 per axis (%d) expected", nroi, 2 * na);
+  double *full_sc = tmp(c, sizeof(double) * (size_t)R), *full_roi = tmp(c, sizeof(double) * 2 * (size_t)R);
+  int64_t *full_sz = tmp(c, sizeof(int64_t) * (size_t)R);
+  if (!full_sc || !full_roi || !full_sz) return OOM();
+  for (int i = 0; i < R; i++) full_sc[i] = 1, full_sz[i] = sh.dims[i], full_roi[i] = 0, full_roi[R + i] = 1;
+  for (int i = 0; i < na; i++) {
+    int ax = axes[i];
+    if (nsc) full_sc[ax] = scales[i];
+    if (nsz) {
+      if (!(sizes_d[i] >= 0) || sizes_d[i] != floor(sizes_d[i])) return bad(c, "sizes[%d] = %g", i, sizes_d[i]);
+      full_sz[ax] = (int64_t)sizes_d[i];
+    }
+    if (nroi) full_roi[ax] = roi[i], full_roi[R + ax] = roi[na + i];
+  }
+  int use_sizes = nsz > 0, use_scales = nsc > 0;
+  if (nsz) {
+    for (int i = 0; i < R; i++)
+      if (full_sz[i] < 0) return unsup(c, "sizes for the dynamic axis %d of the input", i);
+    if (strcmp(policy, "stretch") != 0) {
+      int larger = strcmp(policy, "not_smaller") == 0;
+      if (!larger && strcmp(policy, "not_larger") != 0)
+        return bad(c, "keep_aspect_ratio_policy '%s' is not stretch, not_larger or not_smaller", policy);
+      double sc = 0;
+      for (int i = 0; i < na; i++) {
+        int ax = axes[i];
+        if (sh.dims[ax] <= 0) return unsup(c, "keep_aspect_ratio_policy on axis %d of size %lld", ax,
+                                          (long long)sh.dims[ax]);
+        double r = (double)full_sz[ax] / (double)sh.dims[ax];
+        if (i == 0 || (larger ? r > sc : r < sc)) sc = r;
+      }
+      for (int i = 0; i < na; i++) {
+        int ax = axes[i];
+        full_sc[ax] = sc;
+        full_sz[ax] = (int64_t)(sc * (double)sh.dims[ax] + 0.5); /* ONNX rounds half up here */
+      }
+      use_scales = 1;
+    }
+  }
+  em_attr at[9];
+  int k = 0;
+  if (use_sizes) at[k++] = em_attr_is("sizes", full_sz, R);
+  if (use_scales) at[k++] = em_attr_fs("scales", full_sc, R);
+  at[k++] = em_attr_s("mode", mode);
+  at[k++] = em_attr_s("coordinate_transformation_mode", ctm);
+  at[k++] = em_attr_s("nearest_mode", nearest);
+  at[k++] = em_attr_f("cubic_coeff_a", a);
+  at[k++] = em_attr_i("exclude_outside", exclude);
+  at[k++] = em_attr_f("extrapolation_value", extrap);
+  at[k++] = em_attr_fs("roi", full_roi, 2 * R);
+  return ap1(c, "resize", x, at, k, out);
+}
+
+static em_status tr_resize(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
+  (void)t;
+  double *scales, *sizes = NULL, *roi = NULL;
+  int nsc, nsz = 0, nroi = 0;
+  em_status s;
+  if (c->opset < 11) {
+    if ((s = optional_doubles(c, n, in, 1, "input 'scales'", &scales, &nsc))) return s;
+  } else if ((s = optional_doubles(c, n, in, 1, "input 'roi'", &roi, &nroi)) ||
+             (s = optional_doubles(c, n, in, 2, "input 'scales'", &scales, &nsc)) ||
+             (s = optional_doubles(c, n, in, 3, "input 'sizes'", &sizes, &nsz)))
+    return s;
+  return resize_node(c, n, in[0], scales, nsc, sizes, nsz, roi, nroi, &out[0]);
+}
+
+/* Upsample (deprecated; opset 7: attribute scales, 9: input scales): Resize-10's semantics. */
+static em_status tr_upsample(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
+  (void)t;
+  double *scales = NULL;
+  int nsc = 0;
+  em_status s;
+  const em_onnx_attr *at = oattr(n, "scales");
+  if (at) {
+    if (at->type != EM_ONNX_ATTR_FLOATS) return unsup(c, "attribute 'scales' is not a list of floats");
+    if (!(scales = tmp(c, sizeof(double) * (at->n + 1)))) return OOM();
+    for (size_t i = 0; i < at->n; i++) scales[i] = at->floats[i];
+    nsc = (int)at->n;
+  } else if ((s = optional_doubles(c, n, in, 1, "input 'scales'", &scales, &nsc))) {
+    return s;
+  }
+  return resize_node(c, n, in[0], scales, nsc, NULL, 0, NULL, 0, &out[0]);
+}
+
 static em_status tr_clip(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
   (void)t;
   double lo = -INFINITY, hi = INFINITY;
@@ -2099,6 +2235,9 @@ static const tr trs[] = {
   REDUCE("ReduceSumSquare", "reduce_sum_square", DT_FLT),
   SAME("Relu", "relu", "", DT_NUM),
   {"Reshape", tr_reshape, NULL, "shape,allowzero", DT_ANY, "reshape (shape folded; allowzero: reshape_like)"},
+  {"Resize", tr_resize, NULL,
+   "mode,coordinate_transformation_mode,nearest_mode,cubic_coeff_a,exclude_outside,extrapolation_value,axes,"
+   "keep_aspect_ratio_policy,antialias", DT_FLT, "resize (scales, sizes, roi folded; antialias refused)"},
   SAME("Round", "round", "", DT_FLT),
   SAME("Selu", "selu", "alpha,gamma", DT_FLT),
   {"SequenceAt", tr_seq_at, NULL, "", DT_SEQ, "the sequence's element (position folded)"},
@@ -2135,6 +2274,7 @@ static const tr trs[] = {
   SAME("Transpose", "transpose", "perm", DT_ANY),
   {"Trilu", tr_trilu, NULL, "upper", DT_ANY, "lowered: where(constant mask, x, 0)"},
   {"Unsqueeze", tr_axes_op, "unsqueeze", "axes", DT_ANY, "unsqueeze (axes folded)"},
+  {"Upsample", tr_upsample, NULL, "mode,scales", DT_FLT, "resize (scales folded; asymmetric, nearest rounds down)"},
   SAME("Where", "where", "", DT_BOOL),
   SAME("Xor", "xor", "", DT_BOOL),
 };
