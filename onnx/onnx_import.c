@@ -1148,6 +1148,21 @@ static em_status tr_topk(imp *c, const em_onnx_node *n, const tr *t, const em_va
   return EM_OK;
 }
 
+/* CumSum: the axis (input 1, a scalar) folded into cumsum's attribute. */
+static em_status tr_cumsum(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
+  (void)t;
+  int64_t exclusive, reverse, *axis;
+  int na;
+  em_status s = oint(c, n, "exclusive", 0, &exclusive);
+  if (!s) s = oint(c, n, "reverse", 0, &reverse);
+  if (s) return s;
+  if (n->n_inputs < 2 || in[1] < 0) return bad(c, "needs input 'axis'");
+  if ((s = ints_of(c, in[1], "input 'axis'", &axis, &na))) return s;
+  if (na != 1) return bad(c, "input 'axis' has %d elements; one expected", na);
+  em_attr at[3] = {em_attr_i("axis", axis[0]), em_attr_i("exclusive", exclusive), em_attr_i("reverse", reverse)};
+  return ap(c, "cumsum", in, 1, at, 3, &out[0], 1);
+}
+
 /* Split: one slice per output. The lengths come from input 1 (opset 13) or
  * the attribute `split`; else from `num_outputs` (opset 18): ceil(dim / n)
  * each, the last chunk taking what is left (ONNX's rule: 7 in 3 is 3 3 1,
@@ -2168,6 +2183,7 @@ static const tr trs[] = {
   SAME("ConvTranspose", "convolution_transpose", CONV_ATTRS ",output_padding,output_shape", DT_FLT),
   SAME("Cos", "cos", "", DT_FLT),
   SAME("Cosh", "cosh", "", DT_FLT),
+  {"CumSum", tr_cumsum, NULL, "exclusive,reverse", DT_NUM, "cumsum (axis folded)"},
   SAME("DepthToSpace", "depth_to_space", "blocksize,mode", DT_ANY),
   SAME("Div", "div", "", DT_NUM),
   {"Dropout", tr_dropout, NULL, "seed,ratio,is_test", DT_FLT, "identity (inference or ratio 0); mask: ones_like"},
@@ -2182,6 +2198,7 @@ static const tr trs[] = {
   SAME("Gather", "gather", "axis", DT_ANY),
   {"GatherElements", tr_gather_elements, NULL, "axis", DT_NUM,
     "lowered: where(one_hot(indices), data, 0) + reduce_sum"},
+  SAME("GatherND", "gather_nd", "batch_dims", DT_NUM),
   SAME("Gelu", "gelu", "approximate", DT_FLT),
   SAME("Gemm", "gemm", "alpha,beta,transA,transB", DT_FLT),
   SAME("GlobalAveragePool", "global_average_pool", "", DT_FLT),
@@ -2239,6 +2256,9 @@ static const tr trs[] = {
    "mode,coordinate_transformation_mode,nearest_mode,cubic_coeff_a,exclude_outside,extrapolation_value,axes,"
    "keep_aspect_ratio_policy,antialias", DT_FLT, "resize (scales, sizes, roi folded; antialias refused)"},
   SAME("Round", "round", "", DT_FLT),
+  {"Scatter", tr_same, "scatter_elements", "axis", DT_NUM, "scatter_elements (opset 9-10 Scatter)"},
+  SAME("ScatterElements", "scatter_elements", "axis,reduction", DT_NUM),
+  SAME("ScatterND", "scatter_nd", "reduction", DT_NUM),
   SAME("Selu", "selu", "alpha,gamma", DT_FLT),
   {"SequenceAt", tr_seq_at, NULL, "", DT_SEQ, "the sequence's element (position folded)"},
   {"SequenceConstruct", tr_seq_construct, NULL, "", DT_SEQ, "a sequence (import time)"},
