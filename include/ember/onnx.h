@@ -186,6 +186,59 @@ EM_API int em_onnx_op_supported(const char *op_type, const char *domain);
  * outputs hold NULL. */
 EM_API em_status em_onnx_run(em_onnx *m, const em_named_tensor *inputs, int n_inputs, em_tensor **outputs);
 
+/* ------------------------------------------------------------- export --- */
+
+/* Where an exported model's tensors go. */
+typedef enum em_onnx_external {
+  EM_ONNX_EXTERNAL_AUTO = 0,    /* in the model, unless it would pass protobuf's 2 GB: then as ALWAYS */
+  EM_ONNX_EXTERNAL_ALWAYS = 1,  /* tensors of 1 KiB and more in "<model file>.data" beside the model */
+  EM_ONNX_EXTERNAL_NEVER = 2    /* in the model; a model over 2 GB is refused */
+} em_onnx_external;
+
+/* Options of an export. Zero-initialised (or a NULL pointer): opset 17,
+ * producer and graph name "ember", the values' own names, tensors in the
+ * model unless it passes 2 GB, Ember's dynamic axis named "N". */
+typedef struct em_onnx_export_options {
+  int opset;                    /* ai.onnx opset, 13 to 20 (0: 17); ir_version follows (7, 8 from 15, 9 from 19) */
+  const char *producer_name;
+  const char *graph_name;
+  /* n_outputs names for the model's outputs (NULL, or a NULL or "" entry:
+   * the value's name). */
+  const char *const *output_names;
+  em_onnx_external external_data;
+  const char *dynamic_axis_name; /* the dim_param written for Ember's dynamic (-1) axis */
+} em_onnx_export_options;
+
+/* Writes the part of graph g that outputs[0..n_outputs) need as an ONNX
+ * model at path (atomically, as em_graph_save; with external data the data
+ * file "<path>.data" first, named in the model relative to its directory).
+ * - g's inputs (em_input) that the outputs depend on become the model's
+ *   inputs, in creation order, by their names; a -1 dimension is the
+ *   dim_param dynamic_axis_name. Parameters, states and constants become
+ *   initializers (their current values, brought from a device first; raw
+ *   little-endian data). Values keep their names where they have one (ONNX
+ *   names are unique: a clash gets a suffix "_N").
+ * - Each Ember op is written as its ONNX op (or a few: onnx/README.md lists
+ *   the forms), so em_onnx_load of the file builds a graph computing the
+ *   same values. The graph is inference: batch normalization uses its
+ *   running statistics, dropout is the identity.
+ * Errors: EM_ERR_UNSUPPORTED naming the node and the op for an op with no
+ * ONNX form (losses, gradients, learner updates, sum_to, log1p, ...), or a
+ * form the opset lacks (Gelu before opset 20, LayerNormalization before 17,
+ * HardSwish before 14, ...): export the model's inference outputs, before
+ * the loss; EM_ERR_INVALID_ARGUMENT (bad arguments or options, an output
+ * name that is already a value's name, an unbound placeholder in the way:
+ * em_graph_schedule's message); EM_ERR_IO (the file). Nothing is written
+ * on failure; g is not changed. */
+EM_API em_status em_onnx_export(const em_graph *g, const em_var *outputs, int n_outputs,
+                                const em_onnx_export_options *options, const char *path);
+
+/* The same into memory: *bytes (malloc'd: free() it) holds *size bytes of
+ * ONNX model. External data is refused (EM_ERR_INVALID_ARGUMENT for
+ * EM_ONNX_EXTERNAL_ALWAYS; a model over 2 GB is EM_ERR_UNSUPPORTED). */
+EM_API em_status em_onnx_export_buffer(const em_graph *g, const em_var *outputs, int n_outputs,
+                                       const em_onnx_export_options *options, void **bytes, size_t *size);
+
 #ifdef __cplusplus
 }
 #endif

@@ -742,7 +742,7 @@ static void test_help_on_every_command(void **state) {
   static const struct { const char *cmd, *want; } cases[] = {
       {"devices", "usage: ember devices"}, {"images", "usage: ember images"},  {"selftest", "usage: ember selftest"},
       {"ops", "usage: ember ops"},         {"train", "usage: ember train"},    {"eval", "usage: ember eval"},
-      {"checkpoint", "usage: ember checkpoint"},
+      {"checkpoint", "usage: ember checkpoint"}, {"export", "usage: ember export"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     run_result r = run_cli(NO_SETTINGS, ARGS(cases[i].cmd, "--help"));
@@ -1651,6 +1651,45 @@ static void test_onnx_run(void **state) {
   expect_npy_matches(out, "test_reshape_reordered_all_dims", "(4, 2, 3)");
 }
 
+/* ember export: a checkpoint of `ember train` as an ONNX model that
+ * `ember inspect` describes (the numbers of exported models are checked in
+ * test_onnx_export); the refusals name the problem. */
+static void test_export_checkpoint(void **state) {
+  (void)state;
+  NEED_DATA();
+  char ckpt[PATH_MAX + 16], model[PATH_MAX + 16];
+  snprintf(ckpt, sizeof ckpt, "%s/export_mlp.ckpt", tmp_root);
+  snprintf(model, sizeof model, "%s/export_mlp.onnx", tmp_root);
+  run_result r = run_cli(NO_SETTINGS, ARGS("train", "--model", "mlp", "--hidden", "8", "--data", small_data,
+                                           "--epochs", "1", "--batch", "100", "--device", "cpu", "--checkpoint", ckpt));
+  expect_status(&r, 0);
+  r = run_cli(NO_SETTINGS, ARGS("export", ckpt, "--model", "mlp", "-o", model, "--opset", "13"));
+  expect_status(&r, 0);
+  if (!strstr(r.out, "output 'logits', opset 13") || !strstr(r.out, "standardised with mean"))
+    fail_msg("export summary: %.600s", r.out);
+  r = run_cli(NO_SETTINGS, ARGS("inspect", model));
+  expect_status(&r, 0);
+  if (!strstr(r.out, "[N, 1, 28, 28]") || !strstr(r.out, "[N, 10]") || !strstr(r.out, "ai.onnx 13") ||
+      !strstr(r.out, "producer: ember"))
+    fail_msg("inspect of the exported model: %.900s", r.out);
+  r = run_cli(NO_SETTINGS, ARGS("export", ckpt, "--model", "lenet", "-o", model));
+  expect_status(&r, 65);
+  assert_non_null(strstr(r.err, "holds a mlp model, not lenet"));
+  r = run_cli(NO_SETTINGS, ARGS("export", ckpt, "--output", "loss", "-o", model));
+  expect_status(&r, 1);
+  assert_non_null(strstr(r.err, "cross_entropy_with_softmax"));
+  r = run_cli(NO_SETTINGS, ARGS("export", ckpt, "--output", "nothing", "-o", model));
+  expect_status(&r, 65);
+  r = run_cli(NO_SETTINGS, ARGS("export", "/nonexistent/x.ckpt", "-o", model));
+  expect_status(&r, 66);
+  r = run_cli(NO_SETTINGS, ARGS("export", ckpt));
+  expect_status(&r, 64);
+  r = run_cli(NO_SETTINGS, ARGS("export", ckpt, "-o", model, "--opset", "12"));
+  expect_status(&r, 64);
+  r = run_cli(NO_SETTINGS, ARGS("export", ckpt, "-o", "/nonexistent-dir/m.onnx"));
+  expect_status(&r, 73);
+}
+
 static void test_onnx_run_errors(void **state) {
   (void)state;
   NEED_CLI();
@@ -1746,6 +1785,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_onnx_inspect, free_owned),
       cmocka_unit_test_teardown(test_onnx_run, free_owned),
       cmocka_unit_test_teardown(test_onnx_run_errors, free_owned),
+      cmocka_unit_test_teardown(test_export_checkpoint, free_owned),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

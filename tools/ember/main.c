@@ -19,6 +19,8 @@
  *                            the ops Ember lacks (inspect_cmd.c; exit 1: some)
  *   ember run MODEL.onnx ... runs an ONNX model on .npy inputs, writes .npy
  *                            outputs (run_cmd.c)
+ *   ember export CKPT -o MODEL.onnx  the model of an `ember train` checkpoint
+ *                            as ONNX (export_cmd.c)
  *   ember COMMAND --help     what a command does and takes
  *
  * Exit codes (train_cmd.h): 0 fine; 1 a check failed, training diverged, or
@@ -266,7 +268,8 @@ static int cmd_ops(int json) {
 static const char usage_text[] =
     "usage: ember devices [--json] | ember images [--json] [--file LIB] | ember selftest [--json] | "
     "ember ops [--json] | ember checkpoint inspect FILE [--json] | ember train [OPTIONS] | ember eval [OPTIONS] | "
-    "ember inspect MODEL.onnx [--json] | ember run MODEL.onnx [OPTIONS] | ember COMMAND --help\n";
+    "ember inspect MODEL.onnx [--json] | ember run MODEL.onnx [OPTIONS] | ember export CHECKPOINT -o MODEL.onnx | "
+    "ember COMMAND --help\n";
 
 static int usage(void) {
   fputs(usage_text, stderr);
@@ -302,6 +305,7 @@ static int help(const char *cmd) {
         "  eval       evaluate a checkpoint on a data set\n"
         "  inspect    an ONNX model's inputs, outputs, opsets, ops, and the ops Ember lacks\n"
         "  run        run an ONNX model on .npy inputs, write its outputs as .npy\n"
+        "  export     write the model of an `ember train` checkpoint as an ONNX file\n"
         "\nExit codes: 0 fine; 1 a check failed or training diverged; 64 usage error; 65 malformed data or\n"
         "checkpoint; 66 data or checkpoint missing; 69 device not usable; 70 internal error; 73 checkpoint\n"
         "cannot be written.\n",
@@ -313,14 +317,18 @@ static int is_help(const char *a) { return !strcmp(a, "--help") || !strcmp(a, "-
 
 int main(int argc, char **argv) {
   if (argc < 2) return usage();
+  if ((is_help(argv[1]) || !strcmp(argv[1], "help")) && argc > 2 && !strcmp(argv[2], "export"))
+    return ember_export(2, (char *[]){"export", "--help", NULL});
   if (is_help(argv[1]) || !strcmp(argv[1], "help")) return help(argc > 2 ? argv[2] : NULL);
   if (!strcmp(argv[1], "checkpoint")) {
     int rc = ember_checkpoint_main(argc - 1, argv + 1);
     em_shutdown();
     return rc;
   }
-  if (!strcmp(argv[1], "inspect") || !strcmp(argv[1], "run")) {
-    int rc = !strcmp(argv[1], "inspect") ? ember_inspect(argc - 1, argv + 1) : ember_run(argc - 1, argv + 1);
+  if (!strcmp(argv[1], "inspect") || !strcmp(argv[1], "run") || !strcmp(argv[1], "export")) {
+    int rc = !strcmp(argv[1], "inspect") ? ember_inspect(argc - 1, argv + 1)
+             : !strcmp(argv[1], "run")   ? ember_run(argc - 1, argv + 1)
+                                         : ember_export(argc - 1, argv + 1);
     em_shutdown();
     return rc;
   }

@@ -1,4 +1,4 @@
-/* `ember inspect` (inspect_cmd.c) and `ember run` (run_cmd.c): ONNX models
+/* `ember inspect` (inspect_cmd.c), `ember run` (run_cmd.c) and `ember export`: ONNX models
  * through the public API (include/ember/onnx.h), called by main.c. */
 #ifndef EMBER_TOOL_ONNX_CMD_H
 #define EMBER_TOOL_ONNX_CMD_H
@@ -9,6 +9,7 @@
 
 int ember_inspect(int argc, char **argv); /* argv[0] = "inspect"; returns the exit code */
 int ember_run(int argc, char **argv);     /* argv[0] = "run" */
+int ember_export(int argc, char **argv);  /* argv[0] = "export" (export_cmd.c) */
 
 /* Shared by both: "[N, 3, 224, 224]" (a symbolic dimension by its name, an
  * unknown one as "?", an undeclared shape as "unknown") into buf. */

@@ -1,0 +1,667 @@
+/* ONNX export (include/ember/onnx.h: em_onnx_export, em_onnx_export_buffer).
+ *
+ * Round trips: a graph built here (an MLP; a CNN with convolution, batch
+ * norm, max-pool, ReLU and Gemm; shape ops, concat, softmax, reductions,
+ * ...; a LeNet trained a few steps with the layers and trainer) and graphs
+ * imported from ONNX backend node tests are exported, the bytes loaded
+ * again with em_onnx_load_buffer and run: the outputs must equal the
+ * original graph's bit for bit on the CPU (each Ember op is written as the
+ * ONNX op the importer turns back into it).
+ *
+ * The independent check: every exported model is also written to a
+ * temporary directory with its inputs and Ember's outputs, and a Python
+ * script (run once, at the end) passes each through onnx.checker
+ * (full_check) and onnxruntime, whose outputs must match Ember's to
+ * 1e-5 + 1e-4 |x| (integers and bools exactly). Python, onnx and
+ * onnxruntime come from $EMBER_ONNXPY or $EMBER_SRC_DIR/.tools/onnxpy (pip
+ * install --target); where they are absent that part is skipped with a
+ * message saying so.
+ *
+ * Refusals: an op without an ONNX form (a loss) and a form the opset lacks
+ * fail with EM_ERR_UNSUPPORTED naming the node and the op; external data
+ * is written beside the model and read back. EMBER_EXPORT_ALL_NODE_TESTS=1
+ * runs the round trip over every node test that imports and prints the
+ * counts. */
+#include <dirent.h>
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "ember.h"
+#include "onnx_import.h"
+#include "onnx_reader.h"
+
+#define CHECK(call)                                                          \
+  do {                                                                       \
+    em_status s_ = (call);                                                   \
+    if (s_) fail_msg("%s: %s (%s)", #call, em_status_name(s_), em_last_error()); \
+  } while (0)
+
+/* ------------------------------------------------- onnxruntime cases --- */
+
+static char tmp_root[] = "/tmp/ember_export_XXXXXX";
+static int n_cases;
+
+static int onnx_code(em_dtype t) {
+  static const int codes[] = {[EM_F32] = 1, [EM_F64] = 11, [EM_F16] = 10, [EM_BF16] = 16,
+                              [EM_I32] = 6,  [EM_I64] = 7,  [EM_U8] = 2,   [EM_BOOL] = 9};
+  return codes[t];
+}
+
+static void write_tensor(FILE *meta, const char *dir, const char *kind, const char *name, int k, const em_tensor *t) {
+  char p[1200];
+  size_t bytes = (size_t)em_tensor_numel(t) * em_dtype_size(em_tensor_dtype(t));
+  void *buf = malloc(bytes + 1);
+  assert_non_null(buf);
+  CHECK(em_tensor_to_host(t, buf, bytes));
+  snprintf(p, sizeof p, "%s/%s_%d.bin", dir, kind, k);
+  FILE *f = fopen(p, "wb");
+  assert_non_null(f);
+  assert_int_equal(fwrite(buf, 1, bytes, f), bytes);
+  fclose(f);
+  free(buf);
+  fprintf(meta, "%s %s %d %d", kind, name, onnx_code(em_tensor_dtype(t)), em_tensor_ndim(t));
+  for (int i = 0; i < em_tensor_ndim(t); i++) fprintf(meta, " %lld", (long long)em_tensor_shape(t)[i]);
+  fputc('\n', meta);
+}
+
+/* Keeps the model, its inputs and Ember's outputs for the onnxruntime check. */
+static void keep_case(const char *label, const void *bytes, size_t size, const em_named_tensor *in, int n_in,
+                      em_tensor *const *out, int n_out) {
+  char dir[1100], p[1200];
+  snprintf(dir, sizeof dir, "%s/%03d_%s", tmp_root, n_cases++, label);
+  assert_int_equal(mkdir(dir, 0700), 0);
+  snprintf(p, sizeof p, "%s/model.onnx", dir);
+  FILE *f = fopen(p, "wb");
+  assert_non_null(f);
+  assert_int_equal(fwrite(bytes, 1, size, f), size);
+  fclose(f);
+  snprintf(p, sizeof p, "%s/meta.txt", dir);
+  FILE *meta = fopen(p, "w");
+  assert_non_null(meta);
+  for (int i = 0; i < n_in; i++) write_tensor(meta, dir, "in", in[i].name, i, in[i].value);
+  for (int i = 0; i < n_out; i++) write_tensor(meta, dir, "out", "-", i, out[i]);
+  fclose(meta);
+}
+
+/* ------------------------------------------------------- comparisons --- */
+
+static void expect_same_bits(const em_tensor *got, const em_tensor *want, const char *what, int j) {
+  char a[128], b[128];
+  em_tensor_describe(got, a, sizeof a);
+  em_tensor_describe(want, b, sizeof b);
+  if (strcmp(a, b)) fail_msg("%s output %d: got %s, expected %s", what, j, a, b);
+  size_t n = (size_t)em_tensor_numel(want) * em_dtype_size(em_tensor_dtype(want));
+  unsigned char *g = malloc(n + 1), *w = malloc(n + 1);
+  assert_non_null(g);
+  assert_non_null(w);
+  CHECK(em_tensor_to_host(got, g, n));
+  CHECK(em_tensor_to_host(want, w, n));
+  for (size_t i = 0; i < n; i++)
+    if (g[i] != w[i]) fail_msg("%s output %d: byte %zu differs after the round trip", what, j, i);
+  free(g);
+  free(w);
+}
+
+/* Exports outs of g, loads the bytes, runs both on the inputs and compares. */
+static void round_trip(em_graph *g, const em_var *outs, int n_out, const em_feed *feeds, int n_feeds,
+                       const em_onnx_export_options *o, const char *label) {
+  em_exec *e;
+  em_tensor *want[16], *got[16];
+  assert_true(n_out <= 16 && n_feeds <= 16);
+  CHECK(em_exec_create(g, outs, n_out, em_cpu(), &e));
+  CHECK(em_exec_run(e, feeds, n_feeds, want));
+  void *bytes;
+  size_t size;
+  em_status s = em_onnx_export_buffer(g, outs, n_out, o, &bytes, &size);
+  if (s) fail_msg("%s: export: %s", label, em_last_error());
+  em_onnx *m;
+  if (em_onnx_load_buffer(bytes, size, label, NULL, &m)) fail_msg("%s: reload: %s", label, em_last_error());
+  assert_int_equal(em_onnx_output_count(m), (size_t)n_out);
+  em_named_tensor in[16];
+  for (int i = 0; i < n_feeds; i++) {
+    CHECK(em_var_name(g, feeds[i].var, &in[i].name));
+    in[i].value = (em_tensor *)feeds[i].value;
+  }
+  if (em_onnx_run(m, in, n_feeds, got)) fail_msg("%s: run of the exported model: %s", label, em_last_error());
+  for (int j = 0; j < n_out; j++) expect_same_bits(got[j], want[j], label, j);
+  keep_case(label, bytes, size, in, n_feeds, want, n_out);
+  for (int j = 0; j < n_out; j++) em_tensor_release(got[j]), em_tensor_release(want[j]);
+  em_onnx_free(m);
+  free(bytes);
+  em_exec_free(e);
+}
+
+/* ----------------------------------------------------------- builders --- */
+
+static em_var param(em_graph *g, const char *name, int ndim, const int64_t *shape, uint64_t seed) {
+  em_var v;
+  em_init init = {.kind = EM_INIT_UNIFORM, .scale = 0.5, .seed = seed};
+  CHECK(em_parameter(g, name, EM_F32, ndim, shape, &init, &v));
+  return v;
+}
+
+static em_var ap(em_graph *g, const char *op, const em_var *in, int n_in, const em_attr *at, int n_at) {
+  em_var y;
+  if (em_apply(g, op, in, n_in, at, n_at, &y, 1)) fail_msg("%s: %s", op, em_last_error());
+  return y;
+}
+#define AP1(g, op, x, ...) ap(g, op, (em_var[]){x}, 1, (em_attr[]){__VA_ARGS__}, \
+                              (int)(sizeof((em_attr[]){__VA_ARGS__}) / sizeof(em_attr)))
+#define AP(g, op, ...) ap(g, op, (em_var[]){__VA_ARGS__}, (int)(sizeof((em_var[]){__VA_ARGS__}) / sizeof(em_var)), \
+                          NULL, 0)
+#define AI(nm, v) ((em_attr){.name = nm, .type = EM_ATTR_INT, .i = (v)})
+#define AF(nm, v) ((em_attr){.name = nm, .type = EM_ATTR_FLOAT, .f = (v)})
+#define AIS(nm, ...) ((em_attr){.name = nm, .type = EM_ATTR_INTS, .ints = (const int64_t[]){__VA_ARGS__}, \
+                                .n = (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t))})
+
+/* A tensor of shape filled with a fixed pseudo-random pattern in [-1, 1). */
+static em_tensor *pattern(int ndim, const int64_t *shape, unsigned seed) {
+  int64_t n = 1;
+  for (int i = 0; i < ndim; i++) n *= shape[i];
+  float *v = malloc(sizeof(float) * (size_t)n);
+  assert_non_null(v);
+  uint32_t x = 2463534242u ^ seed;
+  for (int64_t i = 0; i < n; i++) {
+    x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+    v[i] = (float)((double)(x % 2000) / 1000.0 - 1.0);
+  }
+  em_tensor *t;
+  CHECK(em_tensor_from_host(em_cpu(), EM_F32, ndim, shape, v, sizeof(float) * (size_t)n, &t));
+  free(v);
+  return t;
+}
+
+/* ---------------------------------------------------------- the tests --- */
+
+static void test_mlp(void **state) {
+  (void)state;
+  em_graph *g;
+  CHECK(em_graph_create(&g));
+  em_var x;
+  CHECK(em_input(g, "x", EM_F32, 2, (int64_t[]){-1, 8}, &x));
+  em_var w1 = param(g, "fc1.W", 2, (int64_t[]){8, 16}, 1), b1 = param(g, "fc1.b", 1, (int64_t[]){16}, 2);
+  em_var w2 = param(g, "fc2.W", 2, (int64_t[]){4, 16}, 3), b2 = param(g, "fc2.b", 1, (int64_t[]){4}, 4);
+  em_var h = AP(g, "relu", AP(g, "add", AP(g, "matmul", x, w1), b1));
+  em_var y = ap(g, "gemm", (em_var[]){h, w2, b2}, 3, (em_attr[]){AI("transB", 1), AF("alpha", 0.5)}, 2);
+  CHECK(em_var_set_name(g, y, "logits"));
+  em_var p = AP1(g, "softmax", y, AI("axis", 1));
+  em_tensor *xv = pattern(2, (int64_t[]){5, 8}, 1);
+  em_feed f = {x, xv};
+  round_trip(g, (em_var[]){p, y}, 2, &f, 1, NULL, "mlp");
+  /* Another batch size through the same file: the batch axis is a dim_param. */
+  void *bytes;
+  size_t size;
+  CHECK(em_onnx_export_buffer(g, (em_var[]){p}, 1, NULL, &bytes, &size));
+  em_onnx *m;
+  CHECK(em_onnx_load_buffer(bytes, size, "mlp", NULL, &m));
+  em_onnx_io io;
+  CHECK(em_onnx_input_get(m, 0, &io));
+  assert_string_equal(io.name, "x");
+  assert_int_equal(io.shape[0], -1);
+  assert_string_equal(io.dim_names[0], "N");
+  CHECK(em_onnx_output_get(m, 0, &io));
+  assert_int_equal(io.shape[0], -1);
+  em_onnx_free(m);
+  free(bytes);
+  em_tensor_release(xv);
+  em_graph_free(g);
+}
+
+/* conv -> batch norm -> relu -> max-pool -> flatten -> gemm -> log_softmax,
+ * and a global average pool of the same activations. */
+static em_graph *cnn(em_var *x, em_var *outs) {
+  em_graph *g;
+  CHECK(em_graph_create(&g));
+  CHECK(em_input(g, "image", EM_F32, 4, (int64_t[]){-1, 2, 10, 10}, x));
+  em_var w = param(g, "conv.W", 4, (int64_t[]){4, 2, 3, 3}, 5), b = param(g, "conv.b", 1, (int64_t[]){4}, 6);
+  em_var sc = param(g, "bn.scale", 1, (int64_t[]){4}, 7), sh = param(g, "bn.shift", 1, (int64_t[]){4}, 8);
+  em_var mean, var;
+  CHECK(em_state(g, "bn.mean", EM_F32, 1, (int64_t[]){4}, &(em_init){.kind = EM_INIT_NORMAL, .scale = 0.3, .seed = 9},
+                 &mean));
+  CHECK(em_state(g, "bn.var", EM_F32, 1, (int64_t[]){4}, &(em_init){.kind = EM_INIT_CONSTANT, .value = 0.7}, &var));
+  em_var c = ap(g, "convolution", (em_var[]){*x, w, b}, 3,
+                (em_attr[]){AIS("pads", 1, 1, 1, 1), AIS("kernel_shape", 3, 3)}, 2);
+  em_var n = ap(g, "batch_normalization", (em_var[]){c, sc, sh, mean, var}, 5, (em_attr[]){AF("epsilon", 1e-3)}, 1);
+  em_var r = AP(g, "relu", n);
+  em_var p = AP1(g, "max_pool", r, AIS("kernel_shape", 2, 2), AIS("strides", 2, 2));
+  em_var fl = AP1(g, "flatten", p, AI("axis", 1));
+  em_var fw = param(g, "fc.W", 2, (int64_t[]){3, 100}, 10), fb = param(g, "fc.b", 1, (int64_t[]){3}, 11);
+  em_var y = ap(g, "gemm", (em_var[]){fl, fw, fb}, 3, (em_attr[]){AI("transB", 1)}, 1);
+  outs[0] = AP1(g, "log_softmax", y, AI("axis", -1));
+  outs[1] = AP(g, "global_average_pool", r);
+  outs[2] = AP1(g, "average_pool", r, AIS("kernel_shape", 3, 3), AIS("pads", 1, 1, 1, 1),
+                AI("count_include_pad", 1));
+  return g;
+}
+
+static void test_cnn(void **state) {
+  (void)state;
+  em_var x, outs[3];
+  em_graph *g = cnn(&x, outs);
+  em_tensor *xv = pattern(4, (int64_t[]){3, 2, 10, 10}, 2);
+  em_feed f = {x, xv};
+  round_trip(g, outs, 3, &f, 1, NULL, "cnn");
+  round_trip(g, outs, 3, &f, 1, &(em_onnx_export_options){.opset = 13}, "cnn_opset13");
+  round_trip(g, outs, 3, &f, 1, &(em_onnx_export_options){.opset = 18}, "cnn_opset18");
+  em_tensor_release(xv);
+  em_graph_free(g);
+}
+
+/* Shape ops, concat, slices, reductions, comparisons, casts, the
+ * attributes ONNX takes as inputs, and the ops written as two nodes. */
+static void test_shapes_and_more(void **state) {
+  (void)state;
+  em_graph *g;
+  CHECK(em_graph_create(&g));
+  em_var x;
+  CHECK(em_input(g, "x", EM_F32, 3, (int64_t[]){2, 3, 4}, &x));
+  em_tensor *idx_t, *one_t;
+  CHECK(em_tensor_from_host(em_cpu(), EM_I64, 1, (int64_t[]){2}, (int64_t[]){2, 0}, 16, &idx_t));
+  CHECK(em_tensor_from_host(em_cpu(), EM_F32, 0, NULL, (float[]){1.0f}, 4, &one_t));
+  em_var idx, one;
+  CHECK(em_constant(g, idx_t, &idx));
+  CHECK(em_constant(g, one_t, &one));
+  em_var a = AP1(g, "reshape", x, AIS("shape", 6, -1));
+  em_var b = AP(g, "transpose", a);
+  em_var c = ap(g, "concat", (em_var[]){b, b}, 2, (em_attr[]){AI("axis", 1)}, 1);
+  em_var d = AP1(g, "slice", c, AIS("starts", 1), AIS("ends", 3), AIS("axes", 0));
+  em_var e = AP1(g, "unsqueeze", d, AIS("axes", 0));
+  em_var f = AP1(g, "squeeze", e, AIS("axes", 0));
+  em_var rm = AP1(g, "reduce_mean", f, AIS("axes", 1), AI("keepdims", 1));
+  em_var am = AP1(g, "argmax", c, AI("axis", 1));
+  em_var cl = AP1(g, "clip", x, AF("min", -0.5), AF("max", 0.5));
+  em_var pd = AP1(g, "pad", x, AIS("pads", 0, 1, 0, 0, 1, 0), AF("value", 0.25));
+  em_var tl = AP1(g, "tile", x, AIS("repeats", 1, 2, 1));
+  em_var ex = AP1(g, "expand", AP1(g, "reduce_sum", x, AIS("axes", 2), AI("keepdims", 1)), AIS("shape", 2, 3, 4));
+  em_var wh = ap(g, "where", (em_var[]){AP(g, "greater", x, cl), AP(g, "sigmoid", x), AP(g, "tanh", x)}, 3, NULL, 0);
+  em_var cs = AP1(g, "cast", am, AI("to", EM_F32));
+  em_var mm = ap(g, "matmul", (em_var[]){x, x}, 2, (em_attr[]){AI("transpose_b", 1)}, 1);
+  em_var rs = AP(g, "rsqrt", AP(g, "add", AP(g, "abs", x), one));
+  em_var ps = AP1(g, "pow_scalar", AP(g, "abs", x), AF("exponent", 1.5));
+  em_var tk[2];
+  CHECK(em_apply(g, "top_k", &x, 1, (em_attr[]){AI("k", 2), AI("axis", 1)}, 2, tk, 2));
+  em_var oh = AP1(g, "one_hot", am, AI("depth", 12));
+  em_var fl = AP1(g, "flatten", x, AI("axis", 2));
+  em_var ga = ap(g, "gather", (em_var[]){x, idx}, 2, (em_attr[]){AI("axis", 1)}, 1);
+  em_var mx = AP(g, "reduce_max", x);
+  em_var dr = AP1(g, "dropout", x, AF("ratio", 0.3));
+  em_var lk = AP1(g, "leaky_relu", AP(g, "neg", x), AF("alpha", 0.2));
+  em_var sm = AP1(g, "softmax", x, AI("axis", 1));
+  em_var outs[] = {rm, am, cl, pd, tl, ex, wh, cs, mm, rs, ps, tk[0]};
+  em_var outs2[] = {tk[1], oh, fl, ga, mx, dr, lk, sm, a};
+  em_tensor *xv = pattern(3, (int64_t[]){2, 3, 4}, 3);
+  em_feed fd = {x, xv};
+  round_trip(g, outs, 12, &fd, 1, NULL, "shapes");
+  round_trip(g, outs2, 9, &fd, 1, &(em_onnx_export_options){.opset = 18}, "shapes2");
+  /* Named outputs, one value twice, an initializer as an output: Identity nodes. */
+  em_onnx_export_options named = {.output_names = (const char *const[]){"first", NULL, "again"}};
+  void *bytes;
+  size_t size;
+  CHECK(em_onnx_export_buffer(g, (em_var[]){sm, sm, sm}, 3, &named, &bytes, &size));
+  em_onnx *m;
+  CHECK(em_onnx_load_buffer(bytes, size, "named", NULL, &m));
+  size_t k;
+  CHECK(em_onnx_find_output(m, "first", &k));
+  assert_int_equal(k, 0);
+  CHECK(em_onnx_find_output(m, "again", &k));
+  assert_int_equal(k, 2);
+  em_onnx_free(m);
+  free(bytes);
+  round_trip(g, (em_var[]){one, sm, sm}, 3, &fd, 1, NULL, "leaf_and_twice");
+  em_tensor_release(xv), em_tensor_release(idx_t), em_tensor_release(one_t);
+  em_graph_free(g);
+}
+
+static void test_refusals(void **state) {
+  (void)state;
+  em_graph *g;
+  CHECK(em_graph_create(&g));
+  em_var x, lab;
+  CHECK(em_input(g, "x", EM_F32, 2, (int64_t[]){-1, 4}, &x));
+  CHECK(em_input(g, "label", EM_I32, 1, (int64_t[]){-1}, &lab));
+  em_var loss = ap(g, "cross_entropy_with_softmax", (em_var[]){x, lab}, 2, NULL, 0);
+  CHECK(em_var_set_name(g, loss, "the_loss"));
+  void *bytes = (void *)1;
+  size_t size = 1;
+  em_status s = em_onnx_export_buffer(g, &loss, 1, NULL, &bytes, &size);
+  assert_int_equal(s, EM_ERR_UNSUPPORTED);
+  assert_null(bytes);
+  assert_non_null(strstr(em_last_error(), "cross_entropy_with_softmax"));
+  assert_non_null(strstr(em_last_error(), "no ONNX equivalent"));
+  em_var ge = AP(g, "gelu", x);
+  CHECK(em_var_set_name(g, ge, "act"));
+  s = em_onnx_export_buffer(g, &ge, 1, NULL, &bytes, &size);
+  assert_int_equal(s, EM_ERR_UNSUPPORTED);
+  assert_non_null(strstr(em_last_error(), "'act'"));
+  assert_non_null(strstr(em_last_error(), "opset 20"));
+  em_tensor *xv = pattern(2, (int64_t[]){3, 4}, 4);
+  em_feed f = {x, xv};
+  round_trip(g, &ge, 1, &f, 1, &(em_onnx_export_options){.opset = 20}, "gelu_opset20");
+  s = em_onnx_export_buffer(g, &ge, 1, &(em_onnx_export_options){.opset = 12}, &bytes, &size);
+  assert_int_equal(s, EM_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(em_last_error(), "opset 12"));
+  s = em_onnx_export(g, &ge, 1, &(em_onnx_export_options){.opset = 20}, "/nonexistent-dir/m.onnx");
+  assert_int_equal(s, EM_ERR_IO);
+  em_tensor_release(xv);
+  em_graph_free(g);
+}
+
+/* Tensors of 1 KiB and more in "<model>.data", read back by the importer
+ * (and, as a case of its own, by onnxruntime). */
+static void test_external_data(void **state) {
+  (void)state;
+  em_var x, outs[3];
+  em_graph *g = cnn(&x, outs);
+  char dir[1100], path[1200], data[1300];
+  snprintf(dir, sizeof dir, "%s/%03d_external", tmp_root, n_cases++);
+  assert_int_equal(mkdir(dir, 0700), 0);
+  snprintf(path, sizeof path, "%s/model.onnx", dir);
+  snprintf(data, sizeof data, "%s.data", path);
+  CHECK(em_onnx_export(g, outs, 3, &(em_onnx_export_options){.external_data = EM_ONNX_EXTERNAL_ALWAYS}, path));
+  struct stat st;
+  assert_int_equal(stat(data, &st), 0);
+  assert_int_equal(st.st_size, 3 * 100 * 4); /* fc.W, the one tensor of 1 KiB or more */
+  em_onnx *m;
+  CHECK(em_onnx_load(path, NULL, &m));
+  em_tensor *xv = pattern(4, (int64_t[]){2, 2, 10, 10}, 5), *got[3], *want[3];
+  em_exec *e;
+  CHECK(em_exec_create(g, outs, 3, em_cpu(), &e));
+  CHECK(em_exec_run(e, &(em_feed){x, xv}, 1, want));
+  CHECK(em_onnx_run(m, &(em_named_tensor){"image", xv}, 1, got));
+  for (int j = 0; j < 3; j++) expect_same_bits(got[j], want[j], "external", j), em_tensor_release(got[j]);
+  snprintf(path, sizeof path, "%s/meta.txt", dir);
+  FILE *meta = fopen(path, "w");
+  assert_non_null(meta);
+  write_tensor(meta, dir, "in", "image", 0, xv);
+  for (int j = 0; j < 3; j++) write_tensor(meta, dir, "out", "-", j, want[j]), em_tensor_release(want[j]);
+  fclose(meta);
+  em_exec_free(e);
+  em_onnx_free(m);
+  em_tensor_release(xv);
+  em_graph_free(g);
+  /* The buffer form cannot hold external data. */
+  void *bytes;
+  size_t size;
+  assert_int_equal(em_onnx_export_buffer(g = cnn(&x, outs), outs, 1,
+                                         &(em_onnx_export_options){.external_data = EM_ONNX_EXTERNAL_ALWAYS},
+                                         &bytes, &size),
+                   EM_ERR_INVALID_ARGUMENT);
+  em_graph_free(g);
+}
+
+/* A LeNet (batch norm, dropout) trained a few steps with the layers library
+ * and the trainer, then exported: its logits as the trained graph gives them. */
+static void test_trained_lenet(void **state) {
+  (void)state;
+  em_graph *g;
+  CHECK(em_graph_create(&g));
+  em_var x, label, logits;
+  CHECK(em_input(g, "x", EM_F32, 4, (int64_t[]){-1, 1, 28, 28}, &x));
+  CHECK(em_input(g, "label", EM_I32, 1, (int64_t[]){-1}, &label));
+  em_model_opts mo = {.channels = {4, 6}, .fc = {16, 12}, .batch_norm = 1, .dropout = 0.25};
+  CHECK(em_model_lenet(g, x, 10, 42, &mo, &logits));
+  em_var loss = ap(g, "cross_entropy_with_softmax", (em_var[]){logits, label}, 2, NULL, 0);
+  size_t n_params;
+  CHECK(em_graph_parameters(g, NULL, 0, &n_params));
+  em_var *params = malloc(sizeof(em_var) * n_params);
+  assert_non_null(params);
+  CHECK(em_graph_parameters(g, params, n_params, &n_params));
+  em_learner_config cfg;
+  CHECK(em_learner_defaults(EM_LEARNER_SGD, 0.05, &cfg));
+  em_learner *l;
+  CHECK(em_learner_create(&cfg, NULL, params, (int)n_params, &l));
+  em_trainer *t;
+  CHECK(em_trainer_create(g, loss, -1, &l, 1, NULL, &t));
+  em_tensor *xv = pattern(4, (int64_t[]){4, 1, 28, 28}, 6), *lv;
+  CHECK(em_tensor_from_host(em_cpu(), EM_I32, 1, (int64_t[]){4}, (int32_t[]){3, 1, 4, 1}, 16, &lv));
+  em_feed feeds[2] = {{x, xv}, {label, lv}};
+  for (int step = 0; step < 3; step++) CHECK(em_trainer_train_minibatch(t, feeds, 2, NULL));
+  round_trip(g, &logits, 1, feeds, 1, NULL, "lenet_trained");
+  em_trainer_free(t);
+  em_learner_free(l);
+  free(params);
+  em_tensor_release(xv), em_tensor_release(lv);
+  em_graph_free(g);
+}
+
+/* --------------------------------------------------------- node tests --- */
+
+static const char *node_dir(void) {
+  const char *d = getenv("EMBER_ONNX_TESTDATA");
+  return d && *d ? d : "/usr/share/libonnx-testdata/data/node";
+}
+
+/* Imports test (inputs Ember needs at build time given at load), exports
+ * the imported graph, reloads and compares. 0: done; 1: the import refused
+ * it (not this test's business); the export's refusal fails unless
+ * allow_refusal (then 2). */
+static int node_round_trip(const char *test, int allow_refusal) {
+  char path[1024], file[1200];
+  snprintf(path, sizeof path, "%s/%s/model.onnx", node_dir(), test);
+  em_onnx *meta;
+  if (em_onnx_load(path, &(em_onnx_options){.metadata_only = 1}, &meta)) return 1;
+  size_t n_in = em_onnx_input_count(meta), n_out = em_onnx_output_count(meta);
+  if (n_in > 8 || n_out > 8) {
+    em_onnx_free(meta);
+    return 1;
+  }
+  em_named_tensor vals[8];
+  size_t n_vals = 0;
+  int ok = 1;
+  for (size_t k = 0; k < n_in && ok; k++) {
+    em_onnx_io io;
+    em_onnx_tensor *ot;
+    CHECK(em_onnx_input_get(meta, k, &io));
+    snprintf(file, sizeof file, "%s/%s/test_data_set_0/input_%zu.pb", node_dir(), test, k);
+    if (em_onnx_tensor_load(file, &ot)) { ok = 0; break; }
+    vals[n_vals].name = io.name;
+    ok = !em_onnx_tensor_to_em(ot, &vals[n_vals].value);
+    n_vals += ok;
+    em_onnx_tensor_free(ot);
+  }
+  /* First with every input at run time, else the later ones given at load. */
+  em_onnx *m = NULL;
+  int n_load = 0;
+  if (ok && em_onnx_load(path, NULL, &m)) {
+    n_load = (int)n_vals - 1;
+    if (em_onnx_load(path, &(em_onnx_options){.input_values = vals + 1, .n_input_values = n_load}, &m)) m = NULL;
+  }
+  int rc = 1;
+  if (m) {
+    int n_run = (int)n_vals - n_load;
+    em_tensor *want[8], *got[8];
+    em_var outs[8];
+    for (size_t j = 0; j < n_out; j++) {
+      em_onnx_io io;
+      CHECK(em_onnx_output_get(m, j, &io));
+      outs[j] = io.var;
+    }
+    if (em_onnx_run(m, vals, n_run, want)) {
+      em_onnx_free(m), m = NULL; /* runs that fail are the conformance test's business */
+    } else {
+      void *bytes;
+      size_t size;
+      em_status s = em_onnx_export_buffer(em_onnx_graph_of(m), outs, (int)n_out, NULL, &bytes, &size);
+      if (s && allow_refusal && s == EM_ERR_UNSUPPORTED) {
+        rc = 2;
+      } else {
+        if (s) fail_msg("%s: export: %s", test, em_last_error());
+        em_onnx *m2;
+        if (em_onnx_load_buffer(bytes, size, test, NULL, &m2)) fail_msg("%s: reload: %s", test, em_last_error());
+        /* Inputs the outputs do not depend on (a Shape folded into a constant) are not exported. */
+        em_named_tensor used[8];
+        int n_used = 0;
+        size_t at;
+        for (int k = 0; k < n_run; k++)
+          if (!em_onnx_find_input(m2, vals[k].name, &at)) used[n_used++] = vals[k];
+        if (em_onnx_run(m2, used, n_used, got)) fail_msg("%s: rerun: %s", test, em_last_error());
+        for (size_t j = 0; j < n_out; j++) expect_same_bits(got[j], want[j], test, (int)j), em_tensor_release(got[j]);
+        keep_case(test, bytes, size, used, n_used, want, (int)n_out);
+        em_onnx_free(m2);
+        free(bytes);
+        rc = 0;
+      }
+      for (size_t j = 0; j < n_out; j++) em_tensor_release(want[j]);
+    }
+    em_onnx_free(m);
+  }
+  for (size_t k = 0; k < n_vals; k++) em_tensor_release(vals[k].value);
+  em_onnx_free(meta);
+  return rc;
+}
+
+static const char *const node_tests[] = {
+    "test_add_bcast", "test_relu", "test_conv_with_strides_and_asymmetric_padding", "test_maxpool_2d_pads",
+    "test_averagepool_2d_pads", "test_batchnorm_example", "test_gemm_all_attributes", "test_matmul_3d",
+    "test_softmax_axis_1", "test_logsoftmax_axis_0", "test_concat_3d_axis_1", "test_transpose_all_permutations_2",
+    "test_reshape_reordered_all_dims", "test_flatten_axis2", "test_reduce_mean_keepdims_example",
+    "test_reduce_sum_keepdims_example", "test_argmax_keepdims_example", "test_slice", "test_squeeze",
+    "test_unsqueeze_axis_0", "test_clip", "test_tile", "test_expand_dim_changed", "test_constant_pad",
+    "test_where_example", "test_cast_FLOAT_to_DOUBLE", "test_gather_1", "test_top_k", "test_leakyrelu",
+    "test_elu", "test_selu", "test_hardsigmoid", "test_instancenorm_example", "test_lrn",
+    "test_globalaveragepool", "test_depthtospace_crd_mode_example", "test_spacetodepth_example",
+    "test_convtranspose", "test_equal_bcast", "test_mod_mixed_sign_float64", "test_sqrt", "test_erf",
+};
+
+static void test_node_tests(void **state) {
+  (void)state;
+  char p[1024];
+  struct stat st;
+  snprintf(p, sizeof p, "%s/test_abs/model.onnx", node_dir());
+  if (stat(p, &st)) {
+    print_message("SKIPPED: libonnx-testdata not found under %s (apt-get install libonnx-testdata)\n", node_dir());
+    skip();
+  }
+  int done = 0;
+  for (size_t i = 0; i < sizeof node_tests / sizeof node_tests[0]; i++) {
+    snprintf(p, sizeof p, "%s/%s/model.onnx", node_dir(), node_tests[i]);
+    if (stat(p, &st)) fail_msg("%s: missing from the node tests", node_tests[i]);
+    int rc = node_round_trip(node_tests[i], 0);
+    if (rc) fail_msg("%s: does not import or run any more: %s", node_tests[i], em_last_error());
+    done++;
+  }
+  print_message("%d node tests exported, reloaded and equal bit for bit\n", done);
+}
+
+/* EMBER_EXPORT_ALL_NODE_TESTS=1: every node test that imports and runs. */
+static void test_all_node_tests(void **state) {
+  (void)state;
+  const char *all = getenv("EMBER_EXPORT_ALL_NODE_TESTS");
+  if (!all || strcmp(all, "1")) skip();
+  DIR *d = opendir(node_dir());
+  if (!d) skip();
+  struct dirent *de;
+  int n[3] = {0, 0, 0};
+  while ((de = readdir(d))) {
+    if (strncmp(de->d_name, "test_", 5)) continue;
+    int rc = node_round_trip(de->d_name, 1);
+    n[rc]++;
+    if (rc == 2) print_message("  refused: %s: %s\n", de->d_name, em_last_error());
+  }
+  closedir(d);
+  print_message("node tests: %d round-tripped bit for bit, %d refused by the export, %d not imported\n", n[0], n[2],
+                n[1]);
+}
+
+/* ------------------------------------------------ onnx + onnxruntime --- */
+
+static const char checker_py[] =
+    "import os, sys\n"
+    "import numpy as np, onnx, onnxruntime as ort\n"
+    "import ml_dtypes\n"
+    "DT = {1: np.float32, 11: np.float64, 10: np.float16, 16: ml_dtypes.bfloat16, 6: np.int32, 7: np.int64,\n"
+    "      2: np.uint8, 9: np.bool_}\n"
+    "bad = 0\n"
+    "cases = sorted(c for c in os.listdir(sys.argv[1]) if os.path.isdir(os.path.join(sys.argv[1], c)))\n"
+    "for c in cases:\n"
+    "    d = os.path.join(sys.argv[1], c)\n"
+    "    path = os.path.join(d, 'model.onnx')\n"
+    "    try:\n"
+    "        onnx.checker.check_model(path, full_check=True)\n"
+    "        feeds, want = {}, []\n"
+    "        for line in open(os.path.join(d, 'meta.txt')):\n"
+    "            kind, name, code, nd, *dims = line.split()\n"
+    "            k = len(feeds) if kind == 'in' else len(want)\n"
+    "            a = np.fromfile(os.path.join(d, '%s_%d.bin' % (kind, k)), dtype=DT[int(code)])\n"
+    "            a = a.reshape([int(x) for x in dims])\n"
+    "            if kind == 'in': feeds[name] = a\n"
+    "            else: want.append(a)\n"
+    "        if any(w.dtype == ml_dtypes.bfloat16 for w in want):\n"
+    "            print('  %-48s checker ok; not run: onnxruntime returns no bfloat16 to numpy' % c)\n"
+    "            continue\n"
+    "        sess = ort.InferenceSession(path, providers=['CPUExecutionProvider'])\n"
+    "        got = sess.run(None, feeds)\n"
+    "        worst = 0.0\n"
+    "        for j, (g, w) in enumerate(zip(got, want)):\n"
+    "            if g.dtype != w.dtype or g.shape != w.shape:\n"
+    "                raise Exception('output %d: onnxruntime %s%s, Ember %s%s' % (j, g.dtype, g.shape, w.dtype, w.shape))\n"
+    "            if w.dtype.kind == 'f':\n"
+    "                err = np.abs(g.astype(np.float64) - w) - 1e-4 * np.abs(w.astype(np.float64))\n"
+    "                if err.size and not (err <= 1e-5).all():\n"
+    "                    raise Exception('output %d: max deviation %g' % (j, float(np.nanmax(err))))\n"
+    "                if w.size: worst = max(worst, float(np.max(np.abs(g.astype(np.float64) - w))))\n"
+    "            elif not np.array_equal(g, w):\n"
+    "                raise Exception('output %d differs' % j)\n"
+    "        print('  %-48s checker ok, onnxruntime max |diff| %.3g' % (c, worst))\n"
+    "    except Exception as e:\n"
+    "        bad += 1\n"
+    "        print('  %-48s FAILED: %s' % (c, str(e).splitlines()[0] if str(e) else type(e).__name__))\n"
+    "print('%d of %d exported models pass onnx.checker and match onnxruntime' % (len(cases) - bad, len(cases)))\n"
+    "sys.exit(1 if bad else 0)\n";
+
+static void test_onnxruntime(void **state) {
+  (void)state;
+  char py[1200], dir[1024], cmd[4096];
+  const char *env = getenv("EMBER_ONNXPY"), *src = getenv("EMBER_SRC_DIR");
+  if (env && *env) snprintf(dir, sizeof dir, "%s", env);
+  else snprintf(dir, sizeof dir, "%s/.tools/onnxpy", src && *src ? src : ".");
+  snprintf(cmd, sizeof cmd, "PYTHONPATH='%s' python3 -c 'import onnx, onnxruntime, numpy' >/dev/null 2>&1", dir);
+  if (system(cmd) != 0) {
+    print_message("SKIPPED: the onnx.checker / onnxruntime check of the %d exported models: python3 with onnx and "
+                  "onnxruntime not found (PYTHONPATH %s; pip install --target %s onnx onnxruntime)\n",
+                  n_cases, dir, dir);
+    skip();
+  }
+  snprintf(py, sizeof py, "%s/check.py", tmp_root);
+  FILE *f = fopen(py, "w");
+  assert_non_null(f);
+  fputs(checker_py, f);
+  fclose(f);
+  snprintf(cmd, sizeof cmd, "PYTHONPATH='%s' OMP_NUM_THREADS=1 python3 '%s' '%s'", dir, py, tmp_root);
+  int rc = system(cmd);
+  if (rc != 0) fail_msg("onnx.checker or onnxruntime disagreed (see above)");
+}
+
+static int remove_tree(void) {
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_root);
+  return system(cmd);
+}
+
+int main(void) {
+  if (!mkdtemp(tmp_root)) {
+    fprintf(stderr, "test_onnx_export: mkdtemp %s: %s\n", tmp_root, strerror(errno));
+    return 1;
+  }
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_mlp),           cmocka_unit_test(test_cnn),
+      cmocka_unit_test(test_shapes_and_more), cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_external_data), cmocka_unit_test(test_trained_lenet),
+      cmocka_unit_test(test_node_tests),    cmocka_unit_test(test_all_node_tests),
+      cmocka_unit_test(test_onnxruntime),
+  };
+  int rc = cmocka_run_group_tests(tests, NULL, NULL);
+  if (!getenv("EMBER_KEEP_EXPORTS")) remove_tree();
+  em_shutdown();
+  return rc;
+}
