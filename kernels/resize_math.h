@@ -2,9 +2,10 @@
  * for the CPU loops and for the kernels (kernels/resize.cu), so both give the
  * same bits in both modes.
  *
- * Resizing is separable: on each axis a, output index o reads at most
- * RZ_TAPS input indices with weights (nearest: one tap of weight 1; linear:
- * two; cubic: four), computed once on the host (ops/resize.c, in double,
+ * Resizing is separable: on each axis a, output index o reads at most n_a
+ * input indices with weights (nearest: one tap of weight 1; linear: two;
+ * cubic: four; with antialias, when downsampling, the filter widened by
+ * 1 / scale), computed once on the host (ops/resize.c, in double,
  * following the ONNX Resize formulas) and handed to both sides as a table.
  * An output element is the sum over every combination of its axes' taps of
  * (w_0 * w_1 * ... * w_{R-1}) * x, the weights multiplied left to right from
@@ -23,10 +24,10 @@
  * The table: two parallel arrays of the same length, t (long long) and w
  * (double). t[0] = R (rank, 1 .. RZ_MAX_RANK); then t[RZ_IN(a)] = input size
  * of axis a, t[RZ_OUT(R, a)] = output size, t[RZ_FWD(R, a)] = where axis a's
- * forward slots start, t[RZ_INV(R, a)] = where its inverse starts. Forward
- * slot of output o on axis a at k = fwd + o * RZ_SLOT: t[k] = tap count (-1:
- * extrapolate), t[k + 1 + j] = input index of tap j, w[k + 1 + j] its
- * weight. Inverse: t[inv + i] .. t[inv + i + 1] is the range of entries of
+ * forward slots start, t[RZ_INV(R, a)] = where its inverse starts,
+ * t[RZ_NTAP(R, a)] = n_a. Forward slot of output o on axis a at
+ * k = fwd + o * (1 + n_a): t[k] = tap count (-1: extrapolate), t[k + 1 + j] =
+ * input index of tap j, w[k + 1 + j] its weight. Inverse: t[inv + i] .. t[inv + i + 1] is the range of entries of
  * input index i; an entry e holds the output index t[e] and weight w[e]. */
 #ifndef EMBER_RESIZE_MATH_H
 #define EMBER_RESIZE_MATH_H
@@ -34,13 +35,12 @@
 #include "em_math.h"
 
 #define RZ_MAX_RANK 8
-#define RZ_TAPS 4
-#define RZ_SLOT (1 + RZ_TAPS)
 #define RZ_IN(a) (1 + (a))
 #define RZ_OUT(R, a) (1 + (R) + (a))
 #define RZ_FWD(R, a) (1 + 2 * (R) + (a))
 #define RZ_INV(R, a) (1 + 3 * (R) + (a))
-#define RZ_HEADER(R) (1 + 4 * (R))
+#define RZ_NTAP(R, a) (1 + 4 * (R) + (a))
+#define RZ_HEADER(R) (1 + 5 * (R))
 
 /* Output element j (row-major over the output shape) from x. */
 EM_HD double rz_gather_d(const long long *t, const double *w, const float *xf, const double *xd, long long j,
@@ -48,7 +48,7 @@ EM_HD double rz_gather_d(const long long *t, const double *w, const float *xf, c
   long long R = t[0], base[RZ_MAX_RANK], cnt[RZ_MAX_RANK], tap[RZ_MAX_RANK], stride[RZ_MAX_RANK];
   long long rem = j, s = 1;
   for (long long a = R - 1; a >= 0; a--) {
-    long long n_out = t[RZ_OUT(R, a)], o = rem % n_out, k = t[RZ_FWD(R, a)] + o * RZ_SLOT;
+    long long n_out = t[RZ_OUT(R, a)], o = rem % n_out, k = t[RZ_FWD(R, a)] + o * (1 + t[RZ_NTAP(R, a)]);
     rem = rem / n_out;
     cnt[a] = t[k];
     base[a] = k + 1;

@@ -942,9 +942,9 @@ static em_status optional_doubles(imp *c, const em_onnx_node *n, const em_var *i
 }
 
 /* Resize (opset 10: X, scales; 11 and 13: X, roi, scales, sizes; 18 and 19: also axes,
- * keep_aspect_ratio_policy, antialias). Before opset 11 the coordinates are asymmetric and nearest
- * rounds down. Scales, sizes and roi given for `axes` only are spread over every axis (the others
- * keep their size, roi 0..1). */
+ * keep_aspect_ratio_policy, antialias, all passed on to the op). Before opset 11 the coordinates
+ * are asymmetric and nearest rounds down. Scales, sizes and roi given for `axes` only are spread
+ * over every axis (the others keep their size, roi 0..1). */
 static em_status resize_node(imp *c, const em_onnx_node *n, em_var x, const double *scales, int nsc,
                              const double *sizes_d, int nsz, const double *roi, int nroi, em_var *out) {
   em_shape sh;
@@ -962,8 +962,6 @@ static em_status resize_node(imp *c, const em_onnx_node *n, em_var x, const doub
       (s = ofloat(c, n, "cubic_coeff_a", -0.75, &a)) || (s = ofloat(c, n, "extrapolation_value", 0, &extrap)) ||
       (s = oint(c, n, "exclude_outside", 0, &exclude)) || (s = oint(c, n, "antialias", 0, &antialias)))
     return s;
-  if (antialias && strcmp(mode, "nearest") != 0)
-    return unsup(c, "antialias=1 (an anti-aliasing filter for downsampling) is not supported");
   if (R < 1 || R > 8) return unsup(c, "an input of rank %d (Ember's resize takes rank 1 to 8)", R);
   const int64_t *axes_at;
   int na, present;
@@ -1021,7 +1019,7 @@ static em_status resize_node(imp *c, const em_onnx_node *n, em_var x, const doub
       use_scales = 1;
     }
   }
-  em_attr at[9];
+  em_attr at[10];
   int k = 0;
   if (use_sizes) at[k++] = em_attr_is("sizes", full_sz, R);
   if (use_scales) at[k++] = em_attr_fs("scales", full_sc, R);
@@ -1032,6 +1030,7 @@ static em_status resize_node(imp *c, const em_onnx_node *n, em_var x, const doub
   at[k++] = em_attr_i("exclude_outside", exclude);
   at[k++] = em_attr_f("extrapolation_value", extrap);
   at[k++] = em_attr_fs("roi", full_roi, 2 * R);
+  if (antialias) at[k++] = em_attr_i("antialias", 1);
   return ap1(c, "resize", x, at, k, out);
 }
 
@@ -2254,7 +2253,7 @@ static const tr trs[] = {
   {"Reshape", tr_reshape, NULL, "shape,allowzero", DT_ANY, "reshape (shape folded; allowzero: reshape_like)"},
   {"Resize", tr_resize, NULL,
    "mode,coordinate_transformation_mode,nearest_mode,cubic_coeff_a,exclude_outside,extrapolation_value,axes,"
-   "keep_aspect_ratio_policy,antialias", DT_FLT, "resize (scales, sizes, roi folded; antialias refused)"},
+   "keep_aspect_ratio_policy,antialias", DT_FLT, "resize (scales, sizes, roi folded)"},
   SAME("Round", "round", "", DT_FLT),
   {"Scatter", tr_same, "scatter_elements", "axis", DT_NUM, "scatter_elements (opset 9-10 Scatter)"},
   SAME("ScatterElements", "scatter_elements", "axis,reduction", DT_NUM),

@@ -19,6 +19,8 @@
  *   extrapolation_value FLOAT  tf_crop_and_resize's value where x falls outside the input (default 0)
  *   roi FLOATS        tf_crop_and_resize's region [starts..., ends...] in normalised coordinates
  *                     (default 0s and 1s)
+ *   antialias INT     1: linear and cubic downsampling (scale < 1) stretch their filter by 1 / scale
+ *                     (more taps, weights normalised), as ONNX Resize-18 does (default 0)
  *
  * Taps follow ONNX's reference: the neighbours of x in an edge-padded input (linear: 2, cubic: 4,
  * nearest: the 2 of linear with weights 0 and 1 by nearest_mode), so inputs past the border repeat
@@ -26,7 +28,7 @@
  * an axis left the same size under half_pixel copies its values). The per-axis taps are computed
  * here once per run; the sums over them are kernels/resize_math.h's, which kernels/resize.cu runs
  * too, so every device gives the CPU's bits. The gradient gathers per input element in a fixed
- * order (no atomics). antialias is not offered: the ONNX importer refuses it. */
+ * order (no atomics). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,14 +43,14 @@ enum { CT_HALF_PIXEL, CT_HALF_PIXEL_SYM, CT_PYTORCH, CT_ALIGN, CT_ASYM, CT_TF_CR
 enum { NM_PREFER_FLOOR, NM_PREFER_CEIL, NM_FLOOR, NM_CEIL };
 
 typedef struct rz_params {
-  int R, mode, ctm, nearest, exclude;
+  int R, mode, ctm, nearest, exclude, antialias;
   int64_t in[RZ_MAX_RANK], out[RZ_MAX_RANK];
   double scale[RZ_MAX_RANK], roi_lo[RZ_MAX_RANK], roi_hi[RZ_MAX_RANK], a, extrap;
 } rz_params;
 
 static const char *const mode_names[] = {"nearest", "linear", "cubic", NULL};
-static const char *const ctm_names[] = {"half_pixel",  "half_pixel_symmetric", "pytorch_half_pixel",
-                                        "align_corners", "asymmetric",         "tf_crop_and_resize",   "tf_half_pixel_for_nn", NULL};
+static const char *const ctm_names[] = {"half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners",
+                                        "asymmetric", "tf_crop_and_resize",   "tf_half_pixel_for_nn", NULL};
 static const char *const nearest_names[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil", NULL};
 
 /* The index of the string attribute `name` in names (dflt when absent), or a failure listing them. */
@@ -59,7 +61,8 @@ static em_status str_choice(const em_op_args *a, const char *name, const char *c
   for (int i = 0; names[i]; i++)
     if (!strcmp(v, names[i])) return *out = i, EM_OK;
   char list[256] = "";
-  for (int i = 0; names[i]; i++) snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", names[i]);
+  for (int i = 0; names[i]; i++)
+    snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", names[i]);
   return em_op_fail(a, "%s '%s' is not one of %s", name, v, list);
 }
 
@@ -87,11 +90,15 @@ static em_status resolve(const em_op_args *a, const em_shape *x, rz_params *p, e
   int64_t ex = em_attr_int(a, "exclude_outside", 0);
   if (ex != 0 && ex != 1) return em_op_fail(a, "exclude_outside must be 0 or 1, not %lld", (long long)ex);
   p->exclude = (int)ex;
+  int64_t aa = em_attr_int(a, "antialias", 0);
+  if (aa != 0 && aa != 1) return em_op_fail(a, "antialias must be 0 or 1, not %lld", (long long)aa);
+  p->antialias = (int)aa && p->mode != RZ_NEAREST; /* nearest has no filter to widen */
   *y = *x;
   for (int i = 0; i < R; i++) {
     int64_t d = x->dims[i];
     double sc = scales ? scales[i] : 0;
-    if (scales && !(sc > 0 && isfinite(sc))) return em_op_fail(a, "scales[%d] = %g; a finite scale > 0 expected", i, sc);
+    if (scales && !(sc > 0 && isfinite(sc)))
+      return em_op_fail(a, "scales[%d] = %g; a finite scale > 0 expected", i, sc);
     if (sizes && sizes[i] < 0) return em_op_fail(a, "sizes[%d] = %lld is negative", i, (long long)sizes[i]);
     int64_t o = sizes ? sizes[i] : d < 0 ? -1 : (int64_t)floor((double)d * sc);
     if (!scales) sc = d > 0 ? (double)o / (double)d : 1.0;
@@ -115,7 +122,8 @@ static double source_coord(const rz_params *p, int i, int64_t o, int *outside) {
   case CT_ALIGN: return ow == 1 ? 0.0 : x * (in - 1) / (ow - 1);
   case CT_ASYM: return x / s;
   case CT_TF_CROP:
-    r = ow == 1 ? (p->roi_hi[i] - p->roi_lo[i]) * (in - 1) / 2 : x * (p->roi_hi[i] - p->roi_lo[i]) * (in - 1) / (ow - 1);
+    r = ow == 1 ? (p->roi_hi[i] - p->roi_lo[i]) * (in - 1) / 2
+                : x * (p->roi_hi[i] - p->roi_lo[i]) * (in - 1) / (ow - 1);
     r += p->roi_lo[i] * (in - 1);
     *outside = r < 0 || r > in - 1;
     return r;
@@ -129,12 +137,28 @@ static double source_coord(const rz_params *p, int i, int64_t o, int *outside) {
   }
 }
 
-/* The weights of the n neighbours of a coordinate whose fraction is ratio, in (0, 1]. */
-static int coeffs(const rz_params *p, double ratio, double *c) {
-  if (p->mode == RZ_LINEAR) {
-    c[0] = 1 - ratio, c[1] = ratio;
-    return 2;
-  }
+/* The number of neighbours each output of axis i reads: 2 (nearest, linear) or 4 (cubic); with
+ * antialias and a scale s < 1 the filter is stretched by 1 / s (ONNX's footprint, always even). */
+static int64_t tap_count(const rz_params *p, int i) {
+  if (p->mode == RZ_NEAREST) return 2;
+  double s = p->scale[i] < 1 ? p->scale[i] : 1.0;
+  if (!p->antialias) s = 1.0;
+  int64_t start = (int64_t)floor((p->mode == RZ_LINEAR ? -1 : -2) / s) + 1;
+  return 2 - 2 * start;
+}
+
+/* Keys' cubic convolution kernel with parameter A at distance x. */
+static double cubic_kernel(double A, double x) {
+  x = fabs(x);
+  double x2 = x * x, x3 = x * x2;
+  if (x <= 1) return (A + 2) * x3 - (A + 3) * x2 + 1;
+  if (x < 2) return A * x3 - 5 * A * x2 + 8 * A * x - 4 * A;
+  return 0.0;
+}
+
+/* The weights c[0 .. n) of the n neighbours of a coordinate whose fraction is ratio, in (0, 1]
+ * (ONNX's coefficient functions). */
+static void coeffs(const rz_params *p, int i, double ratio, int64_t n, double *c) {
   if (p->mode == RZ_NEAREST) {
     int hi;
     if (ratio == 1) hi = 1;
@@ -142,44 +166,58 @@ static int coeffs(const rz_params *p, double ratio, double *c) {
     else if (p->nearest == NM_PREFER_CEIL) hi = ratio >= 0.5;
     else hi = p->nearest == NM_CEIL;
     c[0] = !hi, c[1] = hi;
-    return 2;
+    return;
+  }
+  if (p->antialias) { /* the kernel stretched by 1 / s, normalised */
+    double s = p->scale[i] < 1 ? p->scale[i] : 1.0, sum = 0;
+    int64_t start = 1 - n / 2;
+    for (int64_t k = 0; k < n; k++) {
+      double d = ((double)(start + k) - ratio) * s;
+      if (p->mode == RZ_LINEAR) c[k] = 1 - fabs(d) < 0 ? 0 : 1 - fabs(d) > 1 ? 1 : 1 - fabs(d);
+      else c[k] = cubic_kernel(p->a, d);
+      sum += c[k];
+    }
+    for (int64_t k = 0; k < n; k++) c[k] /= sum;
+    return;
+  }
+  if (p->mode == RZ_LINEAR) {
+    c[0] = 1 - ratio, c[1] = ratio;
+    return;
   }
   double A = p->a, r1 = ratio + 1, q = 1 - ratio, q1 = q + 1;
   c[0] = ((A * r1 - 5 * A) * r1 + 8 * A) * r1 - 4 * A;
   c[1] = ((A + 2) * ratio - (A + 3)) * ratio * ratio + 1;
   c[2] = ((A + 2) * q - (A + 3)) * q * q + 1;
   c[3] = ((A * q1 - 5 * A) * q1 + 8 * A) * q1 - 4 * A;
-  return 4;
 }
 
-/* Output o's taps on axis i: slot[0] = count (-1: extrapolate), then indices; wt the weights. */
-static void axis_taps(const rz_params *p, int i, int64_t o, long long *slot, double *wt) {
+/* Output o's taps on axis i (n of them at most): slot[0] = count (-1: extrapolate), then the
+ * indices; wt the weights; c: room for n coefficients. */
+static void axis_taps(const rz_params *p, int i, int64_t o, int64_t n, long long *slot, double *wt, double *c) {
   int outside;
-  double x = source_coord(p, i, o, &outside), c[RZ_TAPS];
-  memset(wt, 0, sizeof(double) * RZ_SLOT);
-  for (int j = 0; j < RZ_SLOT; j++) slot[j] = 0;
+  double x = source_coord(p, i, o, &outside);
+  for (int64_t j = 0; j <= n; j++) slot[j] = 0, wt[j] = 0;
   if (outside) {
     slot[0] = -1;
     return;
   }
   double fl = floor(x), ratio = x == fl ? 1.0 : x - fl;
-  int n = coeffs(p, ratio, c), pad = (n + 1) / 2;
-  int64_t in = p->in[i];
+  coeffs(p, i, ratio, n, c);
+  int64_t in = p->in[i], pad = (n + 1) / 2;
   /* The n nearest indices of the edge-padded input [-pad, in + pad), the smaller ones first on a tie. */
-  double first = (x == fl ? fl - 1 : fl) - (n / 2 - 1);
+  double first = (x == fl ? fl - 1 : fl) - (double)(n / 2 - 1);
   if (first > (double)(in + pad - n)) first = (double)(in + pad - n);
   if (first < (double)-pad) first = (double)-pad;
-  int64_t f = (int64_t)first;
+  int64_t f = (int64_t)first, k = 0;
   if (p->exclude) {
     double sum = 0;
-    for (int j = 0; j < n; j++) {
+    for (int64_t j = 0; j < n; j++) {
       if (f + j < 0 || f + j >= in) c[j] = 0;
       sum += c[j];
     }
-    for (int j = 0; j < n && sum != 0; j++) c[j] /= sum;
+    for (int64_t j = 0; j < n && sum != 0; j++) c[j] /= sum;
   }
-  int k = 0;
-  for (int j = 0; j < n; j++) {
+  for (int64_t j = 0; j < n; j++) {
     if (c[j] == 0) continue;
     int64_t idx = f + j < 0 ? 0 : f + j >= in ? in - 1 : f + j;
     slot[1 + k] = idx, wt[1 + k] = c[j], k++;
@@ -190,41 +228,48 @@ static void axis_taps(const rz_params *p, int i, int64_t o, long long *slot, dou
 /* The table of kernels/resize_math.h for p (t and w: *len entries each; free both). */
 static em_status table_build(const em_op_args *a, const rz_params *p, long long **tp, double **wp, int64_t *len) {
   int R = p->R;
-  int64_t n = RZ_HEADER(R);
-  for (int i = 0; i < R; i++) n += p->out[i] * RZ_SLOT + p->in[i] + 1 + p->out[i] * RZ_TAPS;
+  int64_t n = RZ_HEADER(R), nt[RZ_MAX_RANK], most = 0;
+  for (int i = 0; i < R; i++) {
+    nt[i] = tap_count(p, i);
+    if (nt[i] > most) most = nt[i];
+    if (nt[i] > ((int64_t)1 << 20) || (p->out[i] && nt[i] > ((int64_t)1 << 40) / p->out[i]))
+      return em_op_fail(a, "axis %d: antialias with scale %g needs %lld taps per output; too many", i, p->scale[i],
+                        (long long)nt[i]);
+    n += p->out[i] * (1 + nt[i]) + p->in[i] + 1 + p->out[i] * nt[i];
+  }
   long long *t = calloc((size_t)n, sizeof *t);
-  double *w = calloc((size_t)n, sizeof *w);
+  double *w = calloc((size_t)n, sizeof *w), *c = malloc(sizeof(double) * (size_t)(most + 1));
   int64_t *cnt = NULL;
-  if (!t || !w) goto oom;
+  if (!t || !w || !c) goto oom;
   t[0] = R;
   int64_t pos = RZ_HEADER(R);
   for (int i = 0; i < R; i++) {
-    t[RZ_IN(i)] = p->in[i], t[RZ_OUT(R, i)] = p->out[i], t[RZ_FWD(R, i)] = pos;
-    for (int64_t o = 0; o < p->out[i]; o++) axis_taps(p, i, o, t + pos + o * RZ_SLOT, w + pos + o * RZ_SLOT);
-    int64_t fwd = pos;
-    pos += p->out[i] * RZ_SLOT;
+    int64_t slot = 1 + nt[i], fwd = pos;
+    t[RZ_IN(i)] = p->in[i], t[RZ_OUT(R, i)] = p->out[i], t[RZ_FWD(R, i)] = fwd, t[RZ_NTAP(R, i)] = nt[i];
+    for (int64_t o = 0; o < p->out[i]; o++) axis_taps(p, i, o, nt[i], t + fwd + o * slot, w + fwd + o * slot, c);
+    pos += p->out[i] * slot;
     /* The inverse: per input index, its (output, weight) entries in increasing output order. */
     int64_t inv = pos, ent = pos + p->in[i] + 1;
     t[RZ_INV(R, i)] = inv;
     free(cnt);
     if (!(cnt = calloc((size_t)p->in[i] + 1, sizeof *cnt))) goto oom;
     for (int64_t o = 0; o < p->out[i]; o++)
-      for (long long j = 0; j < t[fwd + o * RZ_SLOT]; j++) cnt[t[fwd + o * RZ_SLOT + 1 + j]]++;
+      for (long long j = 0; j < t[fwd + o * slot]; j++) cnt[t[fwd + o * slot + 1 + j]]++;
     int64_t e = ent;
-    for (int64_t c = 0; c < p->in[i]; c++) t[inv + c] = e, e += cnt[c], cnt[c] = t[inv + c];
+    for (int64_t q = 0; q < p->in[i]; q++) t[inv + q] = e, e += cnt[q], cnt[q] = t[inv + q];
     t[inv + p->in[i]] = e;
     for (int64_t o = 0; o < p->out[i]; o++)
-      for (long long j = 0; j < t[fwd + o * RZ_SLOT]; j++) {
-        int64_t c = t[fwd + o * RZ_SLOT + 1 + j], at = cnt[c]++;
-        t[at] = o, w[at] = w[fwd + o * RZ_SLOT + 1 + j];
+      for (long long j = 0; j < t[fwd + o * slot]; j++) {
+        int64_t q = t[fwd + o * slot + 1 + j], at = cnt[q]++;
+        t[at] = o, w[at] = w[fwd + o * slot + 1 + j];
       }
-    pos = ent + p->out[i] * RZ_TAPS;
+    pos = ent + p->out[i] * nt[i];
   }
-  free(cnt);
+  free(cnt), free(c);
   *tp = t, *wp = w, *len = n;
   return EM_OK;
 oom:
-  free(t), free(w), free(cnt);
+  free(t), free(w), free(cnt), free(c);
   return em_op_fail(a, "no host memory for the interpolation table");
 }
 
@@ -343,13 +388,13 @@ static em_status grad_backward(em_graph *g, const em_op_args *a, const em_var *x
 
 #define RESIZE_ATTRS                                                                                             \
   EM_ATTRS("sizes", "scales", "mode", "coordinate_transformation_mode", "nearest_mode", "cubic_coeff_a",         \
-           "exclude_outside", "extrapolation_value", "roi")
+           "exclude_outside", "extrapolation_value", "roi", "antialias")
 
 const em_op_def em_ops_resize[] = {
   {.name = "resize",
    .doc = "ONNX Resize of x (any rank to 8) by per-axis sizes or scales; attrs sizes, scales, mode "
           "(nearest|linear|cubic), coordinate_transformation_mode, nearest_mode, cubic_coeff_a, exclude_outside, "
-          "extrapolation_value, roi",
+          "extrapolation_value, roi, antialias",
    .min_inputs = 1, .max_inputs = 1, .n_outputs = 1, .infer = resize_infer, .cpu = resize_cpu, .gpu = resize_gpu,
    .backward = resize_backward, .attrs = RESIZE_ATTRS},
   {.name = "_resize_grad", .doc = "resize's gradient (dy, x) with respect to x; resize's attrs", .min_inputs = 2,

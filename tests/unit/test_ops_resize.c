@@ -24,6 +24,7 @@ typedef struct ref_case {
   int exclude;
   double roi[12];         /* tf_crop_and_resize: starts then ends */
   double extrap;
+  int antialias;
 } ref_case;
 
 typedef struct ref_ctx {
@@ -68,9 +69,22 @@ static double ref_point(const ref_ctx *c, int ax, int64_t *ic, const int64_t *o)
   int outside;
   double xo = ref_coord(c, ax, o[ax], &outside);
   if (outside) return rc->extrap;
-  double ratio = xo == floor(xo) ? 1.0 : xo - floor(xo), co[4];
+  double ratio = xo == floor(xo) ? 1.0 : xo - floor(xo), co[64];
   int n;
-  if (!strcmp(rc->mode, "linear")) {
+  if (rc->antialias && strcmp(rc->mode, "nearest") != 0) {
+    /* The filter stretched by 1 / scale when downsampling: taps at offsets start .. -start + 1
+     * from the left neighbour, weights k((offset - ratio) * scale) normalised to sum 1. */
+    double s = c->scale[ax] < 1 ? c->scale[ax] : 1, A = rc->a ? rc->a : -0.75, sum = 0;
+    int cubic = !strcmp(rc->mode, "cubic"), start = (int)floor((cubic ? -2 : -1) / s) + 1;
+    n = 2 - 2 * start;
+    for (int j = 0; j < n; j++) {
+      double d = fabs(((double)(start + j) - ratio) * s);
+      if (!cubic) co[j] = d < 1 ? 1 - d : 0;
+      else co[j] = d <= 1 ? ((A + 2) * d - (A + 3)) * d * d + 1 : d < 2 ? ((A * d - 5 * A) * d + 8 * A) * d - 4 * A : 0;
+      sum += co[j];
+    }
+    for (int j = 0; j < n; j++) co[j] /= sum;
+  } else if (!strcmp(rc->mode, "linear")) {
     n = 2, co[0] = 1 - ratio, co[1] = ratio;
   } else if (!strcmp(rc->mode, "cubic")) {
     double A = rc->a ? rc->a : -0.75, t[4] = {1 + ratio, ratio, 1 - ratio, 2 - ratio};
@@ -89,7 +103,7 @@ static double ref_point(const ref_ctx *c, int ax, int64_t *ic, const int64_t *o)
   }
   /* The n nearest positions of the input padded by ceil(n / 2) edge copies on each side,
    * the smaller index first on equal distance, in ascending order. */
-  int64_t pad = (n + 1) / 2, len = rc->in[ax] + 2 * pad, pick[4];
+  int64_t pad = (n + 1) / 2, len = rc->in[ax] + 2 * pad, pick[64];
   double xp = xo + (double)pad;
   int taken = 0;
   unsigned char *used = calloc((size_t)len, 1);
@@ -151,6 +165,7 @@ static int case_attrs(const ref_case *rc, em_attr *at) {
   if (rc->nearest) at[n++] = (em_attr){.name = "nearest_mode", .type = EM_ATTR_STRING, .s = rc->nearest};
   if (rc->a) at[n++] = (em_attr){.name = "cubic_coeff_a", .type = EM_ATTR_FLOAT, .f = rc->a};
   if (rc->exclude) at[n++] = (em_attr){.name = "exclude_outside", .type = EM_ATTR_INT, .i = 1};
+  if (rc->antialias) at[n++] = (em_attr){.name = "antialias", .type = EM_ATTR_INT, .i = 1};
   if (!strcmp(rc->ctm, "tf_crop_and_resize")) {
     at[n++] = (em_attr){.name = "roi", .type = EM_ATTR_FLOATS, .floats = rc->roi, .n = 2 * rc->R};
     at[n++] = (em_attr){.name = "extrapolation_value", .type = EM_ATTR_FLOAT, .f = rc->extrap};
@@ -215,14 +230,38 @@ static void test_resize_vs_reference(void **state) {
 static void test_resize_cubic_options(void **state) {
   (void)state;
   ref_case cs[] = {
-    {.name = "a -0.5 exclude up", .R = 4, .in = {1, 1, 4, 4}, .out = {1, 1, 8, 8}, .mode = "cubic", .ctm = "half_pixel", .a = -0.5, .exclude = 1},
-    {.name = "a -0.5 exclude down", .R = 4, .in = {1, 1, 4, 4}, .scale = {1, 1, 0.8, 0.8}, .use_scales = 1, .mode = "cubic", .ctm = "half_pixel", .a = -0.5,
+    {.name = "a -0.5 exclude up", .R = 4, .in = {1, 1, 4, 4}, .out = {1, 1, 8, 8},
+     .mode = "cubic", .ctm = "half_pixel", .a = -0.5, .exclude = 1},
+    {.name = "a -0.5 exclude down", .R = 4, .in = {1, 1, 4, 4}, .scale = {1, 1, 0.8, 0.8}, .use_scales = 1,
+     .mode = "cubic", .ctm = "half_pixel", .a = -0.5,
      .exclude = 1},
-    {.name = "exclude align", .R = 3, .in = {2, 3, 5}, .out = {2, 3, 9}, .mode = "cubic", .ctm = "align_corners", .exclude = 1},
+    {.name = "exclude align", .R = 3, .in = {2, 3, 5}, .out = {2, 3, 9}, .mode = "cubic",
+     .ctm = "align_corners", .exclude = 1},
     {.name = "a -0.6 asym", .R = 2, .in = {3, 6}, .out = {5, 11}, .mode = "cubic", .ctm = "asymmetric", .a = -0.6},
   };
   for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
     check_case(&cs[i], EM_F64, 100 + i);
+    check_case(&cs[i], EM_F32, 200 + i);
+  }
+}
+
+/* antialias: linear and cubic downsampling with the filter widened by 1 / scale; upsampling as
+ * without it. */
+static void test_resize_antialias(void **state) {
+  (void)state;
+  ref_case cs[] = {
+    {.name = "linear 0.5", .R = 4, .in = {1, 2, 8, 9}, .out = {1, 2, 4, 4}, .mode = "linear", .ctm = "half_pixel"},
+    {.name = "linear 0.3 scales", .R = 3, .in = {2, 2, 17}, .scale = {1, 1, 0.3}, .use_scales = 1, .mode = "linear",
+     .ctm = "half_pixel"},
+    {.name = "cubic 0.6", .R = 4, .in = {1, 1, 10, 7}, .out = {1, 1, 6, 4}, .mode = "cubic", .ctm = "half_pixel"},
+    {.name = "cubic exclude align", .R = 2, .in = {9, 8}, .out = {4, 3}, .mode = "cubic", .ctm = "align_corners",
+     .exclude = 1, .a = -0.5},
+    {.name = "linear up", .R = 2, .in = {3, 4}, .out = {7, 9}, .mode = "linear", .ctm = "asymmetric"},
+    {.name = "nearest ignores", .R = 2, .in = {8, 8}, .out = {3, 5}, .mode = "nearest", .ctm = "half_pixel"},
+  };
+  for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+    cs[i].antialias = 1;
+    check_case(&cs[i], EM_F64, 400 + i);
     check_case(&cs[i], EM_F32, 200 + i);
   }
 }
@@ -254,12 +293,19 @@ static void test_resize_gradcheck(void **state) {
   (void)state;
   const ref_case cs[] = {
     {.name = "nearest", .R = 4, .in = {1, 2, 3, 4}, .out = {1, 2, 5, 3}, .mode = "nearest", .ctm = "half_pixel"},
-    {.name = "nearest ceil asym", .R = 3, .in = {2, 3, 4}, .out = {2, 3, 9}, .mode = "nearest", .ctm = "asymmetric", .nearest = "ceil"},
+    {.name = "nearest ceil asym", .R = 3, .in = {2, 3, 4}, .out = {2, 3, 9}, .mode = "nearest",
+     .ctm = "asymmetric", .nearest = "ceil"},
     {.name = "linear", .R = 4, .in = {1, 2, 3, 4}, .out = {1, 2, 7, 3}, .mode = "linear", .ctm = "half_pixel"},
     {.name = "linear align", .R = 4, .in = {1, 2, 3, 4}, .out = {1, 2, 5, 6}, .mode = "linear", .ctm = "align_corners"},
-    {.name = "trilinear", .R = 5, .in = {1, 1, 3, 2, 4}, .out = {1, 1, 4, 3, 3}, .mode = "linear", .ctm = "pytorch_half_pixel"},
+    {.name = "trilinear", .R = 5, .in = {1, 1, 3, 2, 4}, .out = {1, 1, 4, 3, 3}, .mode = "linear",
+     .ctm = "pytorch_half_pixel"},
     {.name = "cubic", .R = 4, .in = {1, 2, 4, 3}, .out = {1, 2, 6, 5}, .mode = "cubic", .ctm = "half_pixel"},
-    {.name = "cubic exclude", .R = 4, .in = {1, 1, 4, 5}, .out = {1, 1, 3, 9}, .mode = "cubic", .ctm = "half_pixel", .a = -0.5, .exclude = 1},
+    {.name = "cubic exclude", .R = 4, .in = {1, 1, 4, 5}, .out = {1, 1, 3, 9},
+     .mode = "cubic", .ctm = "half_pixel", .a = -0.5, .exclude = 1},
+    {.name = "antialias linear", .R = 4, .in = {1, 2, 9, 8}, .out = {1, 2, 4, 3}, .mode = "linear",
+     .ctm = "half_pixel", .antialias = 1},
+    {.name = "antialias cubic", .R = 4, .in = {1, 1, 9, 8}, .out = {1, 1, 5, 3}, .mode = "cubic",
+     .ctm = "pytorch_half_pixel", .antialias = 1},
     {.name = "tf crop", .R = 4, .in = {1, 2, 4, 4}, .out = {1, 2, 3, 5}, .mode = "linear", .ctm = "tf_crop_and_resize",
      .roi = {0, 0, -0.2, 0.1, 1, 1, 0.9, 1.3}, .extrap = 3},
   };
@@ -278,8 +324,10 @@ static void test_resize_adjoint(void **state) {
   uint64_t seed = 500;
   for (int m = 0; m < 3; m++)
     for (int t = 0; t < 7; t++) {
-      ref_case rc = {.name = "adjoint", .R = 4, .in = {2, 1, 5, 6}, .out = {2, 1, 8, 4}, .mode = m == 0 ? "nearest" : m == 1 ? "linear" : "cubic",
-                     .ctm = ctms[t], .roi = {0, 0, 0.1, -0.3, 1, 1, 1.1, 0.8}, .extrap = 2, .exclude = m == 2 && t == 0};
+      ref_case rc = {.name = "adjoint", .R = 4, .in = {2, 1, 5, 6}, .out = {2, 1, 8, 4},
+                     .mode = m == 0 ? "nearest" : m == 1 ? "linear" : "cubic",
+                     .ctm = ctms[t], .roi = {0, 0, 0.1, -0.3, 1, 1, 1.1, 0.8}, .extrap = 2, .exclude = m == 2 && t == 0,
+                     .antialias = t == 1};
       em_attr at[10];
       int na = case_attrs(&rc, at);
       em_tensor *x = ot_rand(EM_F64, 4, rc.in, seed++, -1, 1), *w = ot_rand(EM_F64, 4, rc.out, seed++, -1, 1);
@@ -345,6 +393,7 @@ int main(void) {
     cmocka_unit_test(test_resize_known_values),
     cmocka_unit_test(test_resize_vs_reference),
     cmocka_unit_test(test_resize_cubic_options),
+    cmocka_unit_test(test_resize_antialias),
     cmocka_unit_test(test_resize_special_values),
     cmocka_unit_test(test_resize_gradcheck),
     cmocka_unit_test(test_resize_adjoint),

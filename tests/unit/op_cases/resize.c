@@ -1,7 +1,8 @@
 /* The resize family's cases (ops/resize.c, kernels/resize.cu): nearest with its rounding modes,
  * N-linear, cubic with exclude_outside, every coordinate transform, tf_crop_and_resize's
- * extrapolation, sizes and scales, rank 1 to 5, an empty output. .grad runs _resize_grad on the
- * GPU, which gathers per input element in the CPU's order: both compare bit for bit. */
+ * extrapolation, antialias (widened filters), sizes and scales, rank 1 to 5, an empty output.
+ * .grad runs _resize_grad on the GPU, which gathers per input element in the CPU's order: both
+ * compare bit for bit. */
 #include "op_cases.h"
 
 #define SZ(...) OC_ATTR_IS("sizes", __VA_ARGS__)
@@ -29,6 +30,10 @@ static const oc_case cases[] = {
   {"resize", "tf crop extrapolate", 1, {OC_F32(-1, 1, 2, 2, 6, 5)},
    5, {SZ(2, 2, 7, 8), MODE("linear"), CTM("tf_crop_and_resize"),
        OC_ATTR_FS("roi", 0, 0, -0.2, 0.1, 1, 1, 0.9, 1.3), OC_ATTR_F("extrapolation_value", 2.5)}, .grad = 1},
+  {"resize", "antialias linear down", 1, {OC_F64(-1, 1, 2, 2, 11, 9)},
+   3, {SC(1, 1, 0.3, 0.5), MODE("linear"), OC_ATTR_I("antialias", 1)}, .grad = 1},
+  {"resize", "antialias cubic down", 1, {OC_F32(-1, 1, 1, 2, 12, 9)},
+   3, {SZ(1, 2, 5, 4), MODE("cubic"), OC_ATTR_I("antialias", 1)}, .grad = 1},
   {"resize", "empty output", 1, {OC_F32(-1, 1, 2, 3, 4)}, 1, {SZ(2, 0, 4)}, .grad = 1},
   {"resize", "large", 1, {OC_F32(-1, 1, 2, 8, 40, 40)}, 2, {SC(1, 1, 2, 2), MODE("linear")}, .grad = 1},
 };
