@@ -2,9 +2,10 @@
 """Writes the ONNX model zoo that tests/unit/test_onnx_zoo.c runs through Ember.
 
 Small PyTorch models (fixed seeds) exported with torch.onnx.export, each by
-the legacy TorchScript exporter at opset 13 and 17 and by the dynamo exporter
-at opset 18 (where this torch version can), into OUT/<model>_<exporter><opset>/:
-  model.onnx         the exported model
+the legacy TorchScript exporter at opset 13 and 17, by the dynamo exporter at
+opset 18, and with the exporter's defaults (where this torch version can),
+into OUT/<model>_<exporter><opset>/:
+  model.onnx         the exported model (and model.onnx.data, its weights, for "default")
   input_<i>.npy      its fixed inputs (float32; int64 for sequence lengths)
   output_<i>.npy     what onnxruntime computes for them: the expected values
 and OUT/manifest.txt, one line per model directory:
@@ -20,10 +21,12 @@ usage: make_zoo.py OUT
 """
 import os
 import re
+import shutil
 import sys
 import warnings
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 import torch
 import torch.nn as nn
@@ -165,11 +168,17 @@ MODELS = [
     ("decoder", Decoder, lambda: (torch.randn(1, 8, 4, 4),), ["z"]),
 ]
 
-# exporter tag, opset, dynamo
-EXPORTS = [("legacy", 13, False), ("legacy", 17, False), ("dynamo", 18, True)]
+# exporter tag, opset, dynamo; "default" is torch.onnx.export with nothing but
+# the input names: this torch's default opset (20 in 2.15) and the weights in
+# an external model.onnx.data file beside the model.
+EXPORTS = [("legacy", 13, False), ("legacy", 17, False), ("dynamo", 18, True), ("default", None, None)]
 
 
 def export(model, inputs, names, path, opset, dynamo):
+    if opset is None:
+        with torch.no_grad():
+            torch.onnx.export(model, inputs, path, input_names=names)
+        return
     kw = dict(input_names=names, opset_version=opset, dynamo=dynamo)
     if dynamo:
         kw.update(external_data=False, optimize=True)
@@ -198,17 +207,24 @@ def main():
             want = model(*inputs)
         want = [t.numpy() for t in (want if isinstance(want, tuple) else (want,))]
         for tag, opset, dynamo in EXPORTS:
-            d = f"{name}_{tag}{opset}"
+            d = f"{name}_{tag}{opset or ''}"
             os.makedirs(os.path.join(out, d), exist_ok=True)
             path = os.path.join(out, d, "model.onnx")
             try:
                 export(model, inputs, in_names, path, opset, dynamo)
+                if opset is None:  # name the directory for the opset torch chose
+                    chosen = next(o.version for o in onnx.load(path, load_external_data=False).opset_import
+                                  if o.domain in ("", "ai.onnx"))
+                    os.rename(os.path.join(out, d), os.path.join(out, f"{d}{chosen}"))
+                    d = f"{d}{chosen}"
+                    path = os.path.join(out, d, "model.onnx")
             except Exception as e:  # noqa: BLE001 -- any exporter failure is recorded, not fatal
                 text = re.sub(r"\x1b\[[0-9;]*m", "", str(e)).strip()
                 # the dynamo exporter's message starts with advice; its cause follows "## Exception summary"
                 cause = text.split("## Exception summary", 1)[-1].strip()
                 msg = cause.splitlines()[0][:240] if cause else type(e).__name__
                 notes.append(f"{d}: torch {torch.__version__} cannot export: {msg}")
+                shutil.rmtree(os.path.join(out, d), ignore_errors=True)
                 continue
             sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
             feeds = {}

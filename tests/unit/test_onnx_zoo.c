@@ -5,22 +5,25 @@
  * a MobileNet style depthwise-separable block, a transformer encoder layer,
  * LSTMs and a GRU (plain, bidirectional, and packed with sequence lengths),
  * and an upsampling decoder (ConvTranspose, Resize nearest and bilinear),
- * each by torch's legacy exporter (opset 13, 17) and its dynamo exporter
- * (opset 18), with fixed inputs and onnxruntime's outputs as the expected
+ * each by torch's legacy exporter (opset 13, 17), its dynamo exporter
+ * (opset 18) and with its defaults (opset 20 in torch 2.15, the weights in
+ * an external data file), with fixed inputs and onnxruntime's outputs as the expected
  * values. The zoo is found at $EMBER_ONNX_ZOO (else $EMBER_BUILD_DIR/onnx_zoo);
  * when it could not be made (no PyTorch and no PyPI) every test is skipped
  * with the reason.
  *
  * Each model runs through the public API (em_onnx_load, em_onnx_run) on the
  * CPU and on the libcuda test double's GPU ($FAKECUDA_LIB), and through
- * `ember run` ($EMBER_CLI) on both; the largest error relative to the
+ * `ember run` ($EMBER_CLI) on both, and in portable mode on both, whose
+ * outputs must be bitwise equal; the largest error relative to the
  * output's largest magnitude, max|ember - ort| / max|ort|, is printed per
  * model and must stay under TOLERANCE.
  *
  * Models whose ops Ember lacks are listed in expected_failures with the
- * reason: their load must fail with EM_ERR_UNSUPPORTED naming the op (and
- * `ember run` exit with 1). One that starts loading fails the test, so the
- * list is shortened as the ops land and never hides a regression. */
+ * reason (LSTM and GRU, 2026-11-27): their load must fail with
+ * EM_ERR_UNSUPPORTED naming the op (and `ember run` exit with 1). One that
+ * starts loading fails the test, so the list is shortened as the ops land
+ * and never hides a regression. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -50,7 +53,6 @@ typedef struct expected_failure {
   const char *reason;
 } expected_failure;
 static const expected_failure expected_failures[] = {
-    {"decoder", "Resize", "nn.Upsample exports as ONNX Resize, which Ember lacks"},
     {"lstm", "LSTM", "ONNX LSTM is not an Ember op yet"},
     {"bilstm", "LSTM", "ONNX LSTM is not an Ember op yet"},
     {"lstm_packed", "LSTM", "ONNX LSTM is not an Ember op yet"},
@@ -79,8 +81,9 @@ static const expected_failure *expected_failure_of(const zoo_model *m) {
   for (size_t i = 0; i < sizeof expected_failures / sizeof expected_failures[0]; i++) {
     size_t n = strlen(expected_failures[i].model);
     const char *rest = m->dir + n;
-    /* the name then "_legacy13" / "_dynamo18": "lstm" must not match "lstm_packed_legacy13" */
-    if (!strncmp(m->dir, expected_failures[i].model, n) && (!strncmp(rest, "_legacy", 7) || !strncmp(rest, "_dynamo", 7)))
+    /* the name then "_legacy13", "_dynamo18", "_default20": "lstm" must not match "lstm_packed_legacy13" */
+    if (!strncmp(m->dir, expected_failures[i].model, n) &&
+        (!strncmp(rest, "_legacy", 7) || !strncmp(rest, "_dynamo", 7) || !strncmp(rest, "_default", 8)))
       return &expected_failures[i];
   }
   return NULL;
@@ -197,13 +200,24 @@ static double relative_error(const zoo_model *m, int index, const em_tensor *got
   return diff / (scale > 0 ? scale : 1);
 }
 
-/* One model through the API on dev: the largest relative error over its
- * outputs, or -1 when the load failed with EM_ERR_UNSUPPORTED (message in
- * why). Any other failure fails the test. */
-static double run_api(const zoo_model *m, em_device dev, char *why, size_t cap) {
+/* The bytes of an output on the host (malloc'd), for bitwise comparisons. */
+static void *host_bytes(const em_tensor *t, size_t *size) {
+  *size = (size_t)em_tensor_numel(t) * em_dtype_size(em_tensor_dtype(t));
+  void *b = malloc(*size + 1);
+  assert_non_null(b);
+  if (em_tensor_to_host(t, b, *size)) fail_msg("%s", em_last_error());
+  return b;
+}
+
+/* One model through the API on dev in mode: the largest relative error over
+ * its outputs, or -1 when the load failed with EM_ERR_UNSUPPORTED (message in
+ * why). Any other failure fails the test. With kept non-NULL, the outputs'
+ * bytes (in onnxruntime's order) are left there for the caller to free. */
+static double run_api(const zoo_model *m, em_device dev, em_onnx_mode mode, char *why, size_t cap, void **kept,
+                      size_t *kept_size) {
   char p[1400];
   model_file(m, "model.onnx", p, sizeof p);
-  em_onnx_options o = {.device = dev};
+  em_onnx_options o = {.device = dev, .mode = mode};
   em_onnx *om;
   em_status s = em_onnx_load(p, &o, &om);
   if (s == EM_ERR_UNSUPPORTED) {
@@ -232,6 +246,7 @@ static double run_api(const zoo_model *m, em_device dev, char *why, size_t cap) 
     if (em_onnx_find_output(om, m->out_names[i], &k)) fail_msg("%s: %s", m->dir, em_last_error());
     double e = relative_error(m, i, out[k]);
     if (e > worst) worst = e;
+    if (kept) kept[i] = host_bytes(out[k], &kept_size[i]);
   }
   for (int i = 0; i < m->n_out; i++) em_tensor_release(out[i]);
   for (int i = 0; i < m->n_in; i++) em_tensor_release(in[i].value);
@@ -245,7 +260,7 @@ static void check_api_on(em_device dev, const char *where) {
     const zoo_model *m = &models[i];
     const expected_failure *x = expected_failure_of(m);
     char why[1024] = "";
-    double e = run_api(m, dev, why, sizeof why);
+    double e = run_api(m, dev, EM_ONNX_MODE_FAST, why, sizeof why, NULL, NULL);
     if (x) {
       if (e >= 0) {
         print_error("%-24s %s: loads now (max relative error %.2e): remove \"%s\" from expected_failures\n", m->dir,
@@ -298,6 +313,42 @@ static void test_api_gpu(void **state) {
     skip();
   }
   check_api_on(em_cuda(0), "api cuda:0");
+}
+
+/* Portable mode: every output bitwise the same on the CPU and the test
+ * double's GPU (and still within TOLERANCE of onnxruntime). */
+static void test_api_portable_bitwise(void **state) {
+  (void)state;
+  NEED_ZOO();
+  if (!have_gpu) {
+    print_message("SKIPPED: no GPU of the libcuda test double (FAKECUDA_LIB unset)\n");
+    skip();
+  }
+  int failures = 0;
+  for (int i = 0; i < n_models; i++) {
+    const zoo_model *m = &models[i];
+    if (expected_failure_of(m)) continue;
+    void *cpu[MAX_IO], *gpu[MAX_IO];
+    size_t cpu_size[MAX_IO], gpu_size[MAX_IO];
+    char why[1024] = "";
+    double ec = run_api(m, em_cpu(), EM_ONNX_MODE_PORTABLE, why, sizeof why, cpu, cpu_size);
+    if (ec < 0) fail_msg("%s portable cpu: %s", m->dir, why);
+    double eg = run_api(m, em_cuda(0), EM_ONNX_MODE_PORTABLE, why, sizeof why, gpu, gpu_size);
+    if (eg < 0) fail_msg("%s portable cuda:0: %s", m->dir, why);
+    int same = 1;
+    for (int k = 0; k < m->n_out; k++) {
+      if (cpu_size[k] != gpu_size[k] || memcmp(cpu[k], gpu[k], cpu_size[k])) {
+        print_error("%-24s portable: output %d (%s) differs between cpu and cuda:0\n", m->dir, k, m->out_names[k]);
+        same = 0;
+      }
+      free(cpu[k]);
+      free(gpu[k]);
+    }
+    print_message("%-24s portable: max relative error %.2e, cpu and cuda:0 %s\n", m->dir, ec,
+                  same ? "bitwise equal" : "DIFFER");
+    if (!same || ec > TOLERANCE) failures++;
+  }
+  if (failures) fail_msg("%d of %d zoo models failed in portable mode", failures, n_models);
 }
 
 /* `ember run` of one model on device into its own folder: the exit status,
@@ -406,6 +457,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_api_cpu),
       cmocka_unit_test(test_api_gpu),
+      cmocka_unit_test(test_api_portable_bitwise),
       cmocka_unit_test(test_cli_cpu),
       cmocka_unit_test(test_cli_gpu),
   };
