@@ -13,8 +13,9 @@
  *     initializers: Reshape's shape, Slice's starts/ends/axes/steps,
  *     Squeeze/Unsqueeze's axes, Expand's shape, Tile's repeats, TopK's K,
  *     Clip's min/max, Pad's pads and constant_value, OneHot's depth and
- *     values, the reductions' axes (ReduceSum from opset 13, the others
- *     from 18; attributes before);
+ *     values, CumSum's axis, Resize's sizes or scales (and roi), the
+ *     reductions' axes (ReduceSum from opset 13, the others from 18;
+ *     attributes before);
  *   - a few Ember ops are written as two ONNX nodes: matmul with
  *     transpose_a/b (Transpose + MatMul), rsqrt (Sqrt + Reciprocal),
  *     reshape_like (Shape + Reshape), broadcast_like (Shape + Expand),
@@ -24,13 +25,17 @@
  *   - an op with no ONNX form (the losses, gradient helpers, learner
  *     updates, sum_to, log1p, ...), or a form the chosen opset lacks (Gelu
  *     before 20, LayerNormalization before 17, HardSwish before 14,
- *     AveragePool dilations before 19, Mod of floats with numpy's sign), is
- *     refused with EM_ERR_UNSUPPORTED naming the node and the op: never a
- *     file that computes something else.
+ *     AveragePool dilations before 19, ScatterND/ScatterElements reductions
+ *     before 16 (max, min: 18), Resize's antialias before 18,
+ *     half_pixel_symmetric before 19 and
+ *     tf_half_pixel_for_nn (opset 11 only), Mod of floats with numpy's
+ *     sign), is refused with EM_ERR_UNSUPPORTED naming the node and the op:
+ *     never a file that computes something else.
  * Ember's dynamic axis (-1 in a shape) is a dim_param. Tensors go into the
  * model unless the model would pass protobuf's 2 GB, or the caller asks:
  * then tensors of 1 KiB and more go to one data file beside the model
  * (external_data location/offset/length, as the reader reads them). */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -313,11 +318,14 @@ static const char *init_i64s(ex *c, const char *base, const int64_t *v, int n) {
 
 static size_t scalar_bytes(em_dtype dt, double v, unsigned char *buf);
 
-/* A scalar (rank 0) of dtype dt holding v. */
-static const char *init_scalar(ex *c, const char *base, em_dtype dt, double v) {
+static em_status refuse(const ex *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* A scalar (rank 0) initializer of dtype dt holding v, named in *out. */
+static em_status init_scalar(ex *c, const char *base, em_dtype dt, double v, const char **out) {
   unsigned char buf[8];
   size_t es = scalar_bytes(dt, v, buf);
-  return es ? init_copy(c, base, dt, 0, NULL, buf, es) : NULL;
+  if (!es) return refuse(c, "a %s scalar for '%s' (Ember writes f32, f64, i32, i64, u8, bool)", em_dtype_name(dt), base);
+  return (*out = init_copy(c, base, dt, 0, NULL, buf, es)) ? EM_OK : oom();
 }
 
 static const em_attr *eattr(const em_node *n, const char *name) {
@@ -523,8 +531,12 @@ static em_status x_zeros(ex *c, const em_node *n, const xop *t, const char **in,
 static em_status x_clip(ex *c, const em_node *n, const xop *t, const char **in, char **out) {
   em_dtype dt = in_shape(c, n, 0)->dtype;
   const char *ins[3] = {in[0], "", ""};
-  if (eattr(n, "min") && !(ins[1] = init_scalar(c, "min", dt, efloat(n, "min", 0)))) return oom();
-  if (eattr(n, "max") && !(ins[2] = init_scalar(c, "max", dt, efloat(n, "max", 0)))) return oom();
+  /* An infinite bound is no bound (the importer writes both). */
+  double lo = efloat(n, "min", -INFINITY), hi = efloat(n, "max", INFINITY);
+  em_status s = EM_OK;
+  if (isfinite(lo) || (dt != EM_I32 && dt != EM_I64 && lo > 0)) s = init_scalar(c, "min", dt, lo, &ins[1]);
+  if (!s && (isfinite(hi) || (dt != EM_I32 && dt != EM_I64 && hi < 0))) s = init_scalar(c, "max", dt, hi, &ins[2]);
+  if (s) return s;
   return onode(c, t->onnx, ins, ins[2][0] ? 3 : ins[1][0] ? 2 : 1, out, 1, NULL);
 }
 
@@ -534,7 +546,7 @@ static em_status x_pad(ex *c, const em_node *n, const xop *t, const char **in, c
   if (s) return s;
   const em_attr *mode = eattr(n, "mode");
   double value = efloat(n, "value", 0);
-  if (value != 0 && !(ins[2] = init_scalar(c, "constant_value", in_shape(c, n, 0)->dtype, value))) return oom();
+  if (value != 0 && (s = init_scalar(c, "constant_value", in_shape(c, n, 0)->dtype, value, &ins[2]))) return s;
   Onnx__NodeProto *p;
   if ((s = onode(c, t->onnx, ins, ins[2][0] ? 3 : 2, out, 1, &p))) return s;
   return mode ? attr_copy(c, p, mode) : EM_OK;
@@ -608,13 +620,15 @@ static em_status x_cast(ex *c, const em_node *n, const xop *t, const char **in, 
 
 /* Dropout is the identity outside training in both; the ratio goes along. */
 static em_status x_dropout(ex *c, const em_node *n, const xop *t, const char **in, char **out) {
-  const char *ins[2] = {in[0], init_scalar(c, "ratio", EM_F32, efloat(n, "ratio", 0.5))};
-  return ins[1] ? onode(c, t->onnx, ins, 2, out, 1, NULL) : oom();
+  const char *ins[2] = {in[0], NULL};
+  em_status s = init_scalar(c, "ratio", EM_F32, efloat(n, "ratio", 0.5), &ins[1]);
+  return s ? s : onode(c, t->onnx, ins, 2, out, 1, NULL);
 }
 
 static em_status x_pow_scalar(ex *c, const em_node *n, const xop *t, const char **in, char **out) {
-  const char *ins[2] = {in[0], init_scalar(c, "exponent", in_shape(c, n, 0)->dtype, efloat(n, "exponent", 1))};
-  return ins[1] ? onode(c, t->onnx, ins, 2, out, 1, NULL) : oom();
+  const char *ins[2] = {in[0], NULL};
+  em_status s = init_scalar(c, "exponent", in_shape(c, n, 0)->dtype, efloat(n, "exponent", 1), &ins[1]);
+  return s ? s : onode(c, t->onnx, ins, 2, out, 1, NULL);
 }
 
 static em_status x_rsqrt(ex *c, const em_node *n, const xop *t, const char **in, char **out) {
@@ -651,6 +665,90 @@ static em_status x_avgpool(ex *c, const em_node *n, const xop *t, const char **i
   xop t2 = *t;
   t2.skip = "dilations";
   return x_same(c, n, &t2, in, out);
+}
+
+/* CumSum's axis is an input (a scalar). */
+static em_status x_cumsum(ex *c, const em_node *n, const xop *t, const char **in, char **out) {
+  int64_t axis = eint(n, "axis", 0);
+  const char *ins[2] = {in[0], init_copy(c, "axis", EM_I64, 0, NULL, &axis, sizeof axis)};
+  if (!ins[1]) return oom();
+  Onnx__NodeProto *p;
+  em_status s = onode(c, t->onnx, ins, 2, out, 1, &p);
+  if (!s && eint(n, "exclusive", 0)) s = attr_int(c, p, "exclusive", 1);
+  if (!s && eint(n, "reverse", 0)) s = attr_int(c, p, "reverse", 1);
+  return s;
+}
+
+/* ScatterND / ScatterElements: reduction add and mul came in opset 16, max
+ * and min in 18; "none" is the default and is left out. */
+static em_status x_scatter(ex *c, const em_node *n, const xop *t, const char **in, char **out) {
+  const em_attr *r = eattr(n, "reduction");
+  const char *red = r && r->type == EM_ATTR_STRING ? r->s : "none";
+  int need = !strcmp(red, "none") ? 0 : (!strcmp(red, "add") || !strcmp(red, "mul")) ? 16 : 18;
+  if (c->opset < need)
+    return refuse(c, "reduction '%s' needs %s of opset %d (exporting at %d)", red, t->onnx, need, c->opset);
+  Onnx__NodeProto *p;
+  em_status s = onode(c, t->onnx, in, 3, out, 1, &p);
+  if (!s && eattr(n, "axis")) s = attr_copy(c, p, eattr(n, "axis"));
+  if (!s && need) s = attr_copy(c, p, r);
+  return s;
+}
+
+/* Resize: sizes or scales as inputs (ONNX takes one of them: Ember keeps
+ * both where the importer derived one from the other), roi for
+ * tf_crop_and_resize; the string and number attributes as they are. */
+static em_status x_resize(ex *c, const em_node *n, const xop *t, const char **in, char **out) {
+  const em_shape *x = in_shape(c, n, 0);
+  const em_attr *sizes = eattr(n, "sizes"), *scales = eattr(n, "scales"), *roi = eattr(n, "roi");
+  const em_attr *ctm = eattr(n, "coordinate_transformation_mode");
+  const char *ct = ctm ? ctm->s : "half_pixel";
+  if (!strcmp(ct, "tf_half_pixel_for_nn"))
+    return refuse(c, "coordinate_transformation_mode tf_half_pixel_for_nn exists in Resize of opset 11 only");
+  if (!strcmp(ct, "half_pixel_symmetric") && c->opset < 19)
+    return refuse(c, "coordinate_transformation_mode half_pixel_symmetric needs Resize of opset 19 (exporting at %d)",
+                  c->opset);
+  int R = x->ndim, use_sizes = sizes != NULL;
+  if (sizes && scales) {
+    /* Both: the scales are what the coordinates use; sizes alone say the same when scale = size / dim. */
+    for (int i = 0; i < R && use_sizes; i++)
+      use_sizes = x->dims[i] > 0 && scales->floats[i] == (double)sizes->ints[i] / (double)x->dims[i];
+    for (int i = 0; i < R && !use_sizes; i++)
+      if (x->dims[i] < 0 || sizes->ints[i] != (int64_t)((double)x->dims[i] * scales->floats[i]))
+        return refuse(c, "sizes and scales that ONNX's Resize cannot both express (keep_aspect_ratio_policy)");
+  }
+  const char *ins[4] = {in[0], "", "", ""};
+  int n_in = 3;
+  if (use_sizes) {
+    if (!(ins[3] = init_i64s(c, "sizes", sizes->ints, sizes->n))) return oom();
+    n_in = 4;
+  } else {
+    float *f = al(c, sizeof(float) * (size_t)(R ? R : 1));
+    if (!f || !scales) return f ? refuse(c, "neither sizes nor scales") : oom();
+    for (int i = 0; i < R; i++) {
+      f[i] = (float)scales->floats[i];
+      if ((double)f[i] != scales->floats[i])
+        return refuse(c, "scale %.17g is not a float32 (ONNX's Resize scales are float)", scales->floats[i]);
+    }
+    int64_t nr = R;
+    if (!(ins[2] = init_copy(c, "scales", EM_F32, 1, &nr, f, sizeof(float) * (size_t)R))) return oom();
+  }
+  if (!strcmp(ct, "tf_crop_and_resize") && roi) {
+    float *f = al(c, sizeof(float) * (size_t)(R > 0 ? 2 * R : 1));
+    if (!f) return oom();
+    for (int i = 0; i < roi->n && i < 2 * R; i++) f[i] = (float)roi->floats[i];
+    int64_t nr = 2 * R;
+    if (!(ins[1] = init_copy(c, "roi", EM_F32, 1, &nr, f, sizeof(float) * (size_t)(2 * R)))) return oom();
+  }
+  /* antialias (Resize-18) widens linear and cubic filters; nearest ignores it. */
+  const em_attr *mode = eattr(n, "mode");
+  int antialias = eint(n, "antialias", 0) && mode && strcmp(mode->s, "nearest");
+  if (antialias && c->opset < 18) return refuse(c, "antialias needs Resize of opset 18 (exporting at %d)", c->opset);
+  Onnx__NodeProto *p;
+  em_status s = onode(c, t->onnx, ins, n_in, out, 1, &p);
+  for (int i = 0; i < n->n_attrs && !s; i++)
+    if (!listed("sizes,scales,roi,antialias", n->attrs[i].name)) s = attr_copy(c, p, &n->attrs[i]);
+  if (!s && antialias) s = attr_int(c, p, "antialias", 1);
+  return s;
 }
 
 #define SAME(e, o) {e, o, x_same, EXPORT_MIN_OPSET, NULL}
@@ -714,6 +812,10 @@ static const xop xops[] = {
     SAME("acos", "Acos"), SAME("sinh", "Sinh"), SAME("cosh", "Cosh"), SAME("acosh", "Acosh"),
     SAME("atanh", "Atanh"), SAME("thresholded_relu", "ThresholdedRelu"),
     {"hard_swish", "HardSwish", x_same, 14, NULL}, SAME("isnan", "IsNaN"), SAME("isinf", "IsInf"),
+    {"cumsum", "CumSum", x_cumsum, EXPORT_MIN_OPSET, NULL}, SAME("gather_nd", "GatherND"),
+    {"scatter_nd", "ScatterND", x_scatter, EXPORT_MIN_OPSET, NULL},
+    {"scatter_elements", "ScatterElements", x_scatter, EXPORT_MIN_OPSET, NULL},
+    {"resize", "Resize", x_resize, EXPORT_MIN_OPSET, NULL},
 };
 
 static const xop *xop_find(const char *ember) {

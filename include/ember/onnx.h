@@ -225,7 +225,8 @@ typedef struct em_onnx_export_options {
  * Errors: EM_ERR_UNSUPPORTED naming the node and the op for an op with no
  * ONNX form (losses, gradients, learner updates, sum_to, log1p, ...), or a
  * form the opset lacks (Gelu before opset 20, LayerNormalization before 17,
- * HardSwish before 14, ...): export the model's inference outputs, before
+ * HardSwish before 14, ScatterND's reductions before 16, ...; onnx/README.md
+ * lists them): export the model's inference outputs, before
  * the loss; EM_ERR_INVALID_ARGUMENT (bad arguments or options, an output
  * name that is already a value's name, an unbound placeholder in the way:
  * em_graph_schedule's message); EM_ERR_IO (the file). Nothing is written
