@@ -2,8 +2,9 @@
  *
  * Round trips: a graph built here (an MLP; a CNN with convolution, batch
  * norm, max-pool, ReLU and Gemm; shape ops, concat, softmax, reductions,
- * ...; a LeNet trained a few steps with the layers and trainer) and graphs
- * imported from ONNX backend node tests are exported, the bytes loaded
+ * ...; Resize with antialias; a LeNet trained a few steps with the layers
+ * and trainer) and graphs imported from ONNX backend node tests are
+ * exported, the bytes loaded
  * again with em_onnx_load_buffer and run: the outputs must equal the
  * original graph's bit for bit on the CPU (each Ember op is written as the
  * ONNX op the importer turns back into it).
@@ -320,6 +321,35 @@ static void test_shapes_and_more(void **state) {
   free(bytes);
   round_trip(g, (em_var[]){one, sm, sm}, 3, &fd, 1, NULL, "leaf_and_twice");
   em_tensor_release(xv), em_tensor_release(idx_t), em_tensor_release(one_t);
+  em_graph_free(g);
+}
+
+/* Resize with antialias (ONNX Resize-18), built here: opset 18 round-trips,
+ * 17 refuses naming the node. */
+static void test_resize_antialias(void **state) {
+  (void)state;
+  em_graph *g;
+  CHECK(em_graph_create(&g));
+  em_var x;
+  CHECK(em_input(g, "x", EM_F32, 4, (int64_t[]){1, 2, 8, 6}, &x));
+  em_var y = ap(g, "resize", &x, 1,
+                (em_attr[]){{.name = "scales", .type = EM_ATTR_FLOATS, .floats = (const double[]){1, 1, 0.5, 0.5}, .n = 4},
+                            {.name = "mode", .type = EM_ATTR_STRING, .s = "linear"}, AI("antialias", 1)},
+                3);
+  CHECK(em_var_set_name(g, y, "small"));
+  em_var z = ap(g, "resize", &x, 1,
+                (em_attr[]){{.name = "sizes", .type = EM_ATTR_INTS, .ints = (const int64_t[]){1, 2, 3, 5}, .n = 4},
+                            {.name = "mode", .type = EM_ATTR_STRING, .s = "cubic"}, AI("antialias", 1)},
+                3);
+  em_tensor *xv = pattern(4, (int64_t[]){1, 2, 8, 6}, 7);
+  em_feed f = {x, xv};
+  round_trip(g, (em_var[]){y, z}, 2, &f, 1, &(em_onnx_export_options){.opset = 18}, "resize_antialias");
+  void *bytes;
+  size_t size;
+  assert_int_equal(em_onnx_export_buffer(g, &y, 1, NULL, &bytes, &size), EM_ERR_UNSUPPORTED);
+  assert_non_null(strstr(em_last_error(), "'small' (op resize)"));
+  assert_non_null(strstr(em_last_error(), "antialias needs Resize of opset 18"));
+  em_tensor_release(xv);
   em_graph_free(g);
 }
 
@@ -699,7 +729,8 @@ int main(void) {
   }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_mlp),           cmocka_unit_test(test_cnn),
-      cmocka_unit_test(test_shapes_and_more), cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_shapes_and_more), cmocka_unit_test(test_resize_antialias),
+      cmocka_unit_test(test_refusals),
       cmocka_unit_test(test_external_data), cmocka_unit_test(test_trained_lenet),
       cmocka_unit_test(test_node_tests),    cmocka_unit_test(test_all_node_tests),
       cmocka_unit_test(test_onnxruntime),
