@@ -474,6 +474,7 @@ $(BUILD)/tests/unit/test_onnx_opset: onnx/onnx_import.h onnx/onnx_reader.h $(GEN
 # internal tensor reader; so does test_cli, to check `ember run`'s .npy files.
 $(BUILD)/tests/unit/test_onnx_api $(BUILD)/tests/unit/test_onnx_export $(BUILD)/tests/unit/test_cli: GC_CFLAGS += -Ionnx
 $(BUILD)/tests/unit/test_onnx_api $(BUILD)/tests/unit/test_onnx_export $(BUILD)/tests/unit/test_cli: onnx/onnx_import.h onnx/onnx_reader.h
+$(BUILD)/tests/unit/test_onnx_export: onnx/onnx_export.h
 fuzz-run fuzz-long: build/gen/onnx/onnx.pb-c.c
 # ---- end onnx ----
 

@@ -46,6 +46,7 @@
 #include "graph_internal.h"
 #include "onnx/onnx.pb-c.h" /* generated at build time into build/gen/onnx/ */
 #include "ember/onnx.h"
+#include "onnx_export.h"
 
 #define API __attribute__((visibility("default")))
 
@@ -823,6 +824,8 @@ static const xop *xop_find(const char *ember) {
     if (!strcmp(xops[i].ember, ember)) return &xops[i];
   return NULL;
 }
+
+int em_onnx_export_has_op(const char *op) { return op && xop_find(op) != NULL; }
 
 /* ------------------------------------------------------------ the graph --- */
 
