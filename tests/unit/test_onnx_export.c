@@ -18,6 +18,10 @@
  * install --target); where they are absent that part is skipped with a
  * message saying so.
  *
+ * A LeNet trained on the GPU of the libcuda test double ($FAKECUDA_LIB) is
+ * exported before anything reads it on the CPU: the file holds the
+ * device's newest parameters and batch-norm statistics.
+ *
  * Refusals: an op without an ONNX form (a loss) and a form the opset lacks
  * fail with EM_ERR_UNSUPPORTED naming the node and the op; external data
  * is written beside the model and read back. EMBER_EXPORT_ALL_NODE_TESTS=1
@@ -51,6 +55,7 @@
 /* ------------------------------------------------- onnxruntime cases --- */
 
 static char tmp_root[] = "/tmp/ember_export_XXXXXX";
+static int have_gpu; /* the test double gives cuda:0 */
 static int n_cases;
 
 static int onnx_code(em_dtype t) {
@@ -501,6 +506,63 @@ static void test_trained_lenet(void **state) {
   em_graph_free(g);
 }
 
+/* Trained on the test double's GPU: the parameters and batch-norm
+ * statistics are newest on the device, and the export must write those.
+ * The file is made before anything else reads the graph on the CPU; then a
+ * CPU executor (which brings the host up to date itself) gives the
+ * reference. */
+static void test_trained_on_gpu(void **state) {
+  (void)state;
+  if (!have_gpu) {
+    print_message("SKIPPED: no test double of libcuda (FAKECUDA_LIB, set by build-tools/run_tests.sh)\n");
+    skip();
+  }
+  em_graph *g;
+  CHECK(em_graph_create(&g));
+  em_var x, label, logits;
+  CHECK(em_input(g, "x", EM_F32, 4, (int64_t[]){-1, 1, 28, 28}, &x));
+  CHECK(em_input(g, "label", EM_I32, 1, (int64_t[]){-1}, &label));
+  em_model_opts mo = {.channels = {2, 3}, .fc = {8, 8}, .batch_norm = 1};
+  CHECK(em_model_lenet(g, x, 10, 7, &mo, &logits));
+  em_var loss = ap(g, "cross_entropy_with_softmax", (em_var[]){logits, label}, 2, NULL, 0);
+  size_t n_params;
+  CHECK(em_graph_parameters(g, NULL, 0, &n_params));
+  em_var *params = malloc(sizeof(em_var) * n_params);
+  assert_non_null(params);
+  CHECK(em_graph_parameters(g, params, n_params, &n_params));
+  em_learner_config cfg;
+  CHECK(em_learner_defaults(EM_LEARNER_SGD, 0.1, &cfg));
+  em_learner *l;
+  CHECK(em_learner_create(&cfg, NULL, params, (int)n_params, &l));
+  em_trainer *t;
+  CHECK(em_trainer_create(g, loss, -1, &l, 1, &(em_trainer_options){.device = em_cuda(0)}, &t));
+  em_tensor *xv = pattern(4, (int64_t[]){2, 1, 28, 28}, 8), *lv;
+  CHECK(em_tensor_from_host(em_cpu(), EM_I32, 1, (int64_t[]){2}, (int32_t[]){7, 2}, 8, &lv));
+  em_feed feeds[2] = {{x, xv}, {label, lv}};
+  for (int step = 0; step < 2; step++) CHECK(em_trainer_train_minibatch(t, feeds, 2, NULL));
+  void *bytes;
+  size_t size;
+  CHECK(em_onnx_export_buffer(g, &logits, 1, NULL, &bytes, &size));
+  em_onnx *m;
+  CHECK(em_onnx_load_buffer(bytes, size, "lenet_gpu", NULL, &m));
+  em_tensor *got, *want;
+  CHECK(em_onnx_run(m, &(em_named_tensor){"x", xv}, 1, &got));
+  em_exec *e;
+  CHECK(em_exec_create(g, &logits, 1, em_cpu(), &e));
+  CHECK(em_exec_run(e, feeds, 1, &want));
+  expect_same_bits(got, want, "lenet trained on the GPU", 0);
+  keep_case("lenet_trained_gpu", NULL, bytes, size, &(em_named_tensor){"x", xv}, 1, &want, 1);
+  em_tensor_release(got), em_tensor_release(want);
+  em_exec_free(e);
+  em_onnx_free(m);
+  free(bytes);
+  em_trainer_free(t);
+  em_learner_free(l);
+  free(params);
+  em_tensor_release(xv), em_tensor_release(lv);
+  em_graph_free(g);
+}
+
 /* --------------------------------------------------------- node tests --- */
 
 static const char *node_dir(void) {
@@ -748,6 +810,14 @@ static int remove_tree(void) {
 }
 
 int main(void) {
+  /* A pretend H100 from the test double, set before the runtime starts. */
+  const char *fake = getenv("FAKECUDA_LIB");
+  if (fake && *fake) {
+    setenv("EMBER_LIBCUDA", fake, 1);
+    setenv("FAKECUDA_DEVICES", "9.0=NVIDIA H100 80GB HBM3 (test double)", 1);
+    int n = 0;
+    have_gpu = em_cuda_device_count(&n) == EM_OK && n > 0;
+  }
   if (!mkdtemp(tmp_root)) {
     fprintf(stderr, "test_onnx_export: mkdtemp %s: %s\n", tmp_root, strerror(errno));
     return 1;
@@ -757,6 +827,7 @@ int main(void) {
       cmocka_unit_test(test_shapes_and_more), cmocka_unit_test(test_resize_antialias),
       cmocka_unit_test(test_refusals),      cmocka_unit_test(test_every_op_has_a_form_or_a_reason),
       cmocka_unit_test(test_external_data), cmocka_unit_test(test_trained_lenet),
+      cmocka_unit_test(test_trained_on_gpu),
       cmocka_unit_test(test_node_tests),    cmocka_unit_test(test_all_node_tests),
       cmocka_unit_test(test_onnxruntime),
   };
