@@ -54,6 +54,8 @@
  *     Ember values, positions read at build time: torch.split exported
  *     without the optimiser becomes SplitToSequence + SequenceAt, i.e. the
  *     slices; a sequence cannot be a graph input or output;
+ *   - LSTM, GRU, RNN: em_recurrent_apply (training/recurrent.c), the
+ *     recurrence unrolled over the static sequence length;
  *   - Dropout in inference (or with ratio 0) is the identity, its mask all
  *     true; BatchNormalization is inference mode only.
  * Anything else (an unknown attribute, a training-mode flag, an element
@@ -1907,6 +1909,74 @@ static em_status tr_layernorm(imp *c, const em_onnx_node *n, const tr *t, const 
   return ap1(c, "rsqrt", ve, NULL, 0, &out[2]);
 }
 
+/* LSTM, GRU, RNN: em_recurrent_apply (training/recurrent.c) unrolls the
+ * recurrence over the static sequence length. */
+static em_status tr_recurrent(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
+  (void)t;
+  const em_recurrent_cell cell = !strcmp(n->op_type, "LSTM") ? EM_CELL_LSTM
+                                 : !strcmp(n->op_type, "GRU") ? EM_CELL_GRU : EM_CELL_RNN;
+  const char *dir;
+  int64_t hidden, layout, lbr, input_forget;
+  double clip;
+  em_status s = ostr(c, n, "direction", "forward", &dir);
+  if (!s) s = oint(c, n, "hidden_size", -1, &hidden);
+  if (!s) s = oint(c, n, "layout", 0, &layout);
+  if (!s) s = oint(c, n, "linear_before_reset", 0, &lbr);
+  if (!s) s = oint(c, n, "input_forget", 0, &input_forget);
+  if (!s) s = ofloat(c, n, "clip", 0, &clip);
+  if (s) return s;
+  em_recurrent_opts o = {.layout = (int)layout, .linear_before_reset = (int)lbr, .input_forget = (int)input_forget,
+                         .clip = clip};
+  if (!strcmp(dir, "forward")) o.direction = EM_DIR_FORWARD;
+  else if (!strcmp(dir, "reverse")) o.direction = EM_DIR_REVERSE;
+  else if (!strcmp(dir, "bidirectional")) o.direction = EM_DIR_BIDIRECTIONAL;
+  else return bad(c, "direction '%s' (forward, reverse or bidirectional)", dir);
+  if (oattr(n, "clip") && !(clip > 0)) return bad(c, "clip %g must be > 0", clip);
+  const em_onnx_attr *acts = oattr(n, "activations");
+  if (acts) {
+    if (acts->type != EM_ONNX_ATTR_STRINGS) return unsup(c, "attribute 'activations' is not a list of strings");
+    const char **names = tmp(c, (acts->n + 1) * sizeof *names);
+    if (!names) return OOM();
+    for (size_t i = 0; i < acts->n; i++) names[i] = acts->strings[i].data;
+    o.activations = names, o.n_activations = (int)acts->n;
+  }
+  const char *ab[2] = {"activation_alpha", "activation_beta"};
+  for (int k = 0; k < 2; k++) {
+    const em_onnx_attr *a = oattr(n, ab[k]);
+    if (!a) continue;
+    if (a->type != EM_ONNX_ATTR_FLOATS) return unsup(c, "attribute '%s' is not a list of floats", ab[k]);
+    double *d = tmp(c, (a->n + 1) * sizeof *d);
+    if (!d) return OOM();
+    for (size_t i = 0; i < a->n; i++) d[i] = a->floats[i];
+    if (k == 0) o.activation_alpha = d, o.n_alpha = (int)a->n;
+    else o.activation_beta = d, o.n_beta = (int)a->n;
+  }
+  /* X W R B sequence_lens initial_h [initial_c P] */
+  const size_t max_in = cell == EM_CELL_LSTM ? 8 : 6;
+  if (n->n_inputs < 3 || n->n_inputs > max_in)
+    return bad(c, "%zu inputs; 3 to %zu expected", n->n_inputs, max_in);
+  if (in[1] < 0 || in[2] < 0) return bad(c, "inputs W and R are required");
+  em_recurrent_inputs ri = EM_RECURRENT_INPUTS(in[0], in[1], in[2]);
+  em_var *opt[5] = {&ri.b, &ri.sequence_lens, &ri.initial_h, &ri.initial_c, &ri.p};
+  for (size_t i = 3; i < n->n_inputs; i++)
+    if (in[i] >= 0) *opt[i - 3] = in[i];
+  if (hidden >= 0) {
+    em_shape rs;
+    if ((s = vinfo(c, in[2], &rs))) return s;
+    if (rs.ndim == 3 && rs.dims[2] != hidden)
+      return bad(c, "hidden_size %lld but R is [%lld, %lld, %lld]", (long long)hidden, (long long)rs.dims[0],
+                 (long long)rs.dims[1], (long long)rs.dims[2]);
+  }
+  em_recurrent_outputs r;
+  if ((s = em_recurrent_apply(c->g, cell, &ri, &o, &r))) {
+    char lab[256];
+    return em_fail_context(s, "%s", node_label(c, lab, sizeof lab));
+  }
+  const em_var outs[3] = {r.y, r.y_h, r.y_c};
+  for (size_t j = 0; j < n->n_outputs && j < 3; j++) out[j] = outs[j];
+  return EM_OK;
+}
+
 /* MeanVarianceNormalization: (x - mean) / sqrt(mean((x - mean)^2) + 1e-9)
  * over `axes` (default [0, 2, 3]), the epsilon of ONNX's function body. */
 static em_status tr_mvn(imp *c, const em_onnx_node *n, const tr *t, const em_var *in, em_var *out) {
@@ -2194,6 +2264,8 @@ static const tr trs[] = {
   {"Expand", tr_list_input, "expand", "", DT_ANY, "expand (shape folded)"},
   SAME("Flatten", "flatten", "axis", DT_ANY),
   SAME("Floor", "floor", "", DT_FLT),
+  {"GRU", tr_recurrent, NULL, "activation_alpha,activation_beta,activations,clip,direction,hidden_size,layout,linear_before_reset", DT_FLT,
+    "unrolled: matmul, slice, sigmoid, tanh, mul, add, where (training/recurrent.c)"},
   SAME("Gather", "gather", "axis", DT_ANY),
   {"GatherElements", tr_gather_elements, NULL, "axis", DT_NUM,
     "lowered: where(one_hot(indices), data, 0) + reduce_sum"},
@@ -2212,6 +2284,8 @@ static const tr trs[] = {
   SAME("IsInf", "isinf", "detect_negative,detect_positive", DT_FLT),
   SAME("IsNaN", "isnan", "", DT_FLT),
   SAME("LRN", "local_response_normalization", "size,alpha,beta,bias", DT_FLT),
+  {"LSTM", tr_recurrent, NULL, "activation_alpha,activation_beta,activations,clip,direction,hidden_size,layout,input_forget", DT_FLT,
+    "unrolled: matmul, slice, sigmoid, tanh, mul, add, where (training/recurrent.c)"},
   {"LayerNormalization", tr_layernorm, NULL, "axis,epsilon,stash_type", DT_FLT,
     "layer_normalization; Mean, InvStdDev: reduce_mean, rsqrt"},
   SAME("LeakyRelu", "leaky_relu", "alpha", DT_FLT),
@@ -2237,6 +2311,8 @@ static const tr trs[] = {
   {"PRelu", tr_prelu, NULL, "", DT_FLT, "lowered: where(x < 0, slope * x, x)"},
   {"Pad", tr_pad, NULL, "mode,pads,paddings,value", DT_ANY, "pad (pads, constant_value, axes folded); wrap: gather"},
   {"Pow", tr_pow, NULL, "", DT_NUM, "pow (exponent cast to the base type; int bases via f64)"},
+  {"RNN", tr_recurrent, NULL, "activation_alpha,activation_beta,activations,clip,direction,hidden_size,layout", DT_FLT,
+    "unrolled: matmul, add, tanh, where (training/recurrent.c)"},
   {"Range", tr_range, NULL, "", DT_NUM, "constant (import time, inputs folded)"},
   SAME("Reciprocal", "reciprocal", "", DT_FLT),
   REDUCE("ReduceL1", "reduce_l1", DT_FLT),

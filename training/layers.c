@@ -545,6 +545,73 @@ API em_status em_flatten(const em_layers *L, em_var x, em_var *out) {
   return apply1(L->graph, "flatten", &x, 1, &ax, 1, out);
 }
 
+/* ---------------------------------------------------------- recurrent --- */
+
+/* The weights of a recurrent layer (ONNX layouts), then em_recurrent_apply. */
+static em_status recurrent_layer(const em_layers *L, const char *kind, em_recurrent_cell cell, const char *name,
+                                 em_var x, int64_t hidden, const em_recurrent_layer_opts *opts,
+                                 em_recurrent_outputs *out) {
+  static const em_recurrent_layer_opts none = {0};
+  const em_recurrent_layer_opts *o = opts ? opts : &none;
+  em_status s = check_context(L, kind);
+  if (s) return s;
+  char full[NAME_CAP];
+  int ndim;
+  int64_t xs[EM_MAX_DIMS];
+  if ((s = layer_name(L, name, kind, full)) || (s = input_info(L, kind, full, x, 3, 3, &ndim, xs))) return s;
+  if (!out) return em_fail(EM_ERR_INVALID_ARGUMENT, "%s '%s': out is NULL", kind, full);
+  const int64_t I = xs[2], D = o->rnn.direction == EM_DIR_BIDIRECTIONAL ? 2 : 1;
+  const int64_t G = cell == EM_CELL_LSTM ? 4 : cell == EM_CELL_GRU ? 3 : 1;
+  if (hidden < 1 || I < 1)
+    return em_fail(EM_ERR_INVALID_ARGUMENT, "%s '%s': hidden %" PRId64 " and the input size %" PRId64
+                   " must be known and >= 1", kind, full, hidden, I);
+  if (o->peepholes && cell != EM_CELL_LSTM)
+    return em_fail(EM_ERR_INVALID_ARGUMENT, "%s '%s': peepholes are an LSTM option", kind, full);
+  /* PyTorch: every weight and bias U(-1/sqrt(hidden), 1/sqrt(hidden)); CNTK:
+   * glorot_uniform over each matrix's own fans (the engine's rule would read
+   * [D, G H, I] as a convolution's kernel), zero biases. */
+  const int cntk = L->init == EM_LAYERS_INIT_CNTK;
+  const double k = 1 / sqrt((double)hidden);
+  em_init wi = {.kind = EM_INIT_UNIFORM, .scale = cntk ? sqrt(6.0 / (double)(I + hidden)) : k};
+  em_init ri = {.kind = EM_INIT_UNIFORM, .scale = cntk ? sqrt(3.0 / (double)hidden) : k};
+  em_init bi = cntk ? (em_init){.kind = EM_INIT_CONSTANT} : (em_init){.kind = EM_INIT_UNIFORM, .scale = k};
+  em_init zero = {.kind = EM_INIT_CONSTANT};
+  em_recurrent_inputs in = EM_RECURRENT_INPUTS(x, EM_NO_VAR, EM_NO_VAR);
+  if ((s = make_param(L, full, "W", 0, ROLE_WEIGHT, 1, o->weight_init ? o->weight_init : &wi, 3,
+                      (int64_t[]){D, G * hidden, I}, &in.w)) ||
+      (s = make_param(L, full, "R", 0, ROLE_WEIGHT, 1, o->weight_init ? o->weight_init : &ri, 3,
+                      (int64_t[]){D, G * hidden, hidden}, &in.r)))
+    return s;
+  if (!o->no_bias && (s = make_param(L, full, "B", 0, ROLE_BIAS, 1, o->bias_init ? o->bias_init : &bi, 2,
+                                     (int64_t[]){D, 2 * G * hidden}, &in.b)))
+    return s;
+  if (o->peepholes && (s = make_param(L, full, "P", 0, ROLE_ZEROS, 1, &zero, 2, (int64_t[]){D, 3 * hidden}, &in.p)))
+    return s;
+  if (o->sequence_lens) in.sequence_lens = *o->sequence_lens;
+  if (o->initial_h) in.initial_h = *o->initial_h;
+  if (o->initial_c) in.initial_c = *o->initial_c;
+  em_recurrent_outputs r;
+  if ((s = em_recurrent_apply(L->graph, cell, &in, &o->rnn, &r))) return em_fail_context(s, "%s '%s'", kind, full);
+  if ((s = em_var_set_name(L->graph, r.y, full))) return s;
+  *out = r;
+  return EM_OK;
+}
+
+API em_status em_lstm(const em_layers *L, const char *name, em_var x, int64_t hidden,
+                      const em_recurrent_layer_opts *opts, em_recurrent_outputs *out) {
+  return recurrent_layer(L, "lstm", EM_CELL_LSTM, name, x, hidden, opts, out);
+}
+
+API em_status em_gru(const em_layers *L, const char *name, em_var x, int64_t hidden,
+                     const em_recurrent_layer_opts *opts, em_recurrent_outputs *out) {
+  return recurrent_layer(L, "gru", EM_CELL_GRU, name, x, hidden, opts, out);
+}
+
+API em_status em_rnn(const em_layers *L, const char *name, em_var x, int64_t hidden,
+                     const em_recurrent_layer_opts *opts, em_recurrent_outputs *out) {
+  return recurrent_layer(L, "rnn", EM_CELL_RNN, name, x, hidden, opts, out);
+}
+
 API em_status em_layers_parameter_count(const em_graph *g, int64_t *out) {
   if (!g || !out) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_layers_parameter_count: NULL argument");
   size_t n;

@@ -252,6 +252,123 @@ EM_API em_status em_embedding(const em_layers *L, const char *name, em_var indic
 /* x [N, ...] -> [N, prod(...)] (PyTorch's nn.Flatten). */
 EM_API em_status em_flatten(const em_layers *L, em_var x, em_var *out);
 
+/* ---------------------------------------------------------- recurrent --- */
+
+/* Recurrent networks as ONNX defines them (the LSTM, GRU and RNN operators,
+ * opset 14): em_recurrent_apply builds the recurrence from weights you give
+ * (the ONNX importer calls it with the model's tensors); em_lstm, em_gru and
+ * em_rnn make the weights as named, seeded parameters and call it.
+ *
+ * The recurrence is UNROLLED: the sequence length T (x's time axis) must be
+ * known when the graph is built, and each time step adds its own nodes (a
+ * matmul, a few slices, the gate activations and products, a where per state
+ * for the sequence lengths): an LSTM of T steps is about 20 T nodes per
+ * direction. Forward and backward come from the engine's ops and autodiff
+ * (so CPU, GPU and portable mode come with them); memory and build time grow
+ * linearly with T, and a new T means a new graph. A fused recurrent op is
+ * later work.
+ *
+ * Layouts (ONNX's): x [T, N, I] (layout 0) or [N, T, I] (layout 1); with D
+ * directions (2 for bidirectional, else 1) and G gates (LSTM 4: i o f c;
+ * GRU 3: z r h; RNN 1), W [D, G H, I], R [D, G H, H], B [D, 2 G H] (Wb then
+ * Rb), P [D, 3 H] (LSTM peepholes i o f), sequence_lens [N] (i32 or i64),
+ * initial_h and initial_c [D, N, H] (layout 1: [N, D, H]). Outputs: Y
+ * [T, D, N, H] (layout 1: [N, T, D, H]), Y_h and Y_c [D, N, H] (layout 1:
+ * [N, D, H]). H is R's last dimension. N may be dynamic (-1).
+ *
+ * Sequence lengths: a step t >= sequence_lens[n] leaves batch element n's
+ * state unchanged and gives zeros in Y (ONNX's rule; the reverse direction
+ * then starts at sequence_lens[n] - 1). Y_h and Y_c are the final states. */
+
+typedef enum em_recurrent_cell {
+  EM_CELL_RNN = 1,            /* H = f(x Wi^T + h Ri^T + Wbi + Rbi); default f tanh */
+  EM_CELL_GRU = 2,            /* gates z r h; default f sigmoid, g tanh */
+  EM_CELL_LSTM = 3            /* gates i o f c; default f sigmoid, g tanh, h tanh */
+} em_recurrent_cell;
+
+typedef enum em_recurrent_direction {
+  EM_DIR_FORWARD = 0,
+  EM_DIR_REVERSE = 1,
+  EM_DIR_BIDIRECTIONAL = 2    /* forward then reverse: D = 2 */
+} em_recurrent_direction;
+
+/* An absent optional value. */
+#define EM_NO_VAR ((em_var)-1)
+
+/* The inputs of em_recurrent_apply, as ONNX orders them; an absent one is
+ * EM_NO_VAR (start from EM_RECURRENT_INPUTS, which sets all optional ones
+ * absent). Absent B is zeros; absent initial states are zeros; absent P is
+ * no peepholes. */
+typedef struct em_recurrent_inputs {
+  em_var x, w, r, b, sequence_lens, initial_h, initial_c, p;
+} em_recurrent_inputs;
+#define EM_RECURRENT_INPUTS(x_, w_, r_)                                                                     \
+  ((em_recurrent_inputs){.x = (x_), .w = (w_), .r = (r_), .b = EM_NO_VAR, .sequence_lens = EM_NO_VAR,     \
+                         .initial_h = EM_NO_VAR, .initial_c = EM_NO_VAR, .p = EM_NO_VAR})
+
+/* ONNX's attributes; zero-initialised fields are ONNX's defaults. */
+typedef struct em_recurrent_opts {
+  em_recurrent_direction direction;
+  int layout;                 /* 0: time-major [T, N, ...] (default); 1: batch-major [N, T, ...] */
+  double clip;                /* > 0: every gate's input is clipped to [-clip, clip] before its activation */
+  int linear_before_reset;    /* GRU: 1 applies R_h (and Rb_h) before multiplying by r */
+  int input_forget;           /* LSTM: 1 couples the gates: f = 1 - i */
+  /* Activations by ONNX name (Relu, Tanh, Sigmoid, Affine, LeakyRelu,
+   * ThresholdedRelu, ScaledTanh, HardSigmoid, Elu, Softsign, Softplus; case
+   * ignored): f[, g[, h]] per direction, forward's first. n_activations 0:
+   * the cell's defaults. alpha and beta are consumed in order by the
+   * activations that take them (as onnxruntime does); missing ones take the
+   * defaults (Affine 1, 0; LeakyRelu 0.01; ThresholdedRelu 1; ScaledTanh
+   * 1, 1; HardSigmoid 0.2, 0.5; Elu 1). */
+  const char *const *activations;
+  int n_activations;
+  const double *activation_alpha;
+  int n_alpha;
+  const double *activation_beta;
+  int n_beta;
+} em_recurrent_opts;
+
+typedef struct em_recurrent_outputs {
+  em_var y;                   /* all hidden states, zeros past a sequence's length */
+  em_var y_h;                 /* the final hidden state */
+  em_var y_c;                 /* LSTM: the final cell state; else EM_NO_VAR */
+} em_recurrent_outputs;
+
+/* Adds the unrolled recurrence of `cell` to g. Shapes are checked against
+ * each other (x's T and I, and every dimension of W, R, B, P and the
+ * initial states, must be known; N may be -1); float dtypes (f32 or f64),
+ * all the same. opts may be NULL. Errors: EM_ERR_INVALID_ARGUMENT naming
+ * the input and shapes, EM_ERR_UNSUPPORTED for an unknown activation; on
+ * failure *out is untouched (nodes added stay in the graph, unused). */
+EM_API em_status em_recurrent_apply(em_graph *g, em_recurrent_cell cell, const em_recurrent_inputs *in,
+                                    const em_recurrent_opts *opts, em_recurrent_outputs *out);
+
+typedef struct em_recurrent_layer_opts {
+  em_recurrent_opts rnn;      /* direction, layout, clip, activations, ... */
+  const em_var *sequence_lens;/* NULL: every sequence is T long */
+  const em_var *initial_h;    /* NULL: zeros */
+  const em_var *initial_c;    /* LSTM; NULL: zeros */
+  int no_bias;                /* 1: no B */
+  int peepholes;              /* LSTM: 1 adds P */
+  const em_init *weight_init; /* NULL: L.init's (below) */
+  const em_init *bias_init;   /* NULL: L.init's */
+} em_recurrent_layer_opts;
+
+/* A recurrent layer of `hidden` units over x (layout as opts.rnn.layout;
+ * x's T and I known): parameters "<name>.W", "<name>.R", "<name>.B" (unless
+ * no_bias) and "<name>.P" (peepholes, zeros), in the ONNX layouts above; the
+ * output value "<name>" is Y. Initialisers: PyTorch's family draws every
+ * weight and bias from U(-1/sqrt(hidden), 1/sqrt(hidden)) (as torch.nn.LSTM);
+ * CNTK's draws W from glorot_uniform over (I, hidden), R over (hidden,
+ * hidden), biases 0. Names default to "lstm1", "gru1", "rnn1". opts may be
+ * NULL. */
+EM_API em_status em_lstm(const em_layers *L, const char *name, em_var x, int64_t hidden,
+                         const em_recurrent_layer_opts *opts, em_recurrent_outputs *out);
+EM_API em_status em_gru(const em_layers *L, const char *name, em_var x, int64_t hidden,
+                        const em_recurrent_layer_opts *opts, em_recurrent_outputs *out);
+EM_API em_status em_rnn(const em_layers *L, const char *name, em_var x, int64_t hidden,
+                        const em_recurrent_layer_opts *opts, em_recurrent_outputs *out);
+
 /* --------------------------------------------------------- sequential --- */
 
 typedef enum em_layer_kind {

@@ -1507,6 +1507,7 @@ static em_onnx_tensor *onnx_pb(const char *test, const char *file) {
 static const char *npy_of_pb(const char *test, const char *file, const char *name) {
   em_onnx_tensor *t = onnx_pb(test, file);
   const char *descr = t->dtype == EM_ONNX_FLOAT   ? "<f4"
+                      : t->dtype == EM_ONNX_DOUBLE ? "<f8"
                       : t->dtype == EM_ONNX_INT64 ? "<i8"
                       : t->dtype == EM_ONNX_INT32 ? "<i4"
                                                   : NULL;
@@ -1576,16 +1577,16 @@ static void test_onnx_inspect(void **state) {
   assert_true(json_is_true(json_object_get(json_array_get(ops, 0), "supported")));
   assert_int_equal(json_array_size(array_at(j, "missing_ops")), 0);
 
-  /* LSTM: Ember has no translation; inspect says so and exits 1. */
-  r = run_cli(NO_SETTINGS, ARGS("inspect", onnx_model("test_lstm_defaults")));
+  /* Bernoulli (random draws): Ember has no translation; inspect says so and exits 1. */
+  r = run_cli(NO_SETTINGS, ARGS("inspect", onnx_model("test_bernoulli")));
   expect_status(&r, 1);
-  if (!strstr(r.out, "LSTM") || !strstr(r.out, "MISSING") || !strstr(r.out, "lacks 1 op"))
-    fail_msg("inspect of an LSTM model does not name the missing op: %.600s", r.out);
-  r = run_cli(NO_SETTINGS, ARGS("inspect", onnx_model("test_lstm_defaults"), "--json"));
+  if (!strstr(r.out, "Bernoulli") || !strstr(r.out, "MISSING") || !strstr(r.out, "lacks 1 op"))
+    fail_msg("inspect of a Bernoulli model does not name the missing op: %.600s", r.out);
+  r = run_cli(NO_SETTINGS, ARGS("inspect", onnx_model("test_bernoulli"), "--json"));
   expect_status(&r, 1);
   json_t *missing = array_at(parse(&r), "missing_ops");
   assert_int_equal(json_array_size(missing), 1);
-  assert_string_equal(json_string_value(json_array_get(missing, 0)), "LSTM");
+  assert_string_equal(json_string_value(json_array_get(missing, 0)), "Bernoulli");
 
   /* Malformed (a TensorProto is not a model), missing, usage. */
   char pb[PATH_MAX];
@@ -1739,17 +1740,13 @@ static void test_onnx_run_errors(void **state) {
   expect_status(&r, 65);
   if (!strstr(r.err, "Fortran") || !strstr(r.err, "fortran.npy")) fail_msg("%.400s", r.err);
   /* A model with an op Ember lacks, every input given: exit 1 naming it. */
-  const char *lx = npy_of_pb("test_lstm_defaults", "input_0.pb", "l_x");
-  const char *lw = npy_of_pb("test_lstm_defaults", "input_1.pb", "l_w");
-  const char *lr = npy_of_pb("test_lstm_defaults", "input_2.pb", "l_r");
-  char a0[PATH_MAX + 8], a1[PATH_MAX + 8], a2[PATH_MAX + 8];
-  snprintf(a0, sizeof a0, "X=%s", lx);
-  snprintf(a1, sizeof a1, "W=%s", lw);
-  snprintf(a2, sizeof a2, "R=%s", lr);
-  r = run_cli(NO_SETTINGS, ARGS("run", onnx_model("test_lstm_defaults"), "--input", a0, "--input", a1, "--input", a2,
-                                "--device", "cpu", "--output-dir", dir));
+  const char *bx = npy_of_pb("test_bernoulli", "input_0.pb", "b_x");
+  char a0[PATH_MAX + 8];
+  snprintf(a0, sizeof a0, "x=%s", bx);
+  r = run_cli(NO_SETTINGS, ARGS("run", onnx_model("test_bernoulli"), "--input", a0, "--device", "cpu", "--output-dir",
+                                dir));
   expect_status(&r, 1);
-  if (!strstr(r.err, "LSTM") || !strstr(r.err, "node 0 of 1")) fail_msg("%.400s", r.err);
+  if (!strstr(r.err, "Bernoulli") || !strstr(r.err, "node 0 of 1")) fail_msg("%.400s", r.err);
   /* --help of both commands. */
   r = run_cli(NO_SETTINGS, ARGS("run", "--help"));
   expect_status(&r, 0);

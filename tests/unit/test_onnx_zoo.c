@@ -53,11 +53,7 @@ typedef struct expected_failure {
   const char *reason;
 } expected_failure;
 static const expected_failure expected_failures[] = {
-    {"lstm", "LSTM", "ONNX LSTM is not an Ember op yet"},
-    {"bilstm", "LSTM", "ONNX LSTM is not an Ember op yet"},
-    {"lstm_packed", "LSTM", "ONNX LSTM is not an Ember op yet"},
-    {"gru", "GRU", "ONNX GRU is not an Ember op yet"},
-    {"gru_packed", "GRU", "ONNX GRU is not an Ember op yet"},
+    {NULL, NULL, NULL}, /* none now (LSTM and GRU import since training/recurrent.c); the list ends here */
 };
 
 #define MAX_MODELS 64
@@ -78,7 +74,7 @@ static int have_gpu;
 static char tmp_root[64];
 
 static const expected_failure *expected_failure_of(const zoo_model *m) {
-  for (size_t i = 0; i < sizeof expected_failures / sizeof expected_failures[0]; i++) {
+  for (size_t i = 0; expected_failures[i].model; i++) {
     size_t n = strlen(expected_failures[i].model);
     const char *rest = m->dir + n;
     /* the name then "_legacy13", "_dynamo18", "_default20": "lstm" must not match "lstm_packed_legacy13" */
