@@ -20,7 +20,7 @@
  * model and must stay under TOLERANCE.
  *
  * Models whose ops Ember lacks are listed in expected_failures with the
- * reason (LSTM and GRU, 2026-11-27): their load must fail with
+ * reason (none since a8b4d22: LSTM and GRU import): their load must fail with
  * EM_ERR_UNSUPPORTED naming the op (and `ember run` exit with 1). One that
  * starts loading fails the test, so the list is shortened as the ops land
  * and never hides a regression. */
