@@ -150,13 +150,22 @@ static em_status matmul_t(rb *b, em_var x, em_var w, em_var *out) {
   return ap(b, "matmul", in, 2, &a, 1, out);
 }
 
-/* The activation f applied to pre (clipped first when opts.clip > 0). */
+/* The activation f applied to a gate's pre-activation (clipped first when
+ * opts.clip > 0). */
+static em_status activate_raw(rb *b, const act *f, em_var pre, em_var *out);
 static em_status activate(rb *b, const act *f, em_var pre, em_var *out) {
-  em_status s;
   if (b->o->clip > 0) {
     em_attr at[2] = {em_attr_f("min", -b->o->clip), em_attr_f("max", b->o->clip)};
-    if ((s = ap(b, "clip", &pre, 1, at, 2, &pre))) return s;
+    em_status s = ap(b, "clip", &pre, 1, at, 2, &pre);
+    if (s) return s;
   }
+  return activate_raw(b, f, pre, out);
+}
+
+/* The activation f, never clipped: LSTM's h(C) (onnxruntime clips only the
+ * gates' pre-activations, not the cell state h reads). */
+static em_status activate_raw(rb *b, const act *f, em_var pre, em_var *out) {
+  em_status s;
   em_var a, c;
   switch (f->kind) {
   case A_RELU: return ap1(b, "relu", pre, out);
@@ -309,7 +318,7 @@ static em_status lstm_step(rb *b, const act *a, const dir_w *w, em_var xw, em_va
   } else if ((s = activate(b, &a[0], p[2], &fg))) return s;
   if ((s = mul_opt(b, fg, c, &t1)) || (s = ap2(b, "mul", i, cc, &t2)) || (s = add_opt(b, t1, t2, &cn))) return s;
   if (w->po != NO && ((s = ap2(b, "mul", w->po, cn, &t1)) || (s = ap2(b, "add", p[1], t1, &p[1])))) return s;
-  if ((s = activate(b, &a[0], p[1], &o)) || (s = activate(b, &a[2], cn, &t1))) return s;
+  if ((s = activate(b, &a[0], p[1], &o)) || (s = activate_raw(b, &a[2], cn, &t1))) return s;
   *c_new = cn;
   return ap2(b, "mul", o, t1, h_new);
 }

@@ -310,7 +310,8 @@ typedef struct em_recurrent_inputs {
 typedef struct em_recurrent_opts {
   em_recurrent_direction direction;
   int layout;                 /* 0: time-major [T, N, ...] (default); 1: batch-major [N, T, ...] */
-  double clip;                /* > 0: every gate's input is clipped to [-clip, clip] before its activation */
+  double clip;                /* > 0: every gate's pre-activation is clipped to [-clip, clip] before its
+                                 activation (LSTM: not the cell state that h reads, as onnxruntime) */
   int linear_before_reset;    /* GRU: 1 applies R_h (and Rb_h) before multiplying by r */
   int input_forget;           /* LSTM: 1 couples the gates: f = 1 - i */
   /* Activations by ONNX name (Relu, Tanh, Sigmoid, Affine, LeakyRelu,
