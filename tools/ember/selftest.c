@@ -332,6 +332,14 @@ static const op_case op_pool = {
     .attrs = {{.name = "kernel_shape", .type = EM_ATTR_INTS, .ints = (const int64_t[]){3, 3}, .n = 2}}};
 static const op_case op_loss = {.op = "softmax", .n_in = 1, .ndim = {2}, .shape = {{33, 300}}};
 static const op_case op_norm = {.op = "layer_normalization", .n_in = 2, .ndim = {2, 1}, .shape = {{16, 300}, {300}}};
+/* resize: bilinear upsampling by 2 x 1.5 (its taps' weights and the order of their sum, kernels/resize_math.h). */
+static const op_case op_resize = {
+    .op = "resize", .n_in = 1, .ndim = {4}, .shape = {{2, 3, 17, 20}}, .n_attrs = 2,
+    .attrs = {{.name = "scales", .type = EM_ATTR_FLOATS, .floats = (const double[]){1, 1, 2, 1.5}, .n = 4},
+              {.name = "mode", .type = EM_ATTR_STRING, .s = "linear"}}};
+/* index: a cumsum along the long axis (a running f32 sum in index order, kernels/index_math.h). */
+static const op_case op_index = {.op = "cumsum", .n_in = 1, .ndim = {2}, .shape = {{37, 1000}}, .n_attrs = 1,
+                                 .attrs = {{.name = "axis", .type = EM_ATTR_INT, .i = 1}}};
 #define OP_CASE(name) \
   static void case_op_##name(em_device dev, case_result *r) { case_op(dev, r, &op_##name); }
 OP_CASE(unary)
@@ -344,6 +352,8 @@ OP_CASE(conv)
 OP_CASE(pool)
 OP_CASE(loss)
 OP_CASE(norm)
+OP_CASE(resize)
+OP_CASE(index)
 
 /* The learner module: three Adam steps (moments, a square root and a
  * division per element) over one parameter of 10007 elements, on dev and on
@@ -434,6 +444,8 @@ static const struct {
   {"op:max_pool", "pool", case_op_pool},
   {"op:softmax", "loss", case_op_loss},
   {"op:layer_normalization", "norm", case_op_norm},
+  {"op:resize", "resize", case_op_resize},
+  {"op:cumsum", "index", case_op_index},
   {"op:_update_adam", "learner", case_learner},
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
