@@ -21,6 +21,8 @@
  *                     (default 0s and 1s)
  *   antialias INT     1: linear and cubic downsampling (scale < 1) stretch their filter by 1 / scale
  *                     (more taps, weights normalised), as ONNX Resize-18 does (default 0)
+ * Refused when the graph is built (before anything is allocated): an output of 2^40 elements or
+ * more, a roi that is not finite, an antialias filter of more than 2^20 taps per output.
  *
  * Taps follow ONNX's reference: the neighbours of x in an edge-padded input (linear: 2, cubic: 4,
  * nearest: the 2 of linear with weights 0 and 1 by nearest_mode), so inputs past the border repeat
@@ -66,6 +68,24 @@ static em_status str_choice(const em_op_args *a, const char *name, const char *c
   return em_op_fail(a, "%s '%s' is not one of %s", name, v, list);
 }
 
+/* The most taps one output may read on an axis (antialias stretches the filter by 1 / scale), and
+ * the most elements an output may have: an output (or its table, 16 bytes per tap) larger than any
+ * memory is refused when the graph is built instead of attempted. */
+#define RZ_MAX_TAPS ((int64_t)1 << 20)
+#define RZ_MAX_ELEMENTS ((int64_t)1 << 40)
+
+/* The number of neighbours each output of axis i reads: 2 (nearest, linear) or 4 (cubic); with
+ * antialias and a scale s < 1 the filter is stretched by 1 / s (ONNX's footprint, always even);
+ * RZ_MAX_TAPS + 1 for any count past RZ_MAX_TAPS. */
+static int64_t tap_count(const rz_params *p, int i) {
+  if (p->mode == RZ_NEAREST) return 2;
+  double s = p->scale[i] < 1 ? p->scale[i] : 1.0;
+  if (!p->antialias) s = 1.0;
+  /* In double first: a tiny scale's count does not fit an integer (resolve refuses past RZ_MAX_TAPS). */
+  double taps = 2 - 2 * (floor((p->mode == RZ_LINEAR ? -1 : -2) / s) + 1);
+  return taps > RZ_MAX_TAPS ? RZ_MAX_TAPS + 1 : (int64_t)taps;
+}
+
 /* Reads and checks the attributes against x's shape; fills p and y's shape (-1 for a dynamic
  * input axis without a given size). */
 static em_status resolve(const em_op_args *a, const em_shape *x, rz_params *p, em_shape *y) {
@@ -100,6 +120,11 @@ static em_status resolve(const em_op_args *a, const em_shape *x, rz_params *p, e
     if (scales && !(sc > 0 && isfinite(sc)))
       return em_op_fail(a, "scales[%d] = %g; a finite scale > 0 expected", i, sc);
     if (sizes && sizes[i] < 0) return em_op_fail(a, "sizes[%d] = %lld is negative", i, (long long)sizes[i]);
+    if (!sizes && d > 0 && !((double)d * sc < (double)RZ_MAX_ELEMENTS))
+      return em_op_fail(a, "scales[%d] = %g makes axis %d of size %lld %g long: too large", i, sc, i, (long long)d,
+                        floor((double)d * sc));
+    if (roi && !(isfinite(roi[i]) && isfinite(roi[R + i])))
+      return em_op_fail(a, "roi[%d] = %g, roi[%d] = %g: a finite roi expected", i, roi[i], R + i, roi[R + i]);
     int64_t o = sizes ? sizes[i] : d < 0 ? -1 : (int64_t)floor((double)d * sc);
     if (!scales) sc = d > 0 ? (double)o / (double)d : 1.0;
     if (d == 0 && o > 0) return em_op_fail(a, "axis %d has size 0 and cannot be resized to %lld", i, (long long)o);
@@ -107,6 +132,18 @@ static em_status resolve(const em_op_args *a, const em_shape *x, rz_params *p, e
     p->roi_lo[i] = roi ? roi[i] : 0.0;
     p->roi_hi[i] = roi ? roi[R + i] : 1.0;
     y->dims[i] = o;
+    if (tap_count(p, i) > RZ_MAX_TAPS)
+      return em_op_fail(a, "axis %d: antialias with scale %g needs more than %lld taps per output; too many", i, sc,
+                        (long long)RZ_MAX_TAPS);
+  }
+  /* The element count (in double: exact to 2^53, no overflow), unless an axis is dynamic. */
+  double total = 1;
+  int known = 1;
+  for (int i = 0; i < R; i++) known = known && y->dims[i] >= 0, total *= (double)y->dims[i];
+  if (known && total >= (double)RZ_MAX_ELEMENTS) {
+    char sh[160];
+    return em_op_fail(a, "the output %s would have %.0f elements; resize makes fewer than %lld (2^40)",
+                      em_shape_str(y, sh, sizeof sh), total, (long long)RZ_MAX_ELEMENTS);
   }
   return EM_OK;
 }
@@ -135,16 +172,6 @@ static double source_coord(const rz_params *p, int i, int64_t o, int *outside) {
   }
   default: return (x + 0.5) / s - 0.5;
   }
-}
-
-/* The number of neighbours each output of axis i reads: 2 (nearest, linear) or 4 (cubic); with
- * antialias and a scale s < 1 the filter is stretched by 1 / s (ONNX's footprint, always even). */
-static int64_t tap_count(const rz_params *p, int i) {
-  if (p->mode == RZ_NEAREST) return 2;
-  double s = p->scale[i] < 1 ? p->scale[i] : 1.0;
-  if (!p->antialias) s = 1.0;
-  int64_t start = (int64_t)floor((p->mode == RZ_LINEAR ? -1 : -2) / s) + 1;
-  return 2 - 2 * start;
 }
 
 /* Keys' cubic convolution kernel with parameter A at distance x. */
@@ -232,7 +259,7 @@ static em_status table_build(const em_op_args *a, const rz_params *p, long long 
   for (int i = 0; i < R; i++) {
     nt[i] = tap_count(p, i);
     if (nt[i] > most) most = nt[i];
-    if (nt[i] > ((int64_t)1 << 20) || (p->out[i] && nt[i] > ((int64_t)1 << 40) / p->out[i]))
+    if (nt[i] > RZ_MAX_TAPS || (p->out[i] && nt[i] > RZ_MAX_ELEMENTS / p->out[i]))
       return em_op_fail(a, "axis %d: antialias with scale %g needs %lld taps per output; too many", i, p->scale[i],
                         (long long)nt[i]);
     n += p->out[i] * (1 + nt[i]) + p->in[i] + 1 + p->out[i] * nt[i];

@@ -388,6 +388,36 @@ static void test_resize_errors(void **state) {
   ot_expect_apply_fails("resize", 1, i32, nd, shapes, short_sizes, 1, 1, "i32", NULL);
 }
 
+
+/* Hostile sizes, scales and roi are refused when the graph is built, naming what is wrong, before
+ * anything is allocated: an output of 2^40 elements (one axis or several), a scale whose output
+ * size does not fit 64 bits, a roi that is not finite, antialias taps past the limit. */
+static void test_resize_hostile_attrs(void **state) {
+  (void)state;
+  const int64_t s1[] = {2}, s2[] = {2, 2}, s4[] = {4}, *sh1[] = {s1}, *sh2[] = {s2}, *sh4[] = {s4};
+  const int nd1[] = {1}, nd2[] = {2};
+  const em_dtype f32[] = {EM_F32};
+  const int64_t big1[] = {(int64_t)1 << 40}, big2[] = {(int64_t)1 << 20, (int64_t)1 << 20}, sz3[] = {3};
+  const double huge[] = {1e30}, tiny[] = {1e-30}, roi_nan[] = {NAN, 1}, roi_inf[] = {-INFINITY, INFINITY};
+  em_attr a1[] = {{.name = "sizes", .type = EM_ATTR_INTS, .ints = big1, .n = 1}};
+  ot_expect_apply_fails("resize", 1, f32, nd1, sh1, a1, 1, 1, "1099511627776", "elements");
+  em_attr a2[] = {{.name = "sizes", .type = EM_ATTR_INTS, .ints = big2, .n = 2}};
+  ot_expect_apply_fails("resize", 1, f32, nd2, sh2, a2, 1, 1, "1099511627776", "elements");
+  em_attr a3[] = {{.name = "scales", .type = EM_ATTR_FLOATS, .floats = huge, .n = 1}};
+  ot_expect_apply_fails("resize", 1, f32, nd1, sh1, a3, 1, 1, "scales[0]", "too large");
+  em_attr a4[] = {{.name = "scales", .type = EM_ATTR_FLOATS, .floats = tiny, .n = 1},
+                  {.name = "mode", .type = EM_ATTR_STRING, .s = "linear"},
+                  {.name = "antialias", .type = EM_ATTR_INT, .i = 1}};
+  ot_expect_apply_fails("resize", 1, f32, nd1, sh4, a4, 3, 1, "antialias", "taps");
+  for (int k = 0; k < 2; k++) {
+    em_attr a5[] = {{.name = "sizes", .type = EM_ATTR_INTS, .ints = sz3, .n = 1},
+                    {.name = "mode", .type = EM_ATTR_STRING, .s = "linear"},
+                    {.name = "coordinate_transformation_mode", .type = EM_ATTR_STRING, .s = "tf_crop_and_resize"},
+                    {.name = "roi", .type = EM_ATTR_FLOATS, .floats = k ? roi_inf : roi_nan, .n = 2}};
+    ot_expect_apply_fails("resize", 1, f32, nd1, sh4, a5, 4, 1, k ? "roi[0] = -inf" : "roi[0] = nan", "finite");
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_resize_known_values),
@@ -398,6 +428,7 @@ int main(void) {
     cmocka_unit_test(test_resize_gradcheck),
     cmocka_unit_test(test_resize_adjoint),
     cmocka_unit_test(test_resize_errors),
+    cmocka_unit_test(test_resize_hostile_attrs),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
