@@ -410,7 +410,16 @@ static em_status grad_backward(em_graph *g, const em_op_args *a, const em_var *x
                                const em_var *dy, em_var *din) {
   (void)x, (void)y;
   if (dy[0] < 0) return EM_OK;
-  return em_apply(g, "resize", &dy[0], 1, a->attrs, a->n_attrs, &din[0], 1);
+  /* resize's attributes with extrapolation_value 0: an extrapolated output is a constant of the
+   * forward, no part of the linear map whose adjoint _resize_grad is. */
+  em_attr *at = malloc(sizeof *at * (size_t)(a->n_attrs > 0 ? a->n_attrs : 1));
+  int n = 0;
+  if (!at) return em_fail(EM_ERR_OUT_OF_MEMORY, "op '_resize_grad': no memory for the gradient's attributes");
+  for (int i = 0; i < a->n_attrs; i++)
+    if (strcmp(a->attrs[i].name, "extrapolation_value") != 0) at[n++] = a->attrs[i];
+  em_status st = em_apply(g, "resize", &dy[0], 1, at, n, &din[0], 1);
+  free(at);
+  return st;
 }
 
 #define RESIZE_ATTRS                                                                                             \

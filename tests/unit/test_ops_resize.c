@@ -389,6 +389,19 @@ static void test_resize_errors(void **state) {
 }
 
 
+/* _resize_grad is linear in dy even where tf_crop_and_resize extrapolates: its own gradient is
+ * resize's linear part (extrapolated outputs read nothing, so they give 0, not extrapolation_value). */
+static void test_resize_grad_of_grad(void **state) {
+  (void)state;
+  ref_case rc = {.name = "tf crop", .R = 2, .in = {4, 4}, .out = {3, 5}, .mode = "linear", .ctm = "tf_crop_and_resize",
+                 .roi = {-0.2, 0.1, 0.9, 1.3}, .extrap = 3};
+  em_attr at[10];
+  int na = case_attrs(&rc, at);
+  em_tensor *in[2] = {ot_rand(EM_F64, 2, rc.out, 900, -1, 1), ot_rand(EM_F64, 2, rc.in, 901, -1, 1)};
+  ot_gradcheck("_resize_grad", in, 2, at, na, 1, 2u, 1e-6);
+  em_tensor_release(in[0]), em_tensor_release(in[1]);
+}
+
 /* Hostile sizes, scales and roi are refused when the graph is built, naming what is wrong, before
  * anything is allocated: an output of 2^40 elements (one axis or several), a scale whose output
  * size does not fit 64 bits, a roi that is not finite, antialias taps past the limit. */
@@ -428,6 +441,7 @@ int main(void) {
     cmocka_unit_test(test_resize_gradcheck),
     cmocka_unit_test(test_resize_adjoint),
     cmocka_unit_test(test_resize_errors),
+    cmocka_unit_test(test_resize_grad_of_grad),
     cmocka_unit_test(test_resize_hostile_attrs),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
