@@ -993,6 +993,8 @@ static em_status resize_node(imp *c, const em_onnx_node *n, em_var x, const doub
     if (nsc) full_sc[ax] = scales[i];
     if (nsz) {
       if (!(sizes_d[i] >= 0) || sizes_d[i] != floor(sizes_d[i])) return bad(c, "sizes[%d] = %g", i, sizes_d[i]);
+      /* 2^63 and past do not convert (undefined in C); the op refuses what it cannot make */
+      if (sizes_d[i] >= 0x1p62) return bad(c, "sizes[%d] = %g is too large", i, sizes_d[i]);
       full_sz[ax] = (int64_t)sizes_d[i];
     }
     if (nroi) full_roi[ax] = roi[i], full_roi[R + ax] = roi[na + i];
@@ -1016,7 +1018,10 @@ static em_status resize_node(imp *c, const em_onnx_node *n, em_var x, const doub
       for (int i = 0; i < na; i++) {
         int ax = axes[i];
         full_sc[ax] = sc;
-        full_sz[ax] = (int64_t)(sc * (double)sh.dims[ax] + 0.5); /* ONNX rounds half up here */
+        double sz = sc * (double)sh.dims[ax] + 0.5; /* ONNX rounds half up here */
+        if (!(sz < 0x1p62))
+          return bad(c, "keep_aspect_ratio_policy '%s' makes axis %d %g long: too large", policy, ax, floor(sz));
+        full_sz[ax] = (int64_t)sz;
       }
       use_scales = 1;
     }

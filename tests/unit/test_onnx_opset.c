@@ -1025,6 +1025,27 @@ static void test_mish_gelu(void **state) {
   }
 }
 
+
+/* Resize with sizes that do not fit 64 bits, or that keep_aspect_ratio_policy scales past them:
+ * refused naming the input, not converted (undefined in C) into a negative size taken for a
+ * dynamic axis. */
+static void test_resize_huge_sizes(void **state) {
+  (void)state;
+  spec p = {.opset = 19, .op = "Resize", .xnd = 2, .xdims = {1, 1000}, .n_out = 1};
+  p.in[p.n_in++] = "x";
+  p.in[p.n_in++] = "";
+  p.in[p.n_in++] = "";
+  p.in[p.n_in++] = "sizes";
+  static const int64_t max[2] = {1, INT64_MAX};
+  sp_ints(&p, "sizes", max, 2);
+  expect_refused("Resize sizes INT64_MAX", &p, EM_ERR_INVALID_ARGUMENT, "sizes[1]", "too large");
+  static const int64_t big[2] = {(int64_t)1 << 61, 1};
+  memcpy(p.init[0].ivals, big, sizeof big);
+  sp_attr_s(&p, "keep_aspect_ratio_policy", "not_smaller");
+  expect_refused("Resize not_smaller past 64 bits", &p, EM_ERR_INVALID_ARGUMENT, "keep_aspect_ratio_policy",
+                 "too large");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_reduce_axes_input),
@@ -1041,6 +1062,7 @@ int main(void) {
     cmocka_unit_test(test_sequences),
     cmocka_unit_test(test_squeeze_unsqueeze_axes_input),
     cmocka_unit_test(test_mish_gelu),
+    cmocka_unit_test(test_resize_huge_sizes),
   };
   int rc = cmocka_run_group_tests(tests, setup, NULL);
   em_shutdown();
