@@ -243,13 +243,15 @@ static em_status cumsum_back(em_graph *g, const em_op_args *a, const em_var *x, 
 /* gather_nd's (b = batch_dims) and scatter_nd's (b = 0) tuples over `data`
  * (input data_in) from the indices' shape `is`. Shapes may hold -1 while
  * the graph is built: only the checks that can be made are. */
-static em_status tuples_of(const em_op_args *a, const em_shape *data, int data_in, const em_shape *is, int b,
+static em_status tuples_of(const em_op_args *a, const em_shape *data, int data_in, const em_shape *is, int64_t bd,
                            em_index_tuples *tu) {
   int r = data->ndim, q = is->ndim;
   if (r < 1) return em_op_fail(a, "input %d must have at least one dimension", data_in);
   if (q < 1) return em_op_fail(a, "indices (input 1) must have at least one dimension");
-  if (b < 0 || b >= q || b >= r)
-    return em_op_fail(a, "batch_dims %d must be in [0, %d) (the ranks of data and indices)", b, q < r ? q : r);
+  if (bd < 0 || bd >= q || bd >= r) /* checked in 64 bits: the attribute is an INT */
+    return em_op_fail(a, "batch_dims %lld must be in [0, %d) (the ranks of data and indices)", (long long)bd,
+                      q < r ? q : r);
+  int b = (int)bd;
   int64_t k = is->dims[q - 1];
   if (k < 0) return em_op_fail(a, "the last dimension of indices (the tuple length) must be known when building");
   if (k < 1 || k > r - b)
@@ -337,7 +339,8 @@ static em_status gather_rows_cpu(const em_op_args *a, const em_tensor *idx, cons
 
 /* ========================================================== gather_nd === */
 
-static int batch_dims(const em_op_args *a) { return (int)em_attr_int(a, "batch_dims", 0); }
+/* The attribute as given; tuples_of checks its range before anything narrows it. */
+static int64_t batch_dims(const em_op_args *a) { return em_attr_int(a, "batch_dims", 0); }
 
 static em_status gather_nd_infer(em_op_args *a) {
   em_status s = check_data(a, 0);
@@ -347,7 +350,7 @@ static em_status gather_nd_infer(em_op_args *a) {
   int nd;
   int64_t dims[EM_MAX_DIMS];
   if ((s = tuples_of(a, &a->in[0], 0, &a->in[1], batch_dims(a), &tu))) return s;
-  if ((s = tuples_shape(a, &a->in[0], &a->in[1], batch_dims(a), tu.k, &nd, dims))) return s;
+  if ((s = tuples_shape(a, &a->in[0], &a->in[1], (int)batch_dims(a), tu.k, &nd, dims))) return s;
   set_out(a, a->in[0].dtype, nd, dims);
   return EM_OK;
 }
@@ -386,7 +389,7 @@ static em_status gather_nd_grad_infer(em_op_args *a) {
   int nd;
   int64_t dims[EM_MAX_DIMS];
   if ((s = tuples_of(a, &a->in[2], 2, &a->in[1], batch_dims(a), &tu))) return s;
-  if ((s = tuples_shape(a, &a->in[2], &a->in[1], batch_dims(a), tu.k, &nd, dims))) return s;
+  if ((s = tuples_shape(a, &a->in[2], &a->in[1], (int)batch_dims(a), tu.k, &nd, dims))) return s;
   int ok = a->in[0].ndim == nd;
   for (int i = 0; ok && i < nd; i++) ok = dim_match(a->in[0].dims[i], dims[i]);
   if (!ok) {

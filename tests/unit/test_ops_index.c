@@ -441,6 +441,12 @@ static void test_refusals(void **state) {
                         &bad, 1, 1, "reduction 'sum'", NULL);
   const int64_t *sh4[1] = {d23};
   ot_expect_apply_fails("cumsum", 1, (const em_dtype[]){EM_U8}, (const int[]){2}, sh4, NULL, 0, 1, "u8", NULL);
+  /* batch_dims is an INT (64 bits): 2^32 is out of range, not batch_dims 0 after truncation to int */
+  int64_t i31[2] = {3, 1};
+  const int64_t *sh5[2] = {d23, i31};
+  em_attr bd = ai("batch_dims", (int64_t)1 << 32);
+  ot_expect_apply_fails("gather_nd", 2, (const em_dtype[]){EM_F32, EM_I64}, (const int[]){2, 2}, sh5, &bd, 1, 1,
+                        "batch_dims 4294967296", NULL);
 }
 
 int main(void) {
