@@ -22,7 +22,7 @@
  *   antialias INT     1: linear and cubic downsampling (scale < 1) stretch their filter by 1 / scale
  *                     (more taps, weights normalised), as ONNX Resize-18 does (default 0)
  * Refused when the graph is built (before anything is allocated): an output of 2^40 elements or
- * more, a roi that is not finite, an antialias filter of more than 2^20 taps per output.
+ * more, a tf_crop_and_resize roi that is not finite (other modes ignore roi), an antialias filter of more than 2^20 taps per output.
  *
  * Taps follow ONNX's reference: the neighbours of x in an edge-padded input (linear: 2, cubic: 4,
  * nearest: the 2 of linear with weights 0 and 1 by nearest_mode), so inputs past the border repeat
@@ -123,7 +123,7 @@ static em_status resolve(const em_op_args *a, const em_shape *x, rz_params *p, e
     if (!sizes && d > 0 && !((double)d * sc < (double)RZ_MAX_ELEMENTS))
       return em_op_fail(a, "scales[%d] = %g makes axis %d of size %lld %g long: too large", i, sc, i, (long long)d,
                         floor((double)d * sc));
-    if (roi && !(isfinite(roi[i]) && isfinite(roi[R + i])))
+    if (roi && p->ctm == CT_TF_CROP && !(isfinite(roi[i]) && isfinite(roi[R + i])))
       return em_op_fail(a, "roi[%d] = %g, roi[%d] = %g: a finite roi expected", i, roi[i], R + i, roi[R + i]);
     int64_t o = sizes ? sizes[i] : d < 0 ? -1 : (int64_t)floor((double)d * sc);
     if (!scales) sc = d > 0 ? (double)o / (double)d : 1.0;

@@ -428,6 +428,10 @@ static void test_resize_hostile_attrs(void **state) {
                     {.name = "coordinate_transformation_mode", .type = EM_ATTR_STRING, .s = "tf_crop_and_resize"},
                     {.name = "roi", .type = EM_ATTR_FLOATS, .floats = k ? roi_inf : roi_nan, .n = 2}};
     ot_expect_apply_fails("resize", 1, f32, nd1, sh4, a5, 4, 1, k ? "roi[0] = -inf" : "roi[0] = nan", "finite");
+    /* the other modes ignore roi (ONNX's importer passes it always): not refused */
+    a5[2].s = "align_corners";
+    em_tensor *x = ot_rand(EM_F32, 1, s4, 950 + k, -1, 1), *y = ot_run1("resize", &x, 1, a5, 4);
+    em_tensor_release(x), em_tensor_release(y);
   }
 }
 
