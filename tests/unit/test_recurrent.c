@@ -188,6 +188,12 @@ static void reference(const cfg *c, const data *v, double *Y, double *Yh, double
         for (int j = 0; j < H; j++) hp[j] = Yo[j] = hn[j];
       }
     }
+    /* A sequence of length 0 ends in zero states, whatever the initial ones
+     * (onnxruntime's rule on the CPU and CUDA: its final states of an empty
+     * sequence are zeroed). */
+    for (int n = 0; c->lens && n < N; n++)
+      if (c->lens[n] == 0)
+        for (int j = 0; j < H; j++) h[n * H + j] = cs[n * H + j] = 0;
     memcpy(Yh + (size_t)d * N * H, h, sizeof(double) * (size_t)(N * H));
     if (Yc) memcpy(Yc + (size_t)d * N * H, cs, sizeof(double) * (size_t)(N * H));
   }
