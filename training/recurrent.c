@@ -483,6 +483,15 @@ static em_status make_masks(rb *b, em_var lens) {
   return s;
 }
 
+/* where(lens > 0, state, 0): the final state of an empty sequence is 0. */
+static em_status zero_if_empty(rb *b, em_var *state) {
+  em_var zero;
+  em_status s = scalar(b, 0, &zero);
+  if (s) return s;
+  em_var in[3] = {b->mask[0], *state, zero};
+  return ap(b, "where", in, 3, NULL, 0, state);
+}
+
 /* The initial state of direction d ([D, N, H] after the layout), or NO. */
 static em_status initial_of(rb *b, em_var v, int d, em_var *out) {
   if (v == NO) {
@@ -537,6 +546,10 @@ API em_status em_recurrent_apply(em_graph *g, em_recurrent_cell cell, const em_r
     int reverse = b.o->direction == EM_DIR_REVERSE || d == 1;
     if ((s = initial_of(&b, h0, d, &hs[d])) || (s = initial_of(&b, c0, d, &cs[d]))) break;
     if ((s = run_direction(&b, d, reverse, x, in, ys + d * b.T, &hs[d], &cs[d]))) break;
+    /* A sequence of length 0 ends in zero states, not its initial ones, as
+     * onnxruntime's CPU and CUDA kernels give it (mask[0] is lens > 0). */
+    if (b.mask && in->initial_h != NO && (s = zero_if_empty(&b, &hs[d]))) break;
+    if (b.mask && in->initial_c != NO && (s = zero_if_empty(&b, &cs[d]))) break;
     s = stack(&b, ys + d * b.T, (int)b.T, 0, &yd[d]); /* [T, N, H] */
   }
   em_var y = NO, yh = NO, yc = NO;

@@ -278,7 +278,9 @@ EM_API em_status em_flatten(const em_layers *L, em_var x, em_var *out);
  *
  * Sequence lengths: a step t >= sequence_lens[n] leaves batch element n's
  * state unchanged and gives zeros in Y (ONNX's rule; the reverse direction
- * then starts at sequence_lens[n] - 1). Y_h and Y_c are the final states. */
+ * then starts at sequence_lens[n] - 1). Y_h and Y_c are the final states;
+ * those of a sequence of length 0 are zeros, not the initial states (as
+ * onnxruntime gives them). */
 
 typedef enum em_recurrent_cell {
   EM_CELL_RNN = 1,            /* H = f(x Wi^T + h Ri^T + Wbi + Rbi); default f tanh */
