@@ -359,6 +359,70 @@ static void test_resize_antialias(void **state) {
   em_graph_free(g);
 }
 
+/* Graphs whose form is unusual for an exporter: values of f64, i64 and bool;
+ * a dynamic axis that is not the batch's own (reshape to [-1]); outputs that
+ * are an input, a parameter and one value three times; names with spaces,
+ * slashes and non-ASCII bytes, names that collide with the suffixes the
+ * exporter makes; and an LSTM (sequence lengths with 0
+ * and T, initial states, bidirectional) unrolled by em_lstm: each must load
+ * back bitwise, pass onnx.checker and match onnxruntime (test_onnxruntime). */
+static void test_unusual_graphs(void **state) {
+  (void)state;
+  em_graph *g;
+  CHECK(em_graph_create(&g));
+  em_var xd, xi, xb, xf;
+  CHECK(em_input(g, "x.f64[0]", EM_F64, 2, (int64_t[]){-1, 3}, &xd));
+  CHECK(em_input(g, "x/i64:ü", EM_I64, 2, (int64_t[]){-1, 3}, &xi));
+  CHECK(em_input(g, "tanh_9", EM_BOOL, 2, (int64_t[]){-1, 3}, &xb));
+  CHECK(em_input(g, "x_1", EM_F32, 2, (int64_t[]){-1, 3}, &xf));
+  em_var pw = param(g, "x.f64[0]_1", 2, (int64_t[]){3, 3}, 21);
+  em_var pd = AP1(g, "cast", pw, AI("to", EM_F64));
+  em_var d1 = AP(g, "tanh", ap(g, "matmul", (em_var[]){xd, pd}, 2, NULL, 0));
+  em_var i1 = AP(g, "add", xi, AP(g, "mul", xi, xi));
+  em_var i2 = AP1(g, "reduce_sum", i1, AIS("axes", 1));
+  em_var b1 = AP(g, "xor", xb, AP(g, "not", xb));
+  em_var b2 = ap(g, "where", (em_var[]){xb, xd, d1}, 3, NULL, 0);
+  em_var fl = AP1(g, "reshape", xf, AIS("shape", -1)); /* 3 N elements: not N */
+  em_var sh = AP(g, "exp", fl);                        /* shared below */
+  em_var s2 = AP(g, "add", sh, sh);
+  CHECK(em_var_set_name(g, s2, "x_1_1"));
+  em_var outs[] = {d1, i2, b1, b2, fl, s2, xf, pw, i2, xb};
+  int64_t n3[2] = {2, 3};
+  double dv[6] = {0.5, -1, 2, 0.25, -0.75, 1.5};
+  int64_t iv[6] = {1, -2, 3, 3000000, -5, 6};
+  unsigned char bv[6] = {1, 0, 0, 1, 1, 0};
+  em_tensor *td, *ti, *tb, *tf = pattern(2, n3, 22);
+  CHECK(em_tensor_from_host(em_cpu(), EM_F64, 2, n3, dv, sizeof dv, &td));
+  CHECK(em_tensor_from_host(em_cpu(), EM_I64, 2, n3, iv, sizeof iv, &ti));
+  CHECK(em_tensor_from_host(em_cpu(), EM_BOOL, 2, n3, bv, sizeof bv, &tb));
+  em_feed f[4] = {{xd, td}, {xi, ti}, {xb, tb}, {xf, tf}};
+  round_trip(g, outs, 10, f, 4, NULL, "dtypes_names_leaves");
+  round_trip(g, outs, 10, f, 4, &(em_onnx_export_options){.opset = 13}, "dtypes_names_leaves_opset13");
+  em_tensor_release(td), em_tensor_release(ti), em_tensor_release(tb), em_tensor_release(tf);
+  em_graph_free(g);
+
+  /* A bidirectional LSTM with lengths 0 and T, initial states and peepholes. */
+  CHECK(em_graph_create(&g));
+  em_var x, lens, h0, c0;
+  CHECK(em_input(g, "seq", EM_F32, 3, (int64_t[]){4, -1, 3}, &x));
+  CHECK(em_input(g, "lens", EM_I32, 1, (int64_t[]){-1}, &lens));
+  CHECK(em_input(g, "h0", EM_F32, 3, (int64_t[]){2, -1, 5}, &h0));
+  CHECK(em_input(g, "c0", EM_F32, 3, (int64_t[]){2, -1, 5}, &c0));
+  em_layers L = {.graph = g, .seed = 7};
+  em_recurrent_layer_opts lo = {.rnn = {.direction = EM_DIR_BIDIRECTIONAL, .clip = 0.8}, .sequence_lens = &lens,
+                                .initial_h = &h0, .initial_c = &c0, .peepholes = 1};
+  em_recurrent_outputs ro;
+  CHECK(em_lstm(&L, "lstm", x, 5, &lo, &ro));
+  em_tensor *tx = pattern(3, (int64_t[]){4, 3, 3}, 23), *th = pattern(3, (int64_t[]){2, 3, 5}, 24),
+            *tc = pattern(3, (int64_t[]){2, 3, 5}, 25), *tl;
+  CHECK(em_tensor_from_host(em_cpu(), EM_I32, 1, (int64_t[]){3}, (int32_t[]){4, 0, 2}, 12, &tl));
+  em_feed lf[4] = {{x, tx}, {lens, tl}, {h0, th}, {c0, tc}};
+  round_trip(g, (em_var[]){ro.y, ro.y_h, ro.y_c}, 3, lf, 4, NULL, "lstm_bidirectional_lens");
+  em_tensor_release(tx), em_tensor_release(th), em_tensor_release(tc), em_tensor_release(tl);
+  em_graph_free(g);
+}
+
+
 /* Every public op is in the export table, or on this list of ops that
  * have no ONNX form (so a new op cannot be forgotten): the losses
  * (training criteria; ONNX's SoftmaxCrossEntropyLoss reduces, Ember's
@@ -825,6 +889,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_mlp),           cmocka_unit_test(test_cnn),
       cmocka_unit_test(test_shapes_and_more), cmocka_unit_test(test_resize_antialias),
+      cmocka_unit_test(test_unusual_graphs),
       cmocka_unit_test(test_refusals),      cmocka_unit_test(test_every_op_has_a_form_or_a_reason),
       cmocka_unit_test(test_external_data), cmocka_unit_test(test_trained_lenet),
       cmocka_unit_test(test_trained_on_gpu),
