@@ -416,6 +416,9 @@ static const cfg grad_cases[] = {
    {0}, {0}, 0, 0},
   {"rnn gradient (bidirectional, h0 lens)", EM_CELL_RNN, EM_DIR_BIDIRECTIONAL, 0, 3, 2, 2, 3, 0, 0, 0, 1, 0, 1, 0,
    (const int[]){2, 3}, {0}, 0, {0}, {0}, 0, 0},
+  /* A length 0 with initial states: its final states are 0, so no gradient reaches h0 and c0 there. */
+  {"lstm gradient (reverse, lengths 0 and T, h0 c0)", EM_CELL_LSTM, EM_DIR_REVERSE, 0, 3, 2, 2, 2, 0, 0, 0, 1, 0,
+   1, 1, (const int[]){0, 3}, {0}, 0, {0}, {0}, 0, 0},
 };
 
 /* The engine's gradient of every float input against central differences. */
@@ -560,6 +563,24 @@ static void test_errors(void **state) {
   assert_non_null(strstr(em_last_error(), "unrolled"));
   em_recurrent_opts lbr = {.linear_before_reset = 1};
   assert_int_equal(em_recurrent_apply(g, EM_CELL_LSTM, &in, &lbr, &o), EM_ERR_INVALID_ARGUMENT);
+  /* Lengths and initial states of another batch size than X's (N 2) are
+   * refused: one length, or one initial state, would broadcast over the
+   * batch silently (onnxruntime refuses them too). */
+  em_var lens1, lens3, h1;
+  CHECK(em_input(g, "lens1", EM_I32, 1, (int64_t[]){1}, &lens1));
+  CHECK(em_input(g, "lens3", EM_I64, 1, (int64_t[]){3}, &lens3));
+  CHECK(em_input(g, "h1", EM_F32, 3, (int64_t[]){1, 1, 5}, &h1));
+  em_recurrent_inputs bad = in;
+  bad.sequence_lens = lens1;
+  assert_int_equal(em_recurrent_apply(g, EM_CELL_LSTM, &bad, NULL, &o), EM_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(em_last_error(), "'sequence_lens' is [1]; [2] expected"));
+  bad.sequence_lens = lens3;
+  assert_int_equal(em_recurrent_apply(g, EM_CELL_LSTM, &bad, NULL, &o), EM_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(em_last_error(), "'sequence_lens' is [3]; [2] expected"));
+  bad = in;
+  bad.initial_h = h1;
+  assert_int_equal(em_recurrent_apply(g, EM_CELL_LSTM, &bad, NULL, &o), EM_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(em_last_error(), "'initial_h' is [1, 1, 5]; [1, 2, 5] expected"));
   em_graph_free(g);
 }
 
