@@ -454,19 +454,25 @@ static em_status check_inputs(rb *b, const em_recurrent_inputs *in, int D, int64
   }
   if (in->initial_c != NO && b->cell != EM_CELL_LSTM)
     return em_fail(EM_ERR_INVALID_ARGUMENT, "%s: initial_c is an LSTM input", b->who);
+  /* The batch size where X gives it (-2: anything): a length or an initial
+   * state of batch size 1 would otherwise broadcast over the batch. */
+  const int64_t n_want = *N >= 0 ? *N : -2;
   const em_var st[2] = {in->initial_h, in->initial_c};
   const char *st_name[2] = {"initial_h", "initial_c"};
   for (int k = 0; k < 2; k++)
     if (st[k] != NO) {
-      int64_t want[3] = {D, -2, H};
-      if (lay) want[0] = -2, want[1] = D;
-      if ((s = info(b, st[k], st_name[k], 3, sh)) || (s = expect(b, st_name[k], sh, want, 3))) return s;
+      int64_t want[3] = {D, n_want, H};
+      if (lay) want[0] = n_want, want[1] = D;
+      if ((s = info(b, st[k], st_name[k], 3, sh))) return s;
+      if (sh[lay ? 0 : 1] < 0) want[lay ? 0 : 1] = -2; /* dynamic: met by the ops' broadcasting when it runs */
+      if ((s = expect(b, st_name[k], sh, want, 3))) return s;
     }
   if (in->sequence_lens != NO) {
     if ((s = em_var_info(b->g, in->sequence_lens, &dt, &nd, sh))) return em_fail_context(s, "%s sequence_lens", b->who);
     if ((dt != EM_I32 && dt != EM_I64) || nd != 1)
       return em_fail(EM_ERR_INVALID_ARGUMENT, "%s: sequence_lens is %s of rank %d; a vector [N] of i32 or i64 expected",
                      b->who, em_dtype_name(dt), nd);
+    if (sh[0] >= 0 && (s = expect(b, "sequence_lens", sh, &n_want, 1))) return s;
   }
   return EM_OK;
 }
