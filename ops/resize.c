@@ -219,14 +219,16 @@ static void coeffs(const rz_params *p, int i, double ratio, int64_t n, double *c
 }
 
 /* Output o's taps on axis i (n of them at most): slot[0] = count (-1: extrapolate), then the
- * indices; wt the weights; c: room for n coefficients. */
-static void axis_taps(const rz_params *p, int i, int64_t o, int64_t n, long long *slot, double *wt, double *c) {
+ * indices; wt the weights; c: room for n coefficients. Returns 0, or -1 when the coordinate is not
+ * a number (the scale far from sizes / input: -inf + inf), which no index can be made from. */
+static int axis_taps(const rz_params *p, int i, int64_t o, int64_t n, long long *slot, double *wt, double *c) {
   int outside;
   double x = source_coord(p, i, o, &outside);
   for (int64_t j = 0; j <= n; j++) slot[j] = 0, wt[j] = 0;
+  if (isnan(x)) return -1;
   if (outside) {
     slot[0] = -1;
-    return;
+    return 0;
   }
   double fl = floor(x), ratio = x == fl ? 1.0 : x - fl;
   coeffs(p, i, ratio, n, c);
@@ -250,6 +252,7 @@ static void axis_taps(const rz_params *p, int i, int64_t o, int64_t n, long long
     slot[1 + k] = idx, wt[1 + k] = c[j], k++;
   }
   slot[0] = k;
+  return 0;
 }
 
 /* The table of kernels/resize_math.h for p (t and w: *len entries each; free both). */
@@ -273,7 +276,12 @@ static em_status table_build(const em_op_args *a, const rz_params *p, long long 
   for (int i = 0; i < R; i++) {
     int64_t slot = 1 + nt[i], fwd = pos;
     t[RZ_IN(i)] = p->in[i], t[RZ_OUT(R, i)] = p->out[i], t[RZ_FWD(R, i)] = fwd, t[RZ_NTAP(R, i)] = nt[i];
-    for (int64_t o = 0; o < p->out[i]; o++) axis_taps(p, i, o, nt[i], t + fwd + o * slot, w + fwd + o * slot, c);
+    for (int64_t o = 0; o < p->out[i]; o++)
+      if (axis_taps(p, i, o, nt[i], t + fwd + o * slot, w + fwd + o * slot, c)) {
+        free(t), free(w), free(cnt), free(c);
+        return em_op_fail(a, "axis %d: output %lld maps to an input coordinate that is not a number (scale %g, %lld to "
+                          "%lld)", i, (long long)o, p->scale[i], (long long)p->in[i], (long long)p->out[i]);
+      }
     pos += p->out[i] * slot;
     /* The inverse: per input index, its (output, weight) entries in increasing output order. */
     int64_t inv = pos, ent = pos + p->in[i] + 1;

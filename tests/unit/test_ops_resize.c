@@ -435,6 +435,27 @@ static void test_resize_hostile_attrs(void **state) {
   }
 }
 
+/* Given both sizes and a scale far from sizes / input (the op takes both; ONNX's importer passes
+ * both for keep_aspect_ratio_policy), half_pixel_symmetric's offset is -inf + inf: a coordinate
+ * that is not a number fails the run naming the axis instead of becoming an index. */
+static void test_resize_nan_coordinate(void **state) {
+  (void)state;
+  const int64_t s4[] = {4}, sz5[] = {5};
+  const double sc[] = {1e-310};
+  em_attr at[] = {{.name = "sizes", .type = EM_ATTR_INTS, .ints = sz5, .n = 1},
+                  {.name = "scales", .type = EM_ATTR_FLOATS, .floats = sc, .n = 1},
+                  {.name = "coordinate_transformation_mode", .type = EM_ATTR_STRING, .s = "half_pixel_symmetric"}};
+  em_tensor *x = ot_rand(EM_F32, 1, s4, 960, -1, 1), *y = NULL;
+  em_status st = ot_run("resize", &x, 1, at, 3, &y, 1);
+  if (st == EM_OK) {
+    em_tensor_release(y);
+    fail_msg("resize with a coordinate that is not a number ran");
+  }
+  if (!strstr(em_last_error(), "axis 0") || !strstr(em_last_error(), "not a number"))
+    fail_msg("resize NaN coordinate: %s", em_last_error());
+  em_tensor_release(x);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_resize_known_values),
@@ -447,6 +468,7 @@ int main(void) {
     cmocka_unit_test(test_resize_errors),
     cmocka_unit_test(test_resize_grad_of_grad),
     cmocka_unit_test(test_resize_hostile_attrs),
+    cmocka_unit_test(test_resize_nan_coordinate),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
