@@ -525,6 +525,42 @@ static void test_external_data(void **state) {
   em_onnx_free(m);
   em_tensor_release(xv);
   em_graph_free(g);
+  /* A failed export leaves the files that are there as they were: here the
+   * model's path is a directory, so writing the model fails after its data
+   * is ready; the old data file, which an older model beside it reads, must
+   * keep its bytes, and no temporary file may be left. */
+  snprintf(dir, sizeof dir, "%s/external_fails", tmp_root);
+  assert_int_equal(mkdir(dir, 0700), 0);
+  snprintf(path, sizeof path, "%s/model.onnx", dir);
+  assert_int_equal(mkdir(path, 0700), 0);
+  snprintf(data, sizeof data, "%s.data", path);
+  FILE *old = fopen(data, "wb");
+  assert_non_null(old);
+  fputs("the older model's tensors", old);
+  fclose(old);
+  g = cnn(&x, outs);
+  assert_int_equal(em_onnx_export(g, outs, 3, &(em_onnx_export_options){.external_data = EM_ONNX_EXTERNAL_ALWAYS},
+                                  path), EM_ERR_IO);
+  em_graph_free(g);
+  char kept[64] = {0};
+  old = fopen(data, "rb");
+  assert_non_null(old);
+  assert_int_equal(fread(kept, 1, sizeof kept - 1, old), strlen("the older model's tensors"));
+  fclose(old);
+  assert_string_equal(kept, "the older model's tensors");
+  DIR *dd = opendir(dir);
+  assert_non_null(dd);
+  int entries = 0;
+  for (struct dirent *de; (de = readdir(dd));)
+    if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
+      entries++;
+      if (strcmp(de->d_name, "model.onnx") && strcmp(de->d_name, "model.onnx.data"))
+        fail_msg("a failed export left %s/%s", dir, de->d_name);
+    }
+  closedir(dd);
+  assert_int_equal(entries, 2);
+  /* Not a case for the onnxruntime check. */
+  assert_int_equal(unlink(data) | rmdir(path) | rmdir(dir), 0);
   /* The buffer form cannot hold external data. */
   void *bytes;
   size_t size;
