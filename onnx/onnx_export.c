@@ -35,11 +35,14 @@
  * model unless the model would pass protobuf's 2 GB, or the caller asks:
  * then tensors of 1 KiB and more go to one data file beside the model
  * (external_data location/offset/length, as the reader reads them). */
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "error.h"
 #include "file_atomic.h"
@@ -1018,6 +1021,19 @@ static em_status check_args(const em_graph *g, const em_var *outs, int n_outs, c
   return EM_OK;
 }
 
+/* fsync of the directory holding path, so a rename in it survives a power loss. */
+static em_status sync_parent(const char *path) {
+  const char *slash = strrchr(path, '/');
+  char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+  if (!dir) return oom();
+  int fd = open(dir, O_RDONLY | O_DIRECTORY);
+  em_status s = EM_OK;
+  if (fd < 0 || fsync(fd)) s = em_fail(EM_ERR_IO, "syncing the directory %s: %s", dir, strerror(errno));
+  if (fd >= 0) close(fd);
+  free(dir);
+  return s;
+}
+
 /* Moves tensors of EXTERNAL_MIN_BYTES and more out of the model: each gets
  * location/offset/length in the data file; parts[] receives their bytes. */
 static em_status externalise(ex *c, const char *location, em_write_part **parts, int *n_parts) {
@@ -1081,6 +1097,27 @@ API em_status em_onnx_export_buffer(const em_graph *g, const em_var *outputs, in
   return s;
 }
 
+/* The model and its data file. The data is written whole as "<data>.new"
+ * and takes its name only after the model is written, so a model that
+ * cannot be written (a full disk, a directory in the way) leaves an existing
+ * data file, which an older model beside it reads, as it was. */
+static em_status write_with_data(const char *path, const char *data_path, const void *bytes, size_t size,
+                                 const em_write_part *parts, int n_parts) {
+  char *fresh_data = malloc(strlen(data_path) + sizeof ".new");
+  if (!fresh_data) return oom();
+  sprintf(fresh_data, "%s.new", data_path);
+  em_status s = em_write_file_atomic(fresh_data, parts, n_parts);
+  if (!s) {
+    s = em_write_file_atomic(path, &(em_write_part){bytes, size}, 1);
+    if (!s && rename(fresh_data, data_path))
+      s = em_fail(EM_ERR_IO, "renaming %s to %s: %s", fresh_data, data_path, strerror(errno));
+    if (s) unlink(fresh_data);
+    else s = sync_parent(data_path);
+  }
+  free(fresh_data);
+  return s;
+}
+
 API em_status em_onnx_export(const em_graph *g, const em_var *outputs, int n_outputs,
                              const em_onnx_export_options *options, const char *path) {
   if (!path) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_onnx_export: path is NULL");
@@ -1114,8 +1151,8 @@ API em_status em_onnx_export(const em_graph *g, const em_var *outputs, int n_out
     }
   }
   if (!s) s = pack(&model, &bytes, &size);
-  if (!s && external) s = em_write_file_atomic(data_path, parts, n_parts);
-  if (!s) s = em_write_file_atomic(path, &(em_write_part){bytes, size}, 1);
+  if (!s && external) s = write_with_data(path, data_path, bytes, size, parts, n_parts);
+  else if (!s) s = em_write_file_atomic(path, &(em_write_part){bytes, size}, 1);
   if (s) em_fail_context(s, "%s", path);
   free(data_path), free(parts), free(bytes);
   ex_free(&c);

@@ -211,7 +211,9 @@ typedef struct em_onnx_export_options {
 
 /* Writes the part of graph g that outputs[0..n_outputs) need as an ONNX
  * model at path (atomically, as em_graph_save; with external data the data
- * file "<path>.data" first, named in the model relative to its directory).
+ * file "<path>.data", named in the model relative to its directory, is
+ * written as "<path>.data.new" first and renamed once the model is written,
+ * so a failed export leaves an existing model and its data file as they were).
  * - g's inputs (em_input) that the outputs depend on become the model's
  *   inputs, in creation order, by their names; a -1 dimension is the
  *   dim_param dynamic_axis_name. Parameters, states and constants become
