@@ -1023,7 +1023,7 @@ static em_status resize_node(imp *c, const em_onnx_node *n, em_var x, const doub
           return bad(c, "keep_aspect_ratio_policy '%s' makes axis %d %g long: too large", policy, ax, floor(sz));
         full_sz[ax] = (int64_t)sz;
       }
-      use_scales = 1;
+      use_scales = sc > 0; /* a scale of 0 (a size of 0) empties every listed axis: sizes say it all */
     }
   }
   em_attr at[10];

@@ -1046,6 +1046,24 @@ static void test_resize_huge_sizes(void **state) {
                  "too large");
 }
 
+/* keep_aspect_ratio_policy not_larger with a size of 0: the scale is 0, so every listed axis has
+ * size 0 (ONNX's reference gives an empty [0, 0] output); it was refused as 'scales[0] = 0'. */
+static void test_resize_keep_aspect_zero(void **state) {
+  (void)state;
+  spec p = {.opset = 19, .op = "Resize", .xnd = 2, .xdims = {2, 3}, .n_out = 1};
+  p.in[p.n_in++] = "x";
+  p.in[p.n_in++] = "";
+  p.in[p.n_in++] = "";
+  p.in[p.n_in++] = "sizes";
+  static const int64_t sz[2] = {0, 6};
+  sp_ints(&p, "sizes", sz, 2);
+  sp_attr_s(&p, "mode", "linear");
+  sp_attr_s(&p, "keep_aspect_ratio_policy", "not_larger");
+  double xv[6] = {1, 2, 3, 4, 5, 6};
+  expect w = {.nd = 2, .dims = {0, 0}, .v = NULL};
+  run_and_check("Resize not_larger to size 0", &p, xv, &w);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_reduce_axes_input),
@@ -1063,6 +1081,7 @@ int main(void) {
     cmocka_unit_test(test_squeeze_unsqueeze_axes_input),
     cmocka_unit_test(test_mish_gelu),
     cmocka_unit_test(test_resize_huge_sizes),
+    cmocka_unit_test(test_resize_keep_aspect_zero),
   };
   int rc = cmocka_run_group_tests(tests, setup, NULL);
   em_shutdown();
