@@ -38,7 +38,8 @@
  * updates: dy at the target). mul, max and min have no gradient here: asking
  * for one fails when the gradient graph is built.
  *
- * Internal gradient ops (infer + cpu + gpu, no backward):
+ * Internal gradient ops (infer + cpu + gpu; each is linear in dy, and its backward, for second
+ * order gradients, is gather_nd or the scatter into zeros):
  *   _gather_nd_grad(dy, indices, data)      "batch_dims": zeros of data's shape,
  *                                           each element adding its dy rows from +0 in tuple order.
  *   _scatter_nd_grad(dy, indices, updates)  "reduction" (none | add): updates' gradient.
@@ -433,6 +434,42 @@ static em_status gather_nd_grad_gpu(const em_op_args *a, em_tensor *const *in, e
   return em_index_gpu_gather_rows_grad(a, a->in[0].dtype, &tu, em_tensor_data(out[0]), em_tensor_data(in[0]), nrows);
 }
 
+/* _gather_nd_grad is linear in dy: its own gradient is gather_nd of the incoming one (the gradient
+ * of a gradient; data is read for its shape only). */
+static em_status gather_nd_grad_back(em_graph *g, const em_op_args *a, const em_var *x, const em_var *y,
+                                     const em_var *dy, em_var *din) {
+  (void)y;
+  if (dy[0] < 0) return EM_OK;
+  em_var in[2] = {dy[0], x[1]};
+  return apply_fwd(g, "gather_nd", a, in, 2, &din[0]);
+}
+
+/* The updates' gradient ops are linear in dy (each update takes dy at its target; under none, 0
+ * for one a later update overwrites): their own gradient puts each incoming value back at its
+ * target, which is the scatter itself into zeros with the same reduction (none: the last wins,
+ * the overwritten ones were 0; add: they sum). */
+static em_status scatter_grad_back(em_graph *g, const em_op_args *a, const em_var *x, const em_var *dy, em_var *din,
+                                   const char *scatter) {
+  if (dy[0] < 0) return EM_OK;
+  em_var z;
+  em_status s = em_apply1(g, "zeros_like", x[0], &z);
+  if (s) return s;
+  em_var in[3] = {z, x[1], dy[0]};
+  return apply_fwd(g, scatter, a, in, 3, &din[0]);
+}
+
+static em_status scatter_nd_grad_back(em_graph *g, const em_op_args *a, const em_var *x, const em_var *y,
+                                      const em_var *dy, em_var *din) {
+  (void)y;
+  return scatter_grad_back(g, a, x, dy, din, "scatter_nd");
+}
+
+static em_status scatter_elements_grad_back(em_graph *g, const em_op_args *a, const em_var *x, const em_var *y,
+                                            const em_var *dy, em_var *din) {
+  (void)y;
+  return scatter_grad_back(g, a, x, dy, din, "scatter_elements");
+}
+
 /* ========================================================= scatter_nd === */
 
 /* data (input 0; dy for the gradient), indices, updates: the tuples, checked against updates' shape. */
@@ -775,8 +812,9 @@ const em_op_def em_ops_index[] = {
      .attrs = EM_ATTRS("batch_dims")},
     {.name = "_gather_nd_grad",
      .doc = "gather_nd's gradient (dy, indices, data): deterministic scatter-add into zeros; attr batch_dims",
-     .min_inputs = 3, .max_inputs = 3, .n_outputs = 1, .no_grad = 7u,
+     .min_inputs = 3, .max_inputs = 3, .n_outputs = 1, .no_grad = 6u,
      .infer = gather_nd_grad_infer, .cpu = gather_nd_grad_cpu, .gpu = gather_nd_grad_gpu,
+     .backward = gather_nd_grad_back,
      .attrs = EM_ATTRS("batch_dims")},
     {.name = "scatter_nd",
      .doc = "ONNX ScatterND (data, indices [..., k], updates): attr reduction none|add|mul|max|min (none: last wins)",
@@ -785,8 +823,9 @@ const em_op_def em_ops_index[] = {
      .attrs = EM_ATTRS("reduction")},
     {.name = "_scatter_nd_grad",
      .doc = "scatter_nd's gradient for the updates (dy, indices, updates): attr reduction none|add",
-     .min_inputs = 3, .max_inputs = 3, .n_outputs = 1, .no_grad = 7u,
+     .min_inputs = 3, .max_inputs = 3, .n_outputs = 1, .no_grad = 6u,
      .infer = scatter_nd_grad_infer, .cpu = scatter_nd_grad_cpu, .gpu = scatter_nd_grad_gpu,
+     .backward = scatter_nd_grad_back,
      .attrs = EM_ATTRS("reduction")},
     {.name = "scatter_elements",
      .doc = "ONNX ScatterElements (data, indices, updates): attrs axis (INT, 0), reduction (none: last wins)",
@@ -795,8 +834,9 @@ const em_op_def em_ops_index[] = {
      .backward = scatter_elements_back, .attrs = EM_ATTRS("axis", "reduction")},
     {.name = "_scatter_elements_grad",
      .doc = "scatter_elements' gradient for the updates (dy, indices, updates): attrs axis, reduction none|add",
-     .min_inputs = 3, .max_inputs = 3, .n_outputs = 1, .no_grad = 7u,
+     .min_inputs = 3, .max_inputs = 3, .n_outputs = 1, .no_grad = 6u,
      .infer = scatter_elements_grad_infer, .cpu = scatter_elements_grad_cpu, .gpu = scatter_elements_grad_gpu,
+     .backward = scatter_elements_grad_back,
      .attrs = EM_ATTRS("axis", "reduction")},
 };
 const size_t em_ops_index_count = sizeof em_ops_index / sizeof em_ops_index[0];
