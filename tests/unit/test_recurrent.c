@@ -631,6 +631,24 @@ static void test_layer_parameters(void **state) {
   assert_int_equal(em_rnn(&L, "enc", x, 3, &(em_recurrent_layer_opts){.rnn.layout = 1}, &out), EM_ERR_INVALID_ARGUMENT);
   assert_int_equal(em_gru(&L, NULL, x, 4, &(em_recurrent_layer_opts){.rnn.layout = 1, .peepholes = 1}, &out),
                    EM_ERR_INVALID_ARGUMENT);
+  /* A layer refused by the recurrence (an initial state of the wrong size,
+   * an unknown activation) leaves no parameters behind: none to train or
+   * count, and its name is free for the corrected call. */
+  int64_t before;
+  CHECK(em_layers_parameter_count(g, &before));
+  em_var h0;
+  CHECK(em_input(g, "h0", EM_F32, 3, (int64_t[]){-1, 1, 5}, &h0));
+  assert_int_equal(em_lstm(&L, "dec", x, 6, &(em_recurrent_layer_opts){.rnn.layout = 1, .initial_h = &h0}, &out),
+                   EM_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(em_last_error(), "initial_h"));
+  const char *swish[1] = {"Swish"};
+  assert_int_equal(em_rnn(&L, "dec", x, 6, &(em_recurrent_layer_opts){.rnn = {.layout = 1, .activations = swish,
+                   .n_activations = 1}}, &out), EM_ERR_UNSUPPORTED);
+  CHECK(em_layers_parameter_count(g, &count));
+  assert_int_equal(count, before);
+  assert_int_equal(em_graph_lookup(g, "dec.W", &p), EM_ERR_NOT_FOUND);
+  CHECK(em_lstm(&L, "dec", x, 5, &(em_recurrent_layer_opts){.rnn.layout = 1, .initial_h = &h0}, &out));
+  CHECK(em_graph_lookup(g, "dec.W", &p));
   em_graph_free(g);
 }
 
