@@ -576,22 +576,33 @@ static em_status recurrent_layer(const em_layers *L, const char *kind, em_recurr
   em_init ri = {.kind = EM_INIT_UNIFORM, .scale = cntk ? sqrt(3.0 / (double)hidden) : k};
   em_init bi = cntk ? (em_init){.kind = EM_INIT_CONSTANT} : (em_init){.kind = EM_INIT_UNIFORM, .scale = k};
   em_init zero = {.kind = EM_INIT_CONSTANT};
+  /* The recurrence is built on unnamed placeholders and the parameters are
+   * made only once it is accepted: a layer that em_recurrent_apply refuses
+   * (an initial state of another size, an unknown activation) leaves no
+   * parameters behind to train or count, and its name stays free. */
+  const int64_t ws[3] = {D, G * hidden, I}, rs[3] = {D, G * hidden, hidden}, bs[2] = {D, 2 * G * hidden},
+                ps[2] = {D, 3 * hidden};
   em_recurrent_inputs in = EM_RECURRENT_INPUTS(x, EM_NO_VAR, EM_NO_VAR);
-  if ((s = make_param(L, full, "W", 0, ROLE_WEIGHT, 1, o->weight_init ? o->weight_init : &wi, 3,
-                      (int64_t[]){D, G * hidden, I}, &in.w)) ||
-      (s = make_param(L, full, "R", 0, ROLE_WEIGHT, 1, o->weight_init ? o->weight_init : &ri, 3,
-                      (int64_t[]){D, G * hidden, hidden}, &in.r)))
-    return s;
-  if (!o->no_bias && (s = make_param(L, full, "B", 0, ROLE_BIAS, 1, o->bias_init ? o->bias_init : &bi, 2,
-                                     (int64_t[]){D, 2 * G * hidden}, &in.b)))
-    return s;
-  if (o->peepholes && (s = make_param(L, full, "P", 0, ROLE_ZEROS, 1, &zero, 2, (int64_t[]){D, 3 * hidden}, &in.p)))
+  if ((s = em_placeholder(L->graph, NULL, L->dtype, 3, ws, &in.w)) ||
+      (s = em_placeholder(L->graph, NULL, L->dtype, 3, rs, &in.r)) ||
+      (!o->no_bias && (s = em_placeholder(L->graph, NULL, L->dtype, 2, bs, &in.b))) ||
+      (o->peepholes && (s = em_placeholder(L->graph, NULL, L->dtype, 2, ps, &in.p))))
     return s;
   if (o->sequence_lens) in.sequence_lens = *o->sequence_lens;
   if (o->initial_h) in.initial_h = *o->initial_h;
   if (o->initial_c) in.initial_c = *o->initial_c;
   em_recurrent_outputs r;
   if ((s = em_recurrent_apply(L->graph, cell, &in, &o->rnn, &r))) return em_fail_context(s, "%s '%s'", kind, full);
+  em_var w, rr, b = EM_NO_VAR, p = EM_NO_VAR;
+  if ((s = make_param(L, full, "W", 0, ROLE_WEIGHT, 1, o->weight_init ? o->weight_init : &wi, 3, ws, &w)) ||
+      (s = make_param(L, full, "R", 0, ROLE_WEIGHT, 1, o->weight_init ? o->weight_init : &ri, 3, rs, &rr)) ||
+      (!o->no_bias && (s = make_param(L, full, "B", 0, ROLE_BIAS, 1, o->bias_init ? o->bias_init : &bi, 2, bs, &b))) ||
+      (o->peepholes && (s = make_param(L, full, "P", 0, ROLE_ZEROS, 1, &zero, 2, ps, &p))))
+    return s;
+  if ((s = em_graph_replace(L->graph, in.w, w)) || (s = em_graph_replace(L->graph, in.r, rr)) ||
+      (b != EM_NO_VAR && (s = em_graph_replace(L->graph, in.b, b))) ||
+      (p != EM_NO_VAR && (s = em_graph_replace(L->graph, in.p, p))))
+    return em_fail_context(s, "%s '%s'", kind, full);
   if ((s = em_var_set_name(L->graph, r.y, full))) return s;
   *out = r;
   return EM_OK;

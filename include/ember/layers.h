@@ -364,7 +364,8 @@ typedef struct em_recurrent_layer_opts {
  * weight and bias from U(-1/sqrt(hidden), 1/sqrt(hidden)) (as torch.nn.LSTM);
  * CNTK's draws W from glorot_uniform over (I, hidden), R over (hidden,
  * hidden), biases 0. Names default to "lstm1", "gru1", "rnn1". opts may be
- * NULL. */
+ * NULL. On failure no parameter is made and the name stays free (nodes built
+ * before the recurrence was refused stay in the graph, unused). */
 EM_API em_status em_lstm(const em_layers *L, const char *name, em_var x, int64_t hidden,
                          const em_recurrent_layer_opts *opts, em_recurrent_outputs *out);
 EM_API em_status em_gru(const em_layers *L, const char *name, em_var x, int64_t hidden,
