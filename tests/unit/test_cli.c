@@ -1689,6 +1689,12 @@ static void test_export_checkpoint(void **state) {
   expect_status(&r, 64);
   r = run_cli(NO_SETTINGS, ARGS("export", ckpt, "-o", "/nonexistent-dir/m.onnx"));
   expect_status(&r, 73);
+  /* -o naming the checkpoint itself is refused: the trained model stays. */
+  r = run_cli(NO_SETTINGS, ARGS("export", ckpt, "-o", ckpt));
+  expect_status(&r, 64);
+  assert_non_null(strstr(r.err, "is the checkpoint itself"));
+  r = run_cli(NO_SETTINGS, ARGS("checkpoint", "inspect", ckpt));
+  expect_status(&r, 0);
 }
 
 static void test_onnx_run_errors(void **state) {
