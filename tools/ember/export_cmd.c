@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "onnx_cmd.h"
 #include "train_cmd.h"
@@ -78,6 +79,14 @@ int ember_export(int argc, char **argv) {
   if (!ckpt || !out) {
     fprintf(stderr, "ember export: %s\n", !ckpt ? "no CHECKPOINT given" : "no output file given (-o MODEL.onnx)");
     return usage(stderr, EXIT_USAGE);
+  }
+  /* The model replaces whatever is at -o: never the checkpoint being read
+   * (cp refuses a file onto itself the same way). */
+  struct stat in_st, out_st;
+  if (stat(ckpt, &in_st) == 0 && stat(out, &out_st) == 0 && in_st.st_dev == out_st.st_dev &&
+      in_st.st_ino == out_st.st_ino) {
+    fprintf(stderr, "ember export: -o %s is the checkpoint itself; the model would replace it\n", out);
+    return EXIT_USAGE;
   }
   em_checkpoint *c = NULL;
   em_graph *g = NULL;
