@@ -405,7 +405,7 @@ $(BUILD)/tests/unit/test_npy: tests/unit/test_npy.c tools/ember/npy.c tools/embe
 $(BUILD)/tests/unit/test_onnx_zoo: tests/unit/test_onnx_zoo.c tools/ember/npy.c tools/ember/npy.h $(GC_LIB) $(LIB_A) $(TESTSUP_LIB)
 	@mkdir -p $(@D)
 	$(say) LINK $@
-	$(Q)$(CC) $(GC_CFLAGS) -Itests -Itools/ember $< tools/ember/npy.c $(TESTSUP_LIB) $(GC_LIB) $(LIB_A) $(LDFLAGS_ALL) \
+	$(Q)$(CC) $(GC_CFLAGS) -Itests -Itests/support -Itools/ember $< tools/ember/npy.c $(TESTSUP_LIB) $(GC_LIB) $(LIB_A) $(LDFLAGS_ALL) \
 	  -lcmocka -ljansson $(LIBS) -o $@
 
 # The test double runs Ember's kernels from their host builds: kernels/*.cu

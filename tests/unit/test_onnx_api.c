@@ -24,6 +24,7 @@
 #include <cmocka.h>
 
 #include "ember.h"
+#include "gpu_double.h"
 #include "onnx_import.h"
 #include "onnx_reader.h"
 
@@ -605,14 +606,8 @@ static void test_run_and_option_errors(void **state) {
 }
 
 int main(void) {
-  /* A pretend H100 from the test double, set before the runtime starts. */
-  const char *fake = getenv("FAKECUDA_LIB");
-  if (fake && *fake) {
-    setenv("EMBER_LIBCUDA", fake, 1);
-    setenv("FAKECUDA_DEVICES", "9.0=NVIDIA H100 80GB HBM3 (test double)", 1);
-    int n = 0;
-    have_gpu = em_cuda_device_count(&n) == EM_OK && n > 0;
-  }
+  /* The test double as an H100 where no real driver is chosen (gpu_double.h). */
+  have_gpu = ts_use_gpu() > 0;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_node_tests_cpu_from_file),
       cmocka_unit_test(test_node_tests_cpu_from_buffer_portable),

@@ -46,6 +46,7 @@
 #include <valgrind/valgrind.h>
 
 #include "ember.h"
+#include "gpu_double.h"
 #include "onnx_import.h"
 
 /* ------------------------------------------------- expected failures --- */
@@ -797,15 +798,7 @@ static void test_node_conformance(void **state) {
 static void test_node_conformance_gpu(void **state) {
   (void)state;
   if (!have_testdata() || !g_cpu_results) skip();
-  const char *fake = getenv("FAKECUDA_LIB");
-  if (!getenv("EMBER_LIBCUDA") && fake && *fake) {
-    setenv("EMBER_LIBCUDA", fake, 1);
-    setenv("FAKECUDA_DEVICES", "9.0=NVIDIA H100 80GB HBM3 (test double)", 1);
-    setenv("FAKECUDA_DRIVER", "13000", 1);
-    em_shutdown();
-  }
-  int count = 0;
-  if (em_cuda_device_count(&count) || count == 0) {
+  if (ts_use_gpu() == 0) {
     print_message("test_node_conformance_gpu: SKIPPED: no CUDA driver, real or test double\n");
     skip();
   }

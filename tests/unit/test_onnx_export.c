@@ -42,6 +42,7 @@
 #include <cmocka.h>
 
 #include "ember.h"
+#include "gpu_double.h"
 #include "onnx_export.h"
 #include "onnx_import.h"
 #include "onnx_reader.h"
@@ -910,14 +911,8 @@ static int remove_tree(void) {
 }
 
 int main(void) {
-  /* A pretend H100 from the test double, set before the runtime starts. */
-  const char *fake = getenv("FAKECUDA_LIB");
-  if (fake && *fake) {
-    setenv("EMBER_LIBCUDA", fake, 1);
-    setenv("FAKECUDA_DEVICES", "9.0=NVIDIA H100 80GB HBM3 (test double)", 1);
-    int n = 0;
-    have_gpu = em_cuda_device_count(&n) == EM_OK && n > 0;
-  }
+  /* The test double as an H100 where no real driver is chosen (gpu_double.h). */
+  have_gpu = ts_use_gpu() > 0;
   if (!mkdtemp(tmp_root)) {
     fprintf(stderr, "test_onnx_export: mkdtemp %s: %s\n", tmp_root, strerror(errno));
     return 1;

@@ -38,6 +38,7 @@
 #include <cmocka.h>
 
 #include "ember.h"
+#include "gpu_double.h"
 #include "npy.h"
 
 /* float32 models of at most a few hundred terms per sum: Ember and
@@ -435,15 +436,9 @@ static void test_cli_gpu(void **state) {
 }
 
 int main(void) {
-  /* A pretend H100 from the test double, set before the runtime starts;
-   * `ember run` inherits it. */
-  const char *fake = getenv("FAKECUDA_LIB");
-  if (fake && *fake) {
-    setenv("EMBER_LIBCUDA", fake, 1);
-    setenv("FAKECUDA_DEVICES", "9.0=NVIDIA H100 80GB HBM3 (test double)", 1);
-    int n = 0;
-    have_gpu = em_cuda_device_count(&n) == EM_OK && n > 0;
-  }
+  /* The test double as an H100 where no real driver is chosen (gpu_double.h);
+   * `ember run` inherits the variables. */
+  have_gpu = ts_use_gpu() > 0;
   read_manifest();
   snprintf(tmp_root, sizeof tmp_root, "/tmp/ember_zoo_XXXXXX");
   if (!mkdtemp(tmp_root)) {
