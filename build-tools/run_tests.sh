@@ -40,10 +40,23 @@ for t in "$build"/tests/unit/test_*; do
   case " $slow_first " in *" $(basename "$t") "*) continue ;; esac
   bins+=("$t")
 done
+# LeakSanitizer's stop-the-world tracer itself crashes now and then at exit
+# ("Tracer caught signal 11 ... LeakSanitizer has encountered a fatal error":
+# google/sanitizers#1353, seen once here in test_ops_devices after all its
+# tests passed). That is no leak report and no test result, so such a run,
+# and only such a run, is repeated once; the summary says it was.
 run_one() {
-  local t=$1 log=$scratch/$(basename "$1").log
+  local t=$1 log=$scratch/$(basename "$1").log rc
   "${wrapper[@]}" "$t" >"$log" 2>&1
-  echo $? >"$log.rc"
+  rc=$?
+  if [ $rc -ne 0 ] && grep -q '^Tracer caught signal' "$log" &&
+     grep -q 'LeakSanitizer has encountered a fatal error' "$log" && ! grep -q '^\[  FAILED  \]' "$log"; then
+    mv "$log" "$log.tracer-crash"
+    "${wrapper[@]}" "$t" >"$log" 2>&1
+    rc=$?
+    echo "(run again: LeakSanitizer's tracer crashed in the first run, $log.tracer-crash)" >>"$log"
+  fi
+  echo $rc >"$log.rc"
 }
 export -f run_one
 export scratch
@@ -67,6 +80,7 @@ for t in "$build"/tests/unit/test_*; do
     tail -n 40 "$log"
   else
     printf '%-28s %4d passed %3d skipped\n' "$(basename "$t")" "$p" "$s"
+    [ -e "$log.tracer-crash" ] && echo "  ($(basename "$t") ran twice: LeakSanitizer's tracer crashed at the end of its first run)"
   fi
 done
 echo "tests ($build${wrapper[0]:+, under ${wrapper[0]}}): $passed passed, $failed failed, $skipped skipped"
