@@ -508,7 +508,7 @@ nvrtc-table: $(SWEEP) $(LIB_SO)
 # ---- end compiler sweeps ----
 
 # ------------------------------------------------------------------ targets ---
-.PHONY: all lib tools tests deps test test-unit test-san test-valgrind test-nocuda test-install fuzz-run fuzz-long demo install clean test-gpu test-gpu-double gpu-bundle train-bundle
+.PHONY: all lib tools tests deps test test-unit test-san test-valgrind test-nocuda test-install fuzz-run fuzz-long demo install clean test-gpu test-gpu-double gpu-bundle train-bundle zoo-models
 
 all: lib tools tests
 lib: $(LIB_SO) $(LIB_A) $(BUILD)/lib/ember.pc
@@ -520,12 +520,27 @@ deps:
 
 # The ONNX model zoo of test_onnx_zoo (tests/onnx_zoo): PyTorch exports and
 # onnxruntime's outputs, made once per kernel build folder (test-san and
-# test-nocuda use the plain build's) and again when its script changes. It
-# installs torch, onnx and onnxruntime into .tools/ when missing; without
-# them (no network) it prints why and the test skips, printing it too.
+# test-nocuda use the plain build's) and again when its scripts or models
+# change. It installs onnx and onnxruntime (and torch, where PyTorch's index
+# is reachable) into .tools/ when missing; without torch it uses the
+# committed exports in tests/onnx_zoo/models; without onnxruntime (no
+# network) it prints why and the test skips, printing it too.
 ZOO ?= $(KBUILD)/onnx_zoo
-$(ZOO)/manifest.txt: tests/onnx_zoo/make_zoo.py tests/onnx_zoo/zoo.sh build-tools/pypi_python.sh
+ZOO_SOURCES := tests/onnx_zoo/make_zoo.py tests/onnx_zoo/zoo_models.py tests/onnx_zoo/zoo.sh \
+  build-tools/pypi_python.sh tests/onnx_zoo/models/exports.txt
+$(ZOO)/manifest.txt: $(ZOO_SOURCES)
 	@bash tests/onnx_zoo/zoo.sh $(ZOO)
+
+# Exports the zoo's models again into tests/onnx_zoo/models (commit them):
+# after a change to tests/onnx_zoo/zoo_models.py, or for a newer torch.
+zoo-models:
+	@bash build-tools/pypi_python.sh torch >&2 || { echo "make zoo-models needs torch (above)"; exit 1; }
+	@rm -rf tests/onnx_zoo/models.new && mkdir -p tests/onnx_zoo/models.new $(BUILD)
+	@PYTHONPATH=.tools/torch:.tools/onnxpy OMP_NUM_THREADS=1 python3 tests/onnx_zoo/make_zoo.py export \
+	  tests/onnx_zoo/models.new >$(BUILD)/zoo-models.log 2>&1 || \
+	  { tail -n 30 $(BUILD)/zoo-models.log; rm -rf tests/onnx_zoo/models.new; exit 1; }
+	@rm -rf tests/onnx_zoo/models && mv tests/onnx_zoo/models.new tests/onnx_zoo/models
+	@echo "tests/onnx_zoo/models: $$(head -n 1 tests/onnx_zoo/models/exports.txt); $$(grep -vc '^#' tests/onnx_zoo/models/exports.txt) models"
 
 # Runs the built tests of $(BUILD) and prints one summary line.
 test-unit: lib tools tests $(ZOO)/manifest.txt

@@ -1,24 +1,35 @@
 #!/usr/bin/env python3
 """Writes the ONNX model zoo that tests/unit/test_onnx_zoo.c runs through Ember.
 
-Small PyTorch models (fixed seeds) exported with torch.onnx.export, each by
-the legacy TorchScript exporter at opset 13 and 17, by the dynamo exporter at
-opset 18, and with the exporter's defaults (where this torch version can),
-into OUT/<model>_<exporter><opset>/:
-  model.onnx         the exported model (and model.onnx.data, its weights, for "default")
-  input_<i>.npy      its fixed inputs (float32; int64 for sequence lengths)
-  output_<i>.npy     what onnxruntime computes for them: the expected values
-and OUT/manifest.txt, one line per model directory:
-  <dir> <n_inputs> <input names...> <n_outputs> <output names...>
-plus OUT/exporters.txt: which export failed and why (a model torch cannot
-export is left out of the manifest; the test prints that file).
+Two steps, so that a machine without PyTorch still tests real torch exports
+(CI: PyTorch's CPU index is out of its reach, and PyPI's torch wheel needs
+3 GB of CUDA wheels beside it):
+
+  make_zoo.py export OUT      needs torch (and onnx, onnxscript)
+    exports the models of zoo_models.py into OUT/<model>_<exporter><opset>/:
+      model.onnx            the exported model (and model.onnx.data, its
+                            weights, for the exporter's defaults)
+      input_<i>.npy         its fixed inputs (float32; int64 for sequence lengths)
+      torch_output_<i>.npy  what torch itself computes for them
+    plus OUT/exports.txt: a "# torch <version>, zoo_models.py sha256 <hex>"
+    line, then one model directory per line; and OUT/exporters.txt: which
+    export failed and why (such a model is left out). `make zoo-models` runs
+    this into tests/onnx_zoo/models, which is committed: zoo.sh uses those
+    where torch is missing.
+
+  make_zoo.py reference OUT   needs onnx and onnxruntime only
+    runs onnxruntime on each model of OUT/exports.txt and writes its outputs,
+    the expected values, as output_<i>.npy, then OUT/manifest.txt, one line
+    per model directory:
+      <dir> <n_inputs> <input names...> <n_outputs> <output names...>
 
 onnxruntime is the independent reference: Ember never computes an expected
-value. Each onnxruntime output is also checked against PyTorch's own output
+value. Each onnxruntime output is also checked against torch's own output
 (the export is what is tested, not torch), so a wrong export fails here.
 
-usage: make_zoo.py OUT
+usage: make_zoo.py export|reference OUT
 """
+import hashlib
 import os
 import re
 import shutil
@@ -27,197 +38,47 @@ import warnings
 
 import numpy as np
 import onnx
-import onnxruntime as ort
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
 
 warnings.filterwarnings("ignore")
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-class MLP(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc1 = nn.Linear(16, 32)
-        self.fc2 = nn.Linear(32, 32)
-        self.fc3 = nn.Linear(32, 10)
-
-    def forward(self, x):
-        x = F.relu(self.fc1(x))
-        x = torch.tanh(self.fc2(x))
-        return F.softmax(self.fc3(x), dim=-1)
+def models_sha256():
+    with open(os.path.join(HERE, "zoo_models.py"), "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
 
 
-def randomize_bn(m):
-    """Batch norm in eval mode with running statistics that are not 0 and 1,
-    so the folded or unfolded normalisation is really exercised."""
-    for mod in m.modules():
-        if isinstance(mod, nn.BatchNorm2d):
-            c = mod.num_features
-            mod.running_mean.copy_(torch.randn(c) * 0.3)
-            mod.running_var.copy_(torch.rand(c) + 0.5)
-            mod.weight.data.copy_(torch.rand(c) + 0.5)
-            mod.bias.data.copy_(torch.randn(c) * 0.2)
+def export_all(out):
+    import torch  # noqa: PLC0415 -- only this step needs torch
 
+    import zoo_models as zm  # noqa: PLC0415
 
-class SmallCNN(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.c1 = nn.Conv2d(3, 8, 3, padding=1)
-        self.b1 = nn.BatchNorm2d(8)
-        self.c2 = nn.Conv2d(8, 16, 3, padding=1, bias=False)
-        self.b2 = nn.BatchNorm2d(16)
-        self.fc = nn.Linear(16 * 4 * 4, 10)
-
-    def forward(self, x):
-        x = F.max_pool2d(F.relu(self.b1(self.c1(x))), 2)
-        x = F.max_pool2d(F.relu(self.b2(self.c2(x))), 2)
-        return self.fc(torch.flatten(x, 1))
-
-
-class DepthwiseSeparable(nn.Module):
-    """A MobileNet v2 style inverted residual block: 1x1 expand, 3x3
-    depthwise (groups = channels), 1x1 project, ReLU6, residual add."""
-
-    def __init__(self):
-        super().__init__()
-        self.expand = nn.Conv2d(8, 24, 1, bias=False)
-        self.b1 = nn.BatchNorm2d(24)
-        self.dw = nn.Conv2d(24, 24, 3, padding=1, groups=24, bias=False)
-        self.b2 = nn.BatchNorm2d(24)
-        self.project = nn.Conv2d(24, 8, 1, bias=False)
-        self.b3 = nn.BatchNorm2d(8)
-
-    def forward(self, x):
-        y = F.relu6(self.b1(self.expand(x)))
-        y = F.relu6(self.b2(self.dw(y)))
-        y = self.b3(self.project(y))
-        return F.adaptive_avg_pool2d(x + y, 1).flatten(1)
-
-
-class Encoder(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.layer = nn.TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=64, dropout=0.0,
-                                                batch_first=True)
-
-    def forward(self, x):
-        return self.layer(x)
-
-
-class PackedRNN(nn.Module):
-    """An LSTM or GRU over a padded batch with per-sequence lengths, as
-    torch exports pack_padded_sequence: the lengths become the ONNX op's
-    sequence_lens input."""
-
-    def __init__(self, cell):
-        super().__init__()
-        self.rnn = cell(8, 16, num_layers=1)
-
-    def forward(self, x, lengths):
-        packed = nn.utils.rnn.pack_padded_sequence(x, lengths, enforce_sorted=True)
-        out, _ = self.rnn(packed)
-        y, _ = nn.utils.rnn.pad_packed_sequence(out, total_length=x.shape[0])
-        return y
-
-
-class PlainRNN(nn.Module):
-    def __init__(self, cell, bidirectional=False):
-        super().__init__()
-        self.rnn = cell(8, 16, num_layers=1, bidirectional=bidirectional)
-
-    def forward(self, x):
-        y, h = self.rnn(x)
-        return (y, *h) if isinstance(h, tuple) else (y, h)
-
-
-class Decoder(nn.Module):
-    """An upsampling decoder: transposed convolution, then nearest and
-    bilinear upsampling (ONNX Resize)."""
-
-    def __init__(self):
-        super().__init__()
-        self.up = nn.ConvTranspose2d(8, 6, 4, stride=2, padding=1)
-        self.near = nn.Upsample(scale_factor=2, mode="nearest")
-        self.conv = nn.Conv2d(6, 4, 3, padding=1)
-        self.bilin = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False)
-
-    def forward(self, x):
-        x = F.relu(self.up(x))
-        x = self.near(x)
-        return self.bilin(torch.sigmoid(self.conv(x)))
-
-
-def rnn_inputs():
-    x = torch.randn(6, 3, 8)
-    lengths = torch.tensor([6, 4, 2], dtype=torch.int64)
-    return (x, lengths)
-
-
-# name, constructor, inputs, input names
-MODELS = [
-    ("mlp", MLP, lambda: (torch.randn(4, 16),), ["x"]),
-    ("cnn", SmallCNN, lambda: (torch.randn(2, 3, 16, 16),), ["image"]),
-    ("dwsep", DepthwiseSeparable, lambda: (torch.randn(2, 8, 8, 8),), ["x"]),
-    ("transformer", Encoder, lambda: (torch.randn(2, 5, 32),), ["tokens"]),
-    ("lstm", lambda: PlainRNN(nn.LSTM), lambda: (torch.randn(6, 3, 8),), ["x"]),
-    ("bilstm", lambda: PlainRNN(nn.LSTM, bidirectional=True), lambda: (torch.randn(6, 3, 8),), ["x"]),
-    ("gru", lambda: PlainRNN(nn.GRU), lambda: (torch.randn(6, 3, 8),), ["x"]),
-    ("lstm_packed", lambda: PackedRNN(nn.LSTM), rnn_inputs, ["x", "lengths"]),
-    ("gru_packed", lambda: PackedRNN(nn.GRU), rnn_inputs, ["x", "lengths"]),
-    ("decoder", Decoder, lambda: (torch.randn(1, 8, 4, 4),), ["z"]),
-]
-
-# exporter tag, opset, dynamo; "default" is torch.onnx.export with nothing but
-# the input names: this torch's default opset (20 in 2.15) and the weights in
-# an external model.onnx.data file beside the model.
-EXPORTS = [("legacy", 13, False), ("legacy", 17, False), ("dynamo", 18, True), ("default", None, None)]
-
-
-def export(model, inputs, names, path, opset, dynamo):
-    if opset is None:
-        with torch.no_grad():
-            torch.onnx.export(model, inputs, path, input_names=names)
-        return
-    kw = dict(input_names=names, opset_version=opset, dynamo=dynamo)
-    if dynamo:
-        kw.update(external_data=False, optimize=True)
-    else:
-        kw.update(do_constant_folding=True)
-    with torch.no_grad():
-        torch.onnx.export(model, inputs, path, **kw)
-
-
-def main():
-    out = sys.argv[1]
-    os.makedirs(out, exist_ok=True)
     torch.set_num_threads(1)
     # The fused "fast path" of nn.TransformerEncoderLayer in eval mode is an op
     # the legacy exporter lacks; the unfused layer computes the same.
     torch.backends.mha.set_fastpath_enabled(False)
-    manifest, notes = [], []
-    for name, make, make_inputs, in_names in MODELS:
+    dirs, notes = [], []
+    for name, make, make_inputs, in_names in zm.MODELS:
         torch.manual_seed(1234)
         model = make()
         with torch.no_grad():
-            randomize_bn(model)
+            zm.randomize_bn(model)
         model.eval()
         inputs = make_inputs()
         with torch.no_grad():
             want = model(*inputs)
         want = [t.numpy() for t in (want if isinstance(want, tuple) else (want,))]
-        for tag, opset, dynamo in EXPORTS:
+        for tag, opset, dynamo in zm.EXPORTS:
             d = f"{name}_{tag}{opset or ''}"
             os.makedirs(os.path.join(out, d), exist_ok=True)
             path = os.path.join(out, d, "model.onnx")
             try:
-                export(model, inputs, in_names, path, opset, dynamo)
+                zm.export(model, inputs, in_names, path, opset, dynamo)
                 if opset is None:  # name the directory for the opset torch chose
                     chosen = next(o.version for o in onnx.load(path, load_external_data=False).opset_import
                                   if o.domain in ("", "ai.onnx"))
                     os.rename(os.path.join(out, d), os.path.join(out, f"{d}{chosen}"))
                     d = f"{d}{chosen}"
-                    path = os.path.join(out, d, "model.onnx")
             except Exception as e:  # noqa: BLE001 -- any exporter failure is recorded, not fatal
                 text = re.sub(r"\x1b\[[0-9;]*m", "", str(e)).strip()
                 # the dynamo exporter's message starts with advice; its cause follows "## Exception summary"
@@ -226,28 +87,61 @@ def main():
                 notes.append(f"{d}: torch {torch.__version__} cannot export: {msg}")
                 shutil.rmtree(os.path.join(out, d), ignore_errors=True)
                 continue
-            sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-            feeds = {}
-            for i, (spec, t) in enumerate(zip(sess.get_inputs(), inputs)):
-                a = t.numpy()
-                feeds[spec.name] = a
-                np.save(os.path.join(out, d, f"input_{i}.npy"), a)
-            outs = sess.run(None, feeds)
-            for i, (got, ref) in enumerate(zip(outs, want)):
-                # onnxruntime must agree with torch: a wrong export is no reference.
-                if got.shape != ref.shape or not np.allclose(got, ref, rtol=1e-4, atol=1e-5):
-                    raise SystemExit(f"{d}: onnxruntime output {i} differs from torch's")
-                np.save(os.path.join(out, d, f"output_{i}.npy"), got)
-            ins = [s.name for s in sess.get_inputs()]
-            outs_n = [s.name for s in sess.get_outputs()]
-            manifest.append(" ".join([d, str(len(ins)), *ins, str(len(outs_n)), *outs_n]))
+            for i, t in enumerate(inputs):
+                np.save(os.path.join(out, d, f"input_{i}.npy"), t.numpy())
+            for i, w in enumerate(want):
+                np.save(os.path.join(out, d, f"torch_output_{i}.npy"), w)
+            dirs.append(d)
     with open(os.path.join(out, "exporters.txt"), "w") as f:
         f.write("".join(n + "\n" for n in notes))
+    with open(os.path.join(out, "exports.txt"), "w") as f:
+        f.write(f"# torch {torch.__version__}, zoo_models.py sha256 {models_sha256()}\n")
+        f.write("".join(d + "\n" for d in dirs))
+
+
+def read_exports(out):
+    with open(os.path.join(out, "exports.txt")) as f:
+        lines = f.read().splitlines()
+    if not lines or not lines[0].startswith("# torch "):
+        raise SystemExit(f"{out}/exports.txt: no '# torch <version>, ...' first line")
+    return lines[0][2:], [d for d in lines[1:] if d and not d.startswith("#")]
+
+
+def reference_all(out):
+    import onnxruntime as ort  # noqa: PLC0415
+
+    provenance, dirs = read_exports(out)
+    manifest = []
+    for d in dirs:
+        sess = ort.InferenceSession(os.path.join(out, d, "model.onnx"), providers=["CPUExecutionProvider"])
+        feeds = {spec.name: np.load(os.path.join(out, d, f"input_{i}.npy"))
+                 for i, spec in enumerate(sess.get_inputs())}
+        outs = sess.run(None, feeds)
+        for i, got in enumerate(outs):
+            ref = np.load(os.path.join(out, d, f"torch_output_{i}.npy"))
+            # onnxruntime must agree with torch: a wrong export is no reference.
+            if got.shape != ref.shape or not np.allclose(got, ref, rtol=1e-4, atol=1e-5):
+                raise SystemExit(f"{d}: onnxruntime output {i} differs from torch's")
+            np.save(os.path.join(out, d, f"output_{i}.npy"), got)
+        ins = [s.name for s in sess.get_inputs()]
+        outs_n = [s.name for s in sess.get_outputs()]
+        manifest.append(" ".join([d, str(len(ins)), *ins, str(len(outs_n)), *outs_n]))
     tmp = os.path.join(out, "manifest.txt.tmp")
     with open(tmp, "w") as f:
-        f.write(f"# torch {torch.__version__}, onnxruntime {ort.__version__}\n")
+        f.write(f"# {provenance}; expected values by onnxruntime {ort.__version__}\n")
         f.write("".join(m + "\n" for m in manifest))
     os.replace(tmp, os.path.join(out, "manifest.txt"))  # written last: its presence means the zoo is complete
+
+
+def main():
+    if len(sys.argv) != 3 or sys.argv[1] not in ("export", "reference"):
+        raise SystemExit("usage: make_zoo.py export|reference OUT")
+    out = sys.argv[2]
+    os.makedirs(out, exist_ok=True)
+    if sys.argv[1] == "export":
+        export_all(out)
+    else:
+        reference_all(out)
 
 
 if __name__ == "__main__":

@@ -1,16 +1,20 @@
 /* The model zoo: small PyTorch models exported to ONNX, run through Ember.
  *
- * tests/onnx_zoo/make_zoo.py (run once per build folder by the Makefile,
- * tests/onnx_zoo/zoo.sh) exports an MLP, a CNN with batch norm and max-pool,
+ * tests/onnx_zoo/zoo.sh (run once per build folder by the Makefile) has
+ * torch export an MLP, a CNN with batch norm and max-pool,
  * a MobileNet style depthwise-separable block, a transformer encoder layer,
  * LSTMs and a GRU (plain, bidirectional, and packed with sequence lengths),
  * and an upsampling decoder (ConvTranspose, Resize nearest and bilinear),
  * each by torch's legacy exporter (opset 13, 17), its dynamo exporter
  * (opset 18) and with its defaults (opset 20 in torch 2.15, the weights in
  * an external data file), with fixed inputs and onnxruntime's outputs as the expected
- * values. The zoo is found at $EMBER_ONNX_ZOO (else $EMBER_BUILD_DIR/onnx_zoo);
- * when it could not be made (no PyTorch and no PyPI) every test is skipped
- * with the reason.
+ * values (tests/onnx_zoo/zoo_models.py). Where torch is missing (CI) the
+ * models are the committed export in tests/onnx_zoo/models; onnxruntime
+ * computes the expected values either way. The manifest's first line says
+ * which torch exported them and which onnxruntime computed the values; it
+ * is printed. The zoo is found at $EMBER_ONNX_ZOO (else
+ * $EMBER_BUILD_DIR/onnx_zoo); when it could not be made (no onnxruntime: no
+ * PyPI) every test is skipped with the reason.
  *
  * Each model runs through the public API (em_onnx_load, em_onnx_run) on the
  * CPU and on the libcuda test double's GPU ($FAKECUDA_LIB), and through
@@ -115,7 +119,11 @@ static void read_manifest(void) {
   }
   char line[2048];
   while (fgets(line, sizeof line, f)) {
-    if (line[0] == '#' || line[0] == '\n') continue;
+    if (line[0] == '#') {
+      print_message("zoo %s: %s", zoo_dir, line + 1 + (line[1] == ' '));
+      continue;
+    }
+    if (line[0] == '\n') continue;
     if (n_models == MAX_MODELS) fail_msg("more than %d models in %s", MAX_MODELS, p);
     zoo_model *m = &models[n_models++];
     char *save = NULL, *tok = strtok_r(line, " \n", &save);
