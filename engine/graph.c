@@ -45,8 +45,10 @@ API void em_graph_free(em_graph *g) {
     em_tensor_release(n->tensor);
   }
   for (size_t i = 0; i < g->n_values; i++) free(g->values[i].name);
+  for (size_t i = 0; i < g->n_blocks; i++) em_block_clear(&g->blocks[i]);
   free(g->nodes);
   free(g->values);
+  free(g->blocks);
   free(g);
 }
 

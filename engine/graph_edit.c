@@ -82,6 +82,51 @@ done:
   return s;
 }
 
+/* Blocks (graph_internal.h) whose interior the rewiring of `uses` changes:
+ * *drop[b] = 1 (NULL when the graph has no blocks). A block input that is
+ * replaced is not interior: its uses inside follow, and so does the block. */
+static em_status blocks_to_drop(const em_graph *g, em_var old, const use *uses, size_t n_uses, unsigned char **drop) {
+  *drop = NULL;
+  if (!g->n_blocks || !n_uses) return EM_OK;
+  unsigned char *d = calloc(g->n_blocks, 1), *interior = malloc(g->n_nodes ? g->n_nodes : 1);
+  if (!d || !interior) {
+    free(d), free(interior);
+    return em_fail(EM_ERR_OUT_OF_MEMORY, "no memory for em_graph_replace");
+  }
+  for (size_t b = 0; b < g->n_blocks; b++) {
+    const em_block *blk = &g->blocks[b];
+    int is_input = 0;
+    for (int i = 0; i < blk->n_in; i++) is_input |= blk->inputs[i] == old;
+    if (is_input) continue;
+    memset(interior, 0, g->n_nodes ? g->n_nodes : 1);
+    if (em_block_interior(g, blk, interior)) {
+      d[b] = 1; /* no longer true (or no memory to tell): forgotten */
+      continue;
+    }
+    for (size_t i = 0; i < n_uses && !d[b]; i++) d[b] = interior[uses[i].node];
+  }
+  free(interior);
+  *drop = d;
+  return EM_OK;
+}
+
+/* After a replacement: dropped blocks go, block inputs follow. */
+static void update_blocks(em_graph *g, em_var old, em_var replacement, const unsigned char *drop) {
+  size_t k = 0;
+  for (size_t b = 0; b < g->n_blocks; b++) {
+    if (drop && drop[b]) {
+      em_block_clear(&g->blocks[b]);
+      continue;
+    }
+    em_block *blk = &g->blocks[k];
+    if (k != b) *blk = g->blocks[b];
+    for (int i = 0; i < blk->n_in; i++)
+      if (blk->inputs[i] == old) blk->inputs[i] = replacement;
+    k++;
+  }
+  g->n_blocks = k;
+}
+
 API em_status em_graph_replace(em_graph *g, em_var old, em_var replacement) {
   em_status s = em_graph_check_var(g, old, "em_graph_replace (old)");
   if (!s) s = em_graph_check_var(g, replacement, "em_graph_replace (replacement)");
@@ -104,15 +149,18 @@ API em_status em_graph_replace(em_graph *g, em_var old, em_var replacement) {
   size_t u = 0;
   for (size_t i = 0; i < g->n_nodes; i++)
     for (int k = 0; k < g->nodes[i].n_in; k++)
-      if (g->nodes[i].inputs[k] == old) {
-        uses[u++] = (use){(int)i, k};
-        g->nodes[i].inputs[k] = replacement;
-      }
-  s = reinfer_all(g, saved);
+      if (g->nodes[i].inputs[k] == old) uses[u++] = (use){(int)i, k};
+  unsigned char *drop = NULL;
+  s = blocks_to_drop(g, old, uses, n_uses, &drop);
+  for (size_t i = 0; i < n_uses && !s; i++) g->nodes[uses[i].node].inputs[uses[i].input] = replacement;
+  if (!s) s = reinfer_all(g, saved);
   if (s) /* undo the rewiring: the graph is exactly as before */
     for (size_t i = 0; i < n_uses; i++) g->nodes[uses[i].node].inputs[uses[i].input] = old;
-  else
+  else {
+    update_blocks(g, old, replacement, drop);
     g->version++;
+  }
+  free(drop);
   free(uses);
   free(saved);
   return s;
@@ -163,6 +211,14 @@ API em_status em_graph_clone(const em_graph *g, em_clone_mode mode, em_graph **o
   for (size_t i = 0; i < g->n_nodes && !s; i++) {
     s = clone_node(&g->nodes[i], &c->nodes[i], mode);
     c->n_nodes = i + 1; /* freed by em_graph_free even when half made */
+  }
+  if (g->n_blocks && !s) {
+    if (!(c->blocks = calloc(g->n_blocks, sizeof *c->blocks))) s = em_fail(EM_ERR_OUT_OF_MEMORY, "no memory to clone");
+    else c->cap_blocks = g->n_blocks;
+  }
+  for (size_t b = 0; b < g->n_blocks && !s; b++) {
+    s = em_block_copy(&g->blocks[b], &c->blocks[b]);
+    if (!s) c->n_blocks = b + 1;
   }
   for (size_t v = 0; v < g->n_values && !s; v++) {
     c->values[v] = g->values[v];

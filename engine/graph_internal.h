@@ -32,15 +32,53 @@ typedef struct em_value {
   char *name;
 } em_value;
 
+/* A block (CNTK's block function): a record that the values `outputs` are
+ * what the ONNX op `op` (attributes `attrs`, ONNX's names and meanings)
+ * computes from `inputs`, built out of ordinary nodes of the graph. The
+ * nodes themselves are not listed: they are whatever lies between the
+ * inputs and the outputs (em_block_interior), so a block stays true however
+ * its builder composes them. em_recurrent_apply records each LSTM, GRU and
+ * RNN it unrolls, so that em_onnx_export can write the op itself instead of
+ * the unrolled nodes. An absent optional input or output is EM_BLOCK_NONE.
+ * em_graph_replace keeps blocks true: a block input that is replaced
+ * follows the replacement; a block whose interior is rewired is dropped.
+ * Saved with the graph (format version 2), copied by em_graph_clone. */
+#define EM_BLOCK_NONE ((em_var)-1)
+#define EM_BLOCK_MAX_IO 16
+typedef struct em_block {
+  char *op;
+  em_var inputs[EM_BLOCK_MAX_IO], outputs[EM_BLOCK_MAX_IO];
+  int n_in, n_out;
+  em_attr *attrs;             /* deep copies */
+  int n_attrs;
+} em_block;
+
 struct em_graph {
   uint64_t version;           /* bumped by edits that invalidate plans (em_graph_replace) */
   em_node *nodes;
   size_t n_nodes, cap_nodes;
   em_value *values;
   size_t n_values, cap_values;
+  em_block *blocks;           /* in creation order */
+  size_t n_blocks, cap_blocks;
 };
 
 em_status em_graph_check_var(const em_graph *g, em_var v, const char *what);
+
+/* Records a block (above): checks every present value and that every
+ * output is an op's; copies op and attrs. */
+em_status em_graph_add_block(em_graph *g, const char *op, const em_var *inputs, int n_in, const em_var *outputs,
+                             int n_out, const em_attr *attrs, int n_attrs);
+/* Marks in interior[node] (n_nodes entries, zeroed by the caller) the op
+ * nodes between b's inputs and its outputs: the nodes its outputs need,
+ * not looking past its inputs or into leaves. Returns 0, or -1 where that
+ * walk reaches an input, parameter, state or placeholder that is not one
+ * of b's inputs (the block no longer describes its nodes), or no memory. */
+int em_block_interior(const em_graph *g, const em_block *b, unsigned char *interior);
+/* Frees a block's members. */
+void em_block_clear(em_block *b);
+/* A deep copy of src into dst (EM_OK or out of memory). */
+em_status em_block_copy(const em_block *src, em_block *dst);
 
 /* Appends a node with n_out values; returns its index or -1 (no memory). */
 int em_graph_add_node(em_graph *g, em_node_kind kind, int n_out);

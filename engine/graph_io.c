@@ -22,7 +22,10 @@
 #define API __attribute__((visibility("default")))
 
 static const char MAGIC[8] = {'E', 'M', 'B', 'R', 'G', 'R', 'P', 'H'};
-#define FORMAT_VERSION 1u
+/* Version 2 adds the blocks after the nodes; a graph without blocks is
+ * still written as version 1, which builds before blocks read. */
+#define FORMAT_VERSION 2u
+#define NO_VALUE 0xffffffffu
 #define NO_STRING 0xffffffffu
 
 /* --------------------------------------------------------------- writer --- */
@@ -106,9 +109,26 @@ static void put_tensor(wbuf *w, const em_tensor *t) {
   put(w, em_tensor_data(t), bytes);
 }
 
+static void put_vars(wbuf *w, const em_var *v, int n) {
+  put_u(w, (uint64_t)n, 4);
+  for (int k = 0; k < n; k++) put_u(w, v[k] == EM_BLOCK_NONE ? NO_VALUE : (uint64_t)(uint32_t)v[k], 4);
+}
+
+static void put_blocks(wbuf *w, const em_graph *g) {
+  put_u(w, g->n_blocks, 4);
+  for (size_t b = 0; b < g->n_blocks; b++) {
+    const em_block *blk = &g->blocks[b];
+    put_str(w, blk->op);
+    put_vars(w, blk->inputs, blk->n_in);
+    put_vars(w, blk->outputs, blk->n_out);
+    put_u(w, (uint64_t)blk->n_attrs, 4);
+    for (int k = 0; k < blk->n_attrs; k++) put_attr(w, &blk->attrs[k]);
+  }
+}
+
 static void put_graph(wbuf *w, const em_graph *g) {
   put(w, MAGIC, 8);
-  put_u(w, FORMAT_VERSION, 4);
+  put_u(w, g->n_blocks ? FORMAT_VERSION : 1u, 4);
   put_u(w, g->n_nodes, 4);
   put_u(w, g->n_values, 4);
   for (size_t v = 0; v < g->n_values; v++) {
@@ -128,6 +148,7 @@ static void put_graph(wbuf *w, const em_graph *g) {
     put_u(w, n->tensor ? 1 : 0, 1);
     if (n->tensor) put_tensor(w, n->tensor);
   }
+  if (g->n_blocks) put_blocks(w, g);
   put_u(w, XXH3_64bits(w->p, w->n), 8);
 }
 
@@ -412,11 +433,50 @@ static em_status check_shapes(const em_graph *g, const char *path) {
   return EM_OK;
 }
 
+/* n (<= EM_BLOCK_MAX_IO) values of a block: each a value or absent. */
+static int get_vars(rbuf *r, const em_graph *g, em_var *v, const char *what) {
+  uint64_t n = get_u(r, 4, what);
+  if (r->err) return 0;
+  if (n > EM_BLOCK_MAX_IO) return corrupt(r, "a block has too many inputs or outputs"), 0;
+  for (uint64_t k = 0; k < n; k++) {
+    uint64_t x = get_u(r, 4, what);
+    if (r->err) return 0;
+    if (x != NO_VALUE && x >= g->n_values) return corrupt(r, "a block names a value that does not exist"), 0;
+    v[k] = x == NO_VALUE ? EM_BLOCK_NONE : (em_var)x;
+  }
+  return (int)n;
+}
+
+static em_status get_blocks(rbuf *r, em_graph *g) {
+  uint64_t n = get_u(r, 4, "the block count");
+  if (r->err) return r->err;
+  if (n > (r->n - r->off) / 16) return corrupt(r, "block count too large");
+  for (uint64_t b = 0; b < n && !r->err; b++) {
+    em_block blk = {0};
+    em_var in[EM_BLOCK_MAX_IO], out[EM_BLOCK_MAX_IO];
+    char *op = get_str(r, "a block's op");
+    if (!r->err && !op) return corrupt(r, "a block without an op");
+    blk.n_in = get_vars(r, g, in, "a block input");
+    blk.n_out = get_vars(r, g, out, "a block output");
+    uint64_t n_attrs = get_u(r, 4, "a block's attribute count");
+    if (!r->err && n_attrs > 256) corrupt(r, "more than 256 attributes");
+    em_attr *attrs = r->err ? NULL : calloc(n_attrs ? n_attrs : 1, sizeof *attrs);
+    if (!r->err && !attrs) r->err = em_fail(EM_ERR_OUT_OF_MEMORY, "no memory reading %s", r->path);
+    int got = 0;
+    for (uint64_t k = 0; k < n_attrs && !r->err; k++, got++) get_attr(r, &attrs[k]);
+    if (!r->err && em_graph_add_block(g, op, in, blk.n_in, out, blk.n_out, attrs, got)) corrupt(r, em_last_error());
+    free(op);
+    if (attrs) em_attrs_free(attrs, (int)n_attrs);
+  }
+  return r->err;
+}
+
 static em_status parse(rbuf *r, em_graph *g) {
   char magic[8];
   if (!take(r, magic, 8, "the magic") || memcmp(magic, MAGIC, 8)) return corrupt(r, "not an Ember graph file (bad magic)");
   uint64_t version = get_u(r, 4, "the format version");
-  if (!r->err && version != FORMAT_VERSION) return corrupt(r, "unsupported format version (this build reads 1)");
+  if (!r->err && (version < 1 || version > FORMAT_VERSION))
+    return corrupt(r, "unsupported format version (this build reads 1 and 2)");
   uint64_t n_nodes = get_u(r, 4, "the node count"), n_values = get_u(r, 4, "the value count");
   if (r->err) return r->err;
   /* Each value takes at least 6 bytes, each node at least 18. */
@@ -435,7 +495,8 @@ static em_status parse(rbuf *r, em_graph *g) {
   for (uint64_t i = 0; i < n_nodes && !r->err; i++) get_node(r, g, (int)i, &next_value);
   if (r->err) return r->err;
   if (next_value != g->n_values) return corrupt(r, "some values belong to no node");
-  if (r->off != r->n) return corrupt(r, "bytes after the last node");
+  if (version >= 2 && get_blocks(r, g)) return r->err;
+  if (r->off != r->n) return corrupt(r, version >= 2 ? "bytes after the blocks" : "bytes after the last node");
   return check_shapes(g, r->path);
 }
 

@@ -31,6 +31,10 @@
  *     tf_half_pixel_for_nn (opset 11 only), Mod of floats with numpy's
  *     sign), is refused with EM_ERR_UNSUPPORTED naming the node and the op:
  *     never a file that computes something else.
+ * A recurrence (em_lstm / em_gru / em_rnn / an imported LSTM, GRU, RNN:
+ * em_recurrent_apply unrolls it into ~20 nodes per step and records a block,
+ * engine/graph_internal.h) is written as its ONE ONNX node where the model
+ * reads nothing inside it (section "recurrences" below).
  * Ember's dynamic axis (-1 in a shape) is a dim_param. Tensors go into the
  * model unless the model would pass protobuf's 2 GB, or the caller asks:
  * then tensors of 1 KiB and more go to one data file beside the model
@@ -85,6 +89,10 @@ typedef struct ex {
   Onnx__ValueInfoProto **inputs, **outputs;
   size_t n_inputs, n_outputs;
   unsigned long fresh;          /* counter for generated names */
+  const char *node_base;        /* set: the name onode gives the next ONNX node (else the Ember node's) */
+  /* Blocks written as one ONNX node (LSTM, GRU, RNN): owner[node] is the
+   * block whose interior the node is in, -1 for a node written itself. */
+  int *owner;
 } ex;
 
 static em_status oom(void) { return em_fail(EM_ERR_OUT_OF_MEMORY, "em_onnx_export: out of memory"); }
@@ -212,7 +220,8 @@ static em_status onode(ex *c, const char *op_type, const char *const *in, int n_
   *p = (Onnx__NodeProto)ONNX__NODE_PROTO__INIT;
   const em_node *n = &c->g->nodes[c->node];
   char base[256];
-  if (n->name && n->name[0]) snprintf(base, sizeof base, "%.200s", n->name);
+  if (c->node_base) snprintf(base, sizeof base, "%.200s", c->node_base);
+  else if (n->name && n->name[0]) snprintf(base, sizeof base, "%.200s", n->name);
   else snprintf(base, sizeof base, "%s_%s", n->op ? n->op->name : em_node_kind_name(n->kind), op_type);
   if (!(p->name = fresh(c, base)) || !(p->op_type = sdup(c, op_type))) return oom();
   p->domain = (char *)"";
@@ -830,6 +839,197 @@ static const xop *xop_find(const char *ember) {
 
 int em_onnx_export_has_op(const char *op) { return op && xop_find(op) != NULL; }
 
+/* -------------------------------------------------------- recurrences --- */
+
+/* em_recurrent_apply records each recurrence it unrolls as a block
+ * (engine/graph_internal.h): outputs = LSTM / GRU / RNN (inputs; attributes,
+ * ONNX's). Such a block is written as that one node, and the nodes inside
+ * it are not written, when the export needs one of its outputs and nothing
+ * else the export writes reads a value inside (else, say where the caller
+ * exports a gate, it is written unrolled, node by node, as any graph). */
+
+static const struct {
+  const char *op;
+  int n_in, n_out;
+} block_ops[] = {{"LSTM", 8, 3}, {"GRU", 6, 2}, {"RNN", 6, 2}};
+
+static const em_block *block_of(const ex *c, int unit) { return &c->g->blocks[unit - (int)c->g->n_nodes]; }
+
+/* Whether block b can be written as its ONNX op given the nodes the export
+ * needs (needed[node]); marks its interior in c->owner if so. */
+static em_status try_collapse(ex *c, int b, const unsigned char *needed, const em_var *outs, int n_outs,
+                              unsigned char *interior) {
+  const em_graph *g = c->g;
+  const em_block *blk = &g->blocks[b];
+  int known = 0, wanted = 0;
+  for (size_t k = 0; k < sizeof block_ops / sizeof block_ops[0]; k++)
+    known |= !strcmp(block_ops[k].op, blk->op) && blk->n_in == block_ops[k].n_in && blk->n_out == block_ops[k].n_out;
+  for (int i = 0; i < blk->n_out; i++)
+    if (blk->outputs[i] != EM_BLOCK_NONE) wanted |= needed[g->values[blk->outputs[i]].node];
+  if (!known || !wanted) return EM_OK;
+  memset(interior, 0, g->n_nodes ? g->n_nodes : 1);
+  if (em_block_interior(g, blk, interior)) return EM_OK;
+  /* A value inside that another written node or an output reads keeps the
+   * block unrolled: the ONNX op has no name for it. */
+  unsigned char *is_out = calloc(g->n_values ? g->n_values : 1, 1);
+  if (!is_out) return oom();
+  for (int i = 0; i < blk->n_out; i++)
+    if (blk->outputs[i] != EM_BLOCK_NONE) is_out[blk->outputs[i]] = 1;
+  int ok = 1;
+  for (size_t i = 0; i < g->n_nodes && ok; i++) {
+    if (interior[i] && c->owner[i] >= 0) ok = 0; /* inside another block already written whole */
+    if (!needed[i] || interior[i]) continue;
+    for (int k = 0; k < g->nodes[i].n_in && ok; k++) {
+      em_var v = g->nodes[i].inputs[k];
+      ok = !interior[g->values[v].node] || is_out[v];
+    }
+  }
+  for (int i = 0; i < n_outs && ok; i++) ok = !interior[g->values[outs[i]].node] || is_out[outs[i]];
+  free(is_out);
+  for (size_t i = 0; i < g->n_nodes && ok; i++)
+    if (interior[i]) c->owner[i] = b;
+  return EM_OK;
+}
+
+/* What is written, in order: "units", node indices (a node written
+ * itself) and n_nodes + b (block b written as one node), each after the
+ * units it reads (a depth-first walk from the outputs, as em_graph_schedule,
+ * over the graph with each written block contracted to one unit). */
+static em_status plan_units(ex *c, const em_var *outs, int n_outs, const int *order, int count, int unrolled,
+                            int **units_out, int *n_units) {
+  const em_graph *g = c->g;
+  size_t nn = g->n_nodes, nu = nn + g->n_blocks;
+  em_status s = EM_OK;
+  c->owner = malloc(sizeof(int) * (nn ? nn : 1));
+  unsigned char *needed = calloc(nn ? nn : 1, 1), *interior = malloc(nn ? nn : 1), *state = calloc(nu ? nu : 1, 1);
+  int *units = malloc(sizeof(int) * (nu ? nu : 1)), *stack = malloc(sizeof(int) * (nu ? nu : 1)),
+      *next = malloc(sizeof(int) * (nu ? nu : 1));
+  if (!c->owner || !needed || !interior || !state || !units || !stack || !next) s = oom();
+  for (size_t i = 0; !s && i < nn; i++) c->owner[i] = -1;
+  for (int k = 0; !s && k < count; k++) needed[order[k]] = 1;
+  for (size_t b = 0; !s && !unrolled && b < g->n_blocks; b++) s = try_collapse(c, (int)b, needed, outs, n_outs, interior);
+  int n = 0;
+  /* The unit writing value v. */
+#define UNIT_OF(v) (c->owner[g->values[v].node] >= 0 ? (int)nn + c->owner[g->values[v].node] : g->values[v].node)
+  for (int r = 0; r < n_outs && !s; r++) {
+    int root = UNIT_OF(outs[r]), depth = 0;
+    if (state[root]) continue;
+    stack[depth] = root, next[depth++] = 0, state[root] = 1;
+    while (depth > 0 && !s) {
+      int u = stack[depth - 1], n_in;
+      const em_var *in;
+      if ((size_t)u >= nn) in = block_of(c, u)->inputs, n_in = block_of(c, u)->n_in;
+      else in = g->nodes[u].inputs, n_in = g->nodes[u].n_in;
+      while (next[depth - 1] < n_in && in[next[depth - 1]] == EM_BLOCK_NONE) next[depth - 1]++;
+      if (next[depth - 1] < n_in) {
+        em_var v = in[next[depth - 1]++];
+        int child = UNIT_OF(v);
+        if (state[child] == 1) s = em_fail(EM_ERR_INTERNAL, "em_onnx_export: a cycle through a recurrence");
+        else if (!state[child]) stack[depth] = child, next[depth++] = 0, state[child] = 1;
+        continue;
+      }
+      state[u] = 2, units[n++] = u, depth--;
+    }
+  }
+#undef UNIT_OF
+  free(needed), free(interior), free(state), free(stack), free(next);
+  if (s) {
+    free(units);
+    return s;
+  }
+  *units_out = units, *n_units = n;
+  return EM_OK;
+}
+
+/* An ONNX STRINGS attribute from a comma-separated list. */
+static em_status attr_strings_csv(ex *c, Onnx__NodeProto *p, const char *name, const char *csv) {
+  Onnx__AttributeProto *a = oattr(c, p, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS);
+  size_t n = 1;
+  for (const char *q = csv; *q; q++) n += *q == ',';
+  if (!a || !(a->strings = al(c, n * sizeof *a->strings))) return oom();
+  for (const char *q = csv; q;) {
+    const char *e = strchr(q, ',');
+    size_t len = e ? (size_t)(e - q) : strlen(q);
+    char *one = al(c, len + 1);
+    if (!one) return oom();
+    memcpy(one, q, len);
+    a->strings[a->n_strings++] = (ProtobufCBinaryData){len, (uint8_t *)one};
+    q = e ? e + 1 : NULL;
+  }
+  return EM_OK;
+}
+
+/* Transpose(name, perm) -> a fresh value, named in *out. */
+static em_status transposed(ex *c, const char *name, const int64_t *perm, int n, const char **out) {
+  char *mid = fresh(c, "layout0");
+  Onnx__NodeProto *p;
+  if (!mid) return oom();
+  em_status s = onode(c, "Transpose", &name, 1, &mid, 1, &p);
+  if (!s) s = attr_ints(c, p, "perm", perm, n);
+  *out = mid;
+  return s;
+}
+
+/* Block unit u as its ONNX node. ONNX's sequence_lens is int32: an int64
+ * one goes through a Cast (lengths are at most T). Layout 1 (batch-major)
+ * is written as layout 0 between Transposes: onnxruntime (1.32) refuses
+ * LSTM / GRU / RNN with layout 1, and LSTM-7 (opset 13) has no layout. */
+static em_status write_block(ex *c, int u) {
+  const em_block *b = block_of(c, u);
+  const em_graph *g = c->g;
+  const char *in[EM_BLOCK_MAX_IO];
+  char *out[EM_BLOCK_MAX_IO] = {0};
+  int n_in = 0, n_out = 0, layout = 0;
+  for (int i = 0; i < b->n_attrs; i++)
+    if (!strcmp(b->attrs[i].name, "layout")) layout = b->attrs[i].i != 0;
+  for (int i = 0; i < b->n_out; i++)
+    if (b->outputs[i] != EM_BLOCK_NONE) c->node = g->values[b->outputs[i]].node, n_out = i + 1;
+  for (int i = 0; i < b->n_in; i++) {
+    em_var v = b->inputs[i];
+    in[i] = v == EM_BLOCK_NONE ? "" : c->vname[v];
+    if (v != EM_BLOCK_NONE) n_in = i + 1;
+  }
+  em_status s = EM_OK;
+  em_var lens = b->inputs[4];
+  if (lens != EM_BLOCK_NONE && g->values[lens].shape.dtype != EM_I32) {
+    char *cast = fresh(c, "sequence_lens_i32");
+    Onnx__NodeProto *p;
+    if (!cast) return oom();
+    if ((s = onode(c, "Cast", &in[4], 1, &cast, 1, &p)) || (s = attr_int(c, p, "to", ONNX__TENSOR_PROTO__DATA_TYPE__INT32)))
+      return s;
+    in[4] = cast;
+  }
+  static const int64_t p102[3] = {1, 0, 2}, p2013[4] = {2, 0, 1, 3};
+  /* X, initial_h, initial_c: [N, T|D, .] -> [T|D, N, .] */
+  for (int i = 0; layout && i < n_in && !s; i++)
+    if ((i == 0 || i == 5 || i == 6) && in[i][0]) s = transposed(c, in[i], p102, 3, &in[i]);
+  if (s) return s;
+  char *final[EM_BLOCK_MAX_IO]; /* with layout 1 the node writes fresh values, transposed into these */
+  for (int i = 0; i < n_out; i++) {
+    out[i] = final[i] = b->outputs[i] == EM_BLOCK_NONE ? (char *)"" : c->vname[b->outputs[i]];
+    if (layout && out[i][0] && !(out[i] = fresh(c, "layout0"))) return oom();
+  }
+  Onnx__NodeProto *p;
+  c->node_base = b->op;
+  s = onode(c, b->op, in, n_in, out, n_out, &p);
+  c->node_base = NULL;
+  /* Y: [T, D, N, H] -> [N, T, D, H]; Y_h, Y_c: [D, N, H] -> [N, D, H] */
+  for (int i = 0; layout && i < n_out && !s; i++) {
+    if (!out[i][0]) continue;
+    const char *src = out[i];
+    Onnx__NodeProto *t;
+    s = onode(c, "Transpose", &src, 1, &final[i], 1, &t);
+    if (!s) s = attr_ints(c, t, "perm", i == 0 ? p2013 : p102, i == 0 ? 4 : 3);
+  }
+  for (int i = 0; i < b->n_attrs && !s; i++) {
+    const em_attr *a = &b->attrs[i];
+    if (!strcmp(a->name, "layout")) continue;
+    s = !strcmp(a->name, "activations") && a->type == EM_ATTR_STRING ? attr_strings_csv(c, p, a->name, a->s)
+                                                                     : attr_copy(c, p, a);
+  }
+  return s;
+}
+
 /* ------------------------------------------------------------ the graph --- */
 
 static em_status value_info(ex *c, const char *name, const em_shape *sh, Onnx__ValueInfoProto **out) {
@@ -904,9 +1104,13 @@ static em_status op_node(ex *c, const em_node *n) {
 static em_status name_values(ex *c, const int *order, int count) {
   for (int pass = 0; pass < 2; pass++)
     for (int k = 0; k < count; k++) {
-      const em_node *n = &c->g->nodes[order[k]];
-      for (int j = 0; j < n->n_out; j++) {
-        int v = n->first_value + j;
+      int block = order[k] >= (int)c->g->n_nodes;
+      const em_block *b = block ? block_of(c, order[k]) : NULL;
+      const em_node *n = block ? NULL : &c->g->nodes[order[k]];
+      for (int j = 0; j < (block ? b->n_out : n->n_out); j++) {
+        int v = block ? b->outputs[j] : n->first_value + j;
+        if (v == EM_BLOCK_NONE) continue;
+        if (block) n = &c->g->nodes[c->g->values[v].node];
         const char *nm = c->g->values[v].name;
         if (c->vname[v]) continue;
         int named = nm && nm[0] && !name_used(c, nm);
@@ -960,16 +1164,24 @@ static int64_t ir_version_of(int opset) { return opset >= 19 ? 9 : opset >= 15 ?
 static em_status build(ex *c, const em_var *outs, int n_outs, const em_onnx_export_options *o,
                        Onnx__ModelProto *model, Onnx__GraphProto *graph, Onnx__OperatorSetIdProto *opset,
                        Onnx__OperatorSetIdProto **opsets) {
-  int *order = NULL, count = 0;
+  int *order = NULL, count = 0, *units = NULL, n_units = 0;
   em_status s = em_graph_sync_host(c->g);
   if (!s) s = em_graph_schedule(c->g, outs, n_outs, &order, &count);
   if (s) return em_fail_context(s, "em_onnx_export");
+  s = plan_units(c, outs, n_outs, order, count, o && o->unroll_recurrent, &units, &n_units);
+  free(order);
+  if (s) return s;
+  order = units, count = n_units;
   c->vname = calloc(c->g->n_values ? c->g->n_values : 1, sizeof *c->vname);
   c->inputs = calloc((size_t)count + 1, sizeof *c->inputs);
   c->outputs = calloc((size_t)n_outs, sizeof *c->outputs);
   if (!c->vname || !c->inputs || !c->outputs) s = oom();
   if (!s) s = name_values(c, order, count);
   for (int k = 0; k < count && !s; k++) {
+    if (order[k] >= (int)c->g->n_nodes) {
+      s = write_block(c, order[k]);
+      continue;
+    }
     c->node = order[k];
     const em_node *n = &c->g->nodes[order[k]];
     s = n->kind == EM_NODE_OP ? op_node(c, n) : leaf(c, n);
@@ -998,6 +1210,7 @@ static em_status build(ex *c, const em_var *outs, int n_outs, const em_onnx_expo
 static void ex_free(ex *c) {
   for (size_t i = 0; i < c->n_mem; i++) free(c->mem[i]);
   free(c->mem), free(c->vname), free(c->used), free(c->nodes), free(c->inits), free(c->inputs), free(c->outputs);
+  free(c->owner);
 }
 
 static em_status check_args(const em_graph *g, const em_var *outs, int n_outs, const em_onnx_export_options *o,

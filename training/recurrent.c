@@ -17,6 +17,7 @@
 
 #include "ember/layers.h"
 #include "error.h"
+#include "graph_internal.h"
 #include "op.h"
 
 #define API __attribute__((visibility("default")))
@@ -516,6 +517,47 @@ static em_status stack(rb *b, em_var *v, int n, int64_t axis, em_var *out) {
   return concat_many(b, v, n, axis, out);
 }
 
+/* Records in the graph that out is the ONNX op (LSTM, GRU, RNN) of in, in
+ * ONNX's terms (a block, engine/graph_internal.h), so that the exporter
+ * writes that one node instead of the unrolled ones. Activations are
+ * written by their ONNX names, comma-separated, and alpha / beta resolved
+ * (defaults filled in) for the activations that take them, which is how
+ * onnxruntime and the importer consume them. */
+static em_status record_block(rb *b, int D, const em_recurrent_inputs *in, const em_recurrent_outputs *out) {
+  static const char *const dir_names[3] = {"forward", "reverse", "bidirectional"};
+  const em_recurrent_opts *o = b->o;
+  const int per = n_acts_of(b->cell);
+  char acts[256] = "";
+  double alpha[6], beta[6];
+  int na = 0, nb = 0;
+  em_attr at[9];
+  int n = 0;
+  at[n++] = em_attr_i("hidden_size", b->H);
+  if (o->direction != EM_DIR_FORWARD) at[n++] = em_attr_s("direction", dir_names[o->direction]);
+  if (o->layout) at[n++] = em_attr_i("layout", 1);
+  if (o->clip > 0) at[n++] = em_attr_f("clip", o->clip);
+  if (o->linear_before_reset) at[n++] = em_attr_i("linear_before_reset", 1);
+  if (o->input_forget) at[n++] = em_attr_i("input_forget", 1);
+  if (o->n_activations) {
+    size_t len = 0;
+    for (int d = 0; d < D; d++)
+      for (int k = 0; k < per; k++) {
+        const act *f = &b->acts[d][k];
+        len += (size_t)snprintf(acts + len, sizeof acts - len, "%s%s", len ? "," : "", act_table[f->kind].name);
+        if (act_table[f->kind].uses_alpha) alpha[na++] = f->alpha;
+        if (act_table[f->kind].uses_beta) beta[nb++] = f->beta;
+      }
+    at[n++] = em_attr_s("activations", acts);
+    if (na) at[n++] = em_attr_fs("activation_alpha", alpha, na);
+    if (nb) at[n++] = em_attr_fs("activation_beta", beta, nb);
+  }
+  const em_var ins[8] = {in->x, in->w, in->r, in->b, in->sequence_lens, in->initial_h, in->initial_c, in->p};
+  const em_var outs[3] = {out->y, out->y_h, out->y_c};
+  int lstm = b->cell == EM_CELL_LSTM;
+  em_status s = em_graph_add_block(b->g, b->who, ins, lstm ? 8 : 6, outs, lstm ? 3 : 2, at, n);
+  return s ? em_fail_context(s, "%s recurrence", b->who) : EM_OK;
+}
+
 API em_status em_recurrent_apply(em_graph *g, em_recurrent_cell cell, const em_recurrent_inputs *in,
                                  const em_recurrent_opts *opts, em_recurrent_outputs *out) {
   const em_recurrent_opts dflt = {0};
@@ -574,6 +616,8 @@ API em_status em_recurrent_apply(em_graph *g, em_recurrent_cell cell, const em_r
   free(ys);
   if (s) return s;
   (void)N;
-  out->y = y, out->y_h = yh, out->y_c = yc;
+  em_recurrent_outputs res = {.y = y, .y_h = yh, .y_c = yc};
+  if ((s = record_block(&b, D, in, &res))) return s;
+  *out = res;
   return EM_OK;
 }

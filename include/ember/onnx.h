@@ -207,6 +207,14 @@ typedef struct em_onnx_export_options {
   const char *const *output_names;
   em_onnx_external external_data;
   const char *dynamic_axis_name; /* the dim_param written for Ember's dynamic (-1) axis */
+  /* A recurrence (em_lstm, em_gru, em_rnn, em_recurrent_apply, an imported
+   * LSTM / GRU / RNN) is written as ONE ONNX LSTM, GRU or RNN node where
+   * it can be (0); 1 writes the ops it is unrolled into instead. It is
+   * written unrolled anyway where the model reads a value inside the
+   * recurrence (say a gate) or where the graph was edited inside it
+   * (em_graph_replace). Layout 1 is written as layout 0 between Transposes
+   * (onnxruntime refuses layout 1). */
+  int unroll_recurrent;
 } em_onnx_export_options;
 
 /* Writes the part of graph g that outputs[0..n_outputs) need as an ONNX

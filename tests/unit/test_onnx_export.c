@@ -3,7 +3,9 @@
  * Round trips: a graph built here (an MLP; a CNN with convolution, batch
  * norm, max-pool, ReLU and Gemm; shape ops, concat, softmax, reductions,
  * ...; Resize with antialias; a LeNet trained a few steps with the layers
- * and trainer) and graphs imported from ONNX backend node tests are
+ * and trainer; LSTM, GRU and RNN layers with every ONNX option, each
+ * written as ONE ONNX LSTM / GRU / RNN node, unrolled where the model reads
+ * inside it) and graphs imported from ONNX backend node tests are
  * exported, the bytes loaded
  * again with em_onnx_load_buffer and run: the outputs must equal the
  * original graph's bit for bit on the CPU (each Ember op is written as the
@@ -43,6 +45,7 @@
 
 #include "ember.h"
 #include "gpu_double.h"
+#include "graph_internal.h" /* test_recurrent_fallbacks finds a gate inside a recurrence */
 #include "onnx_export.h"
 #include "onnx_import.h"
 #include "onnx_reader.h"
@@ -365,7 +368,7 @@ static void test_resize_antialias(void **state) {
  * are an input, a parameter and one value three times; names with spaces,
  * slashes and non-ASCII bytes, names that collide with the suffixes the
  * exporter makes; and an LSTM (sequence lengths with 0
- * and T, initial states, bidirectional) unrolled by em_lstm: each must load
+ * and T, initial states, bidirectional) built by em_lstm: each must load
  * back bitwise, pass onnx.checker and match onnxruntime (test_onnxruntime). */
 static void test_unusual_graphs(void **state) {
   (void)state;
@@ -423,6 +426,262 @@ static void test_unusual_graphs(void **state) {
   em_graph_free(g);
 }
 
+/* ------------------------------------------------------- recurrences --- */
+
+static const char *node_dir(void);
+static int node_round_trip(const char *test, int allow_refusal);
+
+/* Nodes of op_type op in the model bytes (and all nodes in *total). */
+static int count_nodes(const void *bytes, size_t size, const char *op, size_t *total) {
+  em_onnx *m;
+  CHECK(em_onnx_load_buffer(bytes, size, "count", &(em_onnx_options){.metadata_only = 1}, &m));
+  em_onnx_model_info info;
+  CHECK(em_onnx_get_info(m, &info));
+  int n = 0;
+  for (size_t i = 0; i < info.n_nodes; i++) {
+    em_onnx_node_info ni;
+    CHECK(em_onnx_node_get(m, i, &ni));
+    n += !strcmp(ni.op_type, op);
+  }
+  if (total) *total = info.n_nodes;
+  em_onnx_free(m);
+  return n;
+}
+
+/* The export of outs has `want` nodes of op (and how many in all). */
+static size_t expect_op_count(const em_graph *g, const em_var *outs, int n_out, const em_onnx_export_options *o,
+                              const char *op, int want, const char *label) {
+  void *bytes;
+  size_t size, total;
+  if (em_onnx_export_buffer(g, outs, n_out, o, &bytes, &size)) fail_msg("%s: export: %s", label, em_last_error());
+  int n = count_nodes(bytes, size, op, &total);
+  if (n != want) fail_msg("%s: %d %s nodes in %zu exported; %d expected", label, n, op, total, want);
+  free(bytes);
+  return total;
+}
+
+static em_var f32_input(em_graph *g, const char *name, int ndim, const int64_t *shape) {
+  em_var v;
+  CHECK(em_input(g, name, EM_F32, ndim, shape, &v));
+  return v;
+}
+
+/* A recurrence exported as its one ONNX node: that node once (or the
+ * unrolled ops where `one` is 0), Ember's reload bitwise equal
+ * (round_trip), onnx.checker and onnxruntime at the end. */
+static void recurrent_case(em_graph *g, const em_var *outs, int n_out, const em_feed *f, int n_feeds,
+                           const em_onnx_export_options *o, const char *op, int one, const char *label) {
+  size_t total = expect_op_count(g, outs, n_out, o, op, one, label);
+  print_message("%s: %d %s node%s, %zu nodes in all\n", label, one, op, one == 1 ? "" : "s", total);
+  if (one && total > 8)
+    fail_msg("%s: %zu nodes exported; the %s and at most a Cast, Transposes (layout 1) and Identities expected", label,
+             total, op);
+  round_trip(g, outs, n_out, f, n_feeds, o, label);
+}
+
+/* Every option of ONNX's LSTM, GRU and RNN through em_lstm / em_gru / em_rnn. */
+static void test_recurrent_as_one_node(void **state) {
+  (void)state;
+  const int64_t T = 4, N = 3, I = 3, H = 5;
+  em_tensor *lens4;
+  CHECK(em_tensor_from_host(em_cpu(), EM_I32, 1, (int64_t[]){N}, (int32_t[]){4, 0, 2}, 12, &lens4));
+  em_tensor *tx = pattern(3, (int64_t[]){T, N, I}, 31), *txb = pattern(3, (int64_t[]){N, T, I}, 32);
+  em_tensor *th2 = pattern(3, (int64_t[]){2, N, H}, 33), *tc2 = pattern(3, (int64_t[]){2, N, H}, 34);
+  em_tensor *thb = pattern(3, (int64_t[]){N, 1, H}, 35), *tcb = pattern(3, (int64_t[]){N, 1, H}, 36);
+
+  /* LSTM: bidirectional, lengths 4 0 2 (T and 0), initial states, peepholes, clip, input_forget. */
+  for (int forget = 0; forget < 2; forget++) {
+    em_graph *g;
+    CHECK(em_graph_create(&g));
+    em_var x = f32_input(g, "x", 3, (int64_t[]){T, -1, I}), lens, h0, c0;
+    CHECK(em_input(g, "lens", EM_I32, 1, (int64_t[]){-1}, &lens));
+    h0 = f32_input(g, "h0", 3, (int64_t[]){2, -1, H}), c0 = f32_input(g, "c0", 3, (int64_t[]){2, -1, H});
+    em_layers L = {.graph = g, .seed = 41};
+    em_recurrent_layer_opts lo = {.rnn = {.direction = EM_DIR_BIDIRECTIONAL, .clip = 0.75, .input_forget = forget},
+                                  .sequence_lens = &lens, .initial_h = &h0, .initial_c = &c0, .peepholes = 1};
+    em_recurrent_outputs ro;
+    CHECK(em_lstm(&L, "lstm", x, H, &lo, &ro));
+    /* Peepholes are zeros at first: give them values that matter. */
+    em_var p;
+    CHECK(em_graph_lookup(g, "lstm.P", &p));
+    em_tensor *pv = pattern(2, (int64_t[]){2, 3 * H}, 37);
+    CHECK(em_parameter_set(g, p, pv));
+    em_tensor_release(pv);
+    em_feed f[4] = {{x, tx}, {lens, lens4}, {h0, th2}, {c0, tc2}};
+    em_var outs[3] = {ro.y, ro.y_h, ro.y_c};
+    recurrent_case(g, outs, 3, f, 4, NULL, "LSTM", 1, forget ? "lstm_all_input_forget" : "lstm_all");
+    if (!forget) {
+      /* Unrolled on request, and at opset 13 too (LSTM-7 there). */
+      recurrent_case(g, outs, 3, f, 4, &(em_onnx_export_options){.unroll_recurrent = 1}, "LSTM", 0, "lstm_unrolled");
+      recurrent_case(g, outs, 3, f, 4, &(em_onnx_export_options){.opset = 13}, "LSTM", 1, "lstm_all_opset13");
+      /* Only Y_h: one node still, Y and Y_c unnamed or unused. */
+      recurrent_case(g, &ro.y_h, 1, f, 4, NULL, "LSTM", 1, "lstm_y_h_only");
+    }
+    em_graph_free(g);
+  }
+
+  /* LSTM, layout 1 (batch-major), reverse, lengths and initial states. */
+  {
+    em_graph *g;
+    CHECK(em_graph_create(&g));
+    em_var x = f32_input(g, "x", 3, (int64_t[]){-1, T, I}), lens, h0, c0;
+    CHECK(em_input(g, "lens", EM_I64, 1, (int64_t[]){-1}, &lens));
+    h0 = f32_input(g, "h0", 3, (int64_t[]){-1, 1, H}), c0 = f32_input(g, "c0", 3, (int64_t[]){-1, 1, H});
+    em_layers L = {.graph = g, .seed = 43};
+    em_recurrent_layer_opts lo = {.rnn = {.direction = EM_DIR_REVERSE, .layout = 1}, .sequence_lens = &lens,
+                                  .initial_h = &h0, .initial_c = &c0};
+    em_recurrent_outputs ro;
+    CHECK(em_lstm(&L, "lstm_b", x, H, &lo, &ro));
+    em_tensor *l64;
+    CHECK(em_tensor_from_host(em_cpu(), EM_I64, 1, (int64_t[]){N}, (int64_t[]){0, 4, 3}, 24, &l64));
+    em_feed f[4] = {{x, txb}, {lens, l64}, {h0, thb}, {c0, tcb}};
+    em_var outs[3] = {ro.y, ro.y_h, ro.y_c};
+    recurrent_case(g, outs, 3, f, 4, NULL, "LSTM", 1, "lstm_layout1_i64_lens");
+    /* Written as layout 0 between Transposes (onnxruntime refuses layout 1), so opset 13 too. */
+    recurrent_case(g, outs, 3, f, 4, &(em_onnx_export_options){.opset = 13}, "LSTM", 1, "lstm_layout1_opset13");
+    em_tensor_release(l64);
+    em_graph_free(g);
+  }
+
+  /* GRU, linear_before_reset 0 and 1, bidirectional, lengths, initial state;
+   * the second with HardSigmoid / Softsign. */
+  for (int lbr = 0; lbr < 2; lbr++) {
+    em_graph *g;
+    CHECK(em_graph_create(&g));
+    em_var x = f32_input(g, "x", 3, (int64_t[]){T, -1, I}), lens, h0;
+    CHECK(em_input(g, "lens", EM_I32, 1, (int64_t[]){-1}, &lens));
+    h0 = f32_input(g, "h0", 3, (int64_t[]){2, -1, H});
+    static const char *const acts[4] = {"HardSigmoid", "Softsign", "hardsigmoid", "Tanh"};
+    static const double alpha[2] = {0.25, 0.125}, beta[2] = {0.5, 0.375};
+    em_layers L = {.graph = g, .seed = 45};
+    em_recurrent_layer_opts lo = {.rnn = {.direction = EM_DIR_BIDIRECTIONAL, .linear_before_reset = lbr},
+                                  .sequence_lens = &lens, .initial_h = &h0};
+    if (lbr) {
+      lo.rnn.activations = acts, lo.rnn.n_activations = 4;
+      lo.rnn.activation_alpha = alpha, lo.rnn.n_alpha = 2, lo.rnn.activation_beta = beta, lo.rnn.n_beta = 2;
+    }
+    em_recurrent_outputs ro;
+    CHECK(em_gru(&L, "gru", x, H, &lo, &ro));
+    em_feed f[3] = {{x, tx}, {lens, lens4}, {h0, th2}};
+    recurrent_case(g, (em_var[]){ro.y, ro.y_h}, 2, f, 3, NULL, "GRU", 1, lbr ? "gru_lbr1_acts" : "gru_lbr0");
+    em_graph_free(g);
+  }
+
+  /* RNN: Relu and LeakyRelu, then ScaledTanh and Affine, bidirectional, no bias. */
+  for (int k = 0; k < 2; k++) {
+    em_graph *g;
+    CHECK(em_graph_create(&g));
+    em_var x = f32_input(g, "x", 3, (int64_t[]){T, -1, I});
+    static const char *const acts[2][2] = {{"Relu", "LeakyRelu"}, {"ScaledTanh", "Affine"}};
+    static const double alpha[2] = {0.5, 0.75}, beta[2] = {1.5, 0.25};
+    em_layers L = {.graph = g, .seed = 47};
+    em_recurrent_layer_opts lo = {.rnn = {.direction = EM_DIR_BIDIRECTIONAL, .activations = acts[k],
+                                          .n_activations = 2, .activation_alpha = alpha, .n_alpha = 1 + k,
+                                          .activation_beta = beta, .n_beta = 2 * k},
+                                  .no_bias = k};
+    em_recurrent_outputs ro;
+    CHECK(em_rnn(&L, "rnn", x, H, &lo, &ro));
+    em_feed f = {x, tx};
+    recurrent_case(g, (em_var[]){ro.y, ro.y_h}, 2, &f, 1, NULL, "RNN", 1, k ? "rnn_scaledtanh_affine" : "rnn_relu_leaky");
+    em_graph_free(g);
+  }
+  em_tensor_release(lens4), em_tensor_release(tx), em_tensor_release(txb), em_tensor_release(th2);
+  em_tensor_release(tc2), em_tensor_release(thb), em_tensor_release(tcb);
+}
+
+/* Where the model reads a value inside the recurrence, or the graph was
+ * edited inside it, the export writes the unrolled ops (and stays right);
+ * a clone and a saved and loaded graph keep the record. */
+static void test_recurrent_fallbacks(void **state) {
+  (void)state;
+  const int64_t T = 3, I = 2, H = 4;
+  em_graph *g;
+  CHECK(em_graph_create(&g));
+  em_var x = f32_input(g, "x", 3, (int64_t[]){T, -1, I});
+  size_t first_node = g->n_nodes;
+  em_layers L = {.graph = g, .seed = 51};
+  em_recurrent_outputs ro;
+  CHECK(em_lstm(&L, "enc", x, H, NULL, &ro));
+  em_var top = AP(g, "tanh", ro.y_h); /* something after the recurrence */
+  em_tensor *tx = pattern(3, (int64_t[]){T, 2, I}, 52);
+  em_feed f = {x, tx};
+  recurrent_case(g, &top, 1, &f, 1, NULL, "LSTM", 1, "lstm_then_tanh");
+  /* A gate (the first sigmoid inside) read by the model: unrolled. */
+  em_var gate = -1;
+  for (size_t i = first_node; i < g->n_nodes && gate < 0; i++)
+    if (g->nodes[i].kind == EM_NODE_OP && !strcmp(g->nodes[i].op->name, "sigmoid")) gate = g->nodes[i].first_value;
+  assert_true(gate >= 0);
+  recurrent_case(g, (em_var[]){top, gate}, 2, &f, 1, NULL, "LSTM", 0, "lstm_gate_read");
+  /* Kept by a clone and by em_graph_to_bytes / em_graph_from_bytes. */
+  em_graph *c;
+  CHECK(em_graph_clone(g, EM_CLONE_SHARE, &c));
+  expect_op_count(c, &top, 1, NULL, "LSTM", 1, "clone");
+  em_graph_free(c);
+  void *bytes;
+  size_t size;
+  CHECK(em_graph_to_bytes(g, &bytes, &size));
+  CHECK(em_graph_from_bytes(bytes, size, NULL, &c));
+  free(bytes);
+  expect_op_count(c, &top, 1, NULL, "LSTM", 1, "saved and loaded");
+  em_graph_free(c);
+  /* A constant inside replaced (the graph computes something else now): the
+   * record is dropped and the unrolled ops are written. */
+  em_var inner = -1;
+  for (size_t i = first_node; i < g->n_nodes && inner < 0; i++) {
+    const em_node *n = &g->nodes[i];
+    if (n->kind == EM_NODE_OP && !strcmp(n->op->name, "matmul"))
+      for (int k = 0; k < n->n_in && inner < 0; k++)
+        if (g->nodes[g->values[n->inputs[k]].node].kind == EM_NODE_OP) inner = n->inputs[k];
+  }
+  assert_true(inner >= 0); /* the x W^T product's input (the slice of W) or h */
+  em_dtype dt;
+  int nd;
+  int64_t shape[EM_MAX_DIMS];
+  CHECK(em_var_info(g, inner, &dt, &nd, shape));
+  em_var other = param(g, "other", nd, shape, 53);
+  CHECK(em_graph_replace(g, inner, other));
+  expect_op_count(g, &top, 1, NULL, "LSTM", 0, "edited inside");
+  round_trip(g, &top, 1, &f, 1, NULL, "lstm_edited_inside");
+  em_tensor_release(tx);
+  em_graph_free(g);
+}
+
+/* An ONNX LSTM imported, exported, imported and exported again: one LSTM node each time. */
+static void test_recurrent_import_export(void **state) {
+  (void)state;
+  static const char *const tests[] = {"test_lstm_with_peepholes", "test_lstm_batchwise", "test_gru_seq_length",
+                                      "test_simple_rnn_batchwise"};
+  static const char *const ops[] = {"LSTM", "LSTM", "GRU", "RNN"};
+  for (size_t t = 0; t < sizeof tests / sizeof tests[0]; t++) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s/model.onnx", node_dir(), tests[t]);
+    struct stat st;
+    if (stat(path, &st)) {
+      print_message("SKIPPED: %s not found (libonnx-testdata)\n", path);
+      skip();
+    }
+    em_onnx *m;
+    CHECK(em_onnx_load(path, NULL, &m));
+    for (int round = 0; round < 2; round++) {
+      size_t n_out = em_onnx_output_count(m);
+      em_var outs[3];
+      for (size_t j = 0; j < n_out; j++) {
+        em_onnx_io io;
+        CHECK(em_onnx_output_get(m, j, &io));
+        outs[j] = io.var;
+      }
+      void *bytes;
+      size_t size;
+      CHECK(em_onnx_export_buffer(em_onnx_graph_of(m), outs, (int)n_out, NULL, &bytes, &size));
+      if (count_nodes(bytes, size, ops[t], NULL) != 1) fail_msg("%s round %d: not one %s", tests[t], round, ops[t]);
+      em_onnx_free(m);
+      CHECK(em_onnx_load_buffer(bytes, size, tests[t], NULL, &m));
+      free(bytes);
+    }
+    em_onnx_free(m);
+    assert_int_equal(node_round_trip(tests[t], 0), 0); /* bitwise, and onnxruntime at the end */
+  }
+}
 
 /* Every public op is in the export table, or on this list of ops that
  * have no ONNX form (so a new op cannot be forgotten): the losses
@@ -920,7 +1179,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_mlp),           cmocka_unit_test(test_cnn),
       cmocka_unit_test(test_shapes_and_more), cmocka_unit_test(test_resize_antialias),
-      cmocka_unit_test(test_unusual_graphs),
+      cmocka_unit_test(test_unusual_graphs), cmocka_unit_test(test_recurrent_as_one_node),
+      cmocka_unit_test(test_recurrent_fallbacks), cmocka_unit_test(test_recurrent_import_export),
       cmocka_unit_test(test_refusals),      cmocka_unit_test(test_every_op_has_a_form_or_a_reason),
       cmocka_unit_test(test_external_data), cmocka_unit_test(test_trained_lenet),
       cmocka_unit_test(test_trained_on_gpu),
