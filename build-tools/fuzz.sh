@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Builds every libFuzzer target in tests/fuzz/ with clang, ASan and UBSan, and
 # runs each over its seed corpus plus a bounded number of new inputs: RUNS
-# (default 1,000,000) or SECONDS per target (default 60), whichever ends
+# (default 1,000,000) or SECONDS per target (default 20), whichever ends
 # first, so make test's share stays bounded as targets are added (the slowest
 # parser, gpucheck's image reader, runs ~4,000 inputs a second here); `make
 # fuzz-long` runs each target for longer. A crash, leak or UB report fails
 # the run and leaves the input under OUT/crashes.
 # usage: fuzz.sh CLANG OUT [RUNS [SECONDS]]
 set -euo pipefail
-clang=$1 out=$2 runs=${3:-${EMBER_FUZZ_RUNS:-1000000}} seconds=${4:-${EMBER_FUZZ_SECONDS:-60}}
+clang=$1 out=$2 runs=${3:-${EMBER_FUZZ_RUNS:-1000000}} seconds=${4:-${EMBER_FUZZ_SECONDS:-20}}
 if [ -z "$clang" ]; then echo "fuzz: clang not found: skipped" >&2; exit 0; fi
 mkdir -p "$out/crashes"
 flags=(-std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all

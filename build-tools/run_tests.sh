@@ -46,7 +46,7 @@ done
 # tests passed). That is no leak report and no test result, so such a run,
 # and only such a run, is repeated once; the summary says it was.
 run_one() {
-  local t=$1 log=$scratch/$(basename "$1").log rc
+  local t=$1 log=$scratch/$(basename "$1").log rc start=$SECONDS
   "${wrapper[@]}" "$t" >"$log" 2>&1
   rc=$?
   if [ $rc -ne 0 ] && grep -q '^Tracer caught signal' "$log" &&
@@ -56,6 +56,7 @@ run_one() {
     rc=$?
     echo "(run again: LeakSanitizer's tracer crashed in the first run, $log.tracer-crash)" >>"$log"
   fi
+  echo $((SECONDS - start)) >"$log.secs"
   echo $rc >"$log.rc"
 }
 export -f run_one
@@ -79,9 +80,14 @@ for t in "$build"/tests/unit/test_*; do
     echo "---- $(basename "$t") (exit $rc; FAKECUDA_SEED=$FAKECUDA_SEED repeats the double's orders) ----"
     tail -n 40 "$log"
   else
-    printf '%-28s %4d passed %3d skipped\n' "$(basename "$t")" "$p" "$s"
+    printf '%-28s %4d passed %3d skipped %5d s\n' "$(basename "$t")" "$p" "$s" "$(cat "$log.secs" 2>/dev/null || echo 0)"
     [ -e "$log.tracer-crash" ] && echo "  ($(basename "$t") ran twice: LeakSanitizer's tracer crashed at the end of its first run)"
   fi
 done
+# Where the time went (wall seconds per binary, run side by side): what to
+# trim when make test grows past its budget.
+slowest=$(for f in "$scratch"/*.log.secs; do echo "$(cat "$f") $(basename "$f" .log.secs)"; done |
+  sort -rn | head -n 5 | awk '{printf "%s%s %d s", (NR > 1 ? ", " : ""), $2, $1}')
+echo "slowest ($jobs at a time): $slowest"
 echo "tests ($build${wrapper[0]:+, under ${wrapper[0]}}): $passed passed, $failed failed, $skipped skipped"
 [ ${#bad_bins[@]} -eq 0 ] || { echo "failing: ${bad_bins[*]}"; exit 1; }
