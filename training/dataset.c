@@ -14,7 +14,7 @@ size_t em_ds_dtype_size(em_dtype t) {
   switch (t) {
   case EM_U8: return 1;
   case EM_I32: case EM_F32: return 4;
-  case EM_F64: return 8;
+  case EM_F64: case EM_I64: return 8;
   default: return 0;
   }
 }
@@ -46,7 +46,7 @@ static em_status check_desc(const em_dataset *d, const em_stream_desc *desc, int
     if (!strcmp(d->streams[i].desc.name, desc->name))
       return em_fail(EM_ERR_INVALID_ARGUMENT, "%s: the data set already has a stream named '%s'", where, desc->name);
   if (!em_ds_dtype_size(desc->dtype))
-    return em_fail(EM_ERR_INVALID_ARGUMENT, "%s: stream '%s': dtype %s; a data set holds u8, i32, f32 or f64", where,
+    return em_fail(EM_ERR_INVALID_ARGUMENT, "%s: stream '%s': dtype %s; a data set holds u8, i32, i64, f32 or f64", where,
                    desc->name, dtype_name(desc->dtype));
   if (desc->ndim < 0 || desc->ndim > EM_MAX_DIMS - 1)
     return em_fail(EM_ERR_INVALID_ARGUMENT, "%s: stream '%s': %d per-sample dimensions; at most %d", where, desc->name,
@@ -54,10 +54,14 @@ static em_status check_desc(const em_dataset *d, const em_stream_desc *desc, int
   if (em_ds_sample_elems(desc, INT32_MAX) < 0)
     return em_fail(EM_ERR_INVALID_ARGUMENT, "%s: stream '%s': a per-sample shape with a negative or huge dimension",
                    where, desc->name);
-  if (desc->classes < 0 || (desc->classes > 0 && (desc->dtype != EM_I32 || desc->ndim != 0)))
+  /* A class stream holds one class per sample, or one per step of a sequence. */
+  if (desc->classes < 0 || (desc->classes > 0 && (desc->dtype != EM_I32 || desc->ndim != (desc->sequence ? 1 : 0))))
     return em_fail(EM_ERR_INVALID_ARGUMENT, "%s: stream '%s': a class stream is i32 with one value per sample "
-                   "(here %s with %d dimensions, %lld classes)", where, desc->name, dtype_name(desc->dtype),
-                   desc->ndim, (long long)desc->classes);
+                   "(a sequence class stream: one per step, [T]) (here %s with %d dimensions, %lld classes)", where,
+                   desc->name, dtype_name(desc->dtype), desc->ndim, (long long)desc->classes);
+  if (desc->sequence && (desc->sequence != 1 || desc->ndim < 1))
+    return em_fail(EM_ERR_INVALID_ARGUMENT, "%s: stream '%s': sequence %d with %d dimensions; a sequence stream "
+                   "(sequence 1) has a time axis first (ndim >= 1)", where, desc->name, desc->sequence, desc->ndim);
   if (samples < 0 || (d->samples >= 0 && samples != d->samples))
     return em_fail(EM_ERR_INVALID_ARGUMENT, "%s: stream '%s' has %lld samples; the data set has %lld", where,
                    desc->name, (long long)samples, (long long)d->samples);
@@ -67,10 +71,11 @@ static em_status check_desc(const em_dataset *d, const em_stream_desc *desc, int
 static em_status check_classes(const em_stream_desc *desc, int64_t samples, const void *data, const char *where) {
   if (desc->classes <= 0) return EM_OK;
   const int32_t *v = data;
-  for (int64_t i = 0; i < samples; i++)
+  int64_t per = em_ds_sample_elems(desc, INT32_MAX); /* 1, or T for a sequence class stream */
+  for (int64_t i = 0; i < samples * per; i++)
     if (v[i] < 0 || v[i] >= desc->classes)
       return em_fail(EM_ERR_INVALID_ARGUMENT, "%s: stream '%s': sample %lld: label %d is out of range for %lld classes",
-                     where, desc->name, (long long)i, (int)v[i], (long long)desc->classes);
+                     where, desc->name, (long long)(i / per), (int)v[i], (long long)desc->classes);
   return EM_OK;
 }
 

@@ -233,8 +233,10 @@ static em_status build(em_minibatch_source *src, uint64_t pos, em_minibatch *mb)
     int ndim = 1;
     shape[0] = B;
     em_dtype dt = EM_F32;
-    if (desc->classes > 0) {
-      dt = EM_I32;
+    if (desc->classes > 0 || desc->dtype == EM_I64) {
+      /* Classes (one, or one per step) and i64 lengths are delivered as stored. */
+      dt = desc->dtype;
+      for (int k = 0; k < desc->ndim; k++) shape[ndim++] = desc->shape[k];
     } else if (i == src->image && src->o.layout == EM_LAYOUT_FLAT) {
       shape[ndim++] = src->C * src->OH * src->OW;
     } else if (i == src->image) {
@@ -258,8 +260,8 @@ static em_status build(em_minibatch_source *src, uint64_t pos, em_minibatch *mb)
       const em_ds_stream *s = &d->streams[i];
       const unsigned char *raw = s->data + (size_t)sample * s->sample_bytes;
       unsigned char *dst = em_tensor_data(mb->values[i]);
-      if (s->desc.classes > 0) {
-        memcpy(dst + 4 * k, raw, 4);
+      if (s->desc.classes > 0 || s->desc.dtype == EM_I64) {
+        memcpy(dst + s->sample_bytes * (size_t)k, raw, s->sample_bytes);
       } else if (i == src->image) {
         image_sample(src, raw, sweep, p, (float *)dst + k * per_image);
       } else {
@@ -326,7 +328,9 @@ static em_status check_options(const em_dataset *d, const em_minibatch_options *
                      o->image_stream);
   } else {
     int f = em_dataset_find_stream(d, "features");
-    if (f >= 0 && d->streams[f].desc.classes == 0 && (d->streams[f].desc.ndim == 2 || d->streams[f].desc.ndim == 3))
+    /* A sequence stream [T, dim] has two dimensions too, but is no image. */
+    if (f >= 0 && d->streams[f].desc.classes == 0 && !d->streams[f].desc.sequence &&
+        (d->streams[f].desc.ndim == 2 || d->streams[f].desc.ndim == 3))
       src->image = f;
   }
   int has_transform = t->scale != 0 || t->norm_channels || t->pad || t->crop_h || t->crop_w || t->random_crop ||
@@ -338,9 +342,10 @@ static em_status check_options(const em_dataset *d, const em_minibatch_options *
     return EM_OK;
   }
   const em_stream_desc *desc = &d->streams[src->image].desc;
-  if (desc->classes > 0 || (desc->ndim != 2 && desc->ndim != 3))
+  if (desc->classes > 0 || desc->sequence || desc->dtype == EM_I64 || (desc->ndim != 2 && desc->ndim != 3))
     return em_fail(EM_ERR_INVALID_ARGUMENT, "%s: image stream '%s' must be [H, W] or [C, H, W] per sample (it has %d "
-                   "dimensions%s)", w, desc->name, desc->ndim, desc->classes > 0 ? ", classes" : "");
+                   "dimensions%s)", w, desc->name, desc->ndim, desc->classes > 0 ? ", classes" :
+                   desc->sequence ? ", a sequence" : desc->dtype == EM_I64 ? ", i64" : "");
   src->C = desc->ndim == 3 ? desc->shape[0] : 1;
   src->H = desc->shape[desc->ndim - 2];
   src->W = desc->shape[desc->ndim - 1];

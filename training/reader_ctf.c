@@ -4,9 +4,12 @@
  * with spaces or tabs between tokens. A comment runs to the end of the line
  * or the next '|' that is not followed by '#' ("|#" inside a comment is an
  * escaped pipe). Lines with the same sequence id, one after another, form a
- * sequence; a line without an id is a sequence of its own. Here a sequence
- * is one sample and gives each stream at most once (reader.h says why).
- * Errors name the file, the line and the column (1-based, in bytes). */
+ * sequence; a line without an id is a sequence of its own. A sequence is
+ * one sample: it gives a plain stream at most once, and a sequence stream
+ * (max_steps > 0) its next step on each line that names it; the steps go
+ * into a zero-padded [max_steps, dim] row and the count into the stream's
+ * lengths (reader.h). Errors name the file, the line and the column
+ * (1-based, in bytes). */
 #include <locale.h>
 #include <math.h>
 #include <pthread.h>
@@ -23,13 +26,22 @@
 /* Decompressed CTF text above this is refused (a gzip bomb is not a data set). */
 #define CTF_MAX_BYTES ((size_t)1 << 34)
 
+/* A sequence stream "x"'s lengths are the data set stream "x.lengths". */
+#define LENGTHS_SUFFIX ".lengths"
+
 typedef struct ctf_stream {
   const em_ctf_stream *decl;
-  size_t sample_bytes;         /* dim * 4, or 4 for a class stream */
+  size_t step_bytes;           /* dim * 4, or 4 for a class stream */
+  size_t sample_bytes;         /* step_bytes, times max_steps for a sequence stream */
   unsigned char *data;         /* samples so far (grown by doubling) */
-  float *row;                  /* this sample's values, dense */
-  int seen;                    /* given in the current sequence */
+  float *row;                  /* this sample's (or step's) values, dense */
+  int seen;                    /* given in the current sequence (plain streams) */
   size_t seen_line;            /* the line that gave it */
+  /* Sequence streams only. */
+  unsigned char *seq;          /* the current sequence's steps as stored, zero-padded: sample_bytes */
+  int64_t steps;               /* steps given in the current sequence (may pass max_steps with truncate) */
+  size_t step_line;            /* the line of the last step (one step per line) */
+  int64_t *lengths;            /* per sample, grown with data */
 } ctf_stream;
 
 typedef struct ctf {
@@ -41,6 +53,8 @@ typedef struct ctf {
   ctf_stream s[EM_MINIBATCH_MAX_STREAMS];
   int64_t samples, cap;
   size_t seq_line;             /* first line of the sequence being gathered (0: none) */
+  int seq_has_id;              /* its id, for messages */
+  uint64_t seq_id;
 } ctf;
 
 static em_status fail_at(const ctf *c, const char *at, const char *fmt, const char *what) {
@@ -154,6 +168,45 @@ static void skip_comment(ctf *c) {
   }
 }
 
+/* The class that s->row (given at `line`) marks, stored as i32 at dst. */
+static em_status store_class(const ctf *c, const ctf_stream *s, size_t line, unsigned char *dst) {
+  const em_ctf_stream *d = s->decl;
+  int64_t hot = -1;
+  for (int64_t k = 0; k < d->dim; k++)
+    if (s->row[k] != 0) {
+      /* CNTK's one-hot labels mark the class with 1: any other mark
+       * (0.5, 2, -1) is a soft or malformed label, not a class. */
+      if (s->row[k] != 1)
+        return em_fail(EM_ERR_CORRUPT, "%s: line %zu: '%s' is a class stream but its value at index %lld is %g; "
+                       "it must be one-hot (a single 1, zeros elsewhere)", c->name, line, d->name,
+                       (long long)k, (double)s->row[k]);
+      if (hot >= 0)
+        return em_fail(EM_ERR_CORRUPT, "%s: line %zu: '%s' is a class stream but has two nonzero values "
+                       "(%lld and %lld); it must be one-hot", c->name, line, d->name, (long long)hot,
+                       (long long)k);
+      hot = k;
+    }
+  if (hot < 0)
+    return em_fail(EM_ERR_CORRUPT, "%s: line %zu: '%s' is a class stream but has no nonzero value; it must be "
+                   "one-hot", c->name, line, d->name);
+  int32_t v = (int32_t)hot;
+  memcpy(dst, &v, 4);
+  return EM_OK;
+}
+
+/* A sequence stream's padded steps and length become the sample's. */
+static em_status finish_sequence(ctf *c, ctf_stream *s, unsigned char *dst) {
+  const em_ctf_stream *d = s->decl;
+  if (!s->steps && (!d->sparse || d->is_class))
+    return em_fail(EM_ERR_CORRUPT, "%s: line %zu: the sample has no '%s' (a %s sequence stream needs at least one "
+                   "step in every sample)", c->name, c->seq_line, d->name, d->is_class ? "class" : "dense");
+  memcpy(dst, s->seq, s->sample_bytes);
+  memset(s->seq, 0, s->sample_bytes);
+  s->lengths[c->samples] = s->steps < d->max_steps ? s->steps : d->max_steps;
+  s->steps = 0;
+  return EM_OK;
+}
+
 /* The gathered sequence becomes a sample. */
 static em_status finish_sample(ctf *c) {
   if (!c->seq_line) return EM_OK;
@@ -163,40 +216,31 @@ static em_status finish_sample(ctf *c) {
       unsigned char *bigger = realloc(c->s[i].data, (size_t)cap * c->s[i].sample_bytes);
       if (!bigger) return em_fail(EM_ERR_OUT_OF_MEMORY, "%s: out of memory at line %zu", c->name, c->line);
       c->s[i].data = bigger;
+      if (c->s[i].decl->max_steps > 0) {
+        int64_t *more = realloc(c->s[i].lengths, (size_t)cap * sizeof(int64_t));
+        if (!more) return em_fail(EM_ERR_OUT_OF_MEMORY, "%s: out of memory at line %zu", c->name, c->line);
+        c->s[i].lengths = more;
+      }
     }
     c->cap = cap;
   }
   for (int i = 0; i < c->n; i++) {
     ctf_stream *s = &c->s[i];
     const em_ctf_stream *d = s->decl;
+    unsigned char *dst = s->data + (size_t)c->samples * s->sample_bytes;
+    em_status st;
+    if (d->max_steps > 0) {
+      if ((st = finish_sequence(c, s, dst)) != EM_OK) return st;
+      continue;
+    }
     if (!s->seen) {
       if (!d->sparse || d->is_class)
         return em_fail(EM_ERR_CORRUPT, "%s: line %zu: the sample has no '%s' (a %s stream must appear in every sample)",
                        c->name, c->seq_line, d->name, d->is_class ? "class" : "dense");
       memset(s->row, 0, (size_t)d->dim * sizeof(float));
     }
-    unsigned char *dst = s->data + (size_t)c->samples * s->sample_bytes;
     if (d->is_class) {
-      int64_t hot = -1;
-      for (int64_t k = 0; k < d->dim; k++)
-        if (s->row[k] != 0) {
-          /* CNTK's one-hot labels mark the class with 1: any other mark
-           * (0.5, 2, -1) is a soft or malformed label, not a class. */
-          if (s->row[k] != 1)
-            return em_fail(EM_ERR_CORRUPT, "%s: line %zu: '%s' is a class stream but its value at index %lld is %g; "
-                           "it must be one-hot (a single 1, zeros elsewhere)", c->name, s->seen_line, d->name,
-                           (long long)k, (double)s->row[k]);
-          if (hot >= 0)
-            return em_fail(EM_ERR_CORRUPT, "%s: line %zu: '%s' is a class stream but has two nonzero values "
-                           "(%lld and %lld); it must be one-hot", c->name, s->seen_line, d->name, (long long)hot,
-                           (long long)k);
-          hot = k;
-        }
-      if (hot < 0)
-        return em_fail(EM_ERR_CORRUPT, "%s: line %zu: '%s' is a class stream but has no nonzero value; it must be "
-                       "one-hot", c->name, s->seen_line, d->name);
-      int32_t v = (int32_t)hot;
-      memcpy(dst, &v, 4);
+      if ((st = store_class(c, s, s->seen_line, dst)) != EM_OK) return st;
     } else {
       memcpy(dst, s->row, s->sample_bytes);
     }
@@ -204,6 +248,37 @@ static em_status finish_sample(ctf *c) {
   }
   c->samples++;
   c->seq_line = 0;
+  return EM_OK;
+}
+
+/* One step of sequence stream s on this line (`name` is where its name
+ * starts, for messages). */
+static em_status parse_step(ctf *c, ctf_stream *s, const char *name) {
+  const em_ctf_stream *d = s->decl;
+  if (s->step_line == c->line) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "'%s' (a line gives the next step of a sequence stream once)", d->name);
+    return fail_at(c, name, "an input given twice on one line: ", msg);
+  }
+  if (s->steps >= d->max_steps && !d->truncate) {
+    char msg[256];
+    if (c->seq_has_id)
+      snprintf(msg, sizeof msg, "sequence id %llu (from line %zu) gives '%s' more than its max_steps %lld steps "
+               "(declare truncate to keep the first %lld)", (unsigned long long)c->seq_id, c->seq_line, d->name,
+               (long long)d->max_steps, (long long)d->max_steps);
+    else
+      snprintf(msg, sizeof msg, "a sequence (from line %zu, without an id) gives '%s' more than its max_steps %lld "
+               "steps", c->seq_line, d->name, (long long)d->max_steps);
+    return fail_at(c, name, "sequence too long: ", msg);
+  }
+  em_status st = parse_values(c, s);
+  if (st != EM_OK) return st;
+  unsigned char step[4], *dst = s->steps < d->max_steps ? s->seq + (size_t)s->steps * s->step_bytes : step;
+  if (d->is_class) st = store_class(c, s, c->line, dst);
+  else if (s->steps < d->max_steps) memcpy(dst, s->row, s->step_bytes);
+  if (st != EM_OK) return st;
+  s->steps++;
+  s->step_line = c->line;
   return EM_OK;
 }
 
@@ -254,12 +329,19 @@ static em_status parse_line(ctf *c, int *have_prev_id, uint64_t *prev_id) {
         em_status st = finish_sample(c);
         if (st != EM_OK) return st;
         c->seq_line = c->line;
+        c->seq_has_id = has_id;
+        c->seq_id = id;
       }
     }
+    if (s->decl->max_steps > 0) {
+      em_status st = parse_step(c, s, name);
+      if (st != EM_OK) return st;
+      continue;
+    }
     if (s->seen) {
-      char msg[128];
-      snprintf(msg, sizeof msg, "'%s' was given at line %zu already; sequences of more than one step are not "
-               "supported (no sequence axis yet)", s->decl->name, s->seen_line);
+      char msg[192];
+      snprintf(msg, sizeof msg, "'%s' was given at line %zu already; a stream that is not a sequence stream is "
+               "given once per sequence (declare max_steps to read a step per line)", s->decl->name, s->seen_line);
       return fail_at(c, name, "the sequence gives an input twice: ", msg);
     }
     em_status st = parse_values(c, s);
@@ -279,6 +361,7 @@ static em_status parse_line(ctf *c, int *have_prev_id, uint64_t *prev_id) {
 static em_status check_decls(const char *name, const em_ctf_stream *streams, int n) {
   if (!streams || n < 1 || n > EM_MINIBATCH_MAX_STREAMS)
     return em_fail(EM_ERR_INVALID_ARGUMENT, "%s: %d CTF streams declared; 1 to %d", name, n, EM_MINIBATCH_MAX_STREAMS);
+  int n_seq = 0;
   for (int i = 0; i < n; i++) {
     const em_ctf_stream *s = &streams[i];
     if (!s->name || !s->name[0] || strlen(s->name) >= EM_STREAM_NAME_MAX || strpbrk(s->name, " \t|\r\n"))
@@ -289,7 +372,27 @@ static em_status check_decls(const char *name, const em_ctf_stream *streams, int
     for (int k = 0; k < i; k++)
       if (!strcmp(streams[k].name, s->name))
         return em_fail(EM_ERR_INVALID_ARGUMENT, "%s: CTF stream '%s' declared twice", name, s->name);
+    if (s->max_steps < 0 || (s->max_steps > 0 && s->max_steps > INT32_MAX / 4 / s->dim) ||
+        (s->truncate && !s->max_steps))
+      return em_fail(EM_ERR_INVALID_ARGUMENT, "%s: CTF stream '%s': max_steps %lld with truncate %d (max_steps 0 for "
+                     "a plain stream, 1 to 2^29 / dim for a sequence stream; truncate only with max_steps)", name,
+                     s->name, (long long)s->max_steps, s->truncate);
+    if (s->max_steps > 0 && strlen(s->name) + strlen(LENGTHS_SUFFIX) >= EM_STREAM_NAME_MAX)
+      return em_fail(EM_ERR_INVALID_ARGUMENT, "%s: CTF sequence stream '%s': a name of at most %d characters leaves "
+                     "room for its lengths stream '%s" LENGTHS_SUFFIX "'", name, s->name,
+                     (int)(EM_STREAM_NAME_MAX - 1 - strlen(LENGTHS_SUFFIX)), s->name);
+    /* Its lengths stream must not collide with a declared name either. */
+    for (int k = 0; k < n && s->max_steps > 0; k++)
+      if (strlen(streams[k].name) == strlen(s->name) + strlen(LENGTHS_SUFFIX) &&
+          !strncmp(streams[k].name, s->name, strlen(s->name)) &&
+          !strcmp(streams[k].name + strlen(s->name), LENGTHS_SUFFIX))
+        return em_fail(EM_ERR_INVALID_ARGUMENT, "%s: CTF stream '%s' has the name of sequence stream '%s''s lengths",
+                       name, streams[k].name, s->name);
+    if (s->max_steps > 0) n_seq++;
   }
+  if (n + n_seq > EM_MINIBATCH_MAX_STREAMS)
+    return em_fail(EM_ERR_INVALID_ARGUMENT, "%s: %d CTF streams and %d lengths streams; at most %d in all", name, n,
+                   n_seq, EM_MINIBATCH_MAX_STREAMS);
   return EM_OK;
 }
 
@@ -305,9 +408,12 @@ em_status em_ctf_parse(const char *name, const char *text, size_t n, const em_ct
   c.n = n_streams;
   for (int i = 0; i < n_streams && st == EM_OK; i++) {
     c.s[i].decl = &streams[i];
-    c.s[i].sample_bytes = streams[i].is_class ? 4 : (size_t)streams[i].dim * 4;
+    c.s[i].step_bytes = streams[i].is_class ? 4 : (size_t)streams[i].dim * 4;
+    c.s[i].sample_bytes = c.s[i].step_bytes * (size_t)(streams[i].max_steps > 0 ? streams[i].max_steps : 1);
     c.s[i].row = malloc((size_t)streams[i].dim * sizeof(float));
-    if (!c.s[i].row) st = em_fail(EM_ERR_OUT_OF_MEMORY, "%s: out of memory", name);
+    if (streams[i].max_steps > 0) c.s[i].seq = calloc(1, c.s[i].sample_bytes);
+    if (!c.s[i].row || (streams[i].max_steps > 0 && !c.s[i].seq))
+      st = em_fail(EM_ERR_OUT_OF_MEMORY, "%s: out of memory", name);
   }
   int have_prev_id = 0;
   uint64_t prev_id = 0;
@@ -334,15 +440,33 @@ em_status em_ctf_parse(const char *name, const char *text, size_t n, const em_ct
       desc.classes = streams[i].dim;
     } else {
       desc.dtype = EM_F32;
-      desc.ndim = 1;
-      desc.shape[0] = streams[i].dim;
+      desc.shape[desc.ndim++] = streams[i].dim;
+    }
+    if (streams[i].max_steps > 0) {
+      /* The time axis goes first: [max_steps, dim], or [max_steps] classes. */
+      memmove(desc.shape + 1, desc.shape, (size_t)desc.ndim * sizeof desc.shape[0]);
+      desc.shape[0] = streams[i].max_steps;
+      desc.ndim++;
+      desc.sequence = 1;
     }
     st = em_ds_add_owned(d, &desc, c.samples, c.s[i].data, name);
     c.s[i].data = NULL;
   }
+  /* The lengths streams after every declared one, in declaration order. */
+  for (int i = 0; i < n_streams && st == EM_OK; i++) {
+    if (streams[i].max_steps <= 0) continue;
+    em_stream_desc desc;
+    memset(&desc, 0, sizeof desc);
+    snprintf(desc.name, sizeof desc.name, "%s" LENGTHS_SUFFIX, streams[i].name);
+    desc.dtype = EM_I64;
+    st = em_ds_add_owned(d, &desc, c.samples, c.s[i].lengths, name);
+    c.s[i].lengths = NULL;
+  }
   for (int i = 0; i < n_streams; i++) {
     free(c.s[i].data);
     free(c.s[i].row);
+    free(c.s[i].seq);
+    free(c.s[i].lengths);
   }
   if (st != EM_OK) {
     em_dataset_free(d);

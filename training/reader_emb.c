@@ -62,6 +62,13 @@ static size_t table_bytes(const em_dataset *d) {
 }
 
 em_status em_emb_serialize(const em_dataset *d, unsigned char **out, size_t *size) {
+  /* Version 1's stream table has no sequence flag and no i64 code: refused
+   * rather than written as something that reads back differently. */
+  for (int i = 0; i < d->n_streams; i++)
+    if (d->streams[i].desc.sequence || d->streams[i].desc.dtype == EM_I64)
+      return em_fail(EM_ERR_UNSUPPORTED, "EMB writer: stream '%s' is a %s; EMB version 1 holds neither (keep the "
+                     "CTF file)", d->streams[i].desc.name, d->streams[i].desc.sequence ? "sequence stream" :
+                     "stream of i64 (sequence lengths)");
   int64_t samples = d->samples < 0 ? 0 : d->samples;
   size_t total = align8(EMB_HEADER + table_bytes(d));
   for (int i = 0; i < d->n_streams; i++) total += align8((size_t)samples * d->streams[i].sample_bytes);
@@ -148,7 +155,7 @@ em_status em_emb_parse(const char *name, const unsigned char *b, size_t n, unsig
       return em_fail(EM_ERR_CORRUPT, "%s: byte %zu: stream %u's name holds a zero byte", name, at, i);
     at += len;
     s->dtype = (em_dtype)b[at];
-    if (!em_ds_dtype_size(s->dtype))
+    if (!em_ds_dtype_size(s->dtype) || s->dtype == EM_I64) /* the data set's i64 is not in version 1 */
       return em_fail(EM_ERR_CORRUPT, "%s: byte %zu: stream '%s': dtype code %u (u8 6, i32 4, f32 0, f64 1)", name, at,
                      s->name, b[at]);
     s->ndim = b[at + 1];

@@ -47,7 +47,11 @@ typedef struct em_stream_desc {
   em_dtype dtype;              /* element type as stored (u8 pixels, f32, i32 classes) */
   int ndim;                    /* per-sample dimensions (0: a scalar per sample) */
   int64_t shape[EM_MAX_DIMS];  /* per-sample shape */
-  int64_t classes;             /* > 0: a class stream (i32, ndim 0, values in [0, classes)) */
+  int64_t classes;             /* > 0: a class stream (i32, ndim 0, values in [0, classes); a sequence
+                                * class stream: ndim 1, [T_max], a class per step) */
+  int sequence;                /* 1: a padded sequence stream: axis 0 of the per-sample shape is time,
+                                * T_max steps, zeros past each sample's length (the lengths are another
+                                * stream, i64 ndim 0: the CTF reader's "<name>.lengths") */
 } em_stream_desc;
 
 /* An empty data set (no streams, 0 samples), to fill with
@@ -57,11 +61,12 @@ EM_API void em_dataset_free(em_dataset *d); /* NULL is fine */
 
 /* Adds a stream from host memory (copied): `samples` samples of desc's
  * dtype and per-sample shape, row-major, `bytes` = samples * sample bytes.
- * A class stream (desc->classes > 0) must be i32 with ndim 0, every value
- * in [0, classes). The first stream sets the data set's sample count; every
- * later one must have the same. A data set holds up to
- * EM_MINIBATCH_MAX_STREAMS (16) streams of u8, i32, f32 or f64, with up to 7
- * per-sample dimensions. Fails (EM_ERR_INVALID_ARGUMENT) naming the stream
+ * A class stream (desc->classes > 0) must be i32 with ndim 0 (or ndim 1
+ * with desc->sequence: a class per step), every value in [0, classes). A
+ * sequence stream (desc->sequence) needs ndim >= 1. The first stream sets
+ * the data set's sample count; every later one must have the same. A data
+ * set holds up to EM_MINIBATCH_MAX_STREAMS (16) streams of u8, i32, i64,
+ * f32 or f64, with up to 7 per-sample dimensions. Fails (EM_ERR_INVALID_ARGUMENT) naming the stream
  * on a duplicate name, a size or count mismatch, or a label out of range
  * (with its sample index). */
 EM_API em_status em_dataset_add_stream(em_dataset *d, const em_stream_desc *desc, int64_t samples,
@@ -97,26 +102,56 @@ EM_API em_status em_dataset_open_idx_dir(const char *dir, const char *split, int
  * (input = [ features = [ dim = 784; format = "dense" ] ... ]). */
 typedef struct em_ctf_stream {
   const char *name;            /* the input name after '|' in the file, and the stream's name */
-  int64_t dim;                 /* values per sample */
+  int64_t dim;                 /* values per sample (per step of a sequence stream) */
   int sparse;                  /* 0: dense, exactly dim values "0.5 1 2"; 1: "index:value" pairs, index < dim */
   int is_class;                /* 1: a class stream of dim classes: the sample must hold a single 1
                                 * and zeros (one-hot, dense or sparse; any other mark is refused),
                                 * delivered as its index */
+  /* Sequence streams (CNTK's dynamic axis, padded to a static maximum):
+   * max_steps > 0 makes this a SEQUENCE stream of at most max_steps steps;
+   * 0 (the default) is a stream given once per sequence, as before. */
+  int64_t max_steps;
+  int truncate;                /* a sequence longer than max_steps: 0 (default) is an error, 1 keeps
+                                * its first max_steps steps (the rest is still parsed and checked) */
 } em_ctf_stream;
 
 /* Reads a CTF file: lines "[sequence id] |name values |name values |# comment".
  * Every declared stream becomes a data set stream of the same name: f32
  * [dim] per sample, or a class stream. A sample is one sequence: the lines
  * with the same sequence id, consecutive in the file (a line without an id
- * is a sequence of its own). The engine has no sequence axis yet, so a
- * sequence must give each stream at most once; a dense stream must appear
- * in every sample, a sparse one missing from a sample is all zeros, a class
- * stream must appear. A name not declared is an error (CNTK would ignore it;
- * here it is most often a typo). Comments ("|#" to the end of the line or
- * the next '|') and blank lines are skipped. Errors name the file, the line
- * and the column: a malformed number, a dense stream with too many or too
- * few values, a sparse index >= dim, a stream given twice in a sequence, a
- * class stream that is not one-hot (a mark other than 1). */
+ * is a sequence of its own). A stream that is not a sequence stream is
+ * given at most once per sequence; a dense stream must appear in every
+ * sample, a sparse one missing from a sample is all zeros, a class stream
+ * must appear. A name not declared is an error (CNTK would ignore it; here
+ * it is most often a typo). Comments ("|#" to the end of the line or the
+ * next '|') and blank lines are skipped.
+ *
+ * Sequence streams (max_steps > 0), as CNTK's CTF reader reads them: each
+ * line of a sequence that gives the stream adds its next step (at most one
+ * step per line), so
+ *     7 |x 1 2 |y 0:1
+ *     7 |x 3 4
+ *     7 |x 5 6
+ * is one sample whose x has 3 steps (and y, a non-sequence stream, once).
+ * Streams count their steps independently (a line need not give every
+ * sequence stream). A sequence stream "x" becomes the data set stream "x"
+ * of f32 [max_steps, dim] per sample (class: i32 [max_steps] with classes
+ * = dim), zeros (class 0) past the sequence's length, with desc.sequence
+ * = 1, and its lengths become the stream "x.lengths": i64, one value per
+ * sample (feed it to a recurrent layer's sequence_lens). The lengths
+ * streams follow ALL declared streams, in declaration order, so declared
+ * stream i stays data set stream i. A dense or class sequence stream needs
+ * at least one step in every sample; a sparse one may have none (length
+ * 0). A sequence stream's name leaves room for ".lengths" (at most 55
+ * characters), and the declared streams plus their lengths streams are at
+ * most EM_MINIBATCH_MAX_STREAMS.
+ *
+ * Errors name the file, the line and the column: a malformed number, a
+ * dense stream with too many or too few values, a sparse index >= dim, a
+ * stream given twice in a sequence (a non-sequence stream) or twice on one
+ * line (a sequence stream), a sequence longer than max_steps without
+ * truncate (also naming the sequence id), a class stream that is not
+ * one-hot (a mark other than 1). */
 EM_API em_status em_dataset_open_ctf(const char *path, const em_ctf_stream *streams, int n_streams,
                                      em_dataset **out);
 
@@ -129,7 +164,9 @@ EM_API em_status em_dataset_open_emb(const char *path, em_dataset **out);
 /* Writes d as an EMB file, atomically (a temporary file beside it, fsync,
  * rename, fsync of the directory): a crash leaves the old file or the new
  * one, never a mix. Convert an IDX or CTF data set once, then open the EMB
- * file in a fraction of the time (no gzip, no text parsing). */
+ * file in a fraction of the time (no gzip, no text parsing). EMB version 1
+ * has no sequence or i64 streams: a data set with one is refused
+ * (EM_ERR_UNSUPPORTED, naming the stream) and no file is written. */
 EM_API em_status em_dataset_write(const em_dataset *d, const char *path);
 
 /* A new data set holding samples [first, first + count) of d (copied): a
@@ -228,8 +265,11 @@ EM_API void em_minibatch_source_free(em_minibatch_source *s); /* NULL is fine; s
 
 /* One minibatch: a tensor per stream of the data set, in its order, on the
  * CPU: the image stream f32 in the layout chosen, after the transforms;
- * every class stream i32 [B]; every other stream f32 [B, per-sample shape]
- * (converted from its stored dtype). */
+ * every class stream i32 [B] (a sequence class stream i32 [B, T_max]);
+ * every i64 stream (sequence lengths) i64 [B, per-sample shape] as stored;
+ * every other stream f32 [B, per-sample shape] (converted from its stored
+ * dtype; a sequence stream [B, T_max, dim]). A sequence stream is never
+ * taken as the default image stream. */
 typedef struct em_minibatch {
   int n_streams;
   em_tensor *values[EM_MINIBATCH_MAX_STREAMS]; /* the caller's: em_minibatch_clear */
