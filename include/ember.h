@@ -16,6 +16,7 @@
 #include "ember/trainer.h"
 #include "ember/checkpoint.h"
 #include "ember/reader.h"
+#include "ember/sequence.h"
 #include "ember/onnx.h"
 
 #define EMBER_VERSION_MAJOR 0
