@@ -12,13 +12,13 @@
  * ONNX op the importer turns back into it).
  *
  * The independent check: every exported model is also written to a
- * temporary directory with its inputs and Ember's outputs, and a Python
- * script (run once, at the end) passes each through onnx.checker
- * (full_check) and onnxruntime, whose outputs must match Ember's to
- * 1e-5 + 1e-4 |x| (integers and bools exactly). Python, onnx and
- * onnxruntime come from $EMBER_ONNXPY or $EMBER_SRC_DIR/.tools/onnxpy (pip
- * install --target); where they are absent that part is skipped with a
- * message saying so.
+ * temporary directory with its inputs and Ember's outputs, and
+ * tests/support/onnx_check.py (run once, at the end; tests/support/
+ * ort_check.h) passes each through onnx.checker (full_check) and
+ * onnxruntime, whose outputs must match Ember's to 1e-5 + 1e-4 |x|
+ * (integers and bools exactly). Python, onnx and onnxruntime come from
+ * $EMBER_ONNXPY or $EMBER_SRC_DIR/.tools/onnxpy (pip install --target);
+ * where they are absent that part is skipped with a message saying so.
  *
  * A LeNet trained on the GPU of the libcuda test double ($FAKECUDA_LIB) is
  * exported before anything reads it on the CPU: the file holds the
@@ -49,6 +49,7 @@
 #include "onnx_export.h"
 #include "onnx_import.h"
 #include "onnx_reader.h"
+#include "ort_check.h"
 
 #define CHECK(call)                                                          \
   do {                                                                       \
@@ -58,51 +59,13 @@
 
 /* ------------------------------------------------- onnxruntime cases --- */
 
-static char tmp_root[] = "/tmp/ember_export_XXXXXX";
-static int have_gpu; /* the test double gives cuda:0 */
-static int n_cases;
-
-static int onnx_code(em_dtype t) {
-  static const int codes[] = {[EM_F32] = 1, [EM_F64] = 11, [EM_F16] = 10, [EM_BF16] = 16,
-                              [EM_I32] = 6,  [EM_I64] = 7,  [EM_U8] = 2,   [EM_BOOL] = 9};
-  return codes[t];
-}
-
-static void write_tensor(FILE *meta, const char *dir, const char *kind, const char *name, int k, const em_tensor *t) {
-  char p[1200];
-  size_t bytes = (size_t)em_tensor_numel(t) * em_dtype_size(em_tensor_dtype(t));
-  void *buf = malloc(bytes + 1);
-  assert_non_null(buf);
-  CHECK(em_tensor_to_host(t, buf, bytes));
-  snprintf(p, sizeof p, "%s/%s_%d.bin", dir, kind, k);
-  FILE *f = fopen(p, "wb");
-  assert_non_null(f);
-  assert_int_equal(fwrite(buf, 1, bytes, f), bytes);
-  fclose(f);
-  free(buf);
-  fprintf(meta, "%s %s %d %d", kind, name, onnx_code(em_tensor_dtype(t)), em_tensor_ndim(t));
-  for (int i = 0; i < em_tensor_ndim(t); i++) fprintf(meta, " %lld", (long long)em_tensor_shape(t)[i]);
-  fputc('\n', meta);
-}
+static ts_ort_cases cases; /* for onnx.checker and onnxruntime (tests/support/ort_check.h) */
+static int have_gpu;        /* the test double gives cuda:0 */
 
 /* Keeps the model, its inputs and Ember's outputs for the onnxruntime check. */
 static void keep_case(const char *label, const char *origin, const void *bytes, size_t size, const em_named_tensor *in,
                       int n_in, em_tensor *const *out, int n_out) {
-  char dir[1100], p[1200];
-  snprintf(dir, sizeof dir, "%s/%03d_%s", tmp_root, n_cases++, label);
-  assert_int_equal(mkdir(dir, 0700), 0);
-  snprintf(p, sizeof p, "%s/model.onnx", dir);
-  FILE *f = fopen(p, "wb");
-  assert_non_null(f);
-  assert_int_equal(fwrite(bytes, 1, size, f), size);
-  fclose(f);
-  snprintf(p, sizeof p, "%s/meta.txt", dir);
-  FILE *meta = fopen(p, "w");
-  assert_non_null(meta);
-  for (int i = 0; i < n_in; i++) write_tensor(meta, dir, "in", in[i].name, i, in[i].value);
-  for (int i = 0; i < n_out; i++) write_tensor(meta, dir, "out", "-", i, out[i]);
-  if (origin) fprintf(meta, "origin %s\n", origin);
-  fclose(meta);
+  ts_ort_keep(&cases, label, origin, 0, bytes, size, in, n_in, out, n_out);
 }
 
 /* ------------------------------------------------------- comparisons --- */
@@ -759,8 +722,7 @@ static void test_external_data(void **state) {
   em_var x, outs[3];
   em_graph *g = cnn(&x, outs);
   char dir[1100], path[1200], data[1300];
-  snprintf(dir, sizeof dir, "%s/%03d_external", tmp_root, n_cases++);
-  assert_int_equal(mkdir(dir, 0700), 0);
+  ts_ort_new_case(&cases, "external", dir, sizeof dir);
   snprintf(path, sizeof path, "%s/model.onnx", dir);
   snprintf(data, sizeof data, "%s.data", path);
   CHECK(em_onnx_export(g, outs, 3, &(em_onnx_export_options){.external_data = EM_ONNX_EXTERNAL_ALWAYS}, path));
@@ -775,12 +737,8 @@ static void test_external_data(void **state) {
   CHECK(em_exec_run(e, &(em_feed){x, xv}, 1, want));
   CHECK(em_onnx_run(m, &(em_named_tensor){"image", xv}, 1, got));
   for (int j = 0; j < 3; j++) expect_same_bits(got[j], want[j], "external", j), em_tensor_release(got[j]);
-  snprintf(path, sizeof path, "%s/meta.txt", dir);
-  FILE *meta = fopen(path, "w");
-  assert_non_null(meta);
-  write_tensor(meta, dir, "in", "image", 0, xv);
-  for (int j = 0; j < 3; j++) write_tensor(meta, dir, "out", "-", j, want[j]), em_tensor_release(want[j]);
-  fclose(meta);
+  ts_ort_write_case(dir, NULL, 0, NULL, 0, &(em_named_tensor){"image", xv}, 1, want, 3);
+  for (int j = 0; j < 3; j++) em_tensor_release(want[j]);
   em_exec_free(e);
   em_onnx_free(m);
   em_tensor_release(xv);
@@ -789,7 +747,7 @@ static void test_external_data(void **state) {
    * model's path is a directory, so writing the model fails after its data
    * is ready; the old data file, which an older model beside it reads, must
    * keep its bytes, and no temporary file may be left. */
-  snprintf(dir, sizeof dir, "%s/external_fails", tmp_root);
+  snprintf(dir, sizeof dir, "%s/external_fails", cases.root);
   assert_int_equal(mkdir(dir, 0700), 0);
   snprintf(path, sizeof path, "%s/model.onnx", dir);
   assert_int_equal(mkdir(path, 0700), 0);
@@ -1070,110 +1028,17 @@ static void test_all_node_tests(void **state) {
 
 /* ------------------------------------------------ onnx + onnxruntime --- */
 
-static const char checker_py[] =
-    "import os, sys\n"
-    "import numpy as np, onnx, onnxruntime as ort\n"
-    "import ml_dtypes\n"
-    "DT = {1: np.float32, 11: np.float64, 10: np.float16, 16: ml_dtypes.bfloat16, 6: np.int32, 7: np.int64,\n"
-    "      2: np.uint8, 9: np.bool_}\n"
-    "from onnx import numpy_helper\n"
-    "def compare(got, want):\n"
-    "    worst = 0.0\n"
-    "    for j, (g, w) in enumerate(zip(got, want)):\n"
-    "        if g.dtype != w.dtype or g.shape != w.shape:\n"
-    "            raise Exception('output %d: onnxruntime %s%s, Ember %s%s' % (j, g.dtype, g.shape, w.dtype, w.shape))\n"
-    "        if w.dtype.kind == 'f':\n"
-    "            err = np.abs(g.astype(np.float64) - w) - 1e-4 * np.abs(w.astype(np.float64))\n"
-    "            if err.size and not (err <= 1e-5).all():\n"
-    "                raise Exception('output %d: max deviation %g' % (j, float(np.nanmax(err))))\n"
-    "            if w.size: worst = max(worst, float(np.max(np.abs(g.astype(np.float64) - w))))\n"
-    "        elif not np.array_equal(g, w):\n"
-    "            raise Exception('output %d differs' % j)\n"
-    "    return worst\n"
-    "bad = same_as_original = not_run = 0\n"
-    "cases = sorted(c for c in os.listdir(sys.argv[1]) if os.path.isdir(os.path.join(sys.argv[1], c)))\n"
-    "for c in cases:\n"
-    "    d = os.path.join(sys.argv[1], c)\n"
-    "    path = os.path.join(d, 'model.onnx')\n"
-    "    try:\n"
-    "        onnx.checker.check_model(path, full_check=True)\n"
-    "        feeds, want, origin = {}, [], None\n"
-    "        for line in open(os.path.join(d, 'meta.txt')):\n"
-    "            if line.startswith('origin '):\n"
-    "                origin = line.split(None, 1)[1].strip()\n"
-    "                continue\n"
-    "            kind, name, code, nd, *dims = line.split()\n"
-    "            k = len(feeds) if kind == 'in' else len(want)\n"
-    "            a = np.fromfile(os.path.join(d, '%s_%d.bin' % (kind, k)), dtype=DT[int(code)])\n"
-    "            a = a.reshape([int(x) for x in dims])\n"
-    "            if kind == 'in': feeds[name] = a\n"
-    "            else: want.append(a)\n"
-    "        if any(w.dtype == ml_dtypes.bfloat16 for w in want):\n"
-    "            print('  %-48s checker ok; not run: onnxruntime returns no bfloat16 to numpy' % c)\n"
-    "            not_run += 1\n"
-    "            continue\n"
-    "        sess = ort.InferenceSession(path, providers=['CPUExecutionProvider'])\n"
-    "        got = sess.run(None, feeds)\n"
-    "        try:\n"
-    "            worst = compare(got, want)\n"
-    "        except Exception as e:\n"
-    "            if not origin: raise\n"
-    "            # onnxruntime on the node test's own model: the same numbers means onnxruntime differs\n"
-    "            # from Ember (and from ONNX's reference outputs) on the original too: not the export.\n"
-    "            om = onnx.load(os.path.join(origin, 'model.onnx'))\n"
-    "            ofeeds = {i.name: numpy_helper.to_array(onnx.load_tensor(os.path.join(origin, 'test_data_set_0',\n"
-    "                      'input_%d.pb' % k))) for k, i in enumerate(om.graph.input)}\n"
-    "            ref = ort.InferenceSession(os.path.join(origin, 'model.onnx'),\n"
-    "                                       providers=['CPUExecutionProvider']).run(None, ofeeds)\n"
-    "            compare(got, ref)\n"
-    "            print('  %-48s checker ok; onnxruntime differs from Ember (%s) as much on the original '\n"
-    "                  'node-test model: its own difference, not the export' % (c, e))\n"
-    "            same_as_original += 1\n"
-    "            continue\n"
-
-    "        print('  %-48s checker ok, onnxruntime max |diff| %.3g' % (c, worst))\n"
-    "    except Exception as e:\n"
-    "        bad += 1\n"
-    "        print('  %-48s FAILED: %s' % (c, str(e).splitlines()[0] if str(e) else type(e).__name__))\n"
-    "print('%d exported models: %d pass onnx.checker and match onnxruntime; %d differ from Ember as onnxruntime does '\n"
-    "      'on the original model; %d checked only (bfloat16); %d FAILED' % (len(cases),\n"
-    "      len(cases) - bad - same_as_original - not_run, same_as_original, not_run, bad))\n"
-    "sys.exit(1 if bad else 0)\n";
-
+/* Every model kept above through onnx.checker and onnxruntime (tests/support/onnx_check.py). */
 static void test_onnxruntime(void **state) {
   (void)state;
-  char py[1200], dir[1024], cmd[4096];
-  const char *env = getenv("EMBER_ONNXPY"), *src = getenv("EMBER_SRC_DIR");
-  if (env && *env) snprintf(dir, sizeof dir, "%s", env);
-  else snprintf(dir, sizeof dir, "%s/.tools/onnxpy", src && *src ? src : ".");
-  snprintf(cmd, sizeof cmd, "PYTHONPATH='%s' python3 -c 'import onnx, onnxruntime, numpy' >/dev/null 2>&1", dir);
-  if (system(cmd) != 0) {
-    print_message("SKIPPED: the onnx.checker / onnxruntime check of the %d exported models: python3 with onnx and "
-                  "onnxruntime not found (PYTHONPATH %s; pip install --target %s onnx onnxruntime)\n",
-                  n_cases, dir, dir);
-    skip();
-  }
-  snprintf(py, sizeof py, "%s/check.py", tmp_root);
-  FILE *f = fopen(py, "w");
-  assert_non_null(f);
-  fputs(checker_py, f);
-  fclose(f);
-  snprintf(cmd, sizeof cmd, "PYTHONPATH='%s' OMP_NUM_THREADS=1 python3 '%s' '%s'", dir, py, tmp_root);
-  int rc = system(cmd);
-  if (rc != 0) fail_msg("onnx.checker or onnxruntime disagreed (see above)");
-}
-
-static int remove_tree(void) {
-  char cmd[1200];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_root);
-  return system(cmd);
+  ts_ort_check(&cases);
 }
 
 int main(void) {
   /* The test double as an H100 where no real driver is chosen (gpu_double.h). */
   have_gpu = ts_use_gpu() > 0;
-  if (!mkdtemp(tmp_root)) {
-    fprintf(stderr, "test_onnx_export: mkdtemp %s: %s\n", tmp_root, strerror(errno));
+  if (ts_ort_init(&cases, "ember_export")) {
+    fprintf(stderr, "test_onnx_export: mkdtemp %s: %s\n", cases.root, strerror(errno));
     return 1;
   }
   const struct CMUnitTest tests[] = {
@@ -1188,7 +1053,7 @@ int main(void) {
       cmocka_unit_test(test_onnxruntime),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
-  if (!getenv("EMBER_KEEP_EXPORTS")) remove_tree();
+  ts_ort_remove(&cases);
   em_shutdown();
   return rc;
 }

@@ -23,6 +23,12 @@
  * output's largest magnitude, max|ember - ort| / max|ort|, is printed per
  * model and must stay under TOLERANCE.
  *
+ * Round trip (test_api_cpu, test_export_onnxruntime): each model loaded by
+ * Ember is exported by em_onnx_export (at its own opset) and reloaded: the
+ * outputs must be bitwise those of the original load (portable mode), and
+ * onnxruntime's on the exported file must match the expected values
+ * within TOLERANCE (tests/support/onnx_check.py).
+ *
  * Models whose ops Ember lacks are listed in expected_failures with the
  * reason (none since a8b4d22: LSTM and GRU import): their load must fail with
  * EM_ERR_UNSUPPORTED naming the op (and `ember run` exit with 1). One that
@@ -44,6 +50,7 @@
 #include "ember.h"
 #include "gpu_double.h"
 #include "npy.h"
+#include "ort_check.h"
 
 /* float32 models of at most a few hundred terms per sum: Ember and
  * onnxruntime round differently (order of sums, exp, tanh), by about 4e-7
@@ -259,6 +266,108 @@ static double run_api(const zoo_model *m, em_device dev, em_onnx_mode mode, char
   return worst;
 }
 
+/* ------------------------------------------------------- round trip --- */
+
+static ts_ort_cases exports; /* the exported models, for onnxruntime (tests/support/ort_check.h) */
+
+/* The opset of the model's default domain, for the export: the same (13 to
+ * 20), so its forms are the ones the model used. */
+static int model_opset(const em_onnx *om) {
+  for (size_t i = 0; i < em_onnx_opset_count(om); i++) {
+    const char *domain;
+    int64_t v;
+    if (!em_onnx_opset_get(om, i, &domain, &v) && (!domain[0] || !strcmp(domain, "ai.onnx")))
+      return v < 13 ? 13 : v > 20 ? 20 : (int)v;
+  }
+  return 0;
+}
+
+/* Round trip of one model: loaded by Ember (portable mode, CPU), exported
+ * by em_onnx_export_buffer, reloaded: the outputs must be bitwise those of
+ * the first load. The exported model is kept for onnxruntime, whose outputs
+ * on it must match the zoo's expected ones (onnxruntime's on the original)
+ * within TOLERANCE (test_export_onnxruntime). 0, or 1 after print_error. */
+static int export_round_trip(const zoo_model *m) {
+  char p[1400];
+  model_file(m, "model.onnx", p, sizeof p);
+  em_onnx_options o = {.device = em_cpu(), .mode = EM_ONNX_MODE_PORTABLE};
+  em_onnx *om, *back;
+  if (em_onnx_load(p, &o, &om)) fail_msg("%s: load: %s", m->dir, em_last_error());
+  em_named_tensor in[MAX_IO];
+  em_tensor *want[MAX_IO], *got[MAX_IO], *all[MAX_IO], *expected[MAX_IO];
+  em_var outs[MAX_IO];
+  for (int i = 0; i < m->n_in; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "input_%d.npy", i);
+    model_file(m, name, p, sizeof p);
+    in[i].name = m->in_names[i];
+    in[i].value = load_npy(p);
+  }
+  if (em_onnx_run(om, in, m->n_in, all)) fail_msg("%s: run: %s", m->dir, em_last_error());
+  for (int i = 0; i < m->n_out; i++) {
+    size_t k;
+    em_onnx_io io;
+    if (em_onnx_find_output(om, m->out_names[i], &k) || em_onnx_output_get(om, k, &io))
+      fail_msg("%s: %s", m->dir, em_last_error());
+    want[i] = all[k], outs[i] = io.var;
+  }
+  em_onnx_model_info info;
+  if (em_onnx_get_info(om, &info)) fail_msg("%s: %s", m->dir, em_last_error());
+  size_t n_original = info.n_nodes;
+  void *bytes = NULL;
+  size_t size = 0;
+  em_onnx_export_options eo = {.opset = model_opset(om), .output_names = (const char *const[]){
+      m->out_names[0], m->out_names[1], m->out_names[2], m->out_names[3], m->out_names[4], m->out_names[5],
+      m->out_names[6], m->out_names[7]}};
+  int bad = 0;
+  if (em_onnx_export_buffer(em_onnx_graph_of(om), outs, m->n_out, &eo, &bytes, &size)) {
+    print_error("%-24s export: %s\n", m->dir, em_last_error());
+    bad = 1;
+  } else if (em_onnx_load_buffer(bytes, size, m->dir, &o, &back)) {
+    print_error("%-24s reload of the export: %s\n", m->dir, em_last_error());
+    bad = 1;
+  } else {
+    if (em_onnx_get_info(back, &info)) fail_msg("%s: %s", m->dir, em_last_error());
+    /* An input the outputs do not depend on is not exported. */
+    em_named_tensor used[MAX_IO];
+    int n_used = 0;
+    size_t at;
+    for (int i = 0; i < m->n_in; i++)
+      if (!em_onnx_find_input(back, in[i].name, &at)) used[n_used++] = in[i];
+    if (em_onnx_run(back, used, n_used, got)) fail_msg("%s: run of the export: %s", m->dir, em_last_error());
+    for (int i = 0; i < m->n_out && !bad; i++) {
+      size_t k, a, b;
+      if (em_onnx_find_output(back, m->out_names[i], &k)) fail_msg("%s: %s", m->dir, em_last_error());
+      void *x = host_bytes(got[k], &a), *y = host_bytes(want[i], &b);
+      if (a != b || memcmp(x, y, a)) {
+        print_error("%-24s export: output %d (%s) differs from the original's after the round trip\n", m->dir, i,
+                    m->out_names[i]);
+        bad = 1;
+      }
+      free(x), free(y);
+    }
+    for (int i = 0; i < m->n_out; i++) em_tensor_release(got[i]);
+    if (!bad) {
+      print_message("%-24s export: %zu ONNX nodes (the original %zu), reloaded bitwise equal\n", m->dir, info.n_nodes,
+                    n_original);
+      for (int i = 0; i < m->n_out; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "output_%d.npy", i);
+        model_file(m, name, p, sizeof p);
+        expected[i] = load_npy(p);
+      }
+      ts_ort_keep(&exports, m->dir, NULL, TOLERANCE, bytes, size, used, n_used, expected, m->n_out);
+      for (int i = 0; i < m->n_out; i++) em_tensor_release(expected[i]);
+    }
+    em_onnx_free(back);
+  }
+  free(bytes);
+  for (int i = 0; i < m->n_out; i++) em_tensor_release(all[i]);
+  for (int i = 0; i < m->n_in; i++) em_tensor_release(in[i].value);
+  em_onnx_free(om);
+  return bad;
+}
+
 static void check_api_on(em_device dev, const char *where) {
   int failures = 0;
   for (int i = 0; i < n_models; i++) {
@@ -289,6 +398,7 @@ static void check_api_on(em_device dev, const char *where) {
       print_error("%-24s %s: max relative error %.2e above %.0e\n", m->dir, where, e, TOLERANCE);
       failures++;
     }
+    if (dev.kind == EM_DEVICE_CPU) failures += export_round_trip(m);
   }
   if (failures) fail_msg("%d of %d zoo models failed on %s", failures, n_models, where);
 }
@@ -308,6 +418,16 @@ static void test_api_cpu(void **state) {
   NEED_ZOO();
   print_export_notes();
   check_api_on(em_cpu(), "api cpu");
+}
+
+/* The models test_api_cpu exported, through onnx.checker and onnxruntime:
+ * onnxruntime's outputs on each must be the zoo's expected ones (its own on
+ * the original model) within TOLERANCE of the output's scale. */
+static void test_export_onnxruntime(void **state) {
+  (void)state;
+  NEED_ZOO();
+  if (!exports.n) fail_msg("no exported model to check (test_api_cpu exports them)");
+  ts_ort_check(&exports);
 }
 
 static void test_api_gpu(void **state) {
@@ -449,12 +569,13 @@ int main(void) {
   have_gpu = ts_use_gpu() > 0;
   read_manifest();
   snprintf(tmp_root, sizeof tmp_root, "/tmp/ember_zoo_XXXXXX");
-  if (!mkdtemp(tmp_root)) {
+  if (!mkdtemp(tmp_root) || ts_ort_init(&exports, "ember_zoo_export")) {
     perror("mkdtemp");
     return 1;
   }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_api_cpu),
+      cmocka_unit_test(test_export_onnxruntime),
       cmocka_unit_test(test_api_gpu),
       cmocka_unit_test(test_api_portable_bitwise),
       cmocka_unit_test(test_cli_cpu),
@@ -464,6 +585,7 @@ int main(void) {
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_root);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp_root);
+  ts_ort_remove(&exports);
   em_shutdown();
   return rc;
 }
