@@ -72,5 +72,6 @@ static const oc_case cases[] = {
   {"global_average_pool", "1d f64", 1, {OC_F64(-1, 1, 2, 3, 17)}, .grad = 1},
   {"global_average_pool", "3d", 1, {OC_F64(-1, 1, 2, 2, 3, 4, 5)}, .grad = 1},
   {"global_average_pool", "large", 1, {OC_F32(-1, 1, 4, 16, 32, 32)}, .grad = 1},
+  {"global_average_pool", "f64 groups of 8 planes", 1, {OC_F64(-1, 1, 3, 5, 6, 7)}, .grad = 1},
 };
 OC_REGISTER(pool, cases)
