@@ -32,6 +32,7 @@
 
 #include "ember.h"
 #include "onnx_reader.h"
+#include "ort_check.h"
 
 static const char *cli, *fake, *src_dir, *build_dir;
 static char tmp_root[PATH_MAX];
@@ -65,8 +66,11 @@ static int group_setup(void **state) {
   return 0;
 }
 
+static ts_ort_cases exports; /* exported models for onnxruntime (tests/support/ort_check.h) */
+
 static int group_teardown(void **state) {
   (void)state;
+  if (exports.root[0]) ts_ort_remove(&exports);
   if (tmp_root[0]) {
     char cmd[PATH_MAX + 16];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_root);
@@ -1697,6 +1701,71 @@ static void test_export_checkpoint(void **state) {
   expect_status(&r, 0);
 }
 
+/* The LeNet of `ember train --model lenet` (batch norm, dropout), exported
+ * by `ember export`: the model loaded back by Ember computes the
+ * checkpoint's logits bit for bit (its graph run here on the same images),
+ * and onnxruntime gets them within 1e-5 + 1e-4 |x| (test_export_lenet_onnxruntime). */
+static void test_export_lenet_round_trip(void **state) {
+  (void)state;
+  NEED_DATA();
+  char ckpt[PATH_MAX + 16], model[PATH_MAX + 16];
+  snprintf(ckpt, sizeof ckpt, "%s/export_lenet.ckpt", tmp_root);
+  snprintf(model, sizeof model, "%s/export_lenet.onnx", tmp_root);
+  run_result r = run_cli(NO_SETTINGS, ARGS("train", "--model", "lenet", "--channels", "4,6", "--hidden", "16,12",
+                                           "--batch-norm", "--dropout", "0.25", "--data", small_data, "--epochs", "1",
+                                           "--batch", "100", "--device", "cpu", "--checkpoint", ckpt));
+  expect_status(&r, 0);
+  r = run_cli(NO_SETTINGS, ARGS("export", ckpt, "--model", "lenet", "-o", model));
+  expect_status(&r, 0);
+  if (!strstr(r.out, "the lenet model of")) fail_msg("export summary: %.600s", r.out);
+  /* The checkpoint's own graph on a few images (any values: standardised pixels). */
+  em_checkpoint *c;
+  em_graph *g;
+  em_var x, logits;
+  if (em_checkpoint_load(ckpt, &c) || em_checkpoint_take_graph(c, &g)) fail_msg("%s", em_last_error());
+  em_checkpoint_free(c);
+  if (em_graph_lookup(g, "x", &x) || em_graph_lookup(g, "logits", &logits)) fail_msg("%s", em_last_error());
+  float px[3 * 28 * 28];
+  uint32_t st = 12345;
+  for (size_t i = 0; i < sizeof px / sizeof px[0]; i++) {
+    st ^= st << 13, st ^= st >> 17, st ^= st << 5;
+    px[i] = (float)((double)(st % 2000) / 1000.0 - 1.0);
+  }
+  em_tensor *xv, *want, *got;
+  if (em_tensor_from_host(em_cpu(), EM_F32, 4, (int64_t[]){3, 1, 28, 28}, px, sizeof px, &xv)) fail_msg("%s", em_last_error());
+  em_exec *e;
+  if (em_exec_create(g, &logits, 1, em_cpu(), &e) || em_exec_run(e, &(em_feed){x, xv}, 1, &want))
+    fail_msg("the checkpoint's graph: %s", em_last_error());
+  em_onnx *m;
+  em_named_tensor in = {"x", xv};
+  if (em_onnx_load(model, NULL, &m) || em_onnx_run(m, &in, 1, &got)) fail_msg("the exported model: %s", em_last_error());
+  assert_int_equal(em_tensor_numel(got), 3 * 10);
+  assert_int_equal(em_tensor_numel(want), 3 * 10);
+  float a[30], b[30];
+  if (em_tensor_to_host(got, a, sizeof a) || em_tensor_to_host(want, b, sizeof b)) fail_msg("%s", em_last_error());
+  assert_memory_equal(a, b, sizeof a);
+  /* For onnxruntime: the file as `ember export` wrote it. */
+  if (!exports.root[0] && ts_ort_init(&exports, "ember_cli_export")) fail_msg("mkdtemp: %s", strerror(errno));
+  FILE *f = fopen(model, "rb");
+  assert_non_null(f);
+  static unsigned char bytes[1 << 20];
+  size_t size = fread(bytes, 1, sizeof bytes, f);
+  fclose(f);
+  assert_true(size > 0 && size < sizeof bytes);
+  ts_ort_keep(&exports, "lenet_ember_export", NULL, 0, bytes, size, &in, 1, &want, 1);
+  em_tensor_release(got), em_tensor_release(want), em_tensor_release(xv);
+  em_onnx_free(m);
+  em_exec_free(e);
+  em_graph_free(g);
+}
+
+static void test_export_lenet_onnxruntime(void **state) {
+  (void)state;
+  NEED_DATA();
+  if (!exports.n) fail_msg("no exported LeNet (test_export_lenet_round_trip makes it)");
+  ts_ort_check(&exports);
+}
+
 static void test_onnx_run_errors(void **state) {
   (void)state;
   NEED_CLI();
@@ -1789,6 +1858,8 @@ int main(void) {
       cmocka_unit_test_teardown(test_onnx_run, free_owned),
       cmocka_unit_test_teardown(test_onnx_run_errors, free_owned),
       cmocka_unit_test_teardown(test_export_checkpoint, free_owned),
+      cmocka_unit_test_teardown(test_export_lenet_round_trip, free_owned),
+      cmocka_unit_test_teardown(test_export_lenet_onnxruntime, free_owned),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
