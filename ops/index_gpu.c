@@ -81,6 +81,17 @@ static em_status run_check(const em_op_args *a, const void *idx, int idx64, int6
   return check_error(&ctx, &f);
 }
 
+em_status em_index_gpu_check_axis(const em_op_args *a, const void *idx, int idx64, int64_t n, const em_index_bounds *b) {
+  const em_shape *d = &a->in[b->data_in];
+  int64_t size = d->dims[b->first_axis];
+  void *bound = NULL;
+  em_status s = em_ops_kernel_ready(a, "em_index_check");
+  if (!s) s = em_ops_scratch_upload(a, &size, sizeof size, &bound);
+  if (!s) s = run_check(a, idx, idx64, n, 1, bound, b);
+  if (bound) em_ops_scratch_free(a, bound);
+  return s;
+}
+
 /* ------------------------------------------------------------ cumsum --- */
 
 em_status em_index_gpu_cumsum(const em_op_args *a, em_dtype t, const void *x, void *y, int64_t outer, int64_t n,

@@ -22,6 +22,12 @@ typedef struct em_index_bounds {
  * its indices (input 1). */
 em_status em_index_fail(const em_op_args *a, const em_index_bounds *b, int64_t value, int64_t pos);
 
+/* em_index_check over n indices (device memory) that all address axis
+ * b->first_axis of input b->data_in (b->k 1), as gather's do: one outside
+ * [-size, size) fails the run with em_index_fail's message, as above. For
+ * ops of other families (ops/shape.c's gather). */
+em_status em_index_gpu_check_axis(const em_op_args *a, const void *idx, int idx64, int64_t n, const em_index_bounds *b);
+
 em_status em_index_gpu_cumsum(const em_op_args *a, em_dtype t, const void *x, void *y, int64_t outer, int64_t n,
                               int64_t inner, int exclusive, int reverse);
 

@@ -75,9 +75,12 @@
  * bit for bit, cast and pad share their per-element rules and top_k its
  * order with this file (kernels/shape_math.h), and the summing gradients add
  * each element's terms in the order documented above, from +0. Differences:
- * - indices out of range (gather, _gather_grad, _top_k_grad) fail the run on
- *   the CPU; a kernel cannot without a synchronisation per op, so on a GPU
- *   gather gives zero bits there and the gradients skip them;
+ * - indices out of range fail gather's run on a GPU as on the CPU, with the
+ *   same message (em_index_fail, ops/index.c), through index.cu's check
+ *   kernel (deferred to the next synchronisation where the device keeps a
+ *   status record, runtime/devcheck.h); the gather kernel then gives zero
+ *   bits there. _gather_grad and _top_k_grad on a GPU skip such indices
+ *   (their indices are the forward op's, already checked);
  * - these run on the CPU (the gpu member returns EM_ERR_USE_CPU): f16/bf16
  *   summing gradients, and pad, _pad_grad or _tile_grad with more than 6
  *   padded (repeated) axes left after merging. The data-moving copies take
@@ -91,6 +94,7 @@
 
 #include "error.h"
 #include "op.h"
+#include "index_gpu.h"
 #include "shape_gpu.h"
 #include "../kernels/em_math.h"
 #include "../kernels/shape_math.h"
@@ -1320,11 +1324,8 @@ static em_status gather_indices(const em_op_args *a, const em_tensor *t, const e
   for (int64_t j = 0; j < m; j++) {
     int64_t v = read_index(p, is->dtype, j), w = v < 0 ? v + n : v;
     if (w < 0 || w >= n) {
-      char pos[160];
       free(idx);
-      return em_op_fail(a, "index %lld at position %s of the indices is out of range for axis %d of size %lld (valid: %lld to %lld)",
-                        (long long)v, position_str(j, is->ndim, is->dims, pos, sizeof pos), axis, (long long)n,
-                        (long long)-n, (long long)n - 1);
+      return em_index_fail(a, &(em_index_bounds){.data_in = 0, .first_axis = axis, .k = 1}, v, j);
     }
     idx[j] = w;
   }
@@ -1353,14 +1354,17 @@ static em_status gather_cpu(const em_op_args *a, em_tensor *const *in, em_tensor
   return EM_OK;
 }
 
-/* An index out of range gives zero bits on a GPU: the CPU fails the run
- * naming it, but a kernel cannot, short of a synchronisation per gather. */
+/* The indices are checked first (index.cu's check kernel): one out of range
+ * fails the run with the CPU's message. */
 static em_status gather_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
   const em_shape *data = &a->in[0], *is = &a->in[1];
   int ax;
   em_status s = em_norm_axis(a, em_attr_int(a, "axis", 0), data->ndim, &ax);
   if (s) return s;
   const int64_t n = data->dims[ax], outer = prod(data->dims, 0, ax), inner = prod(data->dims, ax + 1, data->ndim);
+  s = em_index_gpu_check_axis(a, em_tensor_data(in[1]), is->dtype == EM_I64, em_shape_numel(is),
+                              &(em_index_bounds){.data_in = 0, .first_axis = ax, .k = 1});
+  if (s) return s;
   return em_shape_gpu_gather(a, em_tensor_data(out[0]), em_tensor_data(in[0]), em_tensor_data(in[1]), is->dtype, outer,
                              n, em_shape_numel(is), inner, em_dtype_size(data->dtype));
 }

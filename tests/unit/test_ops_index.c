@@ -381,6 +381,14 @@ static void index_errors_on(em_device dev) {
   em_attr ax = ai("axis", 1);
   expect_run_fails(dev, "scatter_elements", el, 3, &ax, 1, "index 5 at position [0,1]", "axis 1", "f32[2,3]");
   release_all(el, 3);
+  /* gather (ops/shape.c) runs the same check: 3 of 3 along axis 1 (i64), -3 of 2 along axis 0 (i32) */
+  int64_t i2[1] = {2};
+  em_tensor *ga[2] = {ot_tensor(EM_F32, 2, d23, NULL), ot_tensor(EM_I64, 1, i2, (const double[]){-3, 3})};
+  expect_run_fails(dev, "gather", ga, 2, &ax, 1, "index 3 at position [1] of the indices", "axis 1", "-3 to 2");
+  release_all(ga, 2);
+  em_tensor *gb[2] = {ot_tensor(EM_F64, 2, d23, NULL), ot_tensor(EM_I32, 2, i21, (const double[]){1, -3})};
+  expect_run_fails(dev, "gather", gb, 2, NULL, 0, "index -3 at position [1,0]", "axis 0", "size 2");
+  release_all(gb, 2);
   (void)u2;
 }
 
