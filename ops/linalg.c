@@ -494,6 +494,22 @@ static em_status check_dtype(const em_op_args *a, em_dtype want, int allow_int) 
   return EM_OK;
 }
 
+em_status em_linalg_gemm_cpu(const em_op_args *a, const em_linalg_gemm *g) {
+  if (g->nd != 0 || (g->dt != EM_F32 && g->dt != EM_F64))
+    return em_op_fail(a, "em_linalg_gemm_cpu: one f32 or f64 product expected");
+  if (!fits_blas(g->m) || !fits_blas(g->n) || !fits_blas(g->k) || !fits_blas(g->ldx) || !fits_blas(g->ldy) ||
+      !fits_blas(g->ldc))
+    return em_op_fail(a, "matrix dimensions beyond %d are not supported by the BLAS interface", INT_MAX);
+  gemm_call c = {.tx = g->tx, .ty = g->ty, .m = g->m, .n = g->n, .k = g->k, .alpha = g->alpha, .x = g->x,
+                 .ldx = g->ldx, .y = g->y, .ldy = g->ldy, .c = g->c, .ldc = g->ldc};
+  gemm_plan p;
+  em_status s = gemm_plan_init(a, &p, g->dt, &c, g->beta, 1);
+  if (s) return s;
+  s = gemm_plan_run(a, &p);
+  free(p.items);
+  return s;
+}
+
 /* ------------------------------------------------------------- matmul --- */
 
 static em_status matmul_infer(em_op_args *a) {

@@ -26,6 +26,13 @@ typedef struct em_linalg_gemm {
   int64_t dims[EM_MAX_DIMS], sx[EM_MAX_DIMS], sy[EM_MAX_DIMS], sc[EM_MAX_DIMS];
 } em_linalg_gemm;
 
+/* One product (g->nd 0) on the CPU, as the matmul op computes it: OpenBLAS
+ * in tiles fixed by the shape in the fast mode, the portable GEMM under
+ * a->portable, so the bits match kernels/gemm.cu's there. beta != 0 reads C's
+ * own contents as c (g->cin is ignored: the caller puts c into C first). For
+ * ops of other families that need products inside (ops/recurrent.c). */
+em_status em_linalg_gemm_cpu(const em_op_args *a, const em_linalg_gemm *g);
+
 /* Runs g on a->dev and a->stream with em_gemm_<dtype>. EM_ERR_USE_CPU when
  * the device's plan for kernels/gemm.cu is the CPU. */
 em_status em_linalg_gemm_gpu(const em_op_args *a, const em_linalg_gemm *g);

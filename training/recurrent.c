@@ -9,7 +9,14 @@
  * sequence lengths, a `where` per state keeping the old state past the
  * element's length. Zero initial states are not materialised (N may be
  * dynamic): a state that is still zero is EM_NO_VAR and the terms it would
- * feed are left out. */
+ * feed are left out.
+ *
+ * An LSTM with the default activations and no peepholes, clip or
+ * input_forget (what em_lstm makes by default, and most exported models)
+ * is not unrolled: after the same x W^T + biases matmul, each direction is
+ * one _lstm_seq node (ops/recurrent.c) whose hand-written backward runs the
+ * whole BPTT, instead of ~20 nodes a step whose gradients autodiff sums
+ * (the step slices' gradients alone made that O(T^2) in memory traffic). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -358,13 +365,42 @@ static em_status rnn_step(rb *b, const act *a, const dir_w *w, em_var xw, em_var
   return s ? s : activate(b, &a[0], pre, h_new);
 }
 
+/* ------------------------------------------------- the fused LSTM op --- */
+
+/* Whether direction d's LSTM is one _lstm_seq node (ops/recurrent.c): the
+ * default activations (sigmoid, tanh, tanh), no peepholes, clip or
+ * input_forget. Anything else is unrolled step by step below. */
+static int fused_lstm(const rb *b, const em_recurrent_inputs *in, int d) {
+  const act *a = b->acts[d];
+  return b->cell == EM_CELL_LSTM && in->p == NO && b->o->clip == 0 && !b->o->input_forget &&
+         a[0].kind == A_SIGMOID && a[1].kind == A_TANH && a[2].kind == A_TANH;
+}
+
+/* The whole recurrence of one direction as one node: y [T, N, H] into *y,
+ * the final states into *h and *c (zeros for an empty sequence, as the
+ * unrolled form's zero_if_empty gives them). */
+static em_status lstm_seq(rb *b, int reverse, em_var xw, em_var r, em_var lens, em_var *y, em_var *h, em_var *c) {
+  em_var inp[5] = {xw, r}, outs[4];
+  int n = 2;
+  if (*h != NO) inp[n++] = *h;
+  if (*c != NO) inp[n++] = *c;
+  if (lens != NO) inp[n++] = lens;
+  em_attr at[4] = {em_attr_i("reverse", reverse), em_attr_i("has_h0", *h != NO), em_attr_i("has_c0", *c != NO),
+                   em_attr_i("has_lens", lens != NO)};
+  em_status s = em_apply(b->g, "_lstm_seq", inp, n, at, 4, outs, 4);
+  if (s) return em_fail_context(s, "%s recurrence", b->who);
+  *y = outs[0], *h = outs[1], *c = outs[2];
+  return EM_OK;
+}
+
 /* --------------------------------------------------------- a direction --- */
 
 /* Direction index d of the weights over x [T, N, I], reversed or not: the
- * outputs per step (in time order) into ys, the final states into *h, *c
+ * outputs per step (in time order) into ys, or, for a fused LSTM, all of
+ * them [T, N, H] into *yd (NO otherwise); the final states into *h, *c
  * (which hold the initial ones, NO for zeros). */
 static em_status run_direction(rb *b, int d, int reverse, em_var x, const em_recurrent_inputs *in, em_var *ys,
-                               em_var *h, em_var *c) {
+                               em_var *yd, em_var *h, em_var *c) {
   const int64_t H = b->H, GH = b->G * H;
   dir_w w = {.r_h = NO, .rb_h = NO, .pi = NO, .po = NO, .pf = NO};
   em_var wd, rd, bd, wb, rbias, bias = NO;
@@ -389,6 +425,8 @@ static em_status run_direction(rb *b, int d, int reverse, em_var x, const em_rec
   if (b->cell == EM_CELL_GRU &&
       ((s = slice(b, rd, 0, 2 * H, 3 * H, &w.r_h)) || (s = slice(b, rd, 0, 0, 2 * H, &w.r))))
     return s;
+  *yd = NO;
+  if (fused_lstm(b, in, d)) return lstm_seq(b, reverse, w.xw, rd, in->sequence_lens, yd, h, c);
   if (b->cell == EM_CELL_LSTM && in->p != NO) {
     em_var pd;
     if ((s = take(b, in->p, 0, d, &pd)) || (s = slice(b, pd, 0, 0, H, &w.pi)) || (s = slice(b, pd, 0, H, 2 * H, &w.po)) ||
@@ -585,7 +623,9 @@ API em_status em_recurrent_apply(em_graph *g, em_recurrent_cell cell, const em_r
     return s;
   em_var *ys = calloc((size_t)(D * b.T + b.T), sizeof *ys);
   if (!ys) return em_fail(EM_ERR_OUT_OF_MEMORY, "%s: out of memory", b.who);
-  if (in->sequence_lens != NO) {
+  int unrolled = 0; /* directions built step by step (they need the masks) */
+  for (int d = 0; d < D; d++) unrolled += !fused_lstm(&b, in, d);
+  if (in->sequence_lens != NO && unrolled) {
     b.mask = ys + D * b.T;
     s = make_masks(&b, in->sequence_lens);
   }
@@ -593,7 +633,8 @@ API em_status em_recurrent_apply(em_graph *g, em_recurrent_cell cell, const em_r
   for (int d = 0; !s && d < D; d++) {
     int reverse = b.o->direction == EM_DIR_REVERSE || d == 1;
     if ((s = initial_of(&b, h0, d, &hs[d])) || (s = initial_of(&b, c0, d, &cs[d]))) break;
-    if ((s = run_direction(&b, d, reverse, x, in, ys + d * b.T, &hs[d], &cs[d]))) break;
+    if ((s = run_direction(&b, d, reverse, x, in, ys + d * b.T, &yd[d], &hs[d], &cs[d]))) break;
+    if (yd[d] != NO) continue; /* fused: _lstm_seq gives Y and zeroes an empty sequence's states itself */
     /* A sequence of length 0 ends in zero states, not its initial ones, as
      * onnxruntime's CPU and CUDA kernels give it (mask[0] is lens > 0). */
     if (b.mask && in->initial_h != NO && (s = zero_if_empty(&b, &hs[d]))) break;

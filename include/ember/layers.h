@@ -259,14 +259,17 @@ EM_API em_status em_flatten(const em_layers *L, em_var x, em_var *out);
  * (the ONNX importer calls it with the model's tensors); em_lstm, em_gru and
  * em_rnn make the weights as named, seeded parameters and call it.
  *
- * The recurrence is UNROLLED: the sequence length T (x's time axis) must be
- * known when the graph is built, and each time step adds its own nodes (a
- * matmul, a few slices, the gate activations and products, a where per state
- * for the sequence lengths): an LSTM of T steps is about 20 T nodes per
- * direction. Forward and backward come from the engine's ops and autodiff
- * (so CPU, GPU and portable mode come with them); memory and build time grow
- * linearly with T, and a new T means a new graph. A fused recurrent op is
- * later work.
+ * The sequence length T (x's time axis) must be known when the graph is
+ * built; a new T means a new graph. An LSTM with the default activations
+ * (Sigmoid, Tanh, Tanh) and no peepholes, clip or input_forget is one fused
+ * node per direction after the x W^T matmul (the internal op _lstm_seq,
+ * ops/recurrent.c: the whole recurrence with a hand-written backward, on the
+ * CPU and the GPU, bitwise equal in portable mode). Every other recurrence
+ * is UNROLLED: each time step adds its own nodes (a matmul, a few slices,
+ * the gate activations and products, a where per state for the sequence
+ * lengths), about 20 T nodes per direction for an LSTM, whose forward and
+ * backward come from the engine's ops and autodiff; memory and build time
+ * grow linearly with T.
  *
  * Layouts (ONNX's): x [T, N, I] (layout 0) or [N, T, I] (layout 1); with D
  * directions (2 for bidirectional, else 1) and G gates (LSTM 4: i o f c;
