@@ -340,7 +340,11 @@ typedef struct em_recurrent_outputs {
   em_var y_c;                 /* LSTM: the final cell state; else EM_NO_VAR */
 } em_recurrent_outputs;
 
-/* Adds the unrolled recurrence of `cell` to g. Shapes are checked against
+/* Adds the unrolled recurrence of `cell` to g, and records in g that out
+ * is ONNX's LSTM / GRU / RNN of in (kept by em_graph_clone, em_graph_save
+ * and em_graph_replace of an input), so em_onnx_export writes that one node
+ * rather than the unrolled ones (include/ember/onnx.h: unroll_recurrent).
+ * Shapes are checked against
  * each other (x's T and I, and every dimension of W, R, B, P and the
  * initial states, must be known; N may be -1); float dtypes (f32 or f64),
  * all the same. opts may be NULL. Errors: EM_ERR_INVALID_ARGUMENT naming
