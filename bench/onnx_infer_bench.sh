@@ -7,6 +7,7 @@
 #
 #   bash bench/onnx_infer_bench.sh [--rounds R] [--runs N] [--threads "1 2"]
 #        [--models a,b] [--base DIR] [--no-make] [--omp-wait passive|default]
+#        [--mode separate|paired|both]
 #
 #   --rounds R   rounds (default 5); in each, every model and thread count runs
 #                Ember (and the --base build) and onnxruntime as separate
@@ -19,6 +20,11 @@
 #                e.g. a copy at an older commit: "before" beside "after"
 #   --no-make    use build/lib/libember.a as it is
 #   --omp-wait   OMP_WAIT_POLICY for Ember (default passive: see README)
+#   --mode M     separate: the processes above; paired: per round, model and
+#                thread count one process running Ember (libember.so through
+#                ctypes) and onnxruntime alternately run by run (2 x RUNS
+#                runs), so each pair sees the same moment of a noisy machine;
+#                both (default): both ways
 #
 # Needs torch (export, once: the models stay in build/bench/onnx_infer) and
 # onnxruntime + numpy: PYTHONPATH gets .tools/torch and .tools/onnxpy.
@@ -30,7 +36,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT" || exit 1
 
 ROUNDS=5 RUNS=10 THREADS="1 2" MODELS="resnet18,mobilenet_v2,squeezenet1_1,efficientnet_b0,encoder"
-BASE="" DO_MAKE=1 OMP_WAIT=passive
+BASE="" DO_MAKE=1 OMP_WAIT=passive MODE=both
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) ROUNDS=${2:?}; shift ;;
@@ -40,7 +46,8 @@ while [ $# -gt 0 ]; do
     --base) BASE=${2:?}; shift ;;
     --no-make) DO_MAKE=0 ;;
     --omp-wait) OMP_WAIT=${2:?}; shift ;;
-    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+    --mode) MODE=${2:?}; shift ;;
+    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
     *) echo "onnx_infer_bench.sh: unknown option $1 (try --help)" >&2; exit 2 ;;
   esac
   shift
@@ -88,6 +95,7 @@ meta openblas "$(dpkg-query -W -f='${Package} ${Version}' 'libopenblas0*' 2>/dev
 meta rounds "$ROUNDS"
 meta runs "$RUNS"
 meta omp_wait "$OMP_WAIT"
+meta mode "$MODE"
 [ -n "$BASE" ] && meta base "$(cat "$BASE/.commit" 2>/dev/null || git -C "$BASE" rev-parse --short HEAD 2>/dev/null || echo "$BASE")"
 
 run_side() { # side model threads round
@@ -103,11 +111,23 @@ run_side() { # side model threads round
   esac | sed "s/^R /R r$r./" >>"$RAW"
 }
 
+run_pair() { # side model threads round
+  local side=$1 m=$2 t=$3 r=$4 lib="$ROOT/build/lib/libember.so"
+  [ "$side" = base ] && lib="$BASE/build/lib/libember.so"
+  OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=$OMP_WAIT \
+    $PY bench/onnx_infer_models.py pair "$DIR" "$m" "$t" "$((2 * RUNS))" "$lib" "$side" | sed "s/^R /R r$r./" >>"$RAW"
+}
+
 for r in $(seq 1 "$ROUNDS"); do
   for t in $THREADS; do
     for m in ${MODELS//,/ }; do
-      if [ $((r % 2)) = 1 ]; then order="$SIDES ort"; else order="ort $SIDES"; fi
-      for side in $order; do run_side "$side" "$m" "$t" "$r" || { echo "failed: $side $m t$t" >&2; exit 1; }; done
+      if [ "$MODE" != paired ]; then
+        if [ $((r % 2)) = 1 ]; then order="$SIDES ort"; else order="ort $SIDES"; fi
+        for side in $order; do run_side "$side" "$m" "$t" "$r" || { echo "failed: $side $m t$t" >&2; exit 1; }; done
+      fi
+      if [ "$MODE" != separate ]; then
+        for side in $SIDES; do run_pair "$side" "$m" "$t" "$r" || { echo "failed: pair $side $m t$t" >&2; exit 1; }; done
+      fi
     done
   done
   echo "onnx_infer_bench.sh: round $r of $ROUNDS done (load $(cut -d' ' -f1 /proc/loadavg))" >&2

@@ -8,6 +8,12 @@
                          at their default), RUNS timed runs after warm-up:
                          prints "R ort.<model>.t<threads> <ms>" per run and
                          writes DIR/MODEL.ort.out (the output, float32)
+  pair DIR MODEL THREADS RUNS LIB SIDE
+                         Ember (LIB: a libember.so, through ctypes) and
+                         onnxruntime in one process, run by run alternating
+                         which goes first: "R pair.<side>.<model>.t<threads>
+                         <ember ms> <ort ms>" per pair, so both see the same
+                         moment of a noisy machine; writes DIR/MODEL.SIDE.out
   compare DIR MODEL SIDE max relative error (max |a - b| / max |b|) of
                          DIR/MODEL.SIDE.out against DIR/MODEL.ort.out:
                          "R err.<side>.<model> <value>"
@@ -236,6 +242,78 @@ def ort(outdir, name, threads, runs):
     np.ascontiguousarray(y, dtype=np.float32).tofile(os.path.join(outdir, name + ".ort.out"))
 
 
+def pair(outdir, name, threads, runs, lib, side):
+    """Ember and onnxruntime alternating run by run in this process. onnxruntime's
+    intra-op threads may not spin here (session.intra_op.allow_spinning 0): a spinning
+    pool thread would hold a CPU while Ember runs; Ember's OpenMP threads follow
+    OMP_WAIT_POLICY from the environment."""
+    import ctypes as C
+    import onnxruntime as rt
+
+    class Device(C.Structure):
+        _fields_ = [("kind", C.c_int), ("ordinal", C.c_int)]
+
+    class Options(C.Structure):
+        _fields_ = [("device", Device), ("mode", C.c_int), ("input_values", C.c_void_p), ("n_input_values", C.c_int),
+                    ("metadata_only", C.c_int), ("external_data_dir", C.c_char_p)]
+
+    class Named(C.Structure):
+        _fields_ = [("name", C.c_char_p), ("value", C.c_void_p)]
+
+    em = C.CDLL(lib)
+    em.em_last_error.restype = C.c_char_p
+    em.em_tensor_numel.restype = C.c_int64
+    em.em_onnx_output_count.restype = C.c_size_t
+
+    def check(st, what):
+        if st:
+            sys.exit("%s: %s" % (what, em.em_last_error().decode()))
+
+    shape = [int(d) for d in open(os.path.join(outdir, name + ".shape")).read().split()]
+    x = np.fromfile(os.path.join(outdir, name + ".in"), dtype=np.float32).reshape(shape)
+    m = C.c_void_p()
+    check(em.em_onnx_load(os.path.join(outdir, name + ".onnx").encode(), C.byref(Options(mode=1)), C.byref(m)),
+          "em_onnx_load")
+    xt = C.c_void_p()
+    dims = (C.c_int64 * len(shape))(*shape)
+    check(em.em_tensor_from_host(Device(0, 0), 0, len(shape), dims, x.ctypes.data_as(C.c_void_p), C.c_size_t(x.nbytes),
+                                 C.byref(xt)), "em_tensor_from_host")
+    feeds = (Named * 1)(Named(b"x", xt))
+    n_out = em.em_onnx_output_count(m)
+    outs = (C.c_void_p * n_out)()
+
+    def ember_run(keep=False):
+        check(em.em_onnx_run(m, feeds, 1, outs), "em_onnx_run")
+        y = None
+        if keep:
+            y = np.empty(em.em_tensor_numel(C.c_void_p(outs[0])), dtype=np.float32)
+            check(em.em_tensor_to_host(C.c_void_p(outs[0]), y.ctypes.data_as(C.c_void_p), C.c_size_t(y.nbytes)),
+                  "em_tensor_to_host")
+        for k in range(n_out):
+            em.em_tensor_release(C.c_void_p(outs[k]))
+        return y
+
+    so = rt.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    sess = rt.InferenceSession(os.path.join(outdir, name + ".onnx"), so, providers=["CPUExecutionProvider"])
+    for _ in range(3):
+        ember_run()
+        sess.run(None, {"x": x})
+    ember_run(keep=True).tofile(os.path.join(outdir, "%s.%s.out" % (name, side)))
+    np.ascontiguousarray(sess.run(None, {"x": x})[0], dtype=np.float32).tofile(os.path.join(outdir, name + ".ort.out"))
+    for i in range(runs):
+        t = {}
+        for who in (("ember", "ort") if i % 2 == 0 else ("ort", "ember")):
+            t0 = time.perf_counter()
+            ember_run() if who == "ember" else sess.run(None, {"x": x})
+            t[who] = 1e3 * (time.perf_counter() - t0)
+        print("R pair.%s.%s.t%d %.4f %.4f" % (side, name, threads, t["ember"], t["ort"]))
+    em.em_tensor_release(xt)
+    em.em_onnx_free(m)
+
+
 def compare(outdir, name, side):
     a = np.fromfile(os.path.join(outdir, "%s.%s.out" % (name, side)), dtype=np.float32).astype(np.float64)
     b = np.fromfile(os.path.join(outdir, name + ".ort.out"), dtype=np.float32).astype(np.float64)
@@ -254,7 +332,7 @@ def report(raw, out):
     import re
     import statistics as st
 
-    meta, samples, errs = {}, {}, {}
+    meta, samples, errs, pairs = {}, {}, {}, {}
     for line in open(raw):
         if not line.startswith("R "):
             continue
@@ -263,14 +341,19 @@ def report(raw, out):
             meta[key[5:]] = val
         elif key.startswith("err."):
             errs[key[4:]] = val
+        elif re.match(r"r\d+\.pair\.", key):
+            m = re.match(r"r\d+\.pair\.(ember|base)\.(.+)\.t(\d+)$", key)
+            e, o = (float(v) for v in val.split())
+            pairs.setdefault((m.group(1), m.group(2), int(m.group(3))), []).append((e, o))
         else:
             m = re.match(r"r(\d+)\.(ember|base|ort)\.(.+)\.t(\d+)$", key)
             if m:
                 r, side, model, t = int(m.group(1)), m.group(2), m.group(3), int(m.group(4))
                 samples.setdefault((model, t, side, r), []).append(float(val))
-    sides = ["ember"] + (["base"] if any(k[2] == "base" for k in samples) else [])
-    models = [m for m in MODELS if any(k[0] == m for k in samples)]
-    threads = sorted({k[1] for k in samples})
+    sides = ["ember"] + (["base"] if any(k[2] == "base" for k in samples) or any(k[0] == "base" for k in pairs)
+                         else [])
+    models = [m for m in MODELS if any(k[0] == m for k in samples) or any(k[1] == m for k in pairs)]
+    threads = sorted({k[1] for k in samples} | {k[2] for k in pairs})
     rounds = sorted({k[3] for k in samples})
 
     def ratio(model, t, side):
@@ -313,6 +396,31 @@ def report(raw, out):
                 rt = ratio(model, t, s)
                 row += " %s | %s |" % (ms(model, t, s), "%.2f [%.2f, %.2f]" % rt if rt else "-")
             L.append(row)
+    if pairs:
+        L += ["", "## Paired in one process", "",
+              "Ember (ctypes, libember.so) and onnxruntime alternating run by run in one process "
+              "(onnxruntime's intra-op spinning off there, see onnx_infer_models.py pair): ratio = median over "
+              "all pairs of Ember ms / onnxruntime ms [25th, 75th percentile].", ""]
+        hdr, sep = "| model | threads |", "| --- | --- |"
+        for s_ in sides:
+            name = "Ember" if s_ == "ember" else "Ember before"
+            hdr += " %s ms | ort ms | %s / ort |" % (name, name)
+            sep += " --- | --- | --- |"
+        L += [hdr, sep]
+        for t in threads:
+            for model in models:
+                row = "| %s | %d |" % (model, t)
+                for s_ in sides:
+                    v = pairs.get((s_, model, t), [])
+                    if not v:
+                        row += " - | - | - |"
+                        continue
+                    r = sorted(e / o for e, o in v)
+                    q = lambda f: r[min(len(r) - 1, int(f * (len(r) - 1) + 0.5))]  # noqa: E731
+                    row += " %.1f | %.1f | %.2f [%.2f, %.2f] |" % (st.median([e for e, _ in v]),
+                                                                 st.median([o for _, o in v]), st.median(r), q(0.25),
+                                                                 q(0.75))
+                L.append(row)
     L += ["", "Max relative error against onnxruntime (max |Ember - ort| / max |ort|, same input):", ""]
     L.append("| model | " + " | ".join("Ember" if s == "ember" else "Ember before" for s in sides) + " |")
     L.append("| --- |" + " --- |" * len(sides))
@@ -334,6 +442,8 @@ if __name__ == "__main__":
         export(sys.argv[2])
     elif cmd == "ort":
         ort(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
+    elif cmd == "pair":
+        pair(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6], sys.argv[7])
     elif cmd == "compare":
         compare(sys.argv[2], sys.argv[3], sys.argv[4])
     elif cmd == "report":
