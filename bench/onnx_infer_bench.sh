@@ -81,8 +81,12 @@ for m in ${MODELS//,/ }; do
   [ -f "$DIR/$m.onnx" ] || { $PY bench/onnx_infer_models.py export "$DIR" || exit 1; break; }
 done
 
-commit=$(git rev-parse --short HEAD 2>/dev/null || cat .commit 2>/dev/null || echo unknown)
-git diff --quiet HEAD 2>/dev/null || commit="$commit-dirty"
+if git rev-parse --git-dir >/dev/null 2>&1; then
+  commit=$(git rev-parse --short HEAD)
+  git diff --quiet HEAD -- . ':!bench/results' || commit="$commit-dirty"
+else # a copy of the tree outside git: the commit it was taken from, if recorded
+  commit=$(cat .commit 2>/dev/null || echo unknown)
+fi
 meta commit "$commit"
 meta date "$(date -u '+%Y-%m-%d %H:%M UTC')"
 meta cpu "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
