@@ -1558,6 +1558,95 @@ static void expect_npy_matches(const char *path, const char *test, const char *s
   em_onnx_tensor_free(want);
 }
 
+/* Sequences of 3 to 12 one-hot symbols of 4 in CTF ("|features" a step a
+ * line, "|labels k:1" once), the class being the FIRST symbol: written by
+ * the test from a fixed LCG, `count` sequences. */
+static void write_sequences(const char *path, int count, uint64_t seed) {
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  for (int s = 0; s < count; s++) {
+    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+    int len = 3 + (int)((seed >> 33) % 10), first = 0;
+    for (int t = 0; t < len; t++) {
+      seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+      int sym = (int)((seed >> 33) % 4);
+      if (t == 0) first = sym;
+      fprintf(f, "%d |features %d %d %d %d", s, sym == 0, sym == 1, sym == 2, sym == 3);
+      if (t == 0) fprintf(f, " |labels %d:1", first);
+      fputc('\n', f);
+    }
+  }
+  assert_int_equal(fclose(f), 0);
+}
+
+/* ember train --model lstm: an LSTM classifier of variable-length sequences
+ * read from DIR/train.ctf and DIR/test.ctf (padded minibatches with their
+ * lengths), its checkpoint evaluated by ember eval, resumed, and the
+ * sequence errors of the command line. */
+static void test_train_lstm_sequences(void **state) {
+  (void)state;
+  char dir[PATH_MAX + 16], path[PATH_MAX + 64], ckpt[PATH_MAX + 32];
+  snprintf(dir, sizeof dir, "%s/sequences", tmp_root);
+  assert_true(mkdir(dir, 0755) == 0 || errno == EEXIST);
+  snprintf(path, sizeof path, "%s/train.ctf", dir);
+  write_sequences(path, 512, 1);
+  snprintf(path, sizeof path, "%s/test.ctf", dir);
+  write_sequences(path, 256, 2);
+  snprintf(ckpt, sizeof ckpt, "%s/lstm.ckpt", tmp_root);
+  run_result r = run_cli(NO_SETTINGS, ARGS("train", "--model", "lstm", "--data", dir, "--input-dim", "4", "--max-steps",
+                                           "12", "--classes", "4", "--hidden", "32", "--lr", "0.02", "--epochs", "7",
+                                           "--batch", "32", "--device", "cpu", "--mode", "portable", "--report-every",
+                                           "1000", "--checkpoint", ckpt));
+  expect_status(&r, 0);
+  lines L = parse_lines(&r);
+  assert_int_equal(L.n_epoch, 7);
+  assert_int_equal((int)num_at(L.epoch[0], "samples"), 512);
+  assert_non_null(L.test);
+  assert_int_equal((int)num_at(L.test, "samples"), 256);
+  assert_non_null(strstr(r.err, "model: lstm"));
+
+  /* The sequences' shape is a setting of the run. */
+  r = run_cli(NO_SETTINGS, ARGS("train", "--data", dir, "--device", "cpu", "--checkpoint", ckpt, "--resume", "--json",
+                                "--max-steps", "20"));
+  expect_status(&r, 65);
+  assert_non_null(strstr(r.err, "--max-steps 20 conflicts with the checkpoint's 12"));
+  /* Resumed to 14 epochs (the settings, the shape included, from the checkpoint). */
+  r = run_cli(NO_SETTINGS, ARGS("train", "--data", dir, "--epochs", "14", "--device", "cpu", "--checkpoint", ckpt,
+                                "--resume", "--report-every", "1000", "--json"));
+  expect_status(&r, 0);
+  L = parse_lines(&r);
+  assert_int_equal(L.n_epoch, 7);
+  assert_int_equal((int)num_at(L.epoch[0], "epoch"), 8);
+  assert_non_null(L.test);
+  double acc = num_at(L.test, "accuracy");
+  /* Chance is 25%; the first symbol must be carried over up to 11 steps. */
+  if (acc < 0.9) fail_msg("test accuracy %.3f after 14 epochs; expected >= 0.9", acc);
+  print_message("ember train --model lstm: test accuracy %.3f after 14 epochs (chance 0.25)\n", acc);
+
+  r = run_cli(NO_SETTINGS, ARGS("eval", "--checkpoint", ckpt, "--data", dir, "--device", "cpu", "--mode", "portable",
+                                "--json"));
+  expect_status(&r, 0);
+  json_t *ev = parse(&r);
+  assert_int_equal((int)num_at(ev, "samples"), 256);
+  if (fabs(num_at(ev, "accuracy") - acc) > 1e-6)
+    fail_msg("eval: accuracy %.6f, training's own test %.6f", num_at(ev, "accuracy"), acc);
+  assert_non_null(strstr(r.err, "model lstm"));
+
+  /* Errors: the shape missing (64), a sequence longer than --max-steps
+   * (65, naming the file, the line and the sequence), a missing file (66). */
+  r = run_cli(NO_SETTINGS, ARGS("train", "--model", "lstm", "--data", dir, "--device", "cpu"));
+  expect_status(&r, 64);
+  assert_non_null(strstr(r.err, "--input-dim"));
+  r = run_cli(NO_SETTINGS, ARGS("train", "--model", "lstm", "--data", dir, "--input-dim", "4", "--max-steps", "3",
+                                "--device", "cpu"));
+  expect_status(&r, 65);
+  if (!strstr(r.err, "train.ctf: line ") || !strstr(r.err, "sequence too long")) fail_msg("stderr: %s", r.err);
+  r = run_cli(NO_SETTINGS, ARGS("train", "--model", "lstm", "--data", tmp_root, "--input-dim", "4", "--max-steps",
+                                "12", "--device", "cpu"));
+  expect_status(&r, 66);
+  assert_non_null(strstr(r.err, "train.ctf"));
+}
+
 static void test_onnx_inspect(void **state) {
   (void)state;
   NEED_CLI();
@@ -1854,6 +1943,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_train_augmentation_resume_and_splits, free_owned),
       cmocka_unit_test_teardown(test_train_weight_decay_zero, free_owned),
       cmocka_unit_test_teardown(test_train_data_errors, free_owned),
+      cmocka_unit_test_teardown(test_train_lstm_sequences, free_owned),
       cmocka_unit_test_teardown(test_onnx_inspect, free_owned),
       cmocka_unit_test_teardown(test_onnx_run, free_owned),
       cmocka_unit_test_teardown(test_onnx_run_errors, free_owned),

@@ -103,6 +103,18 @@ int ember_eval(int argc, char **argv) {
     rc = EXIT_DATA;
     goto done;
   }
+  if (m.lengths != EM_NO_VAR) {
+    /* An lstm's sequences are shaped as its graph's x [N, T, D] and logits [N, K]. */
+    int64_t xs[EM_MAX_DIMS], ls[EM_MAX_DIMS];
+    int xn, ln;
+    if ((s = em_var_info(g, m.x, NULL, &xn, xs)) || (s = em_var_info(g, m.logits, NULL, &ln, ls)) || xn != 3 || ln != 2) {
+      fprintf(stderr, "ember eval: --checkpoint %s: its sequence model's x or logits has an unexpected shape\n",
+              o.checkpoint);
+      rc = EXIT_DATA;
+      goto done;
+    }
+    o.max_steps = xs[1], o.input_dim = xs[2], o.classes = ls[1];
+  }
   if ((rc = cli_data_open(&o, CMD_EVAL, &data))) goto done;
   em_var outs[2] = {m.loss, m.error};
   if ((s = em_exec_create(g, outs, 2, dev, &e)) ||
@@ -117,9 +129,10 @@ int ember_eval(int argc, char **argv) {
     em_minibatch mb = {0};
     if ((s = em_minibatch_next(data.test_src, &mb))) break;
     if (mb.end_of_data) break;
-    em_feed feeds[2] = {{m.x, mb.features}, {m.label, mb.labels}};
+    /* sequences: the third stream is features.lengths */
+    em_feed feeds[3] = {{m.x, mb.features}, {m.label, mb.labels}, {m.lengths, mb.values[2]}};
     em_tensor *res[2] = {NULL, NULL};
-    s = em_exec_run(e, feeds, 2, res);
+    s = em_exec_run(e, feeds, m.lengths != EM_NO_VAR ? 3 : 2, res);
     if (!s) loss += sum_of(res[0], mb.samples, &s);
     if (!s) errors += sum_of(res[1], mb.samples, &s);
     samples += (uint64_t)mb.samples;

@@ -51,6 +51,10 @@ static char *settings_json(const train_opts *o, double mean, double std) {
   if (j) json_object_set_new(j, "random_flip", json_boolean(o->random_flip));
   if (j) json_object_set_new(j, "min_delta", json_real(o->min_delta));
   if (j) json_object_set_new(j, "l2", json_real(o->l2));
+  if (j && !strcmp(o->model, "lstm")) /* the sequences' shape, which the model is built for */
+    json_object_set_new(j, "sequences", json_pack("{s:I, s:I, s:I}", "input_dim", (json_int_t)o->input_dim,
+                                                  "max_steps", (json_int_t)o->max_steps, "classes",
+                                                  (json_int_t)o->classes));
   if (j) json_object_set_new(j, "settings_version", json_integer(SETTINGS_VERSION));
   char *text = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
   json_decref(j);
@@ -114,7 +118,7 @@ static int settings_apply(json_t *j, train_opts *o, char *why, size_t cap) {
    * no mode (the command line's is taken), no augmentation (off), no
    * min_delta, no l2 (0). One of another type is refused, not read as
    * absent: a run saved with flips must not resume without them. */
-  json_t *bn, *mode, *crop, *flip, *min_delta, *l2, *version;
+  json_t *bn, *mode, *crop, *flip, *min_delta, *l2, *version, *seqs;
   if (settings_key(j, "settings_version", KEY_INT, 1, &version, why, cap) ||
       settings_key(j, "batch_norm", KEY_BOOL, 1, &bn, why, cap) ||
       settings_key(j, "mode", KEY_STRING, 1, &mode, why, cap) ||
@@ -123,6 +127,16 @@ static int settings_apply(json_t *j, train_opts *o, char *why, size_t cap) {
       settings_key(j, "min_delta", KEY_NUMBER, 1, &min_delta, why, cap) ||
       settings_key(j, "l2", KEY_NUMBER, 1, &l2, why, cap))
     return -1;
+  /* lstm: {"input_dim", "max_steps", "classes"}, all whole numbers. */
+  seqs = json_object_get(j, "sequences");
+  json_int_t dim = 0, steps = 0, classes = 10;
+  if (seqs && json_unpack(seqs, "{s:I, s:I, s:I}", "input_dim", &dim, "max_steps", &steps, "classes", &classes)) {
+    snprintf(why, cap, "\"sequences\" is not {\"input_dim\", \"max_steps\", \"classes\"} of whole numbers");
+    return -1;
+  }
+  o->input_dim = dim;
+  o->max_steps = steps;
+  o->classes = classes;
   json_int_t ver = version ? json_integer_value(version) : 1;
   if (ver < 1 || ver > SETTINGS_VERSION) {
     snprintf(why, cap, "settings version %lld; this ember train reads 1 to %d", (long long)ver, SETTINGS_VERSION);
@@ -168,7 +182,7 @@ static const char *const run_settings[] = {
     "--model",      "--channels",   "--hidden",   "--batch-norm", "--dropout",       "--random-crop",
     "--random-flip", "--seed",      "--learner",  "--lr",         "--momentum",      "--weight-decay", "--l2",
     "--schedule",   "--warmup",     "--batch",    "--train-samples", "--validation", "--patience",
-    "--min-delta",  "--mode",       "--epochs",   NULL};
+    "--min-delta",  "--mode",       "--epochs",   "--input-dim", "--max-steps", "--classes", NULL};
 
 /* The saved settings, checked as the command line's are, replace o's; an
  * option the command line gave with another value is refused. Returns 0 or
@@ -294,6 +308,10 @@ int ember_train(int argc, char **argv) {
   json_t *saved = NULL;
   int rc = load_settings(&o, &saved);
   if (!rc) rc = check_momentum(&o);
+  if (!rc && !strcmp(o.model, "lstm") && (!o.input_dim || !o.max_steps)) { /* --resume of no checkpoint yet */
+    fprintf(stderr, "ember train: --model lstm needs --input-dim D and --max-steps T (the sequences' shape)\n");
+    rc = EXIT_USAGE;
+  }
   if (rc) {
     json_decref(saved);
     return rc;
@@ -356,11 +374,12 @@ int ember_train(int argc, char **argv) {
   }
   settings = settings_json(&o, data.mean, data.std);
   em_checkpoint_section extra = {SETTINGS_SECTION, settings, settings ? strlen(settings) : 0};
-  em_var inputs[2] = {m.x, m.label};
+  /* The data set's streams in order: features, labels (and, for sequences, features.lengths). */
+  em_var inputs[3] = {m.x, m.label, m.lengths};
   em_fit_options fo = {.epochs = o.epochs,
                        .train = data.train_src,
                        .inputs = inputs,
-                       .n_inputs = 2,
+                       .n_inputs = m.lengths != EM_NO_VAR ? 3 : 2,
                        .validation = data.validation_src,
                        .checkpoint = o.checkpoint,
                        .checkpoint_extra = &extra,

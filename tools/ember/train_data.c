@@ -86,6 +86,7 @@ static em_status source(const em_dataset *d, const train_opts *o, int train, dou
                         em_minibatch_source **out) {
   em_minibatch_options mo = {.batch_size = o->batch, .seed = (uint64_t)o->seed, .shuffle = train,
                              .max_sweeps = train ? 0 : 1};
+  if (!strcmp(o->model, "lstm")) return em_minibatch_source_create(d, &mo, out); /* sequences: no transforms */
   mo.transform.scale = 1.0f / 255.0f;
   mo.transform.norm_channels = 1;
   mo.transform.mean[0] = (float)mean;
@@ -101,14 +102,39 @@ static em_status source(const em_dataset *d, const train_opts *o, int train, dou
   return em_minibatch_source_create(d, &mo, out);
 }
 
+/* --model lstm: DIR/<file>, a CTF file of sequences: the sequence stream
+ * "features" (--input-dim values a step, at most --max-steps steps; its
+ * lengths "features.lengths" follow) and the class "labels" ("k:1"). */
+static int open_sequences(const train_opts *o, const char *file, const char *what, em_dataset **out) {
+  char path[1100];
+  snprintf(path, sizeof path, "%s/%s", o->data, file);
+  const em_ctf_stream decl[2] = {{.name = "features", .dim = o->input_dim, .max_steps = o->max_steps},
+                                 {.name = "labels", .dim = o->classes, .sparse = 1, .is_class = 1}};
+  em_status s = em_dataset_open_ctf(path, decl, 2, out);
+  if (s) return data_error(what, s);
+  if (em_dataset_samples(*out) < 1) {
+    fprintf(stderr, "ember: %s: %s holds no sequences\n", what, path);
+    return EXIT_DATA;
+  }
+  return 0;
+}
+
+/* d's images (IDX) or sequences (CTF, --model lstm) of a split. */
+static int open_split(const train_opts *o, const char *split, const char *what, em_dataset **out) {
+  if (!strcmp(o->model, "lstm")) return open_sequences(o, !strcmp(split, "train") ? "train.ctf" : "test.ctf", what, out);
+  em_status s = em_dataset_open_idx_dir(o->data, split, 10, out);
+  if (s) return data_error(what, s);
+  return check_images(what, *out);
+}
+
 int cli_data_open(const train_opts *o, unsigned cmd, cli_data *d) {
   memset(d, 0, sizeof *d);
   em_status s;
   char what[1100];
+  int seqs = !strcmp(o->model, "lstm");
   if (cmd == CMD_TRAIN) {
-    snprintf(what, sizeof what, "--data %s: the training images", o->data);
-    if ((s = em_dataset_open_idx_dir(o->data, "train", 10, &d->train))) return data_error(what, s);
-    int rc = check_images(what, d->train);
+    snprintf(what, sizeof what, "--data %s: the training %s", o->data, seqs ? "sequences" : "images");
+    int rc = open_split(o, "train", what, &d->train);
     if (rc) return rc;
     int64_t n = em_dataset_samples(d->train);
     if (o->train_samples > 0 && o->train_samples < n) n = o->train_samples;
@@ -125,9 +151,8 @@ int cli_data_open(const train_opts *o, unsigned cmd, cli_data *d) {
     if ((s = subset(&d->train, 0, n))) return data_error(what, s);
     cli_image_stats(d->train, &d->mean, &d->std);
   }
-  snprintf(what, sizeof what, "--data %s: the test images", o->data);
-  if ((s = em_dataset_open_idx_dir(o->data, "t10k", 10, &d->test))) return data_error(what, s);
-  int rc = check_images(what, d->test);
+  snprintf(what, sizeof what, "--data %s: the test %s", o->data, seqs ? "sequences" : "images");
+  int rc = open_split(o, "t10k", what, &d->test);
   if (rc) return rc;
   if ((s = subset(&d->test, 0, o->test_samples))) return data_error(what, s);
   if (cmd == CMD_EVAL) {
@@ -168,9 +193,9 @@ void cli_print_test(FILE *out, int json, uint64_t samples, double loss, double e
 }
 
 int cli_report_test(em_trainer *t, const cli_model *m, cli_data *d, int json, em_device dev) {
-  em_var inputs[2] = {m->x, m->label};
+  em_var inputs[3] = {m->x, m->label, m->lengths}; /* lengths: the CTF sequences' third stream */
   em_minibatch_result r;
-  em_status s = em_trainer_evaluate(t, d->test_src, inputs, 2, &r);
+  em_status s = em_trainer_evaluate(t, d->test_src, inputs, m->lengths != EM_NO_VAR ? 3 : 2, &r);
   if (s) return data_error("testing", s);
   cli_print_test(stdout, json, r.samples, r.loss, r.metric);
   ember_print_kernel_sources(json ? stderr : stdout, dev);

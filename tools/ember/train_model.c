@@ -28,6 +28,24 @@ static double default_lr(em_learner_kind k) {
 
 static em_status name(em_graph *g, em_var v, const char *n) { return em_var_set_name(g, v, n); }
 
+/* lstm: x [N, T, D] and its lengths through an LSTM (layout 1) whose last
+ * valid state (Y_h) a dense layer classifies. */
+static em_status sequence_model(const train_opts *o, cli_model *m) {
+  int64_t hidden = o->hidden[0] > 0 ? o->hidden[0] : 64;
+  em_layers L = {.graph = m->g, .seed = (uint64_t)o->seed};
+  em_recurrent_outputs r;
+  em_var h;
+  em_attr shape = {.name = "shape", .type = EM_ATTR_INTS, .ints = (const int64_t[]){-1, hidden}, .n = 2};
+  em_status s;
+  if ((s = em_input(m->g, "x", EM_F32, 3, (int64_t[]){-1, o->max_steps, o->input_dim}, &m->x)) ||
+      (s = em_input(m->g, "x.lengths", EM_I64, 1, (int64_t[]){-1}, &m->lengths)) ||
+      (s = em_lstm(&L, "lstm", m->x, hidden,
+                   &(em_recurrent_layer_opts){.rnn.layout = 1, .sequence_lens = &m->lengths}, &r)) ||
+      (s = em_apply(m->g, "reshape", &r.y_h, 1, &shape, 1, &h, 1))) /* [N, 1, H] -> [N, H] */
+    return s;
+  return em_dense(&L, "classifier", h, o->classes, NULL, &m->logits);
+}
+
 em_status cli_model_build(const train_opts *o, cli_model *m) {
   memset(m, 0, sizeof *m);
   em_status s = em_graph_create(&m->g);
@@ -45,9 +63,12 @@ em_status cli_model_build(const train_opts *o, cli_model *m) {
   mo.dropout = o->dropout;
   mo.batch_norm = o->batch_norm;
   em_var per_sample_loss, per_sample_error;
-  if ((s = em_input(m->g, "x", EM_F32, 4, (int64_t[]){-1, 1, CLI_IMAGE_SIDE, CLI_IMAGE_SIDE}, &m->x)) ||
+  m->lengths = EM_NO_VAR;
+  int lstm = !strcmp(o->model, "lstm");
+  if ((s = lstm ? sequence_model(o, m)
+                : em_input(m->g, "x", EM_F32, 4, (int64_t[]){-1, 1, CLI_IMAGE_SIDE, CLI_IMAGE_SIDE}, &m->x)) ||
       (s = em_input(m->g, "label", EM_I32, 1, (int64_t[]){-1}, &m->label)) ||
-      (s = em_model_build(m->g, o->model, m->x, CLASSES, (uint64_t)o->seed, &mo, &m->logits)) ||
+      (!lstm && (s = em_model_build(m->g, o->model, m->x, CLASSES, (uint64_t)o->seed, &mo, &m->logits))) ||
       (s = name(m->g, m->logits, "logits")) ||
       (s = em_apply(m->g, "cross_entropy_with_softmax", (em_var[]){m->logits, m->label}, 2, NULL, 0,
                     &per_sample_loss, 1)) ||
@@ -71,6 +92,7 @@ const char *cli_model_find(em_graph *g, cli_model *m) {
   em_var *slots[] = {&m->x, &m->label, &m->logits, &m->loss, &m->error};
   for (int i = 0; i < 5; i++)
     if (em_graph_lookup(g, names[i], slots[i])) return names[i];
+  if (em_graph_lookup(g, "x.lengths", &m->lengths)) m->lengths = EM_NO_VAR; /* images */
   return NULL;
 }
 

@@ -12,8 +12,9 @@
 /* The values of a model graph the tool uses, by their names. */
 typedef struct cli_model {
   em_graph *g;
-  em_var x;                   /* "x": images [N, 1, 28, 28] f32 in [0, 1] */
+  em_var x;                   /* "x": images [N, 1, 28, 28] f32 in [0, 1]; lstm: sequences [N, T, D] */
   em_var label;               /* "label": classes [N] i32 */
+  em_var lengths;             /* lstm: "x.lengths" [N] i64, the sequences' lengths; EM_NO_VAR for images */
   em_var logits;              /* "logits" [N, 10] */
   em_var loss;                /* "loss": per-sample softmax cross entropy [N] */
   em_var error;               /* "error": per-sample classification error [N] */

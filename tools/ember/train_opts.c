@@ -28,6 +28,7 @@ void train_opts_defaults(train_opts *o) {
       .seed = 1,
       .report_every = 100,
       .min_delta = 0,
+      .classes = 10,
   };
 }
 
@@ -42,7 +43,7 @@ typedef struct opt {
   const char *const *choices; /* for T_STR: the values allowed (NULL: any) */
 } opt;
 
-static const char *const models[] = {"mlp", "lenet", "resnet20", NULL};
+static const char *const models[] = {"mlp", "lenet", "resnet20", "lstm", NULL};
 static const char *const modes[] = {"fast", "portable", NULL};
 static const char *const learners[] = {"sgd",      "momentum", "nesterov", "adagrad", "rmsprop", "adadelta",
                                        "adam",     "adamw",    "fsadagrad", NULL};
@@ -51,11 +52,19 @@ static const char *const schedules[] = {"constant", "cosine", "step", NULL};
 #define OFF(f) offsetof(train_opts, f)
 #define BOTH (CMD_TRAIN | CMD_EVAL)
 static const opt table[] = {
-    {"--model", "NAME", "the model: mlp, lenet or resnet20 (default lenet)", T_STR, OFF(model), CMD_TRAIN, 0, 0, models},
+    {"--model", "NAME", "the model: mlp, lenet, resnet20 or lstm (default lenet)", T_STR, OFF(model), CMD_TRAIN, 0, 0,
+     models},
     {"--data", "DIR", "the data set's IDX files (default " DEFAULT_DATA ")", T_STR, OFF(data), BOTH, 0, 0, NULL},
+    {"--input-dim", "D", "lstm: values per step of the sequence stream 'features' (required)", T_INT, OFF(input_dim),
+     CMD_TRAIN, 1, 1 << 20, NULL},
+    {"--max-steps", "T", "lstm: the longest sequence; longer ones are an error (required)", T_INT, OFF(max_steps),
+     CMD_TRAIN, 1, 4096, NULL},
+    {"--classes", "K", "lstm: classes of the 'labels' stream (default 10)", T_INT, OFF(classes), CMD_TRAIN, 2,
+     1 << 20, NULL},
     {"--channels", "C1,C2", "lenet: the two convolutions' channels (default 32,64)", T_PAIR, OFF(channels), CMD_TRAIN, 1,
      4096, NULL},
-    {"--hidden", "H1,H2", "lenet, mlp: the hidden dense layers (default 256,128; mlp: H1 alone for one layer)", T_PAIR,
+    {"--hidden", "H1,H2", "lenet, mlp: the hidden dense layers (default 256,128; mlp: H1 alone for one layer); "
+     "lstm: H1 units (default 64)", T_PAIR,
      OFF(hidden), CMD_TRAIN, 1, 1 << 20, NULL},
     {"--batch-norm", NULL, "lenet: batch normalisation after each convolution", T_FLAG, OFF(batch_norm), CMD_TRAIN, 0,
      0, NULL},
@@ -114,13 +123,17 @@ static const char *cmd_name(unsigned cmd) { return cmd == CMD_TRAIN ? "train" : 
 
 void train_opts_help(unsigned cmd, FILE *out) {
   if (cmd == CMD_TRAIN)
-    fputs("usage: ember train [--model mlp|lenet|resnet20] [--data DIR] [--epochs N] [--batch B]\n"
+    fputs("usage: ember train [--model mlp|lenet|resnet20|lstm] [--data DIR] [--epochs N] [--batch B]\n"
           "                   [--device auto|cpu|cuda:N] [--mode fast|portable] [--checkpoint FILE [--resume]]\n"
           "                   [--json] [--learner NAME] [--lr X] ...\n\n"
           "Trains a model of the zoo on the IDX data set in DIR (Fashion-MNIST by default: train-images-idx3-ubyte,\n"
           "train-labels-idx1-ubyte, t10k-*, gzipped or not) with softmax cross entropy, reports the\n"
           "classification error as it goes, writes a checkpoint after every epoch, and ends with the test\n"
-          "accuracy and where each kernel's code came from.\n\n",
+          "accuracy and where each kernel's code came from.\n\n"
+          "--model lstm trains an LSTM classifier of sequences (its last valid state, then a dense layer) on\n"
+          "DIR/train.ctf and DIR/test.ctf, CNTK Text Format files of sequences: each line of a sequence gives\n"
+          "its next step '|features v1 ... vD' (D = --input-dim, at most --max-steps lines), and one line its\n"
+          "class '|labels k:1'. Sequences of different lengths share minibatches (padded, with lengths).\n\n",
           out);
   else
     fputs("usage: ember eval --checkpoint FILE [--data DIR] [--device auto|cpu|cuda:N] [--json] ...\n\n"
@@ -139,7 +152,7 @@ void train_opts_help(unsigned cmd, FILE *out) {
     fputs("\n--resume continues the saved run as it was started (its --model, --channels, --hidden,\n"
           "--batch-norm, --dropout, --random-crop, --random-flip, --seed, --learner, --lr, --momentum,\n"
           "--weight-decay, --l2, --schedule, --warmup, --epochs, --batch, --train-samples, --validation,\n"
-          "--patience, --min-delta and --mode): those not given are the checkpoint's, and one given with\n"
+          "--patience, --min-delta, --mode and lstm's --input-dim, --max-steps, --classes): those not given are the checkpoint's, and one given with\n"
           "another value is refused (exit 65, naming both). Only --epochs may differ, with the constant\n"
           "schedule (cosine and step are shaped by the planned epochs).\n",
           out);
@@ -247,6 +260,11 @@ int train_opts_parse(unsigned cmd, int argc, char **argv, train_opts *out) {
   if (cmd == CMD_TRAIN && out->patience && !out->validation)
     return bad(cmd, "--patience needs --validation N (the images early stopping watches)%s%s", "", "");
   if (cmd == CMD_EVAL && !out->checkpoint) return bad(cmd, "--checkpoint FILE is required%s%s", "", "");
+  if (cmd == CMD_TRAIN && !out->resume && !strcmp(out->model, "lstm") && (!out->input_dim || !out->max_steps))
+    return bad(cmd, "--model lstm needs --input-dim D and --max-steps T (the sequences' shape)%s%s", "", "");
+  if (cmd == CMD_TRAIN && !strcmp(out->model, "lstm") && (out->random_crop || out->random_flip))
+    return bad(cmd, "--random-crop and --random-flip are image augmentations; --model lstm reads sequences%s%s", "",
+               "");
   return 0;
 }
 

@@ -14,6 +14,7 @@ typedef struct train_opts {
   int64_t epochs, batch, seed, threads, train_samples, test_samples, validation, patience, report_every;
   int64_t random_crop;             /* training images: pad by this much, then a random crop back (0: off) */
   int64_t channels[2], hidden[2];   /* the model's widths (0: the zoo's defaults) */
+  int64_t input_dim, max_steps, classes; /* lstm: values per step, the longest sequence, label classes */
   double dropout;
   double norm_mean, norm_std;      /* eval: the training images' statistics, from the checkpoint */
   double lr, momentum, weight_decay, l2, warmup, min_delta; /* lr, momentum, weight_decay NaN: the learner's default */
