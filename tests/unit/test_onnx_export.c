@@ -627,11 +627,11 @@ static void test_recurrent_fallbacks(void **state) {
   CHECK(em_graph_create(&g));
   x = f32_input(g, "x", 3, (int64_t[]){-1, T, I});
   em_layers L2 = {.graph = g, .seed = 55};
-  em_recurrent_layer_opts lo = {.rnn = {.layout = 1}};
+  em_recurrent_layer_opts bm = {.rnn = {.layout = 1}};
   em_recurrent_outputs r1, r2;
-  CHECK(em_lstm(&L2, "first", x, H, &lo, &r1));
+  CHECK(em_lstm(&L2, "first", x, H, &bm, &r1));
   em_var y1 = AP1(g, "reshape", r1.y, AIS("shape", 0, T, H)); /* [N, T, 1, H] -> [N, T, H] */
-  CHECK(em_gru(&L2, "second", y1, 3, &lo, &r2));
+  CHECK(em_gru(&L2, "second", y1, 3, &bm, &r2));
   tx = pattern(3, (int64_t[]){2, T, I}, 54);
   f = (em_feed){x, tx};
   expect_op_count(g, &r2.y_h, 1, NULL, "LSTM", 1, "stacked");
