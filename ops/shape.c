@@ -656,6 +656,24 @@ static em_status attrs_grad(em_graph *g, const char *grad_op, const em_op_args *
   return em_apply(g, grad_op, in, n_in, a->attrs, a->n_attrs, &din[0], 1);
 }
 
+/* The backward of a gradient op g_op(dy, ...) = A^T dy (A linear: the
+ * forward op's map, possibly through indices) with respect to dy, which a
+ * second-order gradient needs: A applied to the incoming gradient, i.e. the
+ * forward op `fwd_op` on dy[0] (with the indices `idx`, if any) and the
+ * attributes forwarded to g_op, less `drop` (NULL: none). Its other inputs
+ * (shapes, indices) take no gradient (no_grad). */
+static em_status forward_again(em_graph *g, const char *fwd_op, const em_op_args *a, em_var idx, const em_var *dy,
+                               const char *drop, em_var *din) {
+  if (dy[0] < 0 || !em_dtype_is_float(a->in[0].dtype)) return EM_OK;
+  em_attr at[8]; /* the ops here take at most 4 */
+  int n = 0;
+  if (a->n_attrs > 8) return em_op_fail(a, "%d attributes: at most 8 here", a->n_attrs);
+  for (int i = 0; i < a->n_attrs; i++)
+    if (!drop || strcmp(a->attrs[i].name, drop)) at[n++] = a->attrs[i];
+  em_var in[2] = {dy[0], idx};
+  return em_apply(g, fwd_op, in, idx >= 0 ? 2 : 1, at, n, &din[0], 1);
+}
+
 /* Backward of every op that only re-labels x's elements: dy in x's shape. */
 static em_status reshape_back(em_graph *g, const em_op_args *a, const em_var *x, const em_var *y, const em_var *dy,
                               em_var *din) {
@@ -894,6 +912,13 @@ static em_status slice_back(em_graph *g, const em_op_args *a, const em_var *x, c
   (void)y;
   em_var in[2] = {dy[0], x[0]};
   return attrs_grad(g, "_slice_grad", a, in, 2, din);
+}
+
+/* Second order: d _slice_grad(dy) / d dy is slice again. */
+static em_status slice_grad_back(em_graph *g, const em_op_args *a, const em_var *x, const em_var *y, const em_var *dy,
+                                 em_var *din) {
+  (void)x, (void)y;
+  return forward_again(g, "slice", a, -1, dy, NULL, din);
 }
 
 static em_status slice_grad_infer(em_op_args *a) {
@@ -1199,6 +1224,15 @@ static em_status pad_back(em_graph *g, const em_op_args *a, const em_var *x, con
   return attrs_grad(g, "_pad_grad", a, in, 2, din);
 }
 
+/* Second order: pad again, with zeros (the value is the affine part of
+ * pad, which has no derivative) in constant mode; reflect and edge modes are
+ * linear as they are. */
+static em_status pad_grad_back(em_graph *g, const em_op_args *a, const em_var *x, const em_var *y, const em_var *dy,
+                               em_var *din) {
+  (void)x, (void)y;
+  return forward_again(g, "pad", a, -1, dy, "value", din);
+}
+
 static em_status pad_grad_infer(em_op_args *a) {
   em_status s = check_float(a, 0);
   if (!s) s = check_dtype(a, 1);
@@ -1374,6 +1408,13 @@ static em_status gather_back(em_graph *g, const em_op_args *a, const em_var *x, 
   (void)y;
   em_var in[3] = {dy[0], x[1], x[0]};
   return attrs_grad(g, "_gather_grad", a, in, 3, din);
+}
+
+/* Second order: gather again, with the same indices (input 1). */
+static em_status gather_grad_back(em_graph *g, const em_op_args *a, const em_var *x, const em_var *y, const em_var *dy,
+                                  em_var *din) {
+  (void)y;
+  return forward_again(g, "gather", a, x[1], dy, NULL, din);
 }
 
 static em_status gather_grad_infer(em_op_args *a) {
@@ -1930,6 +1971,13 @@ static em_status tile_back(em_graph *g, const em_op_args *a, const em_var *x, co
   return attrs_grad(g, "_tile_grad", a, in, 2, din);
 }
 
+/* Second order: tile again. */
+static em_status tile_grad_back(em_graph *g, const em_op_args *a, const em_var *x, const em_var *y, const em_var *dy,
+                                em_var *din) {
+  (void)x, (void)y;
+  return forward_again(g, "tile", a, -1, dy, NULL, din);
+}
+
 static em_status tile_grad_infer(em_op_args *a) {
   em_status s = check_float(a, 0);
   if (!s) s = check_dtype(a, 1);
@@ -2052,8 +2100,8 @@ const em_op_def em_ops_shape[] = {
      .attrs = EM_ATTRS("starts", "ends", "axes", "steps")},
     {.name = "_slice_grad",
      .doc = "slice's gradient (dy, x): dy scattered into zeros of x's shape; slice's attrs",
-     .min_inputs = 2, .max_inputs = 2, .n_outputs = 1, .no_grad = 3u,
-     .infer = slice_grad_infer, .cpu = slice_grad_cpu, .gpu = slice_grad_gpu,
+     .min_inputs = 2, .max_inputs = 2, .n_outputs = 1, .no_grad = 2u,
+     .infer = slice_grad_infer, .cpu = slice_grad_cpu, .gpu = slice_grad_gpu, .backward = slice_grad_back,
      /* slice's attributes, forwarded wholesale by slice_back */
      .attrs = EM_ATTRS("starts", "ends", "axes", "steps")},
     {.name = "concat",
@@ -2063,7 +2111,7 @@ const em_op_def em_ops_shape[] = {
      .attrs = EM_ATTRS("axis")},
     {.name = "_concat_grad",
      .doc = "concat's gradient for a dynamic axis (dy, xs...): attrs axis, from_end (piece of the last/first x)",
-     .min_inputs = 2, .max_inputs = 16, .n_outputs = 1, .no_grad = 0xffffu,
+     .min_inputs = 2, .max_inputs = 16, .n_outputs = 1, .no_grad = 0xfffeu,
      .infer = concat_grad_infer, .cpu = concat_grad_cpu, .gpu = concat_grad_gpu,
      .attrs = EM_ATTRS("axis", "from_end")},
     {.name = "pad",
@@ -2073,8 +2121,8 @@ const em_op_def em_ops_shape[] = {
      .attrs = EM_ATTRS("pads", "mode", "value")},
     {.name = "_pad_grad",
      .doc = "pad's gradient (dy, x): each dy element added to its source in x; attrs pads, mode",
-     .min_inputs = 2, .max_inputs = 2, .n_outputs = 1, .no_grad = 3u,
-     .infer = pad_grad_infer, .cpu = pad_grad_cpu, .gpu = pad_grad_gpu,
+     .min_inputs = 2, .max_inputs = 2, .n_outputs = 1, .no_grad = 2u,
+     .infer = pad_grad_infer, .cpu = pad_grad_cpu, .gpu = pad_grad_gpu, .backward = pad_grad_back,
      /* pad's attributes, forwarded wholesale by pad_back (value is not read) */
      .attrs = EM_ATTRS("pads", "mode", "value")},
     {.name = "gather",
@@ -2084,8 +2132,8 @@ const em_op_def em_ops_shape[] = {
      .attrs = EM_ATTRS("axis")},
     {.name = "_gather_grad",
      .doc = "gather's gradient (dy, indices, data): deterministic scatter-add into zeros; attr axis",
-     .min_inputs = 3, .max_inputs = 3, .n_outputs = 1, .no_grad = 7u,
-     .infer = gather_grad_infer, .cpu = gather_grad_cpu, .gpu = gather_grad_gpu,
+     .min_inputs = 3, .max_inputs = 3, .n_outputs = 1, .no_grad = 6u,
+     .infer = gather_grad_infer, .cpu = gather_grad_cpu, .gpu = gather_grad_gpu, .backward = gather_grad_back,
      /* gather's attributes, forwarded wholesale by gather_back */
      .attrs = EM_ATTRS("axis")},
     {.name = "one_hot",
@@ -2101,7 +2149,7 @@ const em_op_def em_ops_shape[] = {
      .attrs = EM_ATTRS("k", "axis", "largest", "sorted")},
     {.name = "_top_k_grad",
      .doc = "top_k's gradient (dy, indices, x): dy written at the indices in zeros of x's shape; attr axis",
-     .min_inputs = 3, .max_inputs = 3, .n_outputs = 1, .no_grad = 7u,
+     .min_inputs = 3, .max_inputs = 3, .n_outputs = 1, .no_grad = 6u,
      .infer = top_k_grad_infer, .cpu = top_k_grad_cpu, .gpu = top_k_grad_gpu,
      /* top_k's attributes, forwarded wholesale by top_k_back (only axis is read) */
      .attrs = EM_ATTRS("k", "axis", "largest", "sorted")},
@@ -2133,8 +2181,8 @@ const em_op_def em_ops_shape[] = {
      .attrs = EM_ATTRS("repeats")},
     {.name = "_tile_grad",
      .doc = "tile's gradient (dy, x): the sum over the repeats in a fixed order; attr repeats",
-     .min_inputs = 2, .max_inputs = 2, .n_outputs = 1, .no_grad = 3u,
-     .infer = tile_grad_infer, .cpu = tile_grad_cpu, .gpu = tile_grad_gpu,
+     .min_inputs = 2, .max_inputs = 2, .n_outputs = 1, .no_grad = 2u,
+     .infer = tile_grad_infer, .cpu = tile_grad_cpu, .gpu = tile_grad_gpu, .backward = tile_grad_back,
      /* tile's attributes, forwarded wholesale by tile_back */
      .attrs = EM_ATTRS("repeats")},
 };

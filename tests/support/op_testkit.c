@@ -357,3 +357,61 @@ void ot_reseal(unsigned char *p, size_t n) {
   uint64_t h = XXH3_64bits(p, n - 8);
   for (int i = 0; i < 8; i++) p[n - 8 + (size_t)i] = (unsigned char)(h >> (8 * i));
 }
+
+/* ---------------------------------------------- gradient ops, second order --- */
+
+#define SO_CHECK(call)                                                  \
+  do {                                                                  \
+    em_status s_ = (call);                                              \
+    if (s_) fail_msg("%s: %s", #call, em_last_error());                 \
+  } while (0)
+
+void ot_grad_dy_check(const char *op, em_tensor *const *in, int n_in, const em_attr *at, int n_at, uint64_t seed) {
+  em_tensor *y0 = ot_run1(op, in, n_in, at, n_at);
+  em_tensor *w = ot_rand(EM_F64, em_tensor_ndim(y0), em_tensor_shape(y0), seed, -1, 1);
+  em_graph *g;
+  em_var x[4], y, wv, yw, l, gdy;
+  if (n_in > 4) fail_msg("ot_grad_dy_check: %d inputs, at most 4", n_in);
+  SO_CHECK(em_graph_create(&g));
+  for (int i = 0; i < n_in; i++) {
+    char name[8];
+    snprintf(name, sizeof name, "in%d", i);
+    SO_CHECK(em_input(g, name, em_tensor_dtype(in[i]), em_tensor_ndim(in[i]), em_tensor_shape(in[i]), &x[i]));
+  }
+  SO_CHECK(em_input(g, "w", EM_F64, em_tensor_ndim(w), em_tensor_shape(w), &wv));
+  SO_CHECK(em_apply(g, op, x, n_in, at, n_at, &y, 1));
+  em_var m[2] = {y, wv};
+  SO_CHECK(em_apply(g, "mul", m, 2, NULL, 0, &yw, 1));
+  SO_CHECK(em_apply(g, "reduce_sum", &yw, 1, NULL, 0, &l, 1));
+  SO_CHECK(em_gradients(g, l, &x[0], 1, &gdy));
+  em_exec *e;
+  SO_CHECK(em_exec_create(g, &gdy, 1, em_cpu(), &e));
+  em_feed f[5];
+  for (int i = 0; i < n_in; i++) f[i] = (em_feed){x[i], in[i]};
+  f[n_in] = (em_feed){wv, w};
+  em_tensor *r;
+  SO_CHECK(em_exec_run(e, f, n_in + 1, &r));
+  int64_t n, nw, ny;
+  double *an = ot_values(r, &n), *wvals = ot_values(w, &nw), *dyv = em_tensor_data(in[0]);
+  for (int64_t j = 0; j < n; j++) {
+    double keep = dyv[j], sum[2];
+    for (int k = 0; k < 2; k++) {
+      dyv[j] = keep + (k ? -1e-6 : 1e-6);
+      em_tensor *yk = ot_run1(op, in, n_in, at, n_at);
+      double *yv = ot_values(yk, &ny);
+      sum[k] = 0;
+      for (int64_t i = 0; i < ny; i++) sum[k] += yv[i] * wvals[i];
+      free(yv);
+      em_tensor_release(yk);
+    }
+    dyv[j] = keep;
+    double num = (sum[0] - sum[1]) / 2e-6;
+    if (fabs(num - an[j]) > 1e-6 * (1 + fabs(num)))
+      fail_msg("gradient of %s with respect to dy, element %lld: analytic %.9g, numeric %.9g", op, (long long)j, an[j],
+               num);
+  }
+  free(an), free(wvals);
+  em_tensor_release(r), em_tensor_release(w), em_tensor_release(y0);
+  em_exec_free(e);
+  em_graph_free(g);
+}

@@ -459,65 +459,6 @@ static void test_refusals(void **state) {
 
 /* ------------------------------------------------------- second order --- */
 
-#define SO_CHECK(call)                                                  \
-  do {                                                                  \
-    em_status s_ = (call);                                              \
-    if (s_) fail_msg("%s: %s", #call, em_last_error());                 \
-  } while (0)
-
-/* A gradient op's own gradient with respect to dy (in[0], f64), which a second-order gradient
- * takes: d sum(op(dy, ...) * w) / d dy by em_gradients against central differences of that sum
- * (ot_run1 of the op). The gradient ops were no_grad in every input, so em_gradients gave 0 and
- * ot_gradcheck, which skips no_grad inputs, could not tell. */
-static void grad_op_check(const char *op, em_tensor **in, int n_in, const em_attr *at, int n_at, uint64_t seed) {
-  em_tensor *y0 = ot_run1(op, in, n_in, at, n_at);
-  em_tensor *w = ot_rand(EM_F64, em_tensor_ndim(y0), em_tensor_shape(y0), seed, -1, 1);
-  em_graph *g;
-  em_var x[4], y, wv, yw, l, gdy;
-  SO_CHECK(em_graph_create(&g));
-  for (int i = 0; i < n_in; i++) {
-    char name[8];
-    snprintf(name, sizeof name, "in%d", i);
-    SO_CHECK(em_input(g, name, em_tensor_dtype(in[i]), em_tensor_ndim(in[i]), em_tensor_shape(in[i]), &x[i]));
-  }
-  SO_CHECK(em_input(g, "w", EM_F64, em_tensor_ndim(w), em_tensor_shape(w), &wv));
-  SO_CHECK(em_apply(g, op, x, n_in, at, n_at, &y, 1));
-  em_var m[2] = {y, wv};
-  SO_CHECK(em_apply(g, "mul", m, 2, NULL, 0, &yw, 1));
-  SO_CHECK(em_apply(g, "reduce_sum", &yw, 1, NULL, 0, &l, 1));
-  SO_CHECK(em_gradients(g, l, &x[0], 1, &gdy));
-  em_exec *e;
-  SO_CHECK(em_exec_create(g, &gdy, 1, em_cpu(), &e));
-  em_feed f[5];
-  for (int i = 0; i < n_in; i++) f[i] = (em_feed){x[i], in[i]};
-  f[n_in] = (em_feed){wv, w};
-  em_tensor *r;
-  SO_CHECK(em_exec_run(e, f, n_in + 1, &r));
-  int64_t n, nw, ny;
-  double *an = ot_values(r, &n), *wvals = ot_values(w, &nw), *dyv = em_tensor_data(in[0]);
-  for (int64_t j = 0; j < n; j++) {
-    double keep = dyv[j], sum[2];
-    for (int k = 0; k < 2; k++) {
-      dyv[j] = keep + (k ? -1e-6 : 1e-6);
-      em_tensor *yk = ot_run1(op, in, n_in, at, n_at);
-      double *yv = ot_values(yk, &ny);
-      sum[k] = 0;
-      for (int64_t i = 0; i < ny; i++) sum[k] += yv[i] * wvals[i];
-      free(yv);
-      em_tensor_release(yk);
-    }
-    dyv[j] = keep;
-    double num = (sum[0] - sum[1]) / 2e-6;
-    if (fabs(num - an[j]) > 1e-6 * (1 + fabs(num)))
-      fail_msg("gradient of %s with respect to dy, element %lld: analytic %.9g, numeric %.9g", op, (long long)j, an[j],
-               num);
-  }
-  free(an), free(wvals);
-  em_tensor_release(r), em_tensor_release(w), em_tensor_release(y0);
-  em_exec_free(e);
-  em_graph_free(g);
-}
-
 static void test_second_order(void **state) {
   (void)state;
   const int64_t d32[2] = {3, 2}, i31[2] = {3, 1}, i23[2] = {2, 3};
@@ -525,26 +466,26 @@ static void test_second_order(void **state) {
   const double rows[3] = {0, 2, 0}, cols[6] = {1, 0, 1, 2, 2, 0};
   /* _gather_nd_grad: a repeated row (two dy rows summed into it) */
   em_tensor *gin[3] = {ot_tensor(EM_F64, 2, d32, uv), ot_tensor(EM_I64, 2, i31, rows), ot_tensor(EM_F64, 2, d32, dv)};
-  grad_op_check("_gather_nd_grad", gin, 3, NULL, 0, 970);
+  ot_grad_dy_check("_gather_nd_grad", gin, 3, NULL, 0, 970);
   release_all(gin, 3);
   /* with batch_dims 1: data [3, 2], indices [3, 1] pick one element per batch row */
   em_attr bd = ai("batch_dims", 1);
   em_tensor *bin[3] = {ot_tensor(EM_F64, 1, (const int64_t[]){3}, uv), ot_tensor(EM_I64, 2, i31, (const double[]){1, 0, 1}),
                        ot_tensor(EM_F64, 2, d32, dv)};
-  grad_op_check("_gather_nd_grad", bin, 3, &bd, 1, 971);
+  ot_grad_dy_check("_gather_nd_grad", bin, 3, &bd, 1, 971);
   release_all(bin, 3);
   /* _scatter_nd_grad: updates to rows 0, 2, 0 (under none the first is overwritten) */
   for (int r = 0; r < 2; r++) {
     em_attr red = as("reduction", r ? "add" : "none");
     em_tensor *sin[3] = {ot_tensor(EM_F64, 2, d32, dv), ot_tensor(EM_I64, 2, i31, rows), ot_tensor(EM_F64, 2, d32, uv)};
-    grad_op_check("_scatter_nd_grad", sin, 3, &red, 1, 972 + (uint64_t)r);
+    ot_grad_dy_check("_scatter_nd_grad", sin, 3, &red, 1, 972 + (uint64_t)r);
     release_all(sin, 3);
   }
   /* _scatter_elements_grad along axis 1 of [2, 3]: row 0 targets 1, 0, 1 */
   for (int r = 0; r < 2; r++) {
     em_attr at[2] = {ai("axis", 1), as("reduction", r ? "add" : "none")};
     em_tensor *ein[3] = {ot_tensor(EM_F64, 2, i23, dv), ot_tensor(EM_I64, 2, i23, cols), ot_tensor(EM_F64, 2, i23, uv)};
-    grad_op_check("_scatter_elements_grad", ein, 3, at, 2, 974 + (uint64_t)r);
+    ot_grad_dy_check("_scatter_elements_grad", ein, 3, at, 2, 974 + (uint64_t)r);
     release_all(ein, 3);
   }
 }

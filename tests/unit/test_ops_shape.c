@@ -1143,6 +1143,65 @@ static void test_grad_cast_f32(void **state) {
 
 /* ----------------------------------------- internal gradient ops direct --- */
 
+/* Second order: the gradient ops' own gradients with respect to dy (input
+ * 0), against central differences (ot_grad_dy_check). They used to be
+ * no_grad in every input, so a gradient of a gradient through slice, pad,
+ * gather or tile was a silent 0. _top_k_grad and _concat_grad have none
+ * yet: asking for one is an error naming the op. */
+static void test_grad_second_order(void **state) {
+  (void)state;
+  const int64_t s34[2] = {3, 4}, s22[2] = {2, 2};
+  em_tensor *x34 = ot_rand(EM_F64, 2, s34, 91, -1, 1);
+  /* _slice_grad(dy [2, 2], x [3, 4]): rows 1..2, columns 0..3 step 2 */
+  em_attr sat[4] = {ais("starts", (const int64_t[]){1, 0}, 2), ais("ends", (const int64_t[]){3, 4}, 2),
+                    ais("axes", (const int64_t[]){0, 1}, 2), ais("steps", (const int64_t[]){1, 2}, 2)};
+  em_tensor *sin[2] = {ot_rand(EM_F64, 2, s22, 92, -1, 1), x34};
+  ot_grad_dy_check("_slice_grad", sin, 2, sat, 4, 101);
+  em_tensor_release(sin[0]);
+  /* _pad_grad(dy [5, 7], x [3, 4]) in each mode: pads 1, 2 before, 1, 1 after; constant with a value that the
+   * second-order gradient must ignore */
+  const char *modes[3] = {"constant", "reflect", "edge"};
+  const int64_t s57[2] = {5, 7};
+  for (int m = 0; m < 3; m++) {
+    em_attr pat[3] = {ais("pads", (const int64_t[]){1, 2, 1, 1}, 4), as("mode", modes[m]), af("value", 2.5)};
+    em_tensor *pin[2] = {ot_rand(EM_F64, 2, s57, 93 + (uint64_t)m, -1, 1), x34};
+    ot_grad_dy_check("_pad_grad", pin, 2, pat, 3, 102 + (uint64_t)m);
+    em_tensor_release(pin[0]);
+  }
+  /* _gather_grad(dy [3, 3], indices [3] with a repeat and a negative one, data [3, 4]) along axis 1 */
+  const int64_t s33[2] = {3, 3}, s3[1] = {3};
+  em_attr gat = ai("axis", 1);
+  em_tensor *gin[3] = {ot_rand(EM_F64, 2, s33, 96, -1, 1), ot_tensor(EM_I64, 1, s3, (const double[]){2, -2, 2}), x34};
+  ot_grad_dy_check("_gather_grad", gin, 3, &gat, 1, 105);
+  em_tensor_release(gin[0]), em_tensor_release(gin[1]);
+  /* _tile_grad(dy [6, 8], x [3, 4]) for repeats 2, 2 */
+  const int64_t s68[2] = {6, 8};
+  em_attr tat = ais("repeats", (const int64_t[]){2, 2}, 2);
+  em_tensor *tin[2] = {ot_rand(EM_F64, 2, s68, 97, -1, 1), x34};
+  ot_grad_dy_check("_tile_grad", tin, 2, &tat, 1, 106);
+  em_tensor_release(tin[0]);
+  em_tensor_release(x34);
+
+  /* no second order through _top_k_grad: an error, not a zero. ys = sum(top_k(x)^2) has the gradient
+   * _top_k_grad(2 top_k(x), indices, x), whose dy depends on x */
+  em_graph *g;
+  em_var x, w, tk[2], sq, ys, dx, dw, l, ddx;
+  assert_int_equal(em_graph_create(&g), EM_OK);
+  assert_int_equal(em_input(g, "x", EM_F64, 2, s34, &x), EM_OK);
+  assert_int_equal(em_input(g, "w", EM_F64, 2, s34, &w), EM_OK);
+  em_attr kat = ai("k", 2);
+  assert_int_equal(em_apply(g, "top_k", &x, 1, &kat, 1, tk, 2), EM_OK);
+  assert_int_equal(em_apply(g, "mul", (em_var[]){tk[0], tk[0]}, 2, NULL, 0, &sq, 1), EM_OK);
+  assert_int_equal(em_apply(g, "reduce_sum", &sq, 1, NULL, 0, &ys, 1), EM_OK);
+  assert_int_equal(em_gradients(g, ys, &x, 1, &dx), EM_OK);
+  assert_int_equal(em_apply(g, "mul", (em_var[]){dx, w}, 2, NULL, 0, &dw, 1), EM_OK);
+  assert_int_equal(em_apply(g, "reduce_sum", &dw, 1, NULL, 0, &l, 1), EM_OK);
+  assert_int_equal(em_gradients(g, l, &x, 1, &ddx), EM_ERR_UNSUPPORTED);
+  if (!strstr(em_last_error(), "_top_k_grad") || !strstr(em_last_error(), "no gradient"))
+    fail_msg("the error should name _top_k_grad and say it has no gradient: %s", em_last_error());
+  em_graph_free(g);
+}
+
 /* The summing gradients in f16 (computed in f32, rounded once) and f32,
  * against float64 sums; values are small integers so the sums are exact. */
 static void test_grad_ops_direct(void **state) {
@@ -1620,6 +1679,7 @@ int main(void) {
     cmocka_unit_test(test_grad_expand_tile),
     cmocka_unit_test(test_grad_cast_f32),
     cmocka_unit_test(test_grad_ops_direct),
+    cmocka_unit_test(test_grad_second_order),
     cmocka_unit_test(test_dynamic_shapes),
     cmocka_unit_test(test_dynamic_gradients),
     cmocka_unit_test(test_thread_independence),
