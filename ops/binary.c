@@ -614,6 +614,16 @@ static em_status apply_sum_to(em_graph *g, const char *op, const em_var *in, int
   return s ? s : em_sum_to(g, t, like, out);
 }
 
+/* Second order: _where_grad masks dy, and masking is its own adjoint: the
+ * incoming gradient masked the same way, reduced to dy's shape. */
+static em_status where_grad_back(em_graph *g, const em_op_args *a, const em_var *x, const em_var *y, const em_var *dy,
+                                 em_var *din) {
+  (void)y;
+  if (dy[0] < 0) return EM_OK;
+  em_var in[2] = {x[0], dy[0]};
+  return apply_sum_to(g, "_where_grad", in, 2, a->attrs, a->n_attrs, x[1], &din[1]);
+}
+
 /* _binary_grad(dy, x, y) for fn/which, reduced to the shape of input `which`. */
 static em_status fused_grad(em_graph *g, const char *fn, int which, int64_t fmod, const em_var *x, em_var dy,
                             em_var *out) {
@@ -726,7 +736,7 @@ const em_op_def em_ops_binary[] = {
    .min_inputs = 1, .max_inputs = 3, .n_outputs = 1, .inplace = 1, .infer = binary_grad_infer,
    .cpu = binary_grad_cpu, .gpu = em_binary_grad_gpu, .attrs = EM_ATTRS("fn", "which", "fmod")},
   {.name = "_where_grad", .doc = "dy where cond (attr which=0) or where not cond (which=1), else 0",
-   .min_inputs = 2, .max_inputs = 2, .n_outputs = 1, .no_grad = 3, .infer = where_grad_infer,
-   .cpu = where_grad_cpu, .gpu = em_binary_where_grad_gpu, .attrs = EM_ATTRS("which")},
+   .min_inputs = 2, .max_inputs = 2, .n_outputs = 1, .no_grad = 1, .infer = where_grad_infer,
+   .cpu = where_grad_cpu, .gpu = em_binary_where_grad_gpu, .backward = where_grad_back, .attrs = EM_ATTRS("which")},
 };
 const size_t em_ops_binary_count = sizeof em_ops_binary / sizeof em_ops_binary[0];

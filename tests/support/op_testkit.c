@@ -366,7 +366,8 @@ void ot_reseal(unsigned char *p, size_t n) {
     if (s_) fail_msg("%s: %s", #call, em_last_error());                 \
   } while (0)
 
-void ot_grad_dy_check(const char *op, em_tensor *const *in, int n_in, const em_attr *at, int n_at, uint64_t seed) {
+void ot_grad_dy_check(const char *op, em_tensor *const *in, int n_in, int dy_in, const em_attr *at, int n_at,
+                      uint64_t seed) {
   em_tensor *y0 = ot_run1(op, in, n_in, at, n_at);
   em_tensor *w = ot_rand(EM_F64, em_tensor_ndim(y0), em_tensor_shape(y0), seed, -1, 1);
   em_graph *g;
@@ -383,7 +384,7 @@ void ot_grad_dy_check(const char *op, em_tensor *const *in, int n_in, const em_a
   em_var m[2] = {y, wv};
   SO_CHECK(em_apply(g, "mul", m, 2, NULL, 0, &yw, 1));
   SO_CHECK(em_apply(g, "reduce_sum", &yw, 1, NULL, 0, &l, 1));
-  SO_CHECK(em_gradients(g, l, &x[0], 1, &gdy));
+  SO_CHECK(em_gradients(g, l, &x[dy_in], 1, &gdy));
   em_exec *e;
   SO_CHECK(em_exec_create(g, &gdy, 1, em_cpu(), &e));
   em_feed f[5];
@@ -392,7 +393,7 @@ void ot_grad_dy_check(const char *op, em_tensor *const *in, int n_in, const em_a
   em_tensor *r;
   SO_CHECK(em_exec_run(e, f, n_in + 1, &r));
   int64_t n, nw, ny;
-  double *an = ot_values(r, &n), *wvals = ot_values(w, &nw), *dyv = em_tensor_data(in[0]);
+  double *an = ot_values(r, &n), *wvals = ot_values(w, &nw), *dyv = em_tensor_data(in[dy_in]);
   for (int64_t j = 0; j < n; j++) {
     double keep = dyv[j], sum[2];
     for (int k = 0; k < 2; k++) {

@@ -37,12 +37,13 @@ em_tensor *ot_run1(const char *op, em_tensor *const *in, int n_in, const em_attr
  * Fails the test when |analytic - numeric| > tol * max(1, |numeric|). */
 void ot_gradcheck(const char *op, em_tensor *const *in, int n_in, const em_attr *attrs, int n_attrs, int n_out,
                   unsigned skip_mask, double tol);
-/* A gradient op's own gradient with respect to dy (in[0], f64), which a
- * second-order gradient takes: d sum(op(dy, ...) * w) / d dy by
+/* A gradient op's own gradient with respect to dy (in[dy_in], f64), which a
+ * second-order gradient takes: d sum(op(..., dy, ...) * w) / d dy by
  * em_gradients (even where the op marks dy no_grad, which then gives 0 and
  * fails) against central differences of that sum (step 1e-6, tolerance 1e-6
  * relative), w pseudo-random from seed. */
-void ot_grad_dy_check(const char *op, em_tensor *const *in, int n_in, const em_attr *at, int n_at, uint64_t seed);
+void ot_grad_dy_check(const char *op, em_tensor *const *in, int n_in, int dy_in, const em_attr *at, int n_at,
+                      uint64_t seed);
 /* The same with training mode on (dropout with a fixed step, batch norm). */
 void ot_gradcheck_training(const char *op, em_tensor *const *in, int n_in, const em_attr *attrs, int n_attrs,
                            int n_out, unsigned skip_mask, double tol);

@@ -460,6 +460,16 @@ static void test_grad_where(void **s) {
     ot_gradcheck("where", in, 3, NULL, 0, 1, 0, 1e-6);
     for (int i = 0; i < 3; i++) em_tensor_release(in[i]);
   }
+  /* Second order: _where_grad(cond, dy) with respect to dy, for which 0 and 1, dy broadcast against cond both
+   * ways (it was no_grad there: a silent 0) */
+  for (int which = 0; which < 2; which++)
+    for (size_t k = 0; k < 2; k++) {
+      const where_case *w = &WCASES[k];
+      em_attr at = {.name = "which", .type = EM_ATTR_INT, .i = which};
+      em_tensor *in[2] = {make(EM_BOOL, w->nc, w->c, 14 + k, 0, 2, 0), make(EM_F64, w->nx, w->x, 15 + k, -2, 2, 0)};
+      ot_grad_dy_check("_where_grad", in, 2, 1, &at, 1, 20 + 2 * (uint64_t)which + k);
+      for (int i = 0; i < 2; i++) em_tensor_release(in[i]);
+    }
 }
 
 /* The documented choices at the points finite differences cannot probe:

@@ -466,26 +466,26 @@ static void test_second_order(void **state) {
   const double rows[3] = {0, 2, 0}, cols[6] = {1, 0, 1, 2, 2, 0};
   /* _gather_nd_grad: a repeated row (two dy rows summed into it) */
   em_tensor *gin[3] = {ot_tensor(EM_F64, 2, d32, uv), ot_tensor(EM_I64, 2, i31, rows), ot_tensor(EM_F64, 2, d32, dv)};
-  ot_grad_dy_check("_gather_nd_grad", gin, 3, NULL, 0, 970);
+  ot_grad_dy_check("_gather_nd_grad", gin, 3, 0, NULL, 0, 970);
   release_all(gin, 3);
   /* with batch_dims 1: data [3, 2], indices [3, 1] pick one element per batch row */
   em_attr bd = ai("batch_dims", 1);
   em_tensor *bin[3] = {ot_tensor(EM_F64, 1, (const int64_t[]){3}, uv), ot_tensor(EM_I64, 2, i31, (const double[]){1, 0, 1}),
                        ot_tensor(EM_F64, 2, d32, dv)};
-  ot_grad_dy_check("_gather_nd_grad", bin, 3, &bd, 1, 971);
+  ot_grad_dy_check("_gather_nd_grad", bin, 3, 0, &bd, 1, 971);
   release_all(bin, 3);
   /* _scatter_nd_grad: updates to rows 0, 2, 0 (under none the first is overwritten) */
   for (int r = 0; r < 2; r++) {
     em_attr red = as("reduction", r ? "add" : "none");
     em_tensor *sin[3] = {ot_tensor(EM_F64, 2, d32, dv), ot_tensor(EM_I64, 2, i31, rows), ot_tensor(EM_F64, 2, d32, uv)};
-    ot_grad_dy_check("_scatter_nd_grad", sin, 3, &red, 1, 972 + (uint64_t)r);
+    ot_grad_dy_check("_scatter_nd_grad", sin, 3, 0, &red, 1, 972 + (uint64_t)r);
     release_all(sin, 3);
   }
   /* _scatter_elements_grad along axis 1 of [2, 3]: row 0 targets 1, 0, 1 */
   for (int r = 0; r < 2; r++) {
     em_attr at[2] = {ai("axis", 1), as("reduction", r ? "add" : "none")};
     em_tensor *ein[3] = {ot_tensor(EM_F64, 2, i23, dv), ot_tensor(EM_I64, 2, i23, cols), ot_tensor(EM_F64, 2, i23, uv)};
-    ot_grad_dy_check("_scatter_elements_grad", ein, 3, at, 2, 974 + (uint64_t)r);
+    ot_grad_dy_check("_scatter_elements_grad", ein, 3, 0, at, 2, 974 + (uint64_t)r);
     release_all(ein, 3);
   }
 }
