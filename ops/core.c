@@ -169,21 +169,35 @@ static em_status add_n_infer(em_op_args *a) {
 }
 
 /* A: the accumulator, the dtype itself or (integers) its unsigned twin, so a
- * sum wraps instead of overflowing (undefined in C); kernels/core.cu does the same. */
+ * sum wraps instead of overflowing (undefined in C); kernels/core.cu does the same.
+ * Blocks of ADD_N_BLOCK elements: the block's running sums start as input 0
+ * and take each further input in turn, so every element is still
+ * ((x0 + x1) + x2) + ... in input order (the same bits as one element at a
+ * time), but each pass is a plain vector loop over one input instead of an
+ * inner loop over the inputs per element. The output may be input 0 (add_n
+ * runs in place): a block reads input 0 before it writes. */
+#define ADD_N_BLOCK 512
 #define ADD_N_LOOP(T, A)                                                                                   \
   do {                                                                                                     \
     T *y = em_tensor_data(out[0]);                                                                         \
-    const T *x0 = em_tensor_data(in[0]);                                                                   \
+    const T *xs[16];                                                                                       \
+    for (int k = 0; k < a->n_in; k++) xs[k] = em_tensor_data(in[k]);                                      \
     _Pragma("omp parallel for schedule(static) num_threads(em_cpu_threads()) if (n > 32768)")             \
-    for (int64_t i = 0; i < n; i++) {                                                                      \
-      A s = (A)x0[i];                                                                                      \
-      for (int k = 1; k < a->n_in; k++) s += (A)((const T *)em_tensor_data(in[k]))[i];                    \
-      y[i] = (T)s;                                                                                         \
+    for (int64_t b = 0; b < n; b += ADD_N_BLOCK) {                                                        \
+      const int64_t m = n - b < ADD_N_BLOCK ? n - b : ADD_N_BLOCK;                                         \
+      A acc[ADD_N_BLOCK];                                                                                  \
+      for (int64_t i = 0; i < m; i++) acc[i] = (A)xs[0][b + i];                                            \
+      for (int k = 1; k < a->n_in; k++) {                                                                  \
+        const T *xk = xs[k] + b;                                                                           \
+        for (int64_t i = 0; i < m; i++) acc[i] += (A)xk[i];                                                \
+      }                                                                                                    \
+      for (int64_t i = 0; i < m; i++) y[b + i] = (T)acc[i];                                                \
     }                                                                                                      \
   } while (0)
 
 static em_status add_n_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
   int64_t n = em_shape_numel(&a->out[0]);
+  if (a->n_in > 16) return em_op_fail(a, "%d inputs: at most 16", a->n_in);
   switch (a->out[0].dtype) {
   case EM_F32: ADD_N_LOOP(float, float); break;
   case EM_F64: ADD_N_LOOP(double, double); break;
