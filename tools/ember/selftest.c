@@ -267,6 +267,7 @@ static void case_bf16_to_f32(em_device dev, case_result *r) { case_from16(dev, r
 typedef struct op_case {
   const char *op;
   int n_in;
+  int n_out;                  /* the op's outputs (0: 1); the first is compared */
   int ndim[3];
   int64_t shape[3][4];
   int n_attrs;
@@ -276,12 +277,12 @@ typedef struct op_case {
 static em_status run_op(const op_case *c, em_device dev, em_tensor *const *in, em_tensor **host_out) {
   em_graph *g = NULL;
   em_exec *e = NULL;
-  em_var x[3], y;
+  em_var x[3], y[4];
   em_tensor *out = NULL;
   em_status s = em_graph_create(&g);
   for (int i = 0; i < c->n_in && !s; i++) s = em_input(g, NULL, EM_F32, c->ndim[i], c->shape[i], &x[i]);
-  if (!s) s = em_apply(g, c->op, x, c->n_in, c->attrs, c->n_attrs, &y, 1);
-  if (!s) s = em_exec_create(g, &y, 1, dev, &e);
+  if (!s) s = em_apply(g, c->op, x, c->n_in, c->attrs, c->n_attrs, y, c->n_out ? c->n_out : 1);
+  if (!s) s = em_exec_create(g, &y[0], 1, dev, &e);
   if (!s) s = em_exec_set_mode(e, EM_MODE_PORTABLE);
   em_feed f[3];
   for (int i = 0; i < c->n_in; i++) f[i] = (em_feed){x[i], in[i]};
@@ -340,6 +341,10 @@ static const op_case op_resize = {
 /* index: a cumsum along the long axis (a running f32 sum in index order, kernels/index_math.h). */
 static const op_case op_index = {.op = "cumsum", .n_in = 1, .ndim = {2}, .shape = {{37, 1000}}, .n_attrs = 1,
                                  .attrs = {{.name = "axis", .type = EM_ATTR_INT, .i = 1}}};
+/* recurrent: the fused LSTM recurrence over 9 steps (a GEMM and the gate
+ * arithmetic of kernels/recurrent_math.h per step; its output y). */
+static const op_case op_recurrent = {.op = "_lstm_seq", .n_in = 2, .n_out = 4, .ndim = {3, 2},
+                                     .shape = {{9, 5, 64}, {64, 16}}};
 #define OP_CASE(name) \
   static void case_op_##name(em_device dev, case_result *r) { case_op(dev, r, &op_##name); }
 OP_CASE(unary)
@@ -354,6 +359,7 @@ OP_CASE(loss)
 OP_CASE(norm)
 OP_CASE(resize)
 OP_CASE(index)
+OP_CASE(recurrent)
 
 /* The learner module: three Adam steps (moments, a square root and a
  * division per element) over one parameter of 10007 elements, on dev and on
@@ -446,6 +452,7 @@ static const struct {
   {"op:layer_normalization", "norm", case_op_norm},
   {"op:resize", "resize", case_op_resize},
   {"op:cumsum", "index", case_op_index},
+  {"op:_lstm_seq", "recurrent", case_op_recurrent},
   {"op:_update_adam", "learner", case_learner},
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
