@@ -85,6 +85,8 @@ static int inputs_of(const lcase *c, em_dtype dt, uint64_t seed, em_tensor **in,
 }
 
 static const int64_t lens_a[] = {5, 0, 2, 3}, lens_b[] = {1, 4, 4}, lens_c[] = {3, 0};
+/* Lengths past T count every step; a negative length is an empty sequence. */
+static const int64_t lens_d[] = {9, -2, 3, 4};
 
 static const lcase cases[] = {
   {"forward", 5, 3, 4, 0, 0, 0, NULL},
@@ -94,6 +96,9 @@ static const lcase cases[] = {
   {"reverse lengths 1 4 4 h0 only", 4, 3, 5, 1, 1, 0, lens_b},
   {"T 1", 1, 2, 2, 0, 1, 1, NULL},
   {"H 1 lengths 3 0", 3, 2, 1, 0, 0, 0, lens_c},
+  {"N 0", 3, 0, 2, 1, 1, 1, NULL},
+  {"lengths 9 -2 3 4 (past T, negative) h0 c0", 4, 4, 2, 0, 1, 1, lens_d},
+  {"reverse lengths 9 -2 3 4 (past T, negative) h0 c0", 4, 4, 2, 1, 1, 1, lens_d},
 };
 
 static void check_case(const lcase *c, em_dtype dt, double tol) {

@@ -748,6 +748,114 @@ static void test_lstm_learns_recall(void **state) {
   em_graph_free(g);
 }
 
+/* ------------------------------------- fused against unrolled LSTM --- */
+
+/* A default LSTM is one fused _lstm_seq node per direction (ops/recurrent.c);
+ * clip 1e30 (no effect on these values) keeps the same LSTM unrolled step by
+ * step. Both must give the same outputs and the same gradients of a loss
+ * that weighs Y, Y_h and Y_c, with respect to x, W, R, B, h0 and c0, for
+ * every direction, both layouts, lengths none / with 0 / past T and
+ * negative, with and without initial states. */
+static em_var fu_ap(em_graph *g, const char *op, em_var a, em_var b) {
+  em_var in[2] = {a, b}, o;
+  CHECK(em_apply(g, op, in, b < 0 ? 1 : 2, NULL, 0, &o, 1));
+  return o;
+}
+
+static em_tensor *fu_pattern(int nd, const int64_t *sh, int seed) {
+  int64_t n = 1;
+  for (int i = 0; i < nd; i++) n *= sh[i];
+  float *v = malloc(sizeof(float) * (size_t)n);
+  assert_non_null(v);
+  for (int64_t i = 0; i < n; i++) v[i] = (float)sin(seed * 1.7 + (double)i * 0.91);
+  em_tensor *t;
+  CHECK(em_tensor_from_host(em_cpu(), EM_F32, nd, sh, v, sizeof(float) * (size_t)n, &t));
+  free(v);
+  return t;
+}
+
+/* Outputs y, y_h, y_c then the gradients (4, or 6 with initial states) into
+ * got (float arrays of up to 512 values each); returns how many. */
+static int fu_run(int unrolled, int dir, int layout, const int64_t *lensv, int states, float got[9][512],
+                  int64_t *count) {
+  const int64_t T = 4, N = 4, I = 3, H = 3;
+  const int64_t D = dir == EM_DIR_BIDIRECTIONAL ? 2 : 1;
+  em_graph *g;
+  CHECK(em_graph_create(&g));
+  em_var x, lens, h0, c0;
+  int64_t xs[3] = {layout ? N : T, layout ? T : N, I}, hs[3] = {layout ? N : D, layout ? D : N, H};
+  CHECK(em_input(g, "x", EM_F32, 3, xs, &x));
+  CHECK(em_input(g, "lens", EM_I64, 1, (int64_t[]){N}, &lens));
+  CHECK(em_input(g, "h0", EM_F32, 3, hs, &h0));
+  CHECK(em_input(g, "c0", EM_F32, 3, hs, &c0));
+  em_layers L = {.graph = g, .seed = 5};
+  em_recurrent_layer_opts lo = {.rnn = {.direction = dir, .layout = layout, .clip = unrolled ? 1e30 : 0},
+                                .sequence_lens = lensv ? &lens : NULL, .initial_h = states ? &h0 : NULL,
+                                .initial_c = states ? &c0 : NULL};
+  em_recurrent_outputs ro;
+  CHECK(em_lstm(&L, "l", x, H, &lo, &ro));
+  em_var W, R, B;
+  CHECK(em_graph_lookup(g, "l.W", &W));
+  CHECK(em_graph_lookup(g, "l.R", &R));
+  CHECK(em_graph_lookup(g, "l.B", &B));
+  em_var t1 = fu_ap(g, "reduce_sum", fu_ap(g, "mul", ro.y, fu_ap(g, "sin", ro.y, -1)), -1);
+  em_var t2 = fu_ap(g, "reduce_sum", fu_ap(g, "mul", ro.y_h, fu_ap(g, "cos", ro.y_h, -1)), -1);
+  em_var t3 = fu_ap(g, "reduce_sum", fu_ap(g, "mul", ro.y_c, fu_ap(g, "exp", ro.y_c, -1)), -1);
+  em_var loss = fu_ap(g, "add", fu_ap(g, "add", t1, t2), t3);
+  em_var wrt[6] = {x, W, R, B, h0, c0}, gr[6];
+  int nw = states ? 6 : 4;
+  CHECK(em_gradients(g, loss, wrt, nw, gr));
+  em_var outs[9] = {ro.y, ro.y_h, ro.y_c};
+  for (int i = 0; i < nw; i++) outs[3 + i] = gr[i];
+  em_exec *e;
+  CHECK(em_exec_create(g, outs, 3 + nw, em_cpu(), &e));
+  em_tensor *tx = fu_pattern(3, xs, 1), *th = fu_pattern(3, hs, 2), *tc = fu_pattern(3, hs, 3), *tl;
+  int64_t lv[4] = {4, 4, 4, 4};
+  if (lensv) memcpy(lv, lensv, sizeof lv);
+  CHECK(em_tensor_from_host(em_cpu(), EM_I64, 1, (int64_t[]){N}, lv, sizeof lv, &tl));
+  em_feed f[4] = {{x, tx}, {lens, tl}, {h0, th}, {c0, tc}};
+  em_tensor *o[9];
+  CHECK(em_exec_run(e, f, 4, o));
+  for (int i = 0; i < 3 + nw; i++) {
+    count[i] = em_tensor_numel(o[i]);
+    assert_true(count[i] <= 512);
+    CHECK(em_tensor_to_host(o[i], got[i], sizeof(float) * (size_t)count[i]));
+    em_tensor_release(o[i]);
+  }
+  em_tensor_release(tx), em_tensor_release(th), em_tensor_release(tc), em_tensor_release(tl);
+  em_exec_free(e);
+  em_graph_free(g);
+  return 3 + nw;
+}
+
+static void test_fused_lstm_matches_unrolled(void **state) {
+  (void)state;
+  static const char *const what[9] = {"y", "y_h", "y_c", "dx", "dW", "dR", "dB", "dh0", "dc0"};
+  static const int64_t with0[4] = {4, 0, 2, 3}, odd[4] = {9, -2, 1, 4};
+  const int64_t *lens[3] = {NULL, with0, odd};
+  static float a[9][512], b[9][512];
+  for (int dir = 0; dir < 3; dir++)
+    for (int lay = 0; lay < 2; lay++)
+      for (int li = 0; li < 3; li++)
+        for (int st = 0; st < 2; st++) {
+          int64_t ca[9], cb[9];
+          int n = fu_run(0, dir, lay, lens[li], st, a, ca);
+          assert_int_equal(fu_run(1, dir, lay, lens[li], st, b, cb), n);
+          for (int k = 0; k < n; k++) {
+            assert_int_equal(ca[k], cb[k]);
+            double worst = 0, scale = 0;
+            for (int64_t i = 0; i < ca[k]; i++) {
+              double d = fabs((double)a[k][i] - b[k][i]);
+              if (!(d <= worst)) worst = d;
+              scale = fmax(scale, fabs((double)b[k][i]));
+            }
+            if (!(worst <= 1e-5 * fmax(scale, 1)))
+              fail_msg("direction %d layout %d lengths %d initial states %d: %s of the fused LSTM differs from the "
+                       "unrolled one by %g", dir, lay, li, st, what[k], worst);
+          }
+        }
+}
+
 int main(void) {
   g_gpus = ts_use_gpu();
   const struct CMUnitTest tests[] = {
@@ -756,6 +864,7 @@ int main(void) {
     cmocka_unit_test(test_gpu_bitwise),
     cmocka_unit_test(test_errors),
     cmocka_unit_test(test_layer_parameters),
+    cmocka_unit_test(test_fused_lstm_matches_unrolled),
     cmocka_unit_test(test_lstm_learns_recall),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
