@@ -30,6 +30,21 @@
 
 #include "em_math.h"
 
+/* The activations, and how the per-element functions below are declared.
+ * The CPU's vector loops (ops/recurrent.c) define these before including
+ * this header: ops/select_math.h's select forms of the same functions (the
+ * same bits) and functions always inlined, so that the loops vectorise; the
+ * kernels take em_math.h's functions and EM_HD. */
+#ifndef EM_REC_SIGMOIDF
+#define EM_REC_SIGMOIDF em_sigmoidf
+#endif
+#ifndef EM_REC_TANHF
+#define EM_REC_TANHF em_tanhf
+#endif
+#ifndef EM_REC_FN
+#define EM_REC_FN EM_HD
+#endif
+
 /* Step t is within element n's sequence (lens: i32 or i64; NULL: every step). */
 EM_HD int em_rec_active(const void *lens, int lens64, long long n, long long t) {
   if (!lens) return 1;
@@ -38,23 +53,23 @@ EM_HD int em_rec_active(const void *lens, int lens64, long long n, long long t) 
 }
 
 /* One element of a forward step: pre and ws point at the row's starts, j < H. */
-EM_HD void em_rec_lstm_fwd_f32(const float *pre, float *ws, long long H, long long j, float c_prev, float *h_out,
+EM_REC_FN void em_rec_lstm_fwd_f32(const float *pre, float *ws, long long H, long long j, float c_prev, float *h_out,
                                float *c_out) {
-  float i = em_sigmoidf(pre[j]), o = em_sigmoidf(pre[H + j]), f = em_sigmoidf(pre[2 * H + j]);
-  float g = em_tanhf(pre[3 * H + j]);
+  float i = EM_REC_SIGMOIDF(pre[j]), o = EM_REC_SIGMOIDF(pre[H + j]), f = EM_REC_SIGMOIDF(pre[2 * H + j]);
+  float g = EM_REC_TANHF(pre[3 * H + j]);
   float t1 = f * c_prev, t2 = i * g, c = t1 + t2;
   ws[j] = i, ws[H + j] = o, ws[2 * H + j] = f, ws[3 * H + j] = g, ws[4 * H + j] = c;
   *c_out = c;
-  *h_out = o * em_tanhf(c);
+  *h_out = o * EM_REC_TANHF(c);
 }
 
 /* One element of a backward step: dz (the row of 4 H pre-activation
  * gradients) written; *dc carried in and out (dc_prev). dws: the gradient
  * that reached the step's workspace row (i o f g c) directly, or 0 (not
  * read). */
-EM_HD void em_rec_lstm_bwd_f32(const float *ws, const float *dws, float *dz, long long H, long long j, float c_prev,
+EM_REC_FN void em_rec_lstm_bwd_f32(const float *ws, const float *dws, float *dz, long long H, long long j, float c_prev,
                                float dh, float *dc) {
-  float i = ws[j], o = ws[H + j], f = ws[2 * H + j], g = ws[3 * H + j], tc = em_tanhf(ws[4 * H + j]);
+  float i = ws[j], o = ws[H + j], f = ws[2 * H + j], g = ws[3 * H + j], tc = EM_REC_TANHF(ws[4 * H + j]);
   float d_o = dh * tc, dcx = *dc + (dh * o) * (1.0f - tc * tc);
   if (dws) dcx = dcx + dws[4 * H + j], d_o = d_o + dws[H + j];
   float di = dcx * g, dg = dcx * i, df = dcx * c_prev;

@@ -35,10 +35,24 @@
  * element, so portable mode gives the same bits on the CPU and the GPU
  * (ops/recurrent_gpu.c, kernels/recurrent.cu). f64 runs on the CPU (libm's
  * tanh and exp, as the unary family's f64). Loops split by element only. */
+/* The elementwise passes are vector loops over a row's H elements (gates in
+ * contiguous blocks) with ops/select_math.h's sigmoid and tanh, which are
+ * em_math.h's with selects for branches (the same bits as the kernels' scalar
+ * calls); gcc vectorises float selects only without -ftrapping-math (as
+ * ops/unary.c; Ember never reads FP exception flags, the values are the same
+ * IEEE operations). */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math")
+#endif
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "select_math.h"
+#define EM_REC_SIGMOIDF em_sigmoidf_sel
+#define EM_REC_TANHF em_tanhf_sel
+#define EM_REC_FN EM_SEL_INLINE
 #include "../kernels/recurrent_math.h"
 #include "linalg.h"
 #include "op.h"
@@ -138,7 +152,7 @@ static inline double sig64(double x) {
   return e / (1.0 + e);
 }
 
-static inline void lstm_fwd_f64(const double *pre, double *ws, int64_t H, int64_t j, double c_prev, double *h_out,
+static EM_INLINE void lstm_fwd_f64(const double *pre, double *ws, int64_t H, int64_t j, double c_prev, double *h_out,
                                 double *c_out) {
   double i = sig64(pre[j]), o = sig64(pre[H + j]), f = sig64(pre[2 * H + j]), g = tanh(pre[3 * H + j]);
   double t1 = f * c_prev, t2 = i * g, c = t1 + t2;
@@ -147,7 +161,7 @@ static inline void lstm_fwd_f64(const double *pre, double *ws, int64_t H, int64_
   *h_out = o * tanh(c);
 }
 
-static inline void lstm_bwd_f64(const double *ws, const double *dws, double *dz, int64_t H, int64_t j,
+static EM_INLINE void lstm_bwd_f64(const double *ws, const double *dws, double *dz, int64_t H, int64_t j,
                                 double c_prev, double dh, double *dc) {
   double i = ws[j], o = ws[H + j], f = ws[2 * H + j], g = ws[3 * H + j], tc = tanh(ws[4 * H + j]);
   double d_o = dh * tc, dcx = *dc + (dh * o) * (1.0 - tc * tc);
@@ -161,17 +175,44 @@ static inline void lstm_bwd_f64(const double *ws, const double *dws, double *dz,
   *dc = dcx * f;
 }
 
-static inline void lstm_fwd_f32(const float *pre, float *ws, int64_t H, int64_t j, float c_prev, float *h_out,
+static EM_INLINE void lstm_fwd_f32(const float *pre, float *ws, int64_t H, int64_t j, float c_prev, float *h_out,
                                 float *c_out) {
   em_rec_lstm_fwd_f32(pre, ws, H, j, c_prev, h_out, c_out);
 }
 
-static inline void lstm_bwd_f32(const float *ws, const float *dws, float *dz, int64_t H, int64_t j, float c_prev,
+static EM_INLINE void lstm_bwd_f32(const float *ws, const float *dws, float *dz, int64_t H, int64_t j, float c_prev,
                                 float dh, float *dc) {
   em_rec_lstm_bwd_f32(ws, dws, dz, H, j, c_prev, dh, dc);
 }
 
 /* ------------------------------------------------------------- the CPU --- */
+
+/* One batch element's row of a step, a loop over its H elements (vectorised;
+ * cloned per vector ISA): forward from pre (4 H) into ws's row (5 H), y's row
+ * and the carried state h, c; backward into dz's row (4 H) with dh = dy +
+ * the carried dh, c_prev from cp, the carried dc updated in place; dws: the
+ * step's workspace gradient row. */
+#define LSTM_ROWS(T_, SUF)                                                                                          \
+  EM_SIMD_CLONES static void fwd_row_##SUF(const T_ *pre, T_ *ws, int64_t H, T_ *y, T_ *hs, T_ *cs) {              \
+    _Pragma("omp simd")                                                                                           \
+    for (int64_t j = 0; j < H; j++) {                                                                             \
+      T_ h, c;                                                                                                    \
+      lstm_fwd_##SUF(pre, ws, H, j, cs[j], &h, &c);                                                               \
+      hs[j] = h, cs[j] = c, y[j] = h;                                                                             \
+    }                                                                                                             \
+  }                                                                                                               \
+  EM_SIMD_CLONES static void bwd_row_##SUF(const T_ *ws, T_ *dz, int64_t H, const T_ *cp, const T_ *dy,            \
+                                           const T_ *dh, T_ *dc) {                                                \
+    _Pragma("omp simd")                                                                                           \
+    for (int64_t j = 0; j < H; j++) lstm_bwd_##SUF(ws, NULL, dz, H, j, cp[j], dy[j] + dh[j], &dc[j]);             \
+  }                                                                                                               \
+  EM_SIMD_CLONES static void bwd_row_dws_##SUF(const T_ *ws, const T_ *dws, T_ *dz, int64_t H, const T_ *cp,       \
+                                               const T_ *dy, const T_ *dh, T_ *dc) {                              \
+    _Pragma("omp simd")                                                                                           \
+    for (int64_t j = 0; j < H; j++) lstm_bwd_##SUF(ws, dws, dz, H, j, cp[j], dy[j] + dh[j], &dc[j]);              \
+  }
+LSTM_ROWS(float, f32)
+LSTM_ROWS(double, f64)
 
 /* Below this many elements per step the elementwise loops run on one thread. */
 #define PAR_ELEMS 16384
@@ -212,15 +253,10 @@ static em_status product(const em_op_args *a, em_dtype dt, int tx, int ty, int64
       }                                                                                                           \
       T_ *yt = y + t * NH, *wt = ws + t * N * 5 * H;                                                              \
       _Pragma("omp parallel for num_threads(em_cpu_threads()) if (par)")                                          \
-      for (int64_t e = 0; e < NH; e++) {                                                                          \
-        int64_t n = e / H, j = e % H;                                                                             \
-        T_ h, c;                                                                                                  \
-        lstm_fwd_##SUF(p + n * G, wt + n * 5 * H, H, j, cs[e], &h, &c);                                           \
-        if (em_rec_active(lens, g->lens64, n, t)) hs[e] = h, cs[e] = c, yt[e] = h;                                \
-        else {                                                                                                    \
-          T_ *w = wt + n * 5 * H;                                                                                 \
-          yt[e] = w[j] = w[H + j] = w[2 * H + j] = w[3 * H + j] = w[4 * H + j] = 0;                               \
-        }                                                                                                         \
+      for (int64_t n = 0; n < N; n++) {                                                                           \
+        T_ *w = wt + n * 5 * H, *yn = yt + n * H;                                                                 \
+        if (em_rec_active(lens, g->lens64, n, t)) fwd_row_##SUF(p + n * G, w, H, yn, hs + n * H, cs + n * H);     \
+        else memset(yn, 0, sizeof(T_) * (size_t)H), memset(w, 0, sizeof(T_) * (size_t)(5 * H));                 \
       }                                                                                                           \
     }                                                                                                             \
     for (int64_t e = 0; !s && e < NH; e++) {                                                                      \
@@ -243,8 +279,9 @@ static em_status product(const em_op_args *a, em_dtype dt, int tx, int ty, int64
     T_ *dz = em_tensor_data(out[0]), *dr = em_tensor_data(out[1]), *dhs = em_tensor_data(out[2]);                 \
     T_ *dcs = em_tensor_data(out[3]);                                                                             \
     T_ *tmp = malloc(sizeof(T_) * (size_t)(NH > 0 ? NH : 1)), *hp = malloc(sizeof(T_) * (size_t)(T * NH > 0 ? T * NH : 1)); \
+    T_ *zero = calloc((size_t)H, sizeof(T_));                                                                     \
     em_status s = EM_OK;                                                                                          \
-    if (!tmp || !hp) s = em_op_fail(a, "no memory for the recurrence's gradient");                                \
+    if (!tmp || !hp || !zero) s = em_op_fail(a, "no memory for the recurrence's gradient");                      \
     for (int64_t e = 0; !s && e < NH; e++) {                                                                      \
       int empty = !em_rec_active(lens, g->lens64, e / H, 0);                                                      \
       dhs[e] = empty ? 0 : dhl[e];                                                                                \
@@ -256,18 +293,18 @@ static em_status product(const em_op_args *a, em_dtype dt, int tx, int ty, int64
       T_ *dzt = dz + t * N * G;                                                                                   \
       const T_ *dyt = dy + t * NH, *wt = ws + t * N * 5 * H, *wp = tp >= 0 ? ws + tp * N * 5 * H : NULL;          \
       _Pragma("omp parallel for num_threads(em_cpu_threads()) if (par)")                                          \
-      for (int64_t e = 0; e < NH; e++) {                                                                          \
-        int64_t n = e / H, j = e % H;                                                                             \
+      for (int64_t n = 0; n < N; n++) {                                                                           \
         T_ *row = dzt + n * G;                                                                                    \
         if (!em_rec_active(lens, g->lens64, n, t)) {                                                              \
-          row[j] = row[H + j] = row[2 * H + j] = row[3 * H + j] = 0;                                              \
+          memset(row, 0, sizeof(T_) * (size_t)G);                                                                 \
           continue;                                                                                               \
         }                                                                                                         \
-        T_ c_prev = wp && em_rec_active(lens, g->lens64, n, tp) ? wp[n * 5 * H + 4 * H + j] : c0 ? c0[e] : 0;     \
-        T_ dc = dcs[e];                                                                                           \
-        const T_ *dwr = dws ? dws + (t * N + n) * 5 * H : NULL;                                                   \
-        lstm_bwd_##SUF(wt + n * 5 * H, dwr, row, H, j, c_prev, dyt[e] + dhs[e], &dc);                             \
-        dcs[e] = dc;                                                                                              \
+        /* c_prev: the cell state the step read (zeros: no c0 and the first counting step) */                   \
+        const T_ *cp = wp && em_rec_active(lens, g->lens64, n, tp) ? wp + n * 5 * H + 4 * H : c0 ? c0 + n * H : zero; \
+        const T_ *w = wt + n * 5 * H, *dyn = dyt + n * H;                                                         \
+        T_ *dhn = dhs + n * H, *dcn = dcs + n * H;                                                                \
+        if (dws) bwd_row_dws_##SUF(w, dws + (t * N + n) * 5 * H, row, H, cp, dyn, dhn, dcn);                      \
+        else bwd_row_##SUF(w, row, H, cp, dyn, dhn, dcn);                                                         \
       }                                                                                                           \
       if (st == 0 && !h0) continue; /* h0 is zero: its gradient is not asked for */                               \
       if ((s = product(a, g->dt, 0, 0, N, H, G, dzt, G, r, H, tmp, 0.0))) break;                                  \
@@ -281,7 +318,7 @@ static em_status product(const em_op_args *a, em_dtype dt, int tx, int ty, int64
         hp[t * NH + e] = tp >= 0 && em_rec_active(lens, g->lens64, e / H, tp) ? y[tp * NH + e] : h0 ? h0[e] : 0;  \
     }                                                                                                             \
     if (!s) s = product(a, g->dt, 1, 0, G, H, T * N, dz, G, hp, H, dr, 0.0);                                       \
-    free(tmp), free(hp);                                                                                          \
+    free(tmp), free(hp), free(zero);                                                                              \
     return s;                                                                                                     \
   }
 LSTM_CPU(float, f32)

@@ -75,6 +75,7 @@
 #include <string.h>
 
 #include "op.h"
+#include "select_math.h"
 #include "unary_gpu.h"
 #include "../kernels/unary_math.h"
 
@@ -417,27 +418,10 @@ static inline double gelu_erf_grad_f64(double x) {
   return 0.5 * erfc(-x * SQRT1_2) + x * INV_SQRT_2PI * exp(-0.5 * x * x);
 }
 
-/* em_sigmoidf (kernels/em_math.h) with its branches, and em_expf's and
- * em__scale's on the way, written as selects: the same operations on the
- * same values, so the same bits (test_ops_unary's test_portable_bits compares
- * them, special values included), but a loop of it vectorises. MAP's loop
- * over em_sigmoidf did not (its early returns): it called the scalar function
- * per element, half of EfficientNet-B0's inference time. e^-|x| is e^x for
- * x < 0 and e^-x for x >= 0 alike; |x| > 104 (e^-|x| < 2^-150) and NaN take
- * the exponential of 0 in the reduction, so no conversion sees a NaN, and
- * are replaced after it. */
-static inline float sigmoid_sel_f32(float x) {
-  const float ax = em__fabs(x);
-  const int inside = ax <= 104.0f; /* false for NaN */
-  float k, lo;
-  const float hi = em__exp_reduced(inside ? -ax : 0.0f, &k, &lo);
-  const int ki = (int)k; /* -150 <= ki <= 0 */
-  const int sub = ki < -125; /* em__scale's two steps to a subnormal */
-  const float p = (hi + lo) * em__pow2(sub ? ki + 64 : ki);
-  const float e = inside ? (sub ? p * em__pow2(-64) : p) : 0.0f;
-  const float y = (x >= 0.0f ? 1.0f : e) / (1.0f + e);
-  return em__isnan(x) ? em__nan() : y;
-}
+/* sigmoid and tanh: ops/select_math.h's forms of em_sigmoidf and em_tanhf
+ * (selects for branches, the same bits), so their loops vectorise: MAP's loop
+ * over em_sigmoidf called the scalar function per element, half of
+ * EfficientNet-B0's inference time. */
 
 /* The per-element arithmetic is kernels/unary_math.h's (em_un_*, em_ung_*)
  * and em_math.h's: the loops below and kernels/unary.cu call the same
@@ -454,8 +438,8 @@ EM_SIMD_CLONES static void fwd_f32(const em_unary_launch *l, const float *x, flo
   case U_SQRT: MAP(y[i] = em_sqrtf(x[i])); break;
   case U_RSQRT: MAP(y[i] = em_rsqrtf(x[i])); break;
   case U_RECIPROCAL: MAP(y[i] = em_un_reciprocal_f32(x[i])); break;
-  case U_SIGMOID: MAP(y[i] = sigmoid_sel_f32(x[i])); break;
-  case U_TANH: MAP(y[i] = em_tanhf(x[i])); break;
+  case U_SIGMOID: MAP(y[i] = em_sigmoidf_sel(x[i])); break;
+  case U_TANH: MAP(y[i] = em_tanhf_sel(x[i])); break;
   case U_RELU: MAP(y[i] = em_un_relu_f32(x[i])); break;
   case U_LEAKY_RELU: MAP(y[i] = em_un_leaky_relu_f32(x[i], a)); break;
   case U_ELU: MAP(y[i] = em_un_elu_f32(x[i], a)); break;

@@ -624,26 +624,35 @@ static void test_portable_bits(void **s) {
       fail_msg("%s: results differ between 1 and 4 threads", C[k].op);
     em_tensor_release(r[0]), em_tensor_release(r[1]), em_tensor_release(x);
   }
-  /* sigmoid's loop is em_sigmoidf with selects for branches: the special values and the
-   * edges of its branches (104: e^-|x| below 2^-150; 87.3: subnormal e^-|x|) */
+  /* sigmoid's and tanh's loops are em_sigmoidf and em_tanhf with selects for branches
+   * (ops/select_math.h): the special values and the edges of their branches (sigmoid:
+   * 104, e^-|x| below 2^-150; 87.3, subnormal e^-|x|; tanh: 2^-12, 0.55, 9.02) */
   {
     static const unsigned int bits[] = {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00000u,
                                         0x7f800001u, 0x00000001u, 0x80000001u, 0x007fffffu, 0x42d00000u, 0xc2d00000u,
                                         0x42d00001u, 0xc2d00001u, 0x42cfffffu, 0xc2cfffffu, 0x42ae9999u, 0xc2ae9999u,
                                         0x42b17218u, 0xc2b17218u, 0x42fc0000u, 0xc2fc0000u, 0x7f7fffffu, 0xff7fffffu,
-                                        0x33800000u, 0xb3800000u, 0x3f800000u, 0xbf800000u};
+                                        0x33800000u, 0xb3800000u, 0x3f800000u, 0xbf800000u, 0x397fffffu, 0x39800000u,
+                                        0x39800001u, 0xb9800000u, 0x3f0cccccu, 0x3f0ccccdu, 0x3f0cccceu, 0xbf0ccccdu,
+                                        0x411051ebu, 0x411051ecu, 0x411051edu, 0xc11051ecu};
     enum { NB = sizeof bits / sizeof bits[0] };
+    static const struct {
+      const char *op;
+      float (*fn)(float);
+    } F[] = {{"sigmoid", em_sigmoidf}, {"tanh", em_tanhf}};
     int64_t shb[1] = {NB};
     float xb[NB];
     memcpy(xb, bits, sizeof xb);
-    em_tensor *xt = NULL, *yt = NULL;
-    assert_int_equal(em_tensor_from_host(em_cpu(), EM_F32, 1, shb, xb, sizeof xb, &xt), EM_OK);
-    if (ot_run("sigmoid", &xt, 1, NULL, 0, &yt, 1)) fail_msg("sigmoid: %s", em_last_error());
-    for (int i = 0; i < NB; i++) {
-      float want = em_sigmoidf(xb[i]), got = ((const float *)em_tensor_data(yt))[i];
-      if (memcmp(&want, &got, sizeof want)) fail_msg("sigmoid(%a) is %a, em_math.h gives %a", xb[i], got, want);
+    for (size_t k = 0; k < sizeof F / sizeof F[0]; k++) {
+      em_tensor *xt = NULL, *yt = NULL;
+      assert_int_equal(em_tensor_from_host(em_cpu(), EM_F32, 1, shb, xb, sizeof xb, &xt), EM_OK);
+      if (ot_run(F[k].op, &xt, 1, NULL, 0, &yt, 1)) fail_msg("%s: %s", F[k].op, em_last_error());
+      for (int i = 0; i < NB; i++) {
+        float want = F[k].fn(xb[i]), got = ((const float *)em_tensor_data(yt))[i];
+        if (memcmp(&want, &got, sizeof want)) fail_msg("%s(%a) is %a, em_math.h gives %a", F[k].op, xb[i], got, want);
+      }
+      em_tensor_release(yt), em_tensor_release(xt);
     }
-    em_tensor_release(yt), em_tensor_release(xt);
   }
   /* pow_scalar goes through em_powf with the exponent as a float */
   em_tensor *x = ot_rand(EM_F32, 1, sh, 5, -4, 4);
