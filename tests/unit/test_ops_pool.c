@@ -543,6 +543,122 @@ static void test_pool_same_symmetric(void **state) {
   em_tensor_release(x);
 }
 
+/* max_pool's general CPU loop (max_row: whole rows of windows, taps as selects; windows at the
+ * padded ends window by window) over random geometries (1-3 spatial axes, strides, dilations,
+ * asymmetric pads, ceil_mode; a 2-D case of 66 kernel rows, more than max_row takes) and special
+ * values: NaN of both signs (the first NaN of a window wins and stays), +0 and -0 (ties keep the
+ * first tap, so the sign shows which), infinities and integer ties. Against a plain loop written
+ * here, bit for bit (the sign of a zero included), in fast and portable mode. */
+static uint64_t sv_state = 0x9e3779b97f4a7c15ull;
+static uint64_t sv_next(void) {
+  sv_state ^= sv_state << 13, sv_state ^= sv_state >> 7, sv_state ^= sv_state << 17;
+  return sv_state;
+}
+static double sv_unit(void) { return (double)(sv_next() >> 11) / 9007199254740992.0; }
+static double sv_value(void) {
+  double r = sv_unit();
+  if (r < 0.05) return NAN;
+  if (r < 0.08) return -NAN;
+  if (r < 0.15) return 0.0;
+  if (r < 0.22) return -0.0;
+  if (r < 0.25) return INFINITY;
+  if (r < 0.28) return -INFINITY;
+  if (r < 0.5) return (double)((int)(sv_unit() * 4) - 2);
+  return sv_unit() * 4 - 2;
+}
+
+static void test_max_pool_special_values_random(void **state) {
+  (void)state;
+  for (int it = 0; it < 300; it++) {
+    int nsp = 1 + (int)(sv_next() % 3), ceil_mode = sv_next() % 3 == 0, ok = 1;
+    em_dtype dt = sv_next() % 2 ? EM_F32 : EM_F64;
+    int64_t n = 1 + (int64_t)(sv_next() % 2), c = 1 + (int64_t)(sv_next() % 3), in[3], k[3], s[3], d[3], pads[6];
+    for (int i = 0; i < nsp; i++) {
+      in[i] = 1 + (int64_t)(sv_next() % (nsp == 3 ? 7 : 13)), k[i] = 1 + (int64_t)(sv_next() % (nsp == 3 ? 5 : 4));
+      s[i] = 1 + (int64_t)(sv_next() % 3), d[i] = 1 + (int64_t)(sv_next() % 3);
+      pads[i] = (int64_t)(sv_next() % (uint64_t)k[i]), pads[nsp + i] = (int64_t)(sv_next() % (uint64_t)k[i]);
+      if (in[i] + pads[i] + pads[nsp + i] < (k[i] - 1) * d[i] + 1) ok = 0;
+    }
+    if (it % 10 == 9) { /* 2-D, wide rows, many planes (threads); every 20th: 66 kernel rows */
+      nsp = 2, n = 2, c = 9, ok = 1;
+      in[0] = 70 + (int64_t)(sv_next() % 10), in[1] = 30 + (int64_t)(sv_next() % 50);
+      k[0] = it % 20 == 9 ? 66 : 3, k[1] = 1 + (int64_t)(sv_next() % 4), s[0] = 1, d[0] = 1;
+      s[1] = 1 + (int64_t)(sv_next() % 2), d[1] = 1 + (int64_t)(sv_next() % 2);
+      pads[0] = 1, pads[2] = 0, pads[1] = (int64_t)(sv_next() % (uint64_t)k[1]);
+      pads[3] = (int64_t)(sv_next() % (uint64_t)k[1]);
+    }
+    if (!ok) continue;
+    pool_case pc = {.name = "special", .nsp = nsp, .n = n, .c = c, .has_pads = 1, .ceil_mode = ceil_mode};
+    for (int i = 0; i < nsp; i++)
+      pc.in[i] = in[i], pc.k[i] = k[i], pc.s[i] = s[i], pc.d[i] = d[i], pc.pads[i] = pads[i],
+      pc.pads[nsp + i] = pads[nsp + i];
+    geo g = ref_geom(&pc);
+    int64_t xs[5] = {n, c}, Q = n * c * prod3(g.in), P = n * c * prod3(g.out);
+    for (int i = 0; i < nsp; i++) xs[2 + i] = in[i];
+    em_tensor *x = ot_tensor(dt, 2 + nsp, xs, NULL);
+    double *xv = malloc(sizeof(double) * (size_t)Q), *want = malloc(sizeof(double) * (size_t)P);
+    for (int64_t i = 0; i < Q; i++) {
+      xv[i] = sv_value();
+      if (dt == EM_F32) ((float *)em_tensor_data(x))[i] = (float)xv[i], xv[i] = (double)(float)xv[i];
+      else ((double *)em_tensor_data(x))[i] = xv[i];
+    }
+    /* each window's taps in (depth, row, column) order: the first strictly larger wins, the first NaN stays */
+    int empty = 0; /* a window of padding only: the op refuses the geometry */
+    for (int64_t pl = 0, oi = 0; pl < n * c; pl++)
+      for (int64_t o0 = 0; o0 < g.out[0]; o0++)
+        for (int64_t o1 = 0; o1 < g.out[1]; o1++)
+          for (int64_t o2 = 0; o2 < g.out[2]; o2++, oi++) {
+            int64_t best = -1;
+            for (int64_t t0 = 0; t0 < g.k[0]; t0++)
+              for (int64_t t1 = 0; t1 < g.k[1]; t1++)
+                for (int64_t t2 = 0; t2 < g.k[2]; t2++) {
+                  int64_t p0 = o0 * g.s[0] - g.pb[0] + t0 * g.d[0], p1 = o1 * g.s[1] - g.pb[1] + t1 * g.d[1];
+                  int64_t p2 = o2 * g.s[2] - g.pb[2] + t2 * g.d[2];
+                  if (p0 < 0 || p0 >= g.in[0] || p1 < 0 || p1 >= g.in[1] || p2 < 0 || p2 >= g.in[2]) continue;
+                  int64_t ii = pl * prod3(g.in) + (p0 * g.in[1] + p1) * g.in[2] + p2;
+                  if (best < 0 || (!isnan(xv[best]) && (isnan(xv[ii]) || xv[ii] > xv[best]))) best = ii;
+                }
+            empty |= best < 0;
+            want[oi] = best < 0 ? 0 : xv[best];
+          }
+    em_attr at[8];
+    int na = case_attrs(&pc, 1, at);
+    for (int mode = 0; mode < 2; mode++) {
+      em_graph *gr;
+      em_var xvar, y;
+      em_exec *e;
+      em_tensor *out;
+      assert_int_equal(em_graph_create(&gr), EM_OK);
+      assert_int_equal(em_input(gr, "x", dt, 2 + nsp, xs, &xvar), EM_OK);
+      em_status st = em_apply(gr, "max_pool", &xvar, 1, at, na, &y, 1);
+      if (empty) {
+        if (!st || !strstr(em_last_error(), "covers only padding"))
+          fail_msg("case %d: a window of padding only: %s", it, st ? em_last_error() : "accepted");
+        em_graph_free(gr);
+        continue;
+      }
+      if (st) fail_msg("case %d: %s", it, em_last_error());
+      assert_int_equal(em_exec_create(gr, &y, 1, em_cpu(), &e), EM_OK);
+      assert_int_equal(em_exec_set_mode(e, mode ? EM_MODE_PORTABLE : EM_MODE_FAST), EM_OK);
+      em_feed f = {xvar, x};
+      if (em_exec_run(e, &f, 1, &out)) fail_msg("case %d: %s", it, em_last_error());
+      assert_int_equal(em_tensor_numel(out), P);
+      for (int64_t i = 0; i < P; i++) {
+        double got = dt == EM_F32 ? (double)((const float *)em_tensor_data(out))[i] : ((const double *)em_tensor_data(out))[i];
+        if (isnan(want[i]) ? !isnan(got) || signbit(got) != signbit(want[i])
+                           : got != want[i] || signbit(got) != signbit(want[i]))
+          fail_msg("case %d (%d axes, %s, mode %d): y[%lld] = %g, the window's first maximum is %g", it, nsp,
+                   dt == EM_F32 ? "f32" : "f64", mode, (long long)i, got, want[i]);
+      }
+      em_tensor_release(out);
+      em_exec_free(e);
+      em_graph_free(gr);
+    }
+    em_tensor_release(x);
+    free(xv), free(want);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_pool_known_values),
@@ -550,6 +666,7 @@ int main(void) {
     cmocka_unit_test(test_pool_values),
     cmocka_unit_test(test_max_pool_ties),
     cmocka_unit_test(test_max_pool_2x2_special_values),
+    cmocka_unit_test(test_max_pool_special_values_random),
     cmocka_unit_test(test_global_pools),
     cmocka_unit_test(test_pool_gradcheck),
     cmocka_unit_test(test_pool_thread_determinism),

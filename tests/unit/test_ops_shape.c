@@ -1168,6 +1168,24 @@ static void test_grad_second_order(void **state) {
     ot_grad_dy_check("_pad_grad", pin, 2, 0, pat, 3, 102 + (uint64_t)m);
     em_tensor_release(pin[0]);
   }
+  /* negative pads crop: _pad_grad(dy, x [3, 4]) in each mode for pads cropping one side and padding the other,
+   * and cropping both sides of an axis */
+  const int64_t crops[3][4] = {{-1, 2, 1, -1}, {1, -2, -1, 2}, {-1, -1, 0, -1}};
+  for (int p = 0; p < 3; p++)
+    for (int m = 0; m < 3; m++) {
+      em_attr pat[3] = {ais("pads", crops[p], 4), as("mode", modes[m]), af("value", 2.5)};
+      em_tensor *y = ot_run1("pad", &x34, 1, pat, 3);
+      em_tensor *pin[2] = {ot_rand(EM_F64, em_tensor_ndim(y), em_tensor_shape(y), 110 + (uint64_t)(3 * p + m), -1, 1),
+                           x34};
+      ot_grad_dy_check("_pad_grad", pin, 2, 0, pat, 3, 120 + (uint64_t)(3 * p + m));
+      em_tensor_release(pin[0]), em_tensor_release(y);
+    }
+  /* _slice_grad with negative steps and bounds clamped to the axis */
+  em_attr nsat[4] = {ais("starts", (const int64_t[]){-100, 3}, 2), ais("ends", (const int64_t[]){100, -100}, 2),
+                     ais("axes", (const int64_t[]){0, 1}, 2), ais("steps", (const int64_t[]){2, -2}, 2)};
+  em_tensor *nsin[2] = {ot_rand(EM_F64, 2, s22, 98, -1, 1), x34};
+  ot_grad_dy_check("_slice_grad", nsin, 2, 0, nsat, 4, 107);
+  em_tensor_release(nsin[0]);
   /* _gather_grad(dy [3, 3], indices [3] with a repeat and a negative one, data [3, 4]) along axis 1 */
   const int64_t s33[2] = {3, 3}, s3[1] = {3};
   em_attr gat = ai("axis", 1);
