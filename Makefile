@@ -534,6 +534,7 @@ $(ZOO)/manifest.txt: $(ZOO_SOURCES)
 # Exports the zoo's models again into tests/onnx_zoo/models (commit them):
 # after a change to tests/onnx_zoo/zoo_models.py, or for a newer torch.
 zoo-models:
+	@bash build-tools/pypi_python.sh onnx >&2 || { echo "make zoo-models needs onnx, onnxscript, onnxruntime (above)"; exit 1; }
 	@bash build-tools/pypi_python.sh torch >&2 || { echo "make zoo-models needs torch (above)"; exit 1; }
 	@rm -rf tests/onnx_zoo/models.new && mkdir -p tests/onnx_zoo/models.new $(BUILD)
 	@PYTHONPATH=.tools/torch:.tools/onnxpy OMP_NUM_THREADS=1 python3 tests/onnx_zoo/make_zoo.py export \
