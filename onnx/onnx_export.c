@@ -1086,6 +1086,13 @@ static em_status leaf(ex *c, const em_node *n) {
 
 static em_status op_node(ex *c, const em_node *n) {
   const xop *t = xop_find(n->op->name);
+  /* The fused LSTM recurrence (ops/recurrent.c) is written only as its
+   * recurrence's one ONNX LSTM node (the block): here it was not collapsed. */
+  if (!t && !strcmp(n->op->name, "_lstm_seq"))
+    return refuse(c, "a fused LSTM recurrence (em_lstm, em_recurrent_apply with the default activations and no "
+                     "peepholes, clip or input_forget) is written only as one ONNX LSTM node, and here it cannot "
+                     "be: unroll_recurrent was asked for, the model reads a value inside it, or the graph was "
+                     "edited inside it");
   if (!t)
     return refuse(c, "Ember op '%s' has no ONNX equivalent (export the graph's inference outputs, before "
                      "losses and training steps)", n->op->name);

@@ -213,7 +213,10 @@ typedef struct em_onnx_export_options {
    * written unrolled anyway where the model reads a value inside the
    * recurrence (say a gate) or where the graph was edited inside it
    * (em_graph_replace). Layout 1 is written as layout 0 between Transposes
-   * (onnxruntime refuses layout 1). */
+   * (onnxruntime refuses layout 1). Except a FUSED LSTM (the default LSTM:
+   * default activations, no peepholes, clip or input_forget, which runs as
+   * one fused op per direction): it has no unrolled form, so in those three
+   * cases its export fails with EM_ERR_UNSUPPORTED saying so. */
   int unroll_recurrent;
 } em_onnx_export_options;
 

@@ -503,6 +503,14 @@ static void test_recurrent_as_one_node(void **state) {
     recurrent_case(g, outs, 3, f, 4, NULL, "LSTM", 1, "lstm_layout1_i64_lens");
     /* Written as layout 0 between Transposes (onnxruntime refuses layout 1), so opset 13 too. */
     recurrent_case(g, outs, 3, f, 4, &(em_onnx_export_options){.opset = 13}, "LSTM", 1, "lstm_layout1_opset13");
+    /* This LSTM is fused (default activations, no peepholes): it has no unrolled form, so asking for one is
+     * refused, saying why, instead of a file (or an error blaming "losses and training steps"). */
+    void *bytes = NULL;
+    size_t size = 0;
+    em_status s = em_onnx_export_buffer(g, outs, 3, &(em_onnx_export_options){.unroll_recurrent = 1}, &bytes, &size);
+    if (s != EM_ERR_UNSUPPORTED || !strstr(em_last_error(), "fused LSTM"))
+      fail_msg("unrolled export of a fused LSTM: status %d, %s", (int)s, em_last_error());
+    assert_null(bytes);
     em_tensor_release(l64);
     em_graph_free(g);
   }
