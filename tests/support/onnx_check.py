@@ -61,6 +61,9 @@ for c in cases:
             continue
         sess = ort.InferenceSession(path, providers=['CPUExecutionProvider'])
         got = sess.run(None, feeds)
+        # compare() zips: a missing output must fail, not pass.
+        if len(got) != len(want):
+            raise Exception('onnxruntime gives %d outputs, Ember %d' % (len(got), len(want)))
         try:
             worst = compare(got, want, scaled)
         except Exception as e:
