@@ -16,10 +16,11 @@
 
 #include "ember.h"
 
-/* Kernels per cache: the ops launch one to three kernels per step; a step
- * that alternates between more (shapes that change per run) replaces the
- * oldest and looks it up again, which is only slower. */
-#define EM_KERNEL_CACHE_SLOTS 4
+/* Kernels per cache: the ops launch one to five kernels per step (the fused
+ * LSTM's gradient cycles through five, step after step: four slots missed
+ * every time); a step that alternates between more (shapes that change per
+ * run) replaces the oldest and looks it up again, which is only slower. */
+#define EM_KERNEL_CACHE_SLOTS 8
 
 typedef struct em_kernel_cache {
   unsigned generation;     /* of the handles held (em_shutdown starts a new one) */

@@ -850,11 +850,11 @@ static void test_kernel_cache(void **state) {
   configure("FAKECUDA_DEVICES=9.0");
   table t;
   read_table(&t);
-  char names[8][64];
+  char names[16][64];
   size_t m = 0;
-  while (m < t.n_modules && module_kernels(&t, t.modules[m], names, 8) <= EM_KERNEL_CACHE_SLOTS) m++;
+  while (m < t.n_modules && module_kernels(&t, t.modules[m], names, 16) <= EM_KERNEL_CACHE_SLOTS) m++;
   if (m == t.n_modules) skip(); /* no module with more kernels than a cache holds */
-  size_t nk = module_kernels(&t, t.modules[m], names, 8);
+  size_t nk = module_kernels(&t, t.modules[m], names, 16);
   em_kernel_cache c = {0};
   em_kernel *a, *a2, *b, *direct;
   char buf[64];
