@@ -225,6 +225,18 @@ static void *host_bytes(const em_tensor *t, size_t *size) {
  * its outputs, or -1 when the load failed with EM_ERR_UNSUPPORTED (message in
  * why). Any other failure fails the test. With kept non-NULL, the outputs'
  * bytes (in onnxruntime's order) are left there for the caller to free. */
+/* The model's fixed inputs (input_<i>.npy), named as the manifest names them. */
+static void load_inputs(const zoo_model *m, em_named_tensor *in) {
+  char p[1400];
+  for (int i = 0; i < m->n_in; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "input_%d.npy", i);
+    model_file(m, name, p, sizeof p);
+    in[i].name = m->in_names[i];
+    in[i].value = load_npy(p);
+  }
+}
+
 static double run_api(const zoo_model *m, em_device dev, em_onnx_mode mode, char *why, size_t cap, void **kept,
                       size_t *kept_size) {
   char p[1400];
@@ -239,13 +251,7 @@ static double run_api(const zoo_model *m, em_device dev, em_onnx_mode mode, char
   if (s) fail_msg("%s: load on %s: %s: %s", m->dir, dev.kind == EM_DEVICE_CPU ? "cpu" : "cuda:0", em_status_name(s),
                   em_last_error());
   em_named_tensor in[MAX_IO];
-  for (int i = 0; i < m->n_in; i++) {
-    char name[32];
-    snprintf(name, sizeof name, "input_%d.npy", i);
-    model_file(m, name, p, sizeof p);
-    in[i].name = m->in_names[i];
-    in[i].value = load_npy(p);
-  }
+  load_inputs(m, in);
   if ((int)em_onnx_output_count(om) != m->n_out)
     fail_msg("%s: %zu outputs, onnxruntime %d", m->dir, em_onnx_output_count(om), m->n_out);
   em_tensor *out[MAX_IO] = {0};
@@ -296,13 +302,7 @@ static int export_round_trip(const zoo_model *m) {
   em_named_tensor in[MAX_IO];
   em_tensor *want[MAX_IO], *got[MAX_IO], *all[MAX_IO], *expected[MAX_IO];
   em_var outs[MAX_IO];
-  for (int i = 0; i < m->n_in; i++) {
-    char name[32];
-    snprintf(name, sizeof name, "input_%d.npy", i);
-    model_file(m, name, p, sizeof p);
-    in[i].name = m->in_names[i];
-    in[i].value = load_npy(p);
-  }
+  load_inputs(m, in);
   if (em_onnx_run(om, in, m->n_in, all)) fail_msg("%s: run: %s", m->dir, em_last_error());
   for (int i = 0; i < m->n_out; i++) {
     size_t k;
