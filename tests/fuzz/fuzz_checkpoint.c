@@ -1,4 +1,4 @@
-// fuzz-sources: training/checkpoint.c engine/graph_io.c runtime/file_atomic.c engine/graph.c engine/schedule.c engine/op_registry.c engine/graph_edit.c ops/core.c engine/tensor.c runtime/error.c -Iops -Iengine -Itraining -DEM_OP_FAMILIES(X)=X(core)
+// fuzz-sources: training/checkpoint.c engine/graph_io.c runtime/file_atomic.c engine/graph.c engine/schedule.c engine/op_registry.c engine/graph_edit.c engine/graph_block.c ops/core.c engine/tensor.c runtime/error.c -Iops -Iengine -Itraining -DEM_OP_FAMILIES(X)=X(core)
 /* libFuzzer target for the checkpoint loader (training/checkpoint.c,
  * em_checkpoint_from_bytes: what em_checkpoint_load and em_checkpoint_info
  * run on a file's bytes). Before parsing, every checksum the input's own

@@ -1,4 +1,4 @@
-// fuzz-sources: engine/graph_io.c runtime/file_atomic.c engine/graph.c engine/schedule.c engine/op_registry.c engine/graph_edit.c ops/core.c engine/tensor.c runtime/error.c -Iops -Iengine -DEM_OP_FAMILIES(X)=X(core)
+// fuzz-sources: engine/graph_io.c runtime/file_atomic.c engine/graph.c engine/schedule.c engine/op_registry.c engine/graph_edit.c engine/graph_block.c ops/core.c engine/tensor.c runtime/error.c -Iops -Iengine -DEM_OP_FAMILIES(X)=X(core)
 /* libFuzzer target for em_graph_load's parser (engine/graph_io.c,
  * em_graph_from_bytes). The input's last 8 bytes are replaced by the XXH3-64
  * of the rest, so the fuzzer gets past the checksum and into the parser.
