@@ -113,7 +113,7 @@ SAN_FLAGS := $(if $(filter 1,$(SAN)),$(SANITIZERS) -DEM_POISON_OUTPUTS)
 # must give the baseline build's bits (ISO C mode implies it; said outright).
 CFLAGS_ALL := $(CSTD) $(OPT) $(WARN) -ffp-contract=off -fPIC -fopenmp $(INCLUDES) $(SAN_FLAGS) $(CFLAGS)
 LIB_CFLAGS := $(CFLAGS_ALL) -fvisibility=hidden -DEMBER_BUILDING_LIBRARY
-LIBS := -lopenblas -lelf -lzstd -llz4 -lz -ljansson -ldl -lpthread -lm
+LIBS := -lelf -lzstd -llz4 -lz -ljansson -ldl -lpthread -lm
 LDFLAGS_ALL := -fopenmp $(SAN_FLAGS) $(LDFLAGS)
 
 # ---------------------------------------------------------------- kernels ---

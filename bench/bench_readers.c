@@ -8,7 +8,7 @@
  * training step's stand-in: what prefetching hides).
  *
  *   gcc -std=c11 -O2 -Iinclude bench/bench_readers.c build/lib/libember.a -fopenmp \
- *       -lopenblas -lelf -lzstd -llz4 -lz -ljansson -ldl -lpthread -lm -o build/bin/bench_readers
+ *       -lelf -lzstd -llz4 -lz -ljansson -ldl -lpthread -lm -o build/bin/bench_readers
  *   build/bin/bench_readers [--quick] [DIR]
  *
  * Prints "R key value" lines (bench_common.h) and a readable echo; the

@@ -37,7 +37,7 @@ export OMP_WAIT_POLICY=passive OPENBLAS_NUM_THREADS=1
 mkdir -p build/bench
 if [ "$build" = 1 ]; then
   gcc -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -fopenmp -Iinclude -Ibench bench/bench_lstm_lm.c \
-    -o build/bench/bench_lstm_lm build/lib/libember.a -lopenblas -lelf -lzstd -llz4 -lz -ljansson -lprotobuf-c \
+    -o build/bench/bench_lstm_lm build/lib/libember.a -lelf -lzstd -llz4 -lz -ljansson -lprotobuf-c \
     -ldl -lpthread -lm || { echo "lstm_lm.sh: building bench_lstm_lm failed" >&2; exit 1; }
 fi
 med() { sort -g | awk '{v[NR]=$1} END {if (NR == 0) print "nan"; else if (NR % 2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }

@@ -67,7 +67,7 @@ if [ "$DO_MAKE" = 1 ]; then
   make -s lib >"$OUT/make.log" 2>&1 || { tail -20 "$OUT/make.log" >&2; exit 1; }
 fi
 CFLAGS="-std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -fopenmp -Iinclude -Ibench"
-LIBS="-lopenblas -lelf -lzstd -llz4 -lz -ljansson -lprotobuf-c -ldl -lpthread -lm"
+LIBS="-lelf -lzstd -llz4 -lz -ljansson -lprotobuf-c -ldl -lpthread -lm"
 # shellcheck disable=SC2086
 gcc $CFLAGS bench/bench_onnx_infer.c -o "$OUT/bench_onnx_infer" build/lib/libember.a $LIBS || exit 1
 SIDES="ember"

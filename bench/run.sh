@@ -91,11 +91,17 @@ fi
 [ -f build/lib/libember.a ] || { echo "run.sh: build/lib/libember.a is missing (run make lib)" >&2; exit 1; }
 
 CFLAGS="-std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -fopenmp -Iinclude -Ibench"
-LDLIBS="build/lib/libember.a -lopenblas -lelf -lzstd -llz4 -lz -ljansson -lprotobuf-c -ldl -lpthread -lm"
+# No -lopenblas: Ember loads OpenBLAS itself (ops/blas.c) and chooses its
+# kernels; a program that links it gets the kernels OpenBLAS chose alone.
+# bench_gemm and gemm_tiles call OpenBLAS directly, so they link it
+# (BLAS_LIBS): in them Ember uses that copy as it is.
+LDLIBS="build/lib/libember.a -lelf -lzstd -llz4 -lz -ljansson -lprotobuf-c -ldl -lpthread -lm"
+BLAS_LIBS=-lopenblas
 build_one() { # name [extra flags]
-  local name=$1; shift
+  local name=$1 libs=""; shift
+  case $name in bench_gemm|gemm_tiles) libs=$BLAS_LIBS ;; esac
   # shellcheck disable=SC2086
-  gcc $CFLAGS "$@" "bench/$name.c" -o "$OUTDIR/$name" $LDLIBS || { echo "run.sh: building bench/$name.c failed" >&2; exit 1; }
+  gcc $CFLAGS "$@" "bench/$name.c" -o "$OUTDIR/$name" $LDLIBS $libs || { echo "run.sh: building bench/$name.c failed" >&2; exit 1; }
 }
 build_one bench_gemm
 build_one bench_mlp

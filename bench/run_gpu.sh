@@ -14,7 +14,7 @@ args=("$@")
 bin=$build/bin/bench_gpu
 if [ ! -x "$bin" ]; then
   mkdir -p "$build/bin"
-  ${CC:-gcc} -std=c11 -O2 -Iinclude bench/bench_gpu.c "$build/lib/libember.a" -fopenmp -lopenblas -lelf -lzstd -llz4 \
+  ${CC:-gcc} -std=c11 -O2 -Iinclude bench/bench_gpu.c "$build/lib/libember.a" -fopenmp -lelf -lzstd -llz4 \
     -lprotobuf-c -ldl -lpthread -lm -o "$bin" || exit 1
 fi
 export LD_LIBRARY_PATH=$build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}

@@ -21,7 +21,7 @@ PACKAGES=(
   libprotobuf-c-dev protobuf-c-compiler  # ONNX reader: protobuf-c and protoc-c
   libonnx-dev                  # onnx.proto, compiled by protoc-c at build time
   libonnx-testdata             # ONNX backend node tests (conformance, reader survey)
-  libopenblas-dev              # GEMM for matmul and convolution on the CPU
+  libopenblas-dev              # GEMM for matmul and convolution on the CPU (cblas.h; loaded at run time: ops/blas.c)
   valgrind                     # the memory check of the unit tests
   dataset-fashion-mnist        # the data set make demo and the training tests use
 )

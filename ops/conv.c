@@ -58,7 +58,7 @@
  * Determinism. Work is split by output element (planes, rows, GEMM tiles) or by reduction
  * segments whose extents depend on the shapes alone, so results are the same bits whatever the
  * thread count. OpenBLAS's own threading does not give that (see the GEMM section), so these
- * ops set OpenBLAS to one thread (openblas_set_num_threads(1), process-wide, as ops/linalg.c
+ * ops set OpenBLAS to one thread (em_blas_ready, ops/blas.c: process-wide, as ops/linalg.c
  * does) and run tiles in parallel themselves.
  *
  * Portable mode and the GPU. OpenBLAS's sums cannot be reproduced on a GPU, so in portable mode
@@ -70,12 +70,12 @@
  * those kernels in both modes, so in the fast mode the GPU equals the CPU within rounding. The
  * bias gradient is one order in both modes (a sum in double, cm_bias_grad). */
 #ifndef CONV_T
-#include <cblas.h>
 #include <limits.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "blas.h"
 #include "error.h"
 #include "op.h"
 #include "spatial.h"
@@ -396,10 +396,6 @@ static void *at(void *p, int64_t i, size_t es) { return (char *)p + (size_t)i * 
 #define WGRAD_PARTIALS (1 << 19) /* the fused weight gradient's partials: written and read back once
                                   * per step, beyond this they cost more than the parallelism gives */
 
-static void blas_single_thread(void) {
-  if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
-}
-
 /* About `unit`, balanced over the tiles, a multiple of 16: a function of len alone. */
 static int64_t tile_extent(int64_t len, int64_t unit) {
   if (len <= unit) return len > 0 ? len : 1;
@@ -429,13 +425,12 @@ static void blas_block(const gemm_op *g, int64_t i0, int64_t h, int64_t j0, int6
   }
   const char *A = (const char *)g->A + (size_t)(g->ta ? k0 * g->lda + i0 : i0 * g->lda + k0) * es;
   const char *B = (const char *)g->B + (size_t)(g->tb ? j0 * g->ldb + k0 : k0 * g->ldb + j0) * es;
-  enum CBLAS_TRANSPOSE A_t = g->ta ? CblasTrans : CblasNoTrans, B_t = g->tb ? CblasTrans : CblasNoTrans;
   if (g->dt == EM_F32)
-    cblas_sgemm(CblasRowMajor, A_t, B_t, (int)h, (int)w, (int)kk, 1.0f, (const float *)A, (int)g->lda,
-                (const float *)B, (int)g->ldb, acc ? 1.0f : 0.0f, C, (int)ldc);
+    em_blas_sgemm(g->ta, g->tb, (int)h, (int)w, (int)kk, 1.0f, (const float *)A, (int)g->lda, (const float *)B,
+                  (int)g->ldb, acc ? 1.0f : 0.0f, C, (int)ldc);
   else
-    cblas_dgemm(CblasRowMajor, A_t, B_t, (int)h, (int)w, (int)kk, 1.0, (const double *)A, (int)g->lda,
-                (const double *)B, (int)g->ldb, acc ? 1.0 : 0.0, C, (int)ldc);
+    em_blas_dgemm(g->ta, g->tb, (int)h, (int)w, (int)kk, 1.0, (const double *)A, (int)g->lda, (const double *)B,
+                  (int)g->ldb, acc ? 1.0 : 0.0, C, (int)ldc);
 }
 
 static em_status blas_limits(const gemm_op *g, int64_t ldc) {
@@ -459,12 +454,11 @@ static em_status gemm(em_dtype dt, int ta, int tb, int64_t m, int64_t n, int64_t
   gemm_op g = {dt, ta, tb, m, n, k, A, lda, B, ldb};
   if (m <= 0 || n <= 0) return EM_OK;
   em_status st = blas_limits(&g, ldc);
-  if (st) return st;
+  if (st || (st = em_blas_ready())) return st;
   int64_t th, tw, rt, ct;
   tiles_of(&g, &th, &tw, &rt, &ct);
   size_t es = em_dtype_size(dt);
   int par = rt * ct > 1 && (double)m * (double)n * (double)k >= PAR_WORK;
-  blas_single_thread();
 #pragma omp parallel for schedule(dynamic, 1) num_threads(em_cpu_threads()) if (par)
   for (int64_t t = 0; t < rt * ct; t++) {
     int64_t i0 = t / ct * th, j0 = t % ct * tw, h = m - i0 < th ? m - i0 : th, w = n - j0 < tw ? n - j0 : tw;
@@ -503,7 +497,7 @@ static em_status gemm_reduce(em_dtype dt, int ta, int tb, int64_t m, int64_t n, 
   if (nseg <= 1 || m <= 0 || n <= 0) return gemm(dt, ta, tb, m, n, k, A, lda, B, ldb, accumulate, C, ldc);
   gemm_op g = {dt, ta, tb, m, n, k, A, lda, B, ldb};
   em_status st = blas_limits(&g, ldc);
-  if (st) return st;
+  if (st || (st = em_blas_ready())) return st;
   int64_t seg = (k + nseg - 1) / nseg, th, tw, rt, ct;
   nseg = (k + seg - 1) / seg;
   gemm_op one = g;
@@ -512,7 +506,6 @@ static em_status gemm_reduce(em_dtype dt, int ta, int tb, int64_t m, int64_t n, 
   size_t es = em_dtype_size(dt);
   void *part = malloc((size_t)(nseg * m * n) * es);
   if (!part) return em_fail(EM_ERR_OUT_OF_MEMORY, "convolution: no memory for partial weight gradients");
-  blas_single_thread();
 #pragma omp parallel for schedule(dynamic, 1) num_threads(em_cpu_threads())
   for (int64_t t = 0; t < nseg * rt * ct; t++) {
     int64_t s = t / (rt * ct), r = t % (rt * ct), i0 = r / ct * th, j0 = r % ct * tw;
@@ -585,11 +578,10 @@ static em_status img_to_col_tiled(const conv_geom *gm, em_dtype dt, const void *
   const int64_t rt = (cog + th - 1) / th, items = gm->n * ct * gm->g * rt;
   gemm_op probe = {dt, 0, 0, cog, tw, kc, w, kc, NULL, tw};
   em_status st = blas_limits(&probe, P);
-  if (st) return st;
+  if (st || (st = em_blas_ready())) return st;
   const int threads = fused_threads(gm, items);
   void *buf = malloc((size_t)(kc * tw) * es * (size_t)threads + 1);
   if (!buf) return oom("im2col windows");
-  blas_single_thread();
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
     void *col = at(buf, (int64_t)omp_get_thread_num() * kc * tw, es);
@@ -709,11 +701,10 @@ static em_status col_to_img_fused(const conv_geom *gm, em_dtype dt, const void *
   const int64_t cig = gm->ci / gm->g, cog = gm->co / gm->g, kc = cig * nt, items = gm->n * gm->g;
   gemm_op probe = {dt, 1, 0, kc, P, cog, w, kc, dy, P};
   em_status st = blas_limits(&probe, P);
-  if (st) return st;
+  if (st || (st = em_blas_ready())) return st;
   const int threads = fused_threads(gm, items);
   void *buf = malloc((size_t)(kc * P) * es * (size_t)threads + 1);
   if (!buf) return oom("col2im windows");
-  blas_single_thread();
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
     void *col = at(buf, (int64_t)omp_get_thread_num() * kc * P, es);
@@ -796,7 +787,7 @@ static em_status weight_grad_tiled(const conv_geom *gm, em_dtype dt, const void 
   nseg = (windows + seg - 1) / seg;
   gemm_op probe = {dt, 0, 1, cog, kc, tw, dy, P, NULL, tw};
   em_status st = blas_limits(&probe, kc);
-  if (st) return st;
+  if (st || (st = em_blas_ready())) return st;
   void *part = nseg > 1 ? malloc((size_t)(nseg * whole) * es) : dw; /* one segment: straight into dw */
   if (!part) return oom("partial weight gradients");
   const int64_t items = nseg * gm->g * rt * crt;
@@ -806,7 +797,6 @@ static em_status weight_grad_tiled(const conv_geom *gm, em_dtype dt, const void 
     if (part != dw) free(part);
     return oom("im2col windows");
   }
-  blas_single_thread();
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
     void *col = at(buf, (int64_t)omp_get_thread_num() * cc * nt * tw, es);

@@ -6,7 +6,7 @@
  *   numpy matmul: a 1-D a is a row vector [1,K] and a 1-D b a column vector
  *   [K,1], the added axis removed from the result; the axes before the last
  *   two are batch axes and broadcast ([2,1,3,4] @ [5,4,6] -> [2,5,3,6]).
- *   f32, f64 (cblas_sgemm / cblas_dgemm), i32, i64 (a plain loop, wrapping).
+ *   f32, f64 (OpenBLAS sgemm / dgemm, ops/blas.c), i32, i64 (a plain loop, wrapping).
  *   Attributes:
  *     transpose_a INT 0  a's last two axes are used transposed (rank >= 2 only)
  *     transpose_b INT 0  b's last two axes are used transposed (rank >= 2 only)
@@ -41,12 +41,12 @@
  * products that share a target (broadcast batches in a gradient) add up in
  * batch order. Results are the same bits whatever em_set_num_threads says
  * (tests/unit/test_ops_linalg.c checks it). */
-#include <cblas.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../kernels/gemm_math.h"
+#include "blas.h"
 #include "linalg.h"
 #include "op.h"
 
@@ -196,9 +196,6 @@ typedef struct gemm_call {
  * and which kernel (edge or full tile) computes an element, so its results
  * depend on the thread count (measured on 0.3.21: dgemm 300x500x400 differs
  * in ~1% of elements between 1, 2 and 4 threads, sgemm between 1 and 2). */
-static void blas_single_thread(void) {
-  if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
-}
 
 static int fits_blas(int64_t v) { return v >= 0 && v <= INT_MAX; }
 
@@ -217,13 +214,12 @@ static void scale_block(em_dtype dt, void *c, int64_t m, int64_t n, int64_t ldc,
 }
 
 static void float_gemm(em_dtype dt, const gemm_call *c) {
-  enum CBLAS_TRANSPOSE tx = c->tx ? CblasTrans : CblasNoTrans, ty = c->ty ? CblasTrans : CblasNoTrans;
   if (dt == EM_F32)
-    cblas_sgemm(CblasRowMajor, tx, ty, (blasint)c->m, (blasint)c->n, (blasint)c->k, (float)c->alpha, c->x,
-                (blasint)c->ldx, c->y, (blasint)c->ldy, (float)c->beta, c->c, (blasint)c->ldc);
+    em_blas_sgemm(c->tx, c->ty, (int)c->m, (int)c->n, (int)c->k, (float)c->alpha, c->x, (int)c->ldx, c->y,
+                  (int)c->ldy, (float)c->beta, c->c, (int)c->ldc);
   else
-    cblas_dgemm(CblasRowMajor, tx, ty, (blasint)c->m, (blasint)c->n, (blasint)c->k, c->alpha, c->x,
-                (blasint)c->ldx, c->y, (blasint)c->ldy, c->beta, c->c, (blasint)c->ldc);
+    em_blas_dgemm(c->tx, c->ty, (int)c->m, (int)c->n, (int)c->k, c->alpha, c->x, (int)c->ldx, c->y, (int)c->ldy,
+                  c->beta, c->c, (int)c->ldc);
 }
 
 /* Integer products: C = op(X) @ op(Y) (+ C when beta != 0), wrapping on
@@ -422,6 +418,9 @@ static int item_cmp(const void *pa, const void *pb) {
  * parallel. */
 static em_status gemm_plan_run(const em_op_args *a, gemm_plan *p) {
   const gemm_call *c = &p->proto;
+  int blas = !a->portable && (p->dt == EM_F32 || p->dt == EM_F64);
+  em_status st = blas ? em_blas_ready() : EM_OK; /* loads OpenBLAS, one thread: before the parallel loop */
+  if (st) return st;
   if (p->count == 0 || c->m == 0 || c->n == 0) return EM_OK;
   for (int64_t i = 1; i < p->count; i++)
     if (item_cmp(&p->items[i - 1], &p->items[i]) > 0) {
@@ -444,7 +443,6 @@ static em_status gemm_plan_run(const em_op_args *a, gemm_plan *p) {
   int64_t rt = (c->m + th - 1) / th, ct = (c->n + tw - 1) / tw, n_work = n_groups * rt * ct;
   int par = n_work > 1 && work * (double)p->count >= PAR_WORK;
   size_t es = em_dtype_size(p->dt);
-  blas_single_thread();
 #pragma omp parallel for schedule(dynamic, 1) num_threads(em_cpu_threads()) if (par)
   for (int64_t w = 0; w < n_work; w++) {
     int64_t g = w / (rt * ct), ti = (w % (rt * ct)) / ct, tj = w % ct;

@@ -60,6 +60,13 @@ typedef struct em_device_info {
 
 EM_API em_status em_device_get_info(em_device dev, em_device_info *out);
 
+/* The BLAS that the fast CPU mode's products use, as one line: OpenBLAS's
+ * configuration, its core type (the kernels it runs) and how that was
+ * chosen, e.g. "OpenBLAS 0.3.21 ... SkylakeX ..., core SkylakeX (chosen by
+ * Ember: AuthenticAMD CPU with AVX-512, ...)"; or why it could not be
+ * loaded. Loads OpenBLAS if it is not loaded yet (ops/blas.c says how). */
+EM_API void em_cpu_blas_info(char *buf, size_t n);
+
 /* EM_OK when dev exists: the CPU (ordinal 0) or a visible CUDA device. Else
  * fails naming the devices that do exist (EM_ERR_INVALID_ARGUMENT for an
  * unknown kind or a CPU ordinal other than 0, EM_ERR_NOT_FOUND for a CUDA

@@ -1,4 +1,4 @@
-// fuzz-sources: onnx/*.c runtime/*.c arch_table/*.c ops/*.c engine/*.c training/*.c build/gen/onnx/onnx.pb-c.c build/gen/arch_table_data.c -Ionnx -Iengine -Iops -fopenmp -Wno-pass-failed -lprotobuf-c -lopenblas -lz -ldl
+// fuzz-sources: onnx/*.c runtime/*.c arch_table/*.c ops/*.c engine/*.c training/*.c build/gen/onnx/onnx.pb-c.c build/gen/arch_table_data.c -Ionnx -Iengine -Iops -fopenmp -Wno-pass-failed -lprotobuf-c -lz -ldl
 /* libFuzzer target for the ONNX loader through the public API
  * (include/ember/onnx.h): every input is loaded with em_onnx_load_buffer on
  * the CPU, once for its metadata and once imported in full (for half the

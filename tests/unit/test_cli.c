@@ -353,6 +353,25 @@ static void test_devices_without_driver(void **state) {
   assert_int_equal(json_array_size(array_at(root, "devices")), 0);
 }
 
+/* ember devices names the CPU's BLAS and how its kernels were chosen; a
+ * core type the user sets in OPENBLAS_CORETYPE is the one OpenBLAS runs
+ * (ops/blas.c sets its own only where the variable is unset). */
+static void test_devices_cpu_blas(void **state) {
+  (void)state;
+  NEED_CLI();
+  char missing[PATH_MAX + 32];
+  snprintf(missing, sizeof missing, "EMBER_LIBCUDA=%s/none/libcuda.so.1", tmp_root);
+  run_result r = run_cli(SETTINGS(missing, "OPENBLAS_CORETYPE=Haswell"), ARGS("devices", "--json"));
+  expect_status(&r, 0);
+  json_t *root = parse(&r);
+  const char *blas = str_at(root, "cpu_blas");
+  assert_non_null(strstr(blas, "core Haswell (OPENBLAS_CORETYPE=Haswell)"));
+  r = run_cli(SETTINGS(missing), ARGS("devices"));
+  expect_status(&r, 0);
+  assert_non_null(strstr(r.out, "\ncpu blas: OpenBLAS"));
+  assert_non_null(strstr(r.out, ", core "));
+}
+
 static void test_devices_strict_refusal(void **state) {
   (void)state;
   NEED_CLI();
@@ -1585,6 +1604,7 @@ static void write_sequences(const char *path, int count, uint64_t seed) {
  * sequence errors of the command line. */
 static void test_train_lstm_sequences(void **state) {
   (void)state;
+  NEED_CLI();
   char dir[PATH_MAX + 16], path[PATH_MAX + 64], ckpt[PATH_MAX + 32];
   snprintf(dir, sizeof dir, "%s/sequences", tmp_root);
   assert_true(mkdir(dir, 0755) == 0 || errno == EEXIST);
@@ -1926,6 +1946,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_devices_json_mixed_fleet, free_owned),
       cmocka_unit_test_teardown(test_devices_text, free_owned),
       cmocka_unit_test_teardown(test_devices_without_driver, free_owned),
+      cmocka_unit_test_teardown(test_devices_cpu_blas, free_owned),
       cmocka_unit_test_teardown(test_devices_strict_refusal, free_owned),
       cmocka_unit_test_teardown(test_images_json, free_owned),
       cmocka_unit_test_teardown(test_images_of_file_equal_own_table, free_owned),

@@ -170,6 +170,9 @@ static int cmd_devices(int json) {
     em_device_get_info(em_cpu(), &cpu);
     printf("cpu: %d cores, %.1f GiB: every module runs here\n", cpu.sm_count, (double)cpu.total_memory / (1 << 30));
   }
+  char blas[512];
+  em_cpu_blas_info(blas, sizeof blas);
+  if (!json) printf("cpu blas: %s\n", blas);
   json_t *libs = json_array();
   size_t n_libs = 0;
   em_cuda_library_count(&n_libs);
@@ -215,10 +218,10 @@ static int cmd_devices(int json) {
     else json_decref(plans);
   }
   if (json) {
-    json_t *root = json_pack("{s:s, s:s, s:{s:s, s:i, s:i, s:s, s:s}, s:o, s:o}", "schema", "ember.devices/1",
+    json_t *root = json_pack("{s:s, s:s, s:{s:s, s:i, s:i, s:s, s:s}, s:s, s:o, s:o}", "schema", "ember.devices/1",
                              "version", em_version(), "driver", "state", driver_state_str(drv.state), "version",
                              drv.driver_version, "cuda_error", drv.cuda_error, "library", drv.library_path, "message",
-                             drv.message, "libraries", libs, "devices", devices);
+                             drv.message, "cpu_blas", blas, "libraries", libs, "devices", devices);
     json_dumpf(root, stdout, JSON_INDENT(2));
     putchar('\n');
     json_decref(root);
@@ -279,7 +282,7 @@ static int usage(void) {
 /* `ember --help`, `ember COMMAND --help` for the commands of this file. */
 static int help(const char *cmd) {
   static const struct { const char *cmd, *text; } helps[] = {
-      {"devices", "usage: ember devices [--json]\n\nThe CUDA driver, the CUDA libraries found, the CPU, and each GPU with "
+      {"devices", "usage: ember devices [--json]\n\nThe CUDA driver, the CUDA libraries found, the CPU and its BLAS, and each GPU with "
                   "its dispatch plan:\nper kernel module the path chosen (cubin, ptx, ptx-legacy, nvrtc, cpu) and why.\n"},
       {"images", "usage: ember images [--json] [--file LIB]\n\nThe kernel images embedded in this library (or in LIB, "
                  "read without loading it):\nmodule, kind, architecture, PTX ISA, toolkit, lowest driver, size, producer.\n"},
