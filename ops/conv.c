@@ -1360,7 +1360,15 @@ EM_SIMD_CLONES static void CONV_NAME(gather_row)(R *out, int64_t n_out, const R 
     CONV_NAME(gather_block)(out + o, src, toff, tw, nt, o, s, b0, GATHER_BLOCK);
   /* then 16 at a time: the rows of MobileNet's 28, 14 and 7 wide planes were all tail */
   for (; o + 16 <= n_out; o += 16) CONV_NAME(gather_block)(out + o, src, toff, tw, nt, o, s, b0, 16);
-  if (o < n_out) CONV_NAME(gather_tail)(out + o, src, toff, tw, nt, o, n_out - o, s, b0);
+  if (o == n_out) return;
+  /* The rest as one more block that overlaps the one before: an output is computed from the
+   * source alone, so computing it twice writes the same bits (rows of 56 and 28 outputs had
+   * scalar tails of 8 and 12). Rows under 8 outputs go element by element. */
+  if (n_out >= 16) CONV_NAME(gather_block)(out + n_out - 16, src, toff, tw, nt, n_out - 16, s, b0, 16);
+  else if (n_out >= 8) {
+    CONV_NAME(gather_block)(out, src, toff, tw, nt, 0, s, b0, 8);
+    CONV_NAME(gather_block)(out + n_out - 8, src, toff, tw, nt, n_out - 8, s, b0, 8);
+  } else CONV_NAME(gather_tail)(out + o, src, toff, tw, nt, o, n_out - o, s, b0);
 }
 
 /* rows rows of w values -> rows of Wp values: source column c at column c + left (columns
@@ -1396,13 +1404,22 @@ static em_status CONV_NAME(dw_fwd)(const conv_geom *gm, const dw_pad *pad, const
   const int64_t Wp = pad->width, flat_w = Wp; /* a flat run's outputs per row */
   int64_t fa, fb;
   dw_flat_rows(gm, &fa, &fb);
-  const int64_t plane = pad->elems + (fb - fa) * flat_w; /* the padded plane, then a flat run's outputs */
+  /* A column stride s: the padded plane is also split into its s column phases (rows of
+   * s * wq), so each tap of a row of outputs reads contiguous elements (a strided gather was
+   * most of MobileNet's depthwise time); stride 1 reads the padded plane itself. */
+  const int64_t s2 = s[2], wq = (Wp + s2 - 1) / s2, phased = s2 > 1 ? pad->rows * s2 * wq : 0;
+  const int64_t rw = s2 > 1 ? s2 * wq : Wp; /* the distance between rows that the row path reads */
+  int64_t kcol[k[2]]; /* kernel column kw's first element in a row: column kw d2's phase, then index */
+  for (int64_t kw = 0; kw < k[2]; kw++) kcol[kw] = kw * d[2] % s2 * wq + kw * d[2] / s2;
+  /* the padded plane, then a flat run's outputs or the phase-split plane */
+  const int64_t plane = pad->elems + (fb - fa) * flat_w + phased;
   const int threads = dw_threads(planes * P * nt, planes, plane, (int64_t)sizeof(R));
   R *scratch = CONV_NAME(thread_scratch)(plane, threads);
   if (!scratch) return oom("a padded image plane");
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
     R *xp = scratch + (size_t)omp_get_thread_num() * (size_t)plane, *run = xp + pad->elems;
+    R *xs = s2 > 1 ? run : xp; /* what the row path reads */
     const R *padded = NULL; /* the image plane xp holds */
     const int64_t used = pad->rows * Wp;
     memset(xp + used, 0, sizeof(R) * (size_t)(pad->elems - used)); /* the zeros after the plane */
@@ -1411,7 +1428,10 @@ static em_status CONV_NAME(dw_fwd)(const conv_geom *gm, const dw_pad *pad, const
       int64_t n = pl / gm->co, m = pl % gm->co, toff[nt];
       R tw[nt];
       const R *src = x + (n * gm->ci + m / mult) * Q, *wm = w + m * nt, b0 = bias ? bias[m] : 0;
-      if (src != padded) CONV_NAME(pad_rows)(src, pad->rows, in[2], pad->left, Wp, xp); /* multipliers share it */
+      if (src != padded) { /* multipliers share it */
+        CONV_NAME(pad_rows)(src, pad->rows, in[2], pad->left, Wp, xp);
+        if (s2 > 1) em_split_phases(xp, pad->rows, Wp, s2, wq, xs);
+      }
       padded = src;
       if (fb > fa) {
         int ntap = 0;
@@ -1434,13 +1454,13 @@ static em_status CONV_NAME(dw_fwd)(const conv_geom *gm, const dw_pad *pad, const
             for (int64_t kh = 0; kh < k[1]; kh++) {
               int64_t ih = oh * s[1] - pb[1] + kh * d[1];
               if (ih < 0 || ih >= in[1]) continue;
-              for (int64_t kw = 0; kw < k[2]; kw++, ntap++) {
-                toff[ntap] = (id * in[1] + ih) * Wp + kw * d[2];
+              for (int64_t kw = 0; kw < k[2]; kw++, ntap++) { /* column kw d2 + ow s2: phase, then element */
+                toff[ntap] = (id * in[1] + ih) * rw + kcol[kw];
                 tw[ntap] = wm[(kd * k[1] + kh) * k[2] + kw];
               }
             }
           }
-          CONV_NAME(gather_row)(y + pl * P + (od * out[1] + oh) * out[2], out[2], xp, toff, tw, ntap, s[2], b0);
+          CONV_NAME(gather_row)(y + pl * P + (od * out[1] + oh) * out[2], out[2], xs, toff, tw, ntap, 1, b0);
         }
     }
   }

@@ -37,6 +37,7 @@
  * the GPU gives the CPU's bits in both modes. */
 #ifndef POOL_T
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -224,10 +225,10 @@ static em_status max_pool_cpu(const em_op_args *a, em_tensor *const *in, em_tens
   int f32 = em_tensor_dtype(in[0]) == EM_F32, quad = is_max2x2(&gm);
   if (quad && f32) max2x2_fwd_f32(&gm, em_tensor_data(in[0]), em_tensor_data(out[0]));
   else if (quad) max2x2_fwd_f64(&gm, em_tensor_data(in[0]), em_tensor_data(out[0]));
-  else if (f32) max_fwd_f32(&gm, &t, em_tensor_data(in[0]), em_tensor_data(out[0]));
-  else max_fwd_f64(&gm, &t, em_tensor_data(in[0]), em_tensor_data(out[0]));
+  else if (f32) st = max_fwd_f32(&gm, &t, em_tensor_data(in[0]), em_tensor_data(out[0]));
+  else st = max_fwd_f64(&gm, &t, em_tensor_data(in[0]), em_tensor_data(out[0]));
   tables_free(&t);
-  return EM_OK;
+  return st;
 }
 
 static em_status avg_pool_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
@@ -513,63 +514,110 @@ static int64_t POOL_NAME(argmax)(const pm_geom *g, const pool_tables *t, const R
  * vectorise. */
 #define TAKE(v) ((v) > best || ((v) != (v) && best == best))
 
-/* dst[ow] for the windows [o0, o1) of one output row whose column taps all read input (none
- * in the padding): each keeps its first maximum over the taps of kernel rows rows[0..nr)
- * (input rows, in window order) and of every kernel column, in pm_argmax's order, the taps
- * outermost so the windows vectorise. */
-EM_SIMD_CLONES static void POOL_NAME(max_row)(R *dst, int64_t o0, int64_t o1, const R *const *rows, int nr,
-                                             int64_t k, int64_t s, int64_t d, int64_t pb) {
-  for (int r = 0; r < nr; r++)
-    for (int64_t kw = 0; kw < k; kw++) {
-      const R *src = rows[r];
-      const int64_t off = kw * d - pb; /* >= 0 for windows inside the row */
-      if (r == 0 && kw == 0) {
-        for (int64_t ow = o0; ow < o1; ow++) dst[ow] = src[ow * s + off];
-        continue;
-      }
+/* One block of n windows from window o (n a constant once inlined: one vector), every tap
+ * in order, the running maxima held in registers: tap t of window ow is tr[t][ti[t] + ow]. */
+static inline __attribute__((always_inline)) void POOL_NAME(max_block)(R *out, const R *const *tr,
+                                                                       const int64_t *ti, int nt, int64_t o,
+                                                                       int64_t n) {
+  R acc[16];
+  for (int64_t j = 0; j < n; j++) acc[j] = tr[0][ti[0] + o + j];
+  for (int t = 1; t < nt; t++) {
+    const R *src = tr[t];
+    const int64_t at = ti[t] + o;
 #pragma omp simd
-      for (int64_t ow = o0; ow < o1; ow++) {
-        const R v = src[ow * s + off], best = dst[ow];
-        dst[ow] = TAKE(v) ? v : best;
-      }
+    for (int64_t j = 0; j < n; j++) {
+      const R v = src[at + j], best = acc[j];
+      acc[j] = TAKE(v) ? v : best;
     }
+  }
+  for (int64_t j = 0; j < n; j++) out[o + j] = acc[j];
 }
 
-/* Each window's first maximum (pm_argmax's). The windows of an output row whose columns lie
- * inside the input take max_row's loop; those reaching into the column padding (the row's
- * ends) and rows of more kernel rows than max_row takes go window by window through
- * pm_argmax. Before max_row every window went that way, 37% of SqueezeNet's inference. */
-static void POOL_NAME(max_fwd)(const pool_geom *gm, const pool_tables *t, const R *x, R *y) {
+#define MAX_TAPS 64 /* taps a window may have for max_row; more take the window-by-window path */
+
+/* dst[ow] for the windows [o0, o1) of one output row whose column taps all read input (none
+ * in the padding): each keeps its first maximum over the taps of kernel rows rows[0..nr)
+ * (input rows, in window order) and of every kernel column, in pm_argmax's order. Blocks of
+ * 16 windows (8 on short rows) run all their taps in registers, the last block overlapping
+ * the one before (it recomputes the same maxima); rows under 8 windows go one at a time.
+ * The rows are split into their s column phases (em_split_phases: phase f at f * wq holds
+ * columns f, f + s, ...), so a tap's windows read contiguous elements whatever the stride
+ * (with s = 1 the row is its own single phase). */
+EM_SIMD_CLONES static void POOL_NAME(max_row)(R *dst, int64_t o0, int64_t o1, const R *const *rows, int nr,
+                                             int64_t k, int64_t s, int64_t d, int64_t pb, int64_t wq) {
+  /* tap kw reads column ow s + kw d - pb (>= 0 for windows inside the row, though kw d - pb
+   * may be negative): element ow + i of phase f, f = (kw d - pb) mod s, i its floor quotient;
+   * stepping kw adds d mod s to f and d / s to i, carrying */
+  const int64_t f0 = ((-pb) % s + s) % s, i00 = (-pb - f0) / s, df = d % s, di = d / s;
+  const R *tr[MAX_TAPS];
+  int64_t ti[MAX_TAPS];
+  int nt = 0;
+  for (int r = 0; r < nr; r++) {
+    int64_t f = f0, i = i00;
+    for (int64_t kw = 0; kw < k; kw++, nt++) {
+      tr[nt] = rows[r] + f * wq, ti[nt] = i; /* + ow: the window's element */
+      f += df, i += di;
+      if (f >= s) f -= s, i++;
+    }
+  }
+  const int64_t n = o1 - o0;
+  if (n >= 16) {
+    int64_t o = o0;
+    for (; o + 16 <= o1; o += 16) POOL_NAME(max_block)(dst, tr, ti, nt, o, 16);
+    if (o < o1) POOL_NAME(max_block)(dst, tr, ti, nt, o1 - 16, 16);
+  } else if (n >= 8) {
+    POOL_NAME(max_block)(dst, tr, ti, nt, o0, 8);
+    if (n > 8) POOL_NAME(max_block)(dst, tr, ti, nt, o1 - 8, 8);
+  } else {
+    for (int64_t o = o0; o < o1; o++) POOL_NAME(max_block)(dst, tr, ti, nt, o, 1);
+  }
+}
+
+static em_status POOL_NAME(max_fwd)(const pool_geom *gm, const pool_tables *t, const R *x, R *y) {
   const int64_t P = prod3(gm->col), Q = prod3(gm->img), *out = gm->col, *in = gm->img, OW = out[2];
   const pm_geom g = to_pm(gm);
   /* the windows [wa, wb) whose column taps are all inside the row */
   int64_t wa = 0, wb = OW;
   while (wa < OW && !(t->lo[2][wa] == 0 && t->hi[2][wa] == gm->k[2])) wa++;
   while (wb > wa && !(t->lo[2][wb - 1] == 0 && t->hi[2][wb - 1] == gm->k[2])) wb--;
-#pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (gm->planes * P > 32768)
+  /* A column stride: each thread splits its plane into column phases first (max_row says why). */
+  const int64_t s = gm->s[2], wq = (in[2] + s - 1) / s, rows_in = in[0] * in[1], split = s > 1 && wa < wb;
+  const int par = gm->planes * P > 32768, threads = par ? em_cpu_threads() : 1;
+  R *scratch = split ? malloc(sizeof(R) * (size_t)(rows_in * s * wq) * (size_t)threads + 1) : NULL;
+  if (split && !scratch) return em_fail(EM_ERR_OUT_OF_MEMORY, "max_pool: no memory for %lld phase-split planes",
+                                        (long long)threads);
+#pragma omp parallel for schedule(static) num_threads(threads) if (par)
   for (int64_t pl = 0; pl < gm->planes; pl++) {
-    const R *src = x + pl * Q;
+    const R *src = x + pl * Q, *rowsrc = src;
     R *dst = y + pl * P;
+    int64_t rw = in[2]; /* the distance between rows in rowsrc */
+    if (split) {
+      R *ph = scratch + (size_t)omp_get_thread_num() * (size_t)(rows_in * s * wq);
+      em_split_phases(src, rows_in, in[2], s, wq, ph);
+      rowsrc = ph, rw = s * wq;
+    }
     for (int64_t od = 0; od < out[0]; od++)
       for (int64_t oh = 0; oh < out[1]; oh++) {
         R *drow = dst + (od * out[1] + oh) * OW;
-        const R *rows[64];
-        int nr = 0, fits = 1;
+        const R *rows[MAX_TAPS];
+        int nr = 0, fits = gm->k[2] <= MAX_TAPS; /* max_row takes at most MAX_TAPS taps */
         for (int64_t kd = t->lo[0][od]; kd < t->hi[0][od] && fits; kd++)
           for (int64_t kh = t->lo[1][oh]; kh < t->hi[1][oh]; kh++) {
-            if (nr == 64) {
+            if ((nr + 1) * gm->k[2] > MAX_TAPS) {
               fits = 0;
               break;
             }
             int64_t id = od * gm->s[0] - gm->pb[0] + kd * gm->d[0], ih = oh * gm->s[1] - gm->pb[1] + kh * gm->d[1];
-            rows[nr++] = src + (id * in[1] + ih) * in[2];
+            rows[nr++] = rowsrc + (id * in[1] + ih) * rw;
           }
         int64_t a = fits && nr > 0 ? wa : OW, b = fits && nr > 0 ? wb : OW;
-        if (a < b) POOL_NAME(max_row)(drow, a, b, rows, nr, gm->k[2], gm->s[2], gm->d[2], gm->pb[2]);
+        if (a < b) POOL_NAME(max_row)(drow, a, b, rows, nr, gm->k[2], s, gm->d[2], gm->pb[2], split ? wq : 0);
         for (int64_t ow = 0; ow < OW; ow++)
           if (ow < a || ow >= b) drow[ow] = src[POOL_NAME(argmax)(&g, t, src, od, oh, ow)];
       }
   }
+  free(scratch);
+  return EM_OK;
 }
 
 /* Each window's dy added to its first maximum, window after window (pool_math.h's order). */

@@ -50,4 +50,36 @@ em_status em_spatial_check_grad(const em_op_args *a, const em_shape *dy, const e
 void em_spatial_pads(int auto_pad, const int64_t *pads, int nsp, int i, int64_t in, int64_t s, int64_t dk,
                      int64_t *pb, int64_t *pe);
 
+/* Column phases of a strided window (max_pool's rows, a depthwise convolution's padded
+ * planes): rows rows of w columns -> the same rows, each row's columns grouped by their
+ * phase modulo s, so that the taps of windows s columns apart read contiguous elements:
+ * dst[r * s * wq + f * wq + i] = src[r * w + f + s * i], wq = ceil(w / s) (slots past a
+ * phase's end are left as they are; a window inside the row never reads them).
+ * em_split_phases picks the float or double one. */
+#define EM_SPLIT_PHASES_DEF(T, name)                                                              \
+  static inline void name(const T *src, int64_t rows, int64_t w, int64_t s, int64_t wq, T *dst) { \
+    if (s == 2) { /* the common stride, as pairs: a loop the compiler vectorises with shuffles */ \
+      for (int64_t r = 0; r < rows; r++) {                                                        \
+        const T *from = src + r * w;                                                              \
+        T *even = dst + r * 2 * wq, *odd = even + wq;                                             \
+        for (int64_t i = 0; i < w / 2; i++) {                                                     \
+          even[i] = from[2 * i];                                                                  \
+          odd[i] = from[2 * i + 1];                                                               \
+        }                                                                                         \
+        if (w % 2) even[w / 2] = from[w - 1];                                                     \
+      }                                                                                           \
+      return;                                                                                     \
+    }                                                                                             \
+    for (int64_t r = 0; r < rows; r++)                                                            \
+      for (int64_t f = 0; f < s && f < w; f++) {                                                  \
+        const T *from = src + r * w + f;                                                          \
+        T *to = dst + (r * s + f) * wq;                                                           \
+        for (int64_t i = 0; f + s * i < w; i++) to[i] = from[s * i];                              \
+      }                                                                                           \
+  }
+EM_SPLIT_PHASES_DEF(float, em_split_phases_f32)
+EM_SPLIT_PHASES_DEF(double, em_split_phases_f64)
+#define em_split_phases(src, rows, w, s, wq, dst) \
+  _Generic((dst), float *: em_split_phases_f32, double *: em_split_phases_f64)(src, rows, w, s, wq, dst)
+
 #endif
