@@ -96,6 +96,9 @@ meta ort "$($PY -c 'import onnxruntime as r; print(r.__version__)')"
 meta torch "$($PY -c 'import torch; print(torch.__version__)')"
 meta cc "$(gcc --version | head -1)"
 meta openblas "$(dpkg-query -W -f='${Package} ${Version}' 'libopenblas0*' 2>/dev/null | head -1)"
+# Which OpenBLAS kernels Ember runs: the user's OPENBLAS_CORETYPE, or Ember's
+# choice where it is unset (ops/blas.c); onnxruntime does not use OpenBLAS.
+meta openblas_coretype "${OPENBLAS_CORETYPE:-unset (Ember chooses, ops/blas.c)}"
 meta rounds "$ROUNDS"
 meta runs "$RUNS"
 meta omp_wait "$OMP_WAIT"

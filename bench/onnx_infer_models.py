@@ -372,9 +372,10 @@ def report(raw, out):
         meta.get("load_before", "?"), meta.get("load_after", "?")))
     L.append("onnxruntime %s (CPUExecutionProvider, intra_op_num_threads = threads, default graph optimizations); "
              "torch %s (export: TorchScript exporter, opset 17, constant folding); %s; %s; Ember: "
-             "em_onnx_run on the CPU, fast mode, OMP_WAIT_POLICY=%s, OMP_NUM_THREADS = threads." % (
+             "em_onnx_run on the CPU, fast mode, OMP_WAIT_POLICY=%s, OMP_NUM_THREADS = threads, "
+             "OPENBLAS_CORETYPE %s." % (
                  meta.get("ort", "?"), meta.get("torch", "?"), meta.get("cc", "?"), meta.get("openblas", "?"),
-                 meta.get("omp_wait", "?")))
+                 meta.get("omp_wait", "?"), meta.get("openblas_coretype", "?")))
     L.append("%s rounds; per round and side one process, 3 warm-up runs then %s timed runs (median); sides "
              "alternate which goes first. Batch 1; images 3x224x224, the encoder 128 tokens x 256." % (
                  meta.get("rounds", "?"), meta.get("runs", "?")))
