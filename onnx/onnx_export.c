@@ -869,6 +869,8 @@ static em_status try_collapse(ex *c, int b, const unsigned char *needed, const e
   if (!known || !wanted) return EM_OK;
   memset(interior, 0, g->n_nodes ? g->n_nodes : 1);
   if (em_block_interior(g, blk, interior)) return EM_OK;
+  /* A record that does not describe its nodes (a graph file edited by hand) is written unrolled. */
+  if (!em_onnx_block_matches(g, blk, interior)) return EM_OK;
   /* A value inside that another written node or an output reads keeps the
    * block unrolled: the ONNX op has no name for it. */
   unsigned char *is_out = calloc(g->n_values ? g->n_values : 1, 1);
