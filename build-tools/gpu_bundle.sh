@@ -39,14 +39,29 @@ else
   onnx_data=${EMBER_ONNX_TESTDATA:-/usr/share/libonnx-testdata/data/node}
   [ -d "$onnx_data" ] && cp -a "$onnx_data" "$stage/share/onnx-node"
 fi
+# Libraries Ember opens itself (dlopen), which ldd cannot see: OpenBLAS
+# (ops/blas.c; tests/gpu/run.sh and train_machine.sh put lib/ on
+# LD_LIBRARY_PATH, where dlopen finds it), listed as ldd would, with its own
+# dependencies.
+opened() {
+  local blas
+  blas=$(ldconfig -p | awk '/libopenblas\.so\.0 .*x86-64/ {print $NF; exit}')
+  [ -n "$blas" ] || { echo "gpu_bundle: libopenblas.so.0 not found (apt install libopenblas0)" >&2; return 1; }
+  echo "libopenblas.so.0 => $blas (0)"
+  ldd "$blas"
+}
 # The C library and the loader come with every system; everything else goes.
-for p in "${programs[@]}"; do ldd "$p"; done | awk '$3 ~ /^\// {print $3}' | sort -u | while read -r lib; do
+{ for p in "${programs[@]}"; do ldd "$p"; done; opened; } | awk '$3 ~ /^\// {print $3}' | sort -u | while read -r lib; do
   case "$(basename "$lib")" in
     libc.so.* | libm.so.* | libdl.so.* | libpthread.so.* | librt.so.* | ld-linux*) ;;
     libember.so*) ;;
     *) cp -L "$lib" "$stage/lib/" ;;
   esac
 done
+# Debug information stays here (a backtrace there still names functions): the
+# test programs link libember.a with -g, ~10 MB each, and the bundle with
+# OpenBLAS (35 MB unpacked) must fit one call's 64 MiB with the tree.
+find "$stage/bin" "$stage/tests" "$stage/lib" -type f \( -perm -u+x -o -name '*.so*' \) -exec strip --strip-debug {} + 2>/dev/null || true
 {
   echo "Ember GPU bundle, made $(date -u +%Y-%m-%dT%H:%MZ) from commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
   echo "on $(uname -m), $(ldd --version | head -1)"
