@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
@@ -42,7 +43,8 @@ static struct {
   pthread_once_t once;
   em_status status;
   char error[512];   /* why it could not be loaded */
-  char how[160];     /* how the core type was chosen */
+  char how[256];     /* how the core type was chosen */
+  const char *asked; /* the core type Ember asked for, or NULL */
   void *lib;
   sgemm_fn sgemm;
   dgemm_fn dgemm;
@@ -82,7 +84,9 @@ static void cpu_features(char vendor[13], int *avx512, int *bf16) {
   if ((xcr0_lo & 0xE6u) != 0xE6u) return;
   __cpuid_count(7, 0, a, b, c, d);
   const unsigned need = (1u << 16) | (1u << 28) | (1u << 30) | (1u << 17) | (1u << 31); /* F CD BW DQ VL */
+  const unsigned max_subleaf = a; /* subleaf 1 exists only where subleaf 0's EAX says so */
   *avx512 = (b & need) == need;
+  if (max_subleaf < 1) return;
   __cpuid_count(7, 1, a, b, c, d);
   *bf16 = *avx512 && (a & (1u << 5));
 }
@@ -93,6 +97,9 @@ static void cpu_features(char vendor[13], int *avx512, int *bf16) {
 }
 #endif
 
+/* The first name's dlerror() goes to B.error: it says why the library Ember asks for could not
+ * be loaded (not ELF, a dependency such as libgfortran missing, ...), where the fallback's
+ * would only say that the development link is absent. */
 static void *open_library(const char **name) {
   for (size_t i = 0; i < sizeof LIB_NAMES / sizeof *LIB_NAMES; i++) {
     void *h = dlopen(LIB_NAMES[i], RTLD_NOW | RTLD_LOCAL);
@@ -100,6 +107,8 @@ static void *open_library(const char **name) {
       *name = LIB_NAMES[i];
       return h;
     }
+    const char *why = dlerror();
+    if (i == 0) snprintf(B.error, sizeof B.error, "%s", why ? why : "not found");
   }
   return NULL;
 }
@@ -116,9 +125,12 @@ static void load(void) {
     cpu_features(vendor, &avx512, &bf16);
     const char *env = getenv("OPENBLAS_CORETYPE");
     const char *core = em_blas_core_choice(vendor, avx512, bf16, env);
+    int was_set = env != NULL; /* set but empty: no choice, but the variable is put back */
     if (core) setenv("OPENBLAS_CORETYPE", core, 1);
+    B.asked = core;
     B.lib = open_library(&name);
-    if (core) unsetenv("OPENBLAS_CORETYPE");
+    if (core && was_set) setenv("OPENBLAS_CORETYPE", "", 1);
+    else if (core) unsetenv("OPENBLAS_CORETYPE");
     if (core)
       snprintf(B.how, sizeof B.how, "chosen by Ember: %s CPU with AVX-512%s, as upstream OpenBLAS maps it", vendor,
                bf16 ? " and AVX512_BF16" : "");
@@ -128,11 +140,12 @@ static void load(void) {
       snprintf(B.how, sizeof B.how, "OpenBLAS's own choice");
   }
   if (!B.lib) {
-    const char *why = dlerror();
+    char why[sizeof B.error];
+    snprintf(why, sizeof why, "%s", B.error[0] ? B.error : "not found");
     snprintf(B.error, sizeof B.error,
              "the fast CPU mode's matrix products need OpenBLAS, and %s could not be loaded: %s (Debian: apt install "
              "libopenblas0; or use portable mode, which does not need it)",
-             LIB_NAMES[0], why ? why : "not found");
+             LIB_NAMES[0], why);
     B.status = EM_ERR_UNSUPPORTED;
     return;
   }
@@ -142,6 +155,12 @@ static void load(void) {
   *(void **)&B.set_threads = dlsym(B.lib, "openblas_set_num_threads");
   *(void **)&B.corename = dlsym(B.lib, "openblas_get_corename");
   *(void **)&B.config = dlsym(B.lib, "openblas_get_config");
+  /* A build without that core ("Core not found" on its stderr) falls back to its own choice: say so. */
+  if (B.asked && B.corename && strcasecmp(B.corename(), B.asked)) {
+    size_t used = strlen(B.how);
+    snprintf(B.how + used, sizeof B.how - used, "; this OpenBLAS lacks %s and chose %s itself", B.asked,
+             B.corename());
+  }
   if (!B.sgemm || !B.dgemm || !B.get_threads || !B.set_threads) {
     snprintf(B.error, sizeof B.error,
              "%s lacks cblas_sgemm, cblas_dgemm or openblas_set_num_threads: not an OpenBLAS Ember can use", name);

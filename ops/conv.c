@@ -160,7 +160,9 @@ static int dw_fwd_pad(const conv_geom *gm, dw_pad *p) {
  * s times the work, so strided convolutions keep the rows. */
 static void dw_flat_rows(const conv_geom *gm, int64_t *a, int64_t *b) {
   *a = *b = 0;
-  if (gm->k[0] != 1 || gm->img[0] != 1 || gm->s[1] != 1 || gm->s[2] != 1 || gm->col[2] < 2) return;
+  /* col[0] == 1: the run is the one output depth (depth padding adds output depths) */
+  if (gm->k[0] != 1 || gm->img[0] != 1 || gm->col[0] != 1 || gm->s[1] != 1 || gm->s[2] != 1 || gm->col[2] < 2)
+    return;
   valid_range(-gm->pb[1], gm->s[1], gm->img[1], gm->col[1], a, b); /* first kernel row inside */
   int64_t a2, b2;
   valid_range((gm->k[1] - 1) * gm->d[1] - gm->pb[1], gm->s[1], gm->img[1], gm->col[1], &a2, &b2); /* last */
@@ -1406,8 +1408,10 @@ static em_status CONV_NAME(dw_fwd)(const conv_geom *gm, const dw_pad *pad, const
   dw_flat_rows(gm, &fa, &fb);
   /* A column stride s: the padded plane is also split into its s column phases (rows of
    * s * wq), so each tap of a row of outputs reads contiguous elements (a strided gather was
-   * most of MobileNet's depthwise time); stride 1 reads the padded plane itself. */
-  const int64_t s2 = s[2], wq = (Wp + s2 - 1) / s2, phased = s2 > 1 ? pad->rows * s2 * wq : 0;
+   * most of MobileNet's depthwise time); stride 1 reads the padded plane itself, and so does
+   * a single output column, whose stride never matters (Wp > s2 once out2 > 1, so the phases
+   * take under 2 Wp per row; with out2 = 1 a stride like 2^40 or 2^62 would ask rows * s2). */
+  const int64_t s2 = out[2] > 1 ? s[2] : 1, wq = (Wp + s2 - 1) / s2, phased = s2 > 1 ? pad->rows * s2 * wq : 0;
   const int64_t rw = s2 > 1 ? s2 * wq : Wp; /* the distance between rows that the row path reads */
   int64_t kcol[k[2]]; /* kernel column kw's first element in a row: column kw d2's phase, then index */
   for (int64_t kw = 0; kw < k[2]; kw++) kcol[kw] = kw * d[2] % s2 * wq + kw * d[2] / s2;

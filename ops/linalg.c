@@ -418,10 +418,10 @@ static int item_cmp(const void *pa, const void *pb) {
  * parallel. */
 static em_status gemm_plan_run(const em_op_args *a, gemm_plan *p) {
   const gemm_call *c = &p->proto;
+  if (p->count == 0 || c->m == 0 || c->n == 0) return EM_OK; /* nothing to compute: no OpenBLAS needed */
   int blas = !a->portable && (p->dt == EM_F32 || p->dt == EM_F64);
   em_status st = blas ? em_blas_ready() : EM_OK; /* loads OpenBLAS, one thread: before the parallel loop */
   if (st) return st;
-  if (p->count == 0 || c->m == 0 || c->n == 0) return EM_OK;
   for (int64_t i = 1; i < p->count; i++)
     if (item_cmp(&p->items[i - 1], &p->items[i]) > 0) {
       qsort(p->items, (size_t)p->count, sizeof *p->items, item_cmp);

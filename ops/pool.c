@@ -580,8 +580,13 @@ static em_status POOL_NAME(max_fwd)(const pool_geom *gm, const pool_tables *t, c
   int64_t wa = 0, wb = OW;
   while (wa < OW && !(t->lo[2][wa] == 0 && t->hi[2][wa] == gm->k[2])) wa++;
   while (wb > wa && !(t->lo[2][wb - 1] == 0 && t->hi[2][wb - 1] == gm->k[2])) wb--;
-  /* A column stride: each thread splits its plane into column phases first (max_row says why). */
-  const int64_t s = gm->s[2], wq = (in[2] + s - 1) / s, rows_in = in[0] * in[1], split = s > 1 && wa < wb;
+  /* A column stride: each thread splits its plane into column phases first (max_row says why).
+   * A stride beyond the row leaves at most one window inside it, and its phases would take
+   * rows * stride elements (terabytes, or a size that wraps, for strides like 2^40 or 2^62):
+   * such rows go window by window. With s <= in[2] the phases take under 2 in[2] per row. */
+  if (gm->s[2] > in[2]) wb = wa;
+  /* wq = ceil(in[2] / s), written so that no stride overflows it */
+  const int64_t s = gm->s[2], wq = (in[2] - 1) / s + 1, rows_in = in[0] * in[1], split = s > 1 && wa < wb;
   const int par = gm->planes * P > 32768, threads = par ? em_cpu_threads() : 1;
   R *scratch = split ? malloc(sizeof(R) * (size_t)(rows_in * s * wq) * (size_t)threads + 1) : NULL;
   if (split && !scratch) return em_fail(EM_ERR_OUT_OF_MEMORY, "max_pool: no memory for %lld phase-split planes",

@@ -9,10 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "blas.h"
+#include "op_testkit.h"
 
 static void core_choice_follows_upstream_mapping(void **state) {
   (void)state;
@@ -72,6 +75,27 @@ static void loads_and_restores_environment(void **state) {
   }
 }
 
+/* An OPENBLAS_CORETYPE set to the empty string is no choice (Ember may choose), but it is
+ * still the user's variable: after loading it is there, empty, as before. In a child process,
+ * which loads OpenBLAS afresh (this test runs before any other loads it in this one). */
+static void empty_variable_stays_set(void **state) {
+  (void)state;
+  fflush(NULL);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    setenv("OPENBLAS_CORETYPE", "", 1);
+    if (em_blas_ready() != EM_OK) _exit(2);
+    const char *after = getenv("OPENBLAS_CORETYPE");
+    _exit(after && !after[0] ? 0 : 3);
+  }
+  int ws;
+  assert_int_equal(waitpid(pid, &ws, 0), pid);
+  assert_true(WIFEXITED(ws));
+  if (WEXITSTATUS(ws) == 3) fail_msg("OPENBLAS_CORETYPE was set empty before OpenBLAS was loaded, unset after");
+  assert_int_equal(WEXITSTATUS(ws), 0);
+}
+
 /* [1 2 3; 4 5 6] @ [7 8; 9 10; 11 12] = [58 64; 139 154], and with beta = 1
  * on a C that starts at [1 1; 1 1]; the transposed forms read the same
  * matrices stored transposed. */
@@ -95,9 +119,82 @@ static void products_are_right(void **state) {
   for (int i = 0; i < 4; i++) assert_true(cd[i] == want[i]);
 }
 
-int main(void) {
+/* ---- without OpenBLAS: this program again, with LD_LIBRARY_PATH naming a directory whose
+ * libopenblas.so.0 is not a library (and whose libopenblas.so is empty), so it cannot load. */
+
+/* [1 2 3; 4 5 6] @ [7 8; 9 10; 11 12] through the executor: 0 when right, else its status. */
+static int child_matmul(int64_t m) {
+  int64_t as[2] = {m, 3}, bs[2] = {3, 2};
+  const double a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {7, 8, 9, 10, 11, 12}, want[4] = {58, 64, 139, 154};
+  em_tensor *in[2] = {ot_tensor(EM_F32, 2, as, a), ot_tensor(EM_F32, 2, bs, b)}, *y = NULL;
+  em_status st = ot_run("matmul", in, 2, NULL, 0, &y, 1);
+  if (!st)
+    for (int64_t i = 0; i < 2 * m; i++)
+      if (((const float *)em_tensor_data(y))[i] != want[i]) st = EM_ERR_INTERNAL;
+  em_tensor_release(y), em_tensor_release(in[0]), em_tensor_release(in[1]);
+  return (int)st;
+}
+
+/* The child's checks; its exit status says which failed. */
+static int child_without_blas(void) {
+  int r = 0;
+  setenv("EMBER_MODE", "portable", 1); /* portable mode never needs OpenBLAS */
+  if (child_matmul(2)) r = 10;
+  unsetenv("EMBER_MODE");
+  if (!r && child_matmul(0)) r = 11; /* an empty product in the fast mode computes nothing */
+  if (!r && child_matmul(2) != EM_ERR_UNSUPPORTED) r = 12; /* the fast mode's product: refused, naming why */
+  if (!r && !strstr(em_last_error(), "libopenblas.so.0: invalid ELF header")) r = 13;
+  if (r) fprintf(stderr, "without OpenBLAS: %s\n", em_last_error());
+  return r;
+}
+
+static void works_and_explains_without_openblas(void **state) {
+  (void)state;
+  char dir[] = "/tmp/ember-test-blas-XXXXXX", path[sizeof dir + 32], self[4096];
+  assert_non_null(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/libopenblas.so.0", dir);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  for (int i = 0; i < 8; i++) fputs("this is not a shared library, only text standing in for one\n", f);
+  fclose(f);
+  snprintf(path, sizeof path, "%s/libopenblas.so", dir);
+  assert_non_null(f = fopen(path, "w"));
+  fclose(f);
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  assert_true(n > 0);
+  self[n] = 0;
+  fflush(NULL);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    setenv("LD_LIBRARY_PATH", dir, 1);
+    execl(self, self, "--child-without-openblas", (char *)NULL);
+    _exit(127);
+  }
+  int ws;
+  assert_int_equal(waitpid(pid, &ws, 0), pid);
+  snprintf(path, sizeof path, "%s/libopenblas.so.0", dir);
+  unlink(path);
+  snprintf(path, sizeof path, "%s/libopenblas.so", dir);
+  unlink(path);
+  rmdir(dir);
+  assert_true(WIFEXITED(ws));
+  switch (WEXITSTATUS(ws)) {
+  case 0: break;
+  case 10: fail_msg("portable mode's matmul failed without OpenBLAS"); break;
+  case 11: fail_msg("an empty fast-mode matmul failed without OpenBLAS"); break;
+  case 12: fail_msg("a fast-mode matmul without OpenBLAS did not fail with EM_ERR_UNSUPPORTED"); break;
+  case 13: fail_msg("the error does not give libopenblas.so.0's own reason (see the child's stderr)"); break;
+  default: fail_msg("child exit status %d", WEXITSTATUS(ws));
+  }
+}
+
+int main(int argc, char **argv) {
+  if (argc == 2 && !strcmp(argv[1], "--child-without-openblas")) return child_without_blas();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(core_choice_follows_upstream_mapping),
+      cmocka_unit_test(empty_variable_stays_set),
+      cmocka_unit_test(works_and_explains_without_openblas),
       cmocka_unit_test(loads_and_restores_environment),
       cmocka_unit_test(products_are_right),
   };

@@ -372,6 +372,33 @@ static void test_devices_cpu_blas(void **state) {
   assert_non_null(strstr(r.out, ", core "));
 }
 
+/* An OpenBLAS that cannot be loaded: the message gives the reason of the library Ember asks
+ * for first (here libopenblas.so.0 is not ELF), not that of the fallback name tried after it
+ * (here an empty libopenblas.so), which would send a user after the wrong file. */
+static void test_devices_cpu_blas_load_error(void **state) {
+  (void)state;
+  NEED_CLI();
+  char dir[PATH_MAX + 16], path[PATH_MAX + 48], libpath[PATH_MAX + 48];
+  snprintf(dir, sizeof dir, "%s/badblas", tmp_root);
+  assert_true(mkdir(dir, 0755) == 0 || errno == EEXIST);
+  snprintf(path, sizeof path, "%s/libopenblas.so.0", dir);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  for (int i = 0; i < 8; i++) fputs("this is not a shared library, only text standing in for one\n", f);
+  fclose(f);
+  snprintf(path, sizeof path, "%s/libopenblas.so", dir);
+  f = fopen(path, "w");
+  assert_non_null(f);
+  fclose(f);
+  snprintf(libpath, sizeof libpath, "LD_LIBRARY_PATH=%s", dir);
+  run_result r = run_cli(SETTINGS(libpath), ARGS("devices", "--json"));
+  expect_status(&r, 0);
+  json_t *root = parse(&r);
+  const char *blas = str_at(root, "cpu_blas");
+  if (!strstr(blas, "not loaded: ") || !strstr(blas, "libopenblas.so.0: invalid ELF header"))
+    fail_msg("cpu_blas: %s", blas);
+}
+
 static void test_devices_strict_refusal(void **state) {
   (void)state;
   NEED_CLI();
@@ -1952,6 +1979,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_devices_text, free_owned),
       cmocka_unit_test_teardown(test_devices_without_driver, free_owned),
       cmocka_unit_test_teardown(test_devices_cpu_blas, free_owned),
+      cmocka_unit_test_teardown(test_devices_cpu_blas_load_error, free_owned),
       cmocka_unit_test_teardown(test_devices_strict_refusal, free_owned),
       cmocka_unit_test_teardown(test_images_json, free_owned),
       cmocka_unit_test_teardown(test_images_of_file_equal_own_table, free_owned),

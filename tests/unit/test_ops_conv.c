@@ -770,6 +770,67 @@ static void test_conv_depthwise_far_taps_overflow(void **state) {
   far_taps_case(61); /* rows * (2^61 + 1) wraps negative: heap corruption */
 }
 
+/* A depthwise column stride far beyond a narrow image: one output column, whose taps read
+ * image columns 0 and 1, so y[c, r, 0] = w[c, 0] x[c, r, 0] + w[c, 1] x[c, r, 1] and the input
+ * gradient is dx[c, r, kw] = w[c, kw] dy[c, r, 0]. A stride's column phases (dw_fwd) must not
+ * take rows * stride elements of scratch: 2^40 asked for terabytes, 2^62 wrapped the size. */
+static void far_stride_case(int e) {
+  enum { R = 4 };
+  int64_t xs[4] = {1, 2, R, 2}, ws[4] = {2, 1, 1, 2}, ys[4] = {1, 2, R, 1}, st[2] = {1, (int64_t)1 << e};
+  double xv[2 * R * 2], wv[4] = {0.5, 2.0, -1.5, 3.0}, dyv[2 * R], want_y[2 * R], want_dx[2 * R * 2];
+  for (int i = 0; i < 2 * R * 2; i++) xv[i] = 1 + i;
+  for (int i = 0; i < 2 * R; i++) dyv[i] = 0.25 * (i + 1);
+  for (int c = 0; c < 2; c++)
+    for (int r = 0; r < R; r++) {
+      want_y[c * R + r] = wv[c * 2] * xv[(c * R + r) * 2] + wv[c * 2 + 1] * xv[(c * R + r) * 2 + 1];
+      for (int kw = 0; kw < 2; kw++) want_dx[(c * R + r) * 2 + kw] = wv[c * 2 + kw] * dyv[c * R + r];
+    }
+  for (int f = 0; f < 2; f++) {
+    em_dtype dt = f ? EM_F64 : EM_F32;
+    em_tensor *in[2] = {ot_tensor(dt, 4, xs, xv), ot_tensor(dt, 4, ws, wv)}, *dy = ot_tensor(dt, 4, ys, dyv);
+    em_tensor *y = NULL, *dx = NULL, *gi[3] = {dy, in[1], in[0]};
+    em_attr at[3] = {AI("group", 2), AIS("strides", st, 2), AI("transpose", 0)};
+    int bad = 0;
+    if (ot_run("convolution", in, 2, at, 2, &y, 1)) bad = 1, print_message("2^%d forward: %s\n", e, em_last_error());
+    else expect_tensor(y, want_y, 2 * R, 1e-6, 2, "far stride forward");
+    if (ot_run("_conv_grad_input", gi, 3, at, 3, &dx, 1))
+      bad = 1, print_message("2^%d grad input: %s\n", e, em_last_error());
+    else expect_tensor(dx, want_dx, 2 * R * 2, 1e-6, 1, "far stride grad input");
+    if (bad) fail_msg("depthwise column stride 2^%d refused", e);
+    em_tensor_release(y), em_tensor_release(dx), em_tensor_release(dy), em_tensor_release(in[0]),
+        em_tensor_release(in[1]);
+  }
+}
+
+static void test_conv_depthwise_far_stride(void **state) {
+  (void)state;
+  far_stride_case(40); /* 4 rows of 2^40 phase slots: 16 TiB of scratch */
+  far_stride_case(62); /* 4 * 2^62 wraps to 0: the phases were written past the scratch */
+}
+
+/* A 3-D depthwise convolution of a depth-1 image with depth padding and a 1x1x1 kernel:
+ * output depth 0 and 2 read only the padding (the bias alone), depth 1 is w x + b. The flat
+ * run of stride-1 rows (dw_flat_rows) covers the one image depth, not every output depth. */
+static void test_conv_depthwise_depth_padding(void **state) {
+  (void)state;
+  enum { H = 3, W = 20 };
+  int64_t xs[5] = {1, 2, 1, H, W}, ws[5] = {2, 1, 1, 1, 1}, bs[1] = {2}, pads[6] = {1, 0, 0, 1, 0, 0};
+  double xv[2 * H * W], wv[2] = {0.5, -2.0}, bv[2] = {0.25, -0.75}, want[2 * 3 * H * W];
+  for (int i = 0; i < 2 * H * W; i++) xv[i] = (double)(i % 7) - 3;
+  for (int c = 0; c < 2; c++)
+    for (int od = 0; od < 3; od++)
+      for (int i = 0; i < H * W; i++) want[(c * 3 + od) * H * W + i] = od == 1 ? wv[c] * xv[c * H * W + i] + bv[c] : bv[c];
+  for (int f = 0; f < 2; f++) {
+    em_dtype dt = f ? EM_F64 : EM_F32;
+    em_tensor *in[3] = {ot_tensor(dt, 5, xs, xv), ot_tensor(dt, 5, ws, wv), ot_tensor(dt, 1, bs, bv)};
+    em_attr at[2] = {AI("group", 2), AIS("pads", pads, 6)};
+    em_tensor *y = ot_run1("convolution", in, 3, at, 2);
+    ot_expect_shape(y, dt, 5, (int64_t[]){1, 2, 3, H, W}, "depth-padded depthwise");
+    expect_tensor(y, want, 2 * 3 * H * W, 1e-6, 2, "depth-padded depthwise");
+    em_tensor_release(y), em_tensor_release(in[0]), em_tensor_release(in[1]), em_tensor_release(in[2]);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_conv_known_values),
@@ -784,6 +845,8 @@ int main(void) {
     cmocka_unit_test(test_conv_unknown_attribute),
     cmocka_unit_test(test_conv_depthwise_far_taps_oom),
     cmocka_unit_test(test_conv_depthwise_far_taps_overflow),
+    cmocka_unit_test(test_conv_depthwise_far_stride),
+    cmocka_unit_test(test_conv_depthwise_depth_padding),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -659,6 +659,31 @@ static void test_max_pool_special_values_random(void **state) {
   }
 }
 
+/* A column stride far beyond a narrow row: one window per row, over columns 0 and 1, so
+ * y[r] = max(x[r, 0], x[r, 1]). A stride's column phases (max_pool) must not take
+ * rows * stride elements of scratch: 2^40 asked for terabytes, 2^62 wrapped the size. */
+static void far_stride_case(int e) {
+  enum { R = 4, W = 5 };
+  int64_t xs[4] = {1, 1, R, W}, k[2] = {1, 2}, st[2] = {1, (int64_t)1 << e};
+  double xv[R * W] = {1, 7, 3, 3, 3, /**/ 9, -2, 3, 3, 3, /**/ -4, -5, 3, 3, 3, /**/ 0.5, 0.25, 3, 3, 3};
+  double want[R] = {7, 9, -4, 0.5};
+  em_attr at[2] = {AIS("kernel_shape", k, 2), AIS("strides", st, 2)};
+  for (int f = 0; f < 2; f++) {
+    em_dtype dt = f ? EM_F64 : EM_F32;
+    em_tensor *x = ot_tensor(dt, 4, xs, xv), *y = NULL;
+    if (ot_run("max_pool", &x, 1, at, 2, &y, 1)) fail_msg("max_pool column stride 2^%d: %s", e, em_last_error());
+    ot_expect_shape(y, dt, 4, (int64_t[]){1, 1, R, 1}, "far stride max_pool");
+    ot_expect_values(y, want, R, 0, "far stride max_pool");
+    em_tensor_release(y), em_tensor_release(x);
+  }
+}
+
+static void test_max_pool_far_stride(void **state) {
+  (void)state;
+  far_stride_case(40); /* 4 rows of 2^40 phase slots: 16 TiB of scratch */
+  far_stride_case(62); /* 4 * 2^62 wraps to 0: the phases were written past the scratch */
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_pool_known_values),
@@ -673,6 +698,7 @@ int main(void) {
     cmocka_unit_test(test_pool_dynamic_batch),
     cmocka_unit_test(test_pool_errors),
     cmocka_unit_test(test_pool_unknown_attribute),
+    cmocka_unit_test(test_max_pool_far_stride),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
