@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "blas.h"
+#include "fake_openblas.h"
 #include "op_testkit.h"
 
 static void core_choice_follows_upstream_mapping(void **state) {
@@ -150,16 +151,9 @@ static int child_without_blas(void) {
 
 static void works_and_explains_without_openblas(void **state) {
   (void)state;
-  char dir[] = "/tmp/ember-test-blas-XXXXXX", path[sizeof dir + 32], self[4096];
+  char dir[] = "/tmp/ember-test-blas-XXXXXX", self[4096];
   assert_non_null(mkdtemp(dir));
-  snprintf(path, sizeof path, "%s/libopenblas.so.0", dir);
-  FILE *f = fopen(path, "w");
-  assert_non_null(f);
-  for (int i = 0; i < 8; i++) fputs("this is not a shared library, only text standing in for one\n", f);
-  fclose(f);
-  snprintf(path, sizeof path, "%s/libopenblas.so", dir);
-  assert_non_null(f = fopen(path, "w"));
-  fclose(f);
+  assert_int_equal(ts_write_unloadable_openblas(dir), 0);
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   assert_true(n > 0);
   self[n] = 0;
@@ -173,10 +167,7 @@ static void works_and_explains_without_openblas(void **state) {
   }
   int ws;
   assert_int_equal(waitpid(pid, &ws, 0), pid);
-  snprintf(path, sizeof path, "%s/libopenblas.so.0", dir);
-  unlink(path);
-  snprintf(path, sizeof path, "%s/libopenblas.so", dir);
-  unlink(path);
+  ts_remove_unloadable_openblas(dir);
   rmdir(dir);
   assert_true(WIFEXITED(ws));
   switch (WEXITSTATUS(ws)) {

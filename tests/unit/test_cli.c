@@ -30,6 +30,7 @@
 #include <jansson.h>
 #include <zlib.h>
 
+#include "fake_openblas.h"
 #include "ember.h"
 #include "onnx_reader.h"
 #include "ort_check.h"
@@ -378,18 +379,10 @@ static void test_devices_cpu_blas(void **state) {
 static void test_devices_cpu_blas_load_error(void **state) {
   (void)state;
   NEED_CLI();
-  char dir[PATH_MAX + 16], path[PATH_MAX + 48], libpath[PATH_MAX + 48];
+  char dir[PATH_MAX + 16], libpath[PATH_MAX + 48];
   snprintf(dir, sizeof dir, "%s/badblas", tmp_root);
   assert_true(mkdir(dir, 0755) == 0 || errno == EEXIST);
-  snprintf(path, sizeof path, "%s/libopenblas.so.0", dir);
-  FILE *f = fopen(path, "w");
-  assert_non_null(f);
-  for (int i = 0; i < 8; i++) fputs("this is not a shared library, only text standing in for one\n", f);
-  fclose(f);
-  snprintf(path, sizeof path, "%s/libopenblas.so", dir);
-  f = fopen(path, "w");
-  assert_non_null(f);
-  fclose(f);
+  assert_int_equal(ts_write_unloadable_openblas(dir), 0);
   snprintf(libpath, sizeof libpath, "LD_LIBRARY_PATH=%s", dir);
   run_result r = run_cli(SETTINGS(libpath), ARGS("devices", "--json"));
   expect_status(&r, 0);
