@@ -97,27 +97,27 @@ static void cpu_features(char vendor[13], int *avx512, int *bf16) {
 }
 #endif
 
-/* The first name's dlerror() goes to B.error: it says why the library Ember asks for could not
- * be loaded (not ELF, a dependency such as libgfortran missing, ...), where the fallback's
- * would only say that the development link is absent. */
-static void *open_library(const char **name) {
+/* The first of LIB_NAMES that dlopen gives with these flags (RTLD_NOLOAD: only one the
+ * process already has), its name in *name. When loading, the first name's dlerror() goes
+ * to B.error: it says why the library Ember asks for could not be loaded (not ELF, a
+ * dependency such as libgfortran missing, ...), where the fallback's would only say that
+ * the development link is absent. */
+static void *open_library(int flags, const char **name) {
   for (size_t i = 0; i < sizeof LIB_NAMES / sizeof *LIB_NAMES; i++) {
-    void *h = dlopen(LIB_NAMES[i], RTLD_NOW | RTLD_LOCAL);
+    void *h = dlopen(LIB_NAMES[i], RTLD_NOW | flags);
     if (h) {
       *name = LIB_NAMES[i];
       return h;
     }
     const char *why = dlerror();
-    if (i == 0) snprintf(B.error, sizeof B.error, "%s", why ? why : "not found");
+    if (i == 0 && !(flags & RTLD_NOLOAD)) snprintf(B.error, sizeof B.error, "%s", why ? why : "not found");
   }
   return NULL;
 }
 
 static void load(void) {
   const char *name = LIB_NAMES[0];
-  for (size_t i = 0; i < sizeof LIB_NAMES / sizeof *LIB_NAMES && !B.lib; i++)
-    if ((B.lib = dlopen(LIB_NAMES[i], RTLD_NOW | RTLD_NOLOAD))) name = LIB_NAMES[i];
-  if (B.lib) {
+  if ((B.lib = open_library(RTLD_NOLOAD, &name))) {
     snprintf(B.how, sizeof B.how, "%s was already loaded in this process: its own choice", name);
   } else {
     char vendor[13];
@@ -128,7 +128,7 @@ static void load(void) {
     int was_set = env != NULL; /* set but empty: no choice, but the variable is put back */
     if (core) setenv("OPENBLAS_CORETYPE", core, 1);
     B.asked = core;
-    B.lib = open_library(&name);
+    B.lib = open_library(RTLD_LOCAL, &name);
     if (core && was_set) setenv("OPENBLAS_CORETYPE", "", 1);
     else if (core) unsetenv("OPENBLAS_CORETYPE");
     if (core)

@@ -1412,7 +1412,7 @@ static em_status CONV_NAME(dw_fwd)(const conv_geom *gm, const dw_pad *pad, const
    * a single output column, whose stride never matters (Wp > s2 once out2 > 1, so the phases
    * take under 2 Wp per row; with out2 = 1 a stride like 2^40 or 2^62 would ask rows * s2). */
   const int64_t s2 = out[2] > 1 ? s[2] : 1, wq = (Wp + s2 - 1) / s2, phased = s2 > 1 ? pad->rows * s2 * wq : 0;
-  const int64_t rw = s2 > 1 ? s2 * wq : Wp; /* the distance between rows that the row path reads */
+  const int64_t rw = s2 * wq; /* the distance between rows that the row path reads (Wp for stride 1) */
   int64_t kcol[k[2]]; /* kernel column kw's first element in a row: column kw d2's phase, then index */
   for (int64_t kw = 0; kw < k[2]; kw++) kcol[kw] = kw * d[2] % s2 * wq + kw * d[2] / s2;
   /* the padded plane, then a flat run's outputs or the phase-split plane */

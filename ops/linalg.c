@@ -191,12 +191,6 @@ typedef struct gemm_call {
   int64_t ldc;
 } gemm_call;
 
-/* Ember parallelises products itself (fixed tiles, below) and keeps
- * OpenBLAS single-threaded: OpenBLAS's own threading changes the blocking
- * and which kernel (edge or full tile) computes an element, so its results
- * depend on the thread count (measured on 0.3.21: dgemm 300x500x400 differs
- * in ~1% of elements between 1, 2 and 4 threads, sgemm between 1 and 2). */
-
 static int fits_blas(int64_t v) { return v >= 0 && v <= INT_MAX; }
 
 /* k == 0: C = beta * C (BLAS may return early and leave C as it was). */
@@ -419,8 +413,14 @@ static int item_cmp(const void *pa, const void *pb) {
 static em_status gemm_plan_run(const em_op_args *a, gemm_plan *p) {
   const gemm_call *c = &p->proto;
   if (p->count == 0 || c->m == 0 || c->n == 0) return EM_OK; /* nothing to compute: no OpenBLAS needed */
+  /* Ember parallelises products itself (the tiles below) and em_blas_ready
+   * keeps OpenBLAS single-threaded: OpenBLAS's own threading changes the
+   * blocking and which kernel (edge or full tile) computes an element, so its
+   * results depend on the thread count (measured on 0.3.21: dgemm
+   * 300x500x400 differs in ~1% of elements between 1, 2 and 4 threads, sgemm
+   * between 1 and 2). Loaded here, before the parallel loop. */
   int blas = !a->portable && (p->dt == EM_F32 || p->dt == EM_F64);
-  em_status st = blas ? em_blas_ready() : EM_OK; /* loads OpenBLAS, one thread: before the parallel loop */
+  em_status st = blas ? em_blas_ready() : EM_OK;
   if (st) return st;
   for (int64_t i = 1; i < p->count; i++)
     if (item_cmp(&p->items[i - 1], &p->items[i]) > 0) {

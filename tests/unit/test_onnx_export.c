@@ -129,6 +129,14 @@ static void expect_close(const em_tensor *got, const em_tensor *want, const char
   free(w);
 }
 
+/* The feeds as the exported model's named inputs (the graph's input names). */
+static void named_feeds(const em_graph *g, const em_feed *feeds, int n_feeds, em_named_tensor *in) {
+  for (int i = 0; i < n_feeds; i++) {
+    CHECK(em_var_name(g, feeds[i].var, &in[i].name));
+    in[i].value = (em_tensor *)feeds[i].value;
+  }
+}
+
 /* Runs outs on the CPU in `mode`: from g directly (want) and through the
  * export reloaded (got). */
 static void run_both(em_graph *g, const em_var *outs, int n_out, const em_feed *feeds, int n_feeds, const void *bytes,
@@ -143,10 +151,7 @@ static void run_both(em_graph *g, const em_var *outs, int n_out, const em_feed *
   if (em_onnx_load_buffer(bytes, size, label, &lo, &m)) fail_msg("%s: reload: %s", label, em_last_error());
   assert_int_equal(em_onnx_output_count(m), (size_t)n_out);
   em_named_tensor in[16];
-  for (int i = 0; i < n_feeds; i++) {
-    CHECK(em_var_name(g, feeds[i].var, &in[i].name));
-    in[i].value = (em_tensor *)feeds[i].value;
-  }
+  named_feeds(g, feeds, n_feeds, in);
   if (em_onnx_run(m, in, n_feeds, got)) fail_msg("%s: run of the exported model: %s", label, em_last_error());
   em_onnx_free(m);
 }
@@ -168,10 +173,7 @@ static void round_trip(em_graph *g, const em_var *outs, int n_out, const em_feed
   run_both(g, outs, n_out, feeds, n_feeds, bytes, size, EM_MODE_FAST, label, want, got);
   for (int j = 0; j < n_out; j++) expect_close(got[j], want[j], label, j);
   em_named_tensor in[16];
-  for (int i = 0; i < n_feeds; i++) {
-    CHECK(em_var_name(g, feeds[i].var, &in[i].name));
-    in[i].value = (em_tensor *)feeds[i].value;
-  }
+  named_feeds(g, feeds, n_feeds, in);
   keep_case(label, NULL, bytes, size, in, n_feeds, want, n_out);
   for (int j = 0; j < n_out; j++) em_tensor_release(got[j]), em_tensor_release(want[j]);
   free(bytes);
