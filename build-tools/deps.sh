@@ -22,6 +22,7 @@ PACKAGES=(
   libonnx-dev                  # onnx.proto, compiled by protoc-c at build time
   libonnx-testdata             # ONNX backend node tests (conformance, reader survey)
   libopenblas-dev              # GEMM for matmul and convolution on the CPU (cblas.h; loaded at run time: ops/blas.c)
+  libdnnl-dev                  # oneDNN 2: the fast CPU convolutions (headers; loaded at run time, optional: ops/dnnl.c)
   valgrind                     # the memory check of the unit tests
   dataset-fashion-mnist        # the data set make demo and the training tests use
 )

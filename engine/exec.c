@@ -421,6 +421,9 @@ static em_status bind_leaves(em_exec *e, run_state *r) {
     }
     em_status s = EM_OK;
     if (e->dev.kind == EM_DEVICE_CPU) {
+      /* every change of a graph value makes a new version (em_parameter_set, a learner's
+       * update): ops may keep forms of it between runs (em_tensor_derived) */
+      em_tensor_mark_versioned(n->tensor);
       if (!(s = em_tensor_sync_host(n->tensor))) r->val[v] = em_tensor_retain(n->tensor);
     } else {
       if (!e->held[i] && !(s = em_resident_hold(n->tensor, e->dev))) {

@@ -36,7 +36,20 @@ typedef struct em_storage {
   uint64_t version;           /* the newest value's version, wherever it is */
   uint64_t host_version;      /* the version ptr holds */
   atomic_int host_stale;      /* host_version != version (read without the lock on every copy out) */
+  atomic_int versioned;       /* a graph value's storage: every change makes a new version (em_tensor_mark_versioned) */
+  struct em_derived *derived; /* forms of the value made from the host bytes at host_version */
 } em_storage;
+
+/* A form of a versioned host value made by an op (tensor_internal.h). */
+struct em_derived {
+  atomic_int refs;            /* the storage's list holds one; each user one */
+  struct em_derived *next;
+  void *data;
+  void (*free_fn)(void *data);
+  uint64_t version;           /* the storage's version it was made from */
+  size_t key_len;
+  unsigned char key[];
+};
 
 static pthread_mutex_t g_resident_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -60,8 +73,26 @@ API const char *em_dtype_name(em_dtype t) { return (unsigned)t <= EM_BOOL ? dtyp
 
 /* ------------------------------------------------------------ storage --- */
 
+void em_derived_release(em_derived *d) {
+  if (!d || atomic_fetch_sub(&d->refs, 1) != 1) return;
+  if (d->free_fn) d->free_fn(d->data);
+  free(d);
+}
+
+void *em_derived_data(const em_derived *d) { return d->data; }
+
+/* With the lock held (or the storage unreachable): drops every derived form. */
+static void drop_derived(em_storage *s) {
+  for (em_derived *d = s->derived, *next; d; d = next) {
+    next = d->next;
+    em_derived_release(d);
+  }
+  s->derived = NULL;
+}
+
 static void storage_release(em_storage *s) {
   if (!s || atomic_fetch_sub(&s->refs, 1) != 1) return;
+  drop_derived(s);
   /* The last reference: nobody can reach the copies any more. */
   for (em_resident *r = s->resident, *next; r; r = next) {
     next = r->next;
@@ -523,7 +554,65 @@ void em_tensor_host_written(const em_tensor *host) {
   pthread_mutex_lock(&g_resident_lock);
   s->host_version = ++s->version;
   atomic_store(&s->host_stale, 0);
+  drop_derived(s); /* made from the old bytes */
   pthread_mutex_unlock(&g_resident_lock);
+}
+
+void em_tensor_mark_versioned(const em_tensor *t) {
+  if (t->st->dev.kind == EM_DEVICE_CPU) atomic_store(&t->st->versioned, 1);
+}
+
+em_status em_tensor_derived(const em_tensor *t, const void *key, size_t key_len, em_derive_fn make, void *ctx,
+                            em_derived **out) {
+  em_storage *s = t->st;
+  *out = NULL;
+  if (s->dev.kind != EM_DEVICE_CPU || !atomic_load(&s->versioned)) return EM_OK;
+  pthread_mutex_lock(&g_resident_lock);
+  /* a device copy may be newer: the op is about to read the host bytes, which the executor
+   * brought up to date (bind_leaves); forms are only made from, and kept for, host_version */
+  const uint64_t v = s->host_version;
+  const int current = s->host_version == s->version;
+  for (em_derived *d = s->derived; d && current; d = d->next)
+    if (d->version == v && d->key_len == key_len && !memcmp(d->key, key, key_len)) {
+      atomic_fetch_add(&d->refs, 1);
+      *out = d;
+      break;
+    }
+  pthread_mutex_unlock(&g_resident_lock);
+  if (*out || !current) return EM_OK;
+  em_derived *d = calloc(1, sizeof *d + key_len);
+  if (!d) return em_fail(EM_ERR_OUT_OF_MEMORY, "no host memory to keep a derived form of a value");
+  atomic_init(&d->refs, 1);
+  d->version = v;
+  d->key_len = key_len;
+  memcpy(d->key, key, key_len);
+  em_status st = make(ctx, &d->data, &d->free_fn); /* without the lock: it may take a while */
+  if (st) {
+    free(d);
+    return st;
+  }
+  pthread_mutex_lock(&g_resident_lock);
+  /* kept only if the value did not change meanwhile and no other thread kept one first;
+   * forms of older versions (a device wrote a newer value since) go */
+  int keep = s->version == v && s->host_version == v;
+  for (em_derived **o = &s->derived; *o && keep;) {
+    em_derived *e = *o;
+    if (e->version != v) {
+      *o = e->next;
+      em_derived_release(e);
+    } else {
+      keep = !(e->key_len == key_len && !memcmp(e->key, key, key_len));
+      o = &e->next;
+    }
+  }
+  if (keep) {
+    atomic_fetch_add(&d->refs, 1);
+    d->next = s->derived;
+    s->derived = d;
+  }
+  pthread_mutex_unlock(&g_resident_lock);
+  *out = d;
+  return EM_OK;
 }
 
 em_status em_resident_hold(const em_tensor *host, em_device dev) {

@@ -50,4 +50,29 @@ em_status em_tensor_sync_host(const em_tensor *host);
  * is overwritten. */
 void em_tensor_host_written(const em_tensor *host);
 
+/* Derived forms of a graph value: copies in another layout that an op makes
+ * from the host bytes and wants to keep between runs (the fast CPU
+ * convolution's weights in oneDNN's blocked layout, ops/dnnl.c). Kept with
+ * the storage, dropped when the value changes (a new version) and when the
+ * storage is freed. Only storage marked versioned keeps them: the values the
+ * graph owns (parameters, states, constants), every change of which makes a
+ * new version (em_parameter_set, a learner's update, ...). A fed input or an
+ * intermediate can change without one, so it is never marked. */
+typedef struct em_derived em_derived;
+/* Makes the form: *data and the function that frees it (may be NULL). */
+typedef em_status (*em_derive_fn)(void *ctx, void **data, void (**free_fn)(void *data));
+
+/* t's storage belongs to a graph value (the CPU executor's bind_leaves). */
+void em_tensor_mark_versioned(const em_tensor *t);
+/* The form of t's current value that key names (bytes: the layout, t's
+ * offset, shape and strides, whatever decides the result), made by make(ctx)
+ * on a miss, retained in *out (em_derived_release). *out is NULL when t is
+ * not versioned, or its host bytes are not the newest: the caller makes a
+ * transient form itself. A form made while the value changed is returned but
+ * not kept. */
+em_status em_tensor_derived(const em_tensor *t, const void *key, size_t key_len, em_derive_fn make, void *ctx,
+                            em_derived **out);
+void *em_derived_data(const em_derived *d);
+void em_derived_release(em_derived *d);
+
 #endif

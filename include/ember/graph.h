@@ -55,7 +55,9 @@ EM_API em_status em_parameter(em_graph *g, const char *name, em_dtype dtype, int
  * em_graph_states, not em_graph_parameters; saved with the graph. */
 EM_API em_status em_state(em_graph *g, const char *name, em_dtype dtype, int ndim, const int64_t *shape,
                           const em_init *init, em_var *out);
-/* A constant holding a reference to t (a CPU copy is taken when t lives on a GPU). */
+/* A constant holding a reference to t (a CPU copy is taken when t lives on a GPU).
+ * t's values must not change afterwards: executors keep copies of constants (on
+ * devices, and the fast CPU convolution keeps its weights in its own layout). */
 EM_API em_status em_constant(em_graph *g, em_tensor *t, em_var *out);
 /* A value to be bound later with em_graph_replace (CNTK's placeholder). A
  * graph whose outputs still depend on an unbound placeholder cannot run. */

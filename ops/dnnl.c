@@ -1,0 +1,469 @@
+/* oneDNN for the fast CPU mode's convolutions, loaded by Ember on first use.
+ *
+ * Why: Ember's own fast-mode convolution is im2col + OpenBLAS (ops/conv.c),
+ * whose floor on ResNet-18 is about 1.6x onnxruntime's time on one thread
+ * (the sgemm alone takes as long as onnxruntime's whole run; packing and
+ * im2col add a third). oneDNN's direct convolutions on its blocked layouts
+ * run ResNet's 3x3 layers at 240-320 GFLOP/s against ~150 for im2col +
+ * OpenBLAS here (bench/results/cpu-2026-11-28-afadc5f-onednn-conv-probe.md).
+ *
+ * How: Ember's tensors stay NCHW; each call reorders x into the layout oneDNN
+ * chose, runs the convolution and reorders y back (the probe's "with
+ * reorders" column). The weights' reordered form is kept with the weights
+ * when they are a graph value (em_tensor_derived, engine/tensor_internal.h:
+ * dropped when the value changes), so a model's weights are reordered once,
+ * not on every run. Primitives are built once per geometry and thread count
+ * (a small cache below).
+ *
+ * Optional: without libdnnl.so.2 (Debian: libdnnl2), with EMBER_DNNL=0, or
+ * where oneDNN has no kernel for a case, em_dnnl_conv_fwd does nothing and
+ * conv.c computes the convolution itself; only the speed differs. The
+ * header fixes the ABI (the 2.x C API, whose memory descriptors are plain
+ * structs), so Ember built against another major version does not use it.
+ * EMBER_LIBDNNL names another file to load (tests load a missing one).
+ *
+ * Numbers: fast mode (ops/conv.c says what portable mode does instead).
+ * oneDNN's forward convolutions sum each output within one thread; its
+ * kernels and their blocking are chosen per ISA and shape, so results differ
+ * from im2col + OpenBLAS's in the last bits and may differ between CPUs. */
+#include "dnnl.h"
+
+#include <dlfcn.h>
+#include <omp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "op.h"
+#include "tensor_internal.h"
+
+#if defined(__has_include)
+#if __has_include(<oneapi/dnnl/dnnl.h>)
+#include <oneapi/dnnl/dnnl.h>
+#if DNNL_VERSION_MAJOR == 2
+#define HAVE_DNNL 1
+#endif
+#endif
+#endif
+
+#ifndef HAVE_DNNL
+
+em_status em_dnnl_conv_fwd(const em_dnnl_conv_geom *gm, const em_tensor *w, const float *x, const float *bias,
+                           float *y, int *done) {
+  (void)gm, (void)w, (void)x, (void)bias, (void)y;
+  *done = 0;
+  return EM_OK;
+}
+
+void em_dnnl_info(char *buf, size_t n) { snprintf(buf, n, "not used: Ember was built without oneDNN 2's headers"); }
+
+#else
+
+#define LIB_NAME "libdnnl.so.2"
+#define PLAN_CAP 256 /* geometries kept (a model has a few dozen) */
+
+/* The functions Ember calls, typed by the header's declarations. */
+#define DNNL_FNS(X)                                                                                                \
+  X(dnnl_engine_create) X(dnnl_stream_create) X(dnnl_stream_destroy) X(dnnl_stream_wait)                         \
+  X(dnnl_memory_desc_init_by_tag) X(dnnl_memory_desc_get_size) X(dnnl_memory_desc_equal)                          \
+  X(dnnl_dilated_convolution_forward_desc_init) X(dnnl_primitive_desc_create) X(dnnl_primitive_desc_destroy)      \
+  X(dnnl_primitive_desc_query_md) X(dnnl_primitive_desc_query) X(dnnl_primitive_create)                          \
+  X(dnnl_primitive_destroy) X(dnnl_primitive_execute) X(dnnl_reorder_primitive_desc_create) X(dnnl_memory_create) \
+  X(dnnl_memory_destroy) X(dnnl_version) X(dnnl_get_effective_cpu_isa)
+
+static struct {
+  pthread_once_t once;
+  int ok;
+  char why[512]; /* why oneDNN is not used */
+  void *lib;
+  dnnl_engine_t eng;
+#define MEMBER(f) __typeof__(f) *f;
+  DNNL_FNS(MEMBER)
+#undef MEMBER
+} D = {.once = PTHREAD_ONCE_INIT};
+
+static void load(void) {
+  const char *off = getenv("EMBER_DNNL");
+  if (off && !strcmp(off, "0")) {
+    snprintf(D.why, sizeof D.why, "switched off (EMBER_DNNL=0)");
+    return;
+  }
+  const char *name = getenv("EMBER_LIBDNNL");
+  if (!name || !name[0]) name = LIB_NAME;
+  D.lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+  if (!D.lib) {
+    const char *e = dlerror();
+    snprintf(D.why, sizeof D.why, "%s could not be loaded (%s; Debian: apt install libdnnl2)", name, e ? e : "?");
+    return;
+  }
+  int missing = 0;
+#define RESOLVE(f)                                                               \
+  if (!(*(void **)&D.f = dlsym(D.lib, #f)) && !missing++)                        \
+    snprintf(D.why, sizeof D.why, "%s lacks %s: not a oneDNN 2 Ember can use", name, #f);
+  DNNL_FNS(RESOLVE)
+#undef RESOLVE
+  if (missing) return;
+  const dnnl_version_t *v = D.dnnl_version();
+  if (v->major != DNNL_VERSION_MAJOR) {
+    snprintf(D.why, sizeof D.why, "%s is oneDNN %d.%d, Ember was built for %d.x", name, v->major, v->minor,
+             DNNL_VERSION_MAJOR);
+    return;
+  }
+  dnnl_status_t s = D.dnnl_engine_create(&D.eng, dnnl_cpu, 0);
+  if (s != dnnl_success) {
+    snprintf(D.why, sizeof D.why, "%s: dnnl_engine_create failed (status %d)", name, (int)s);
+    return;
+  }
+  D.ok = 1;
+}
+
+static int loaded(void) {
+  pthread_once(&D.once, load);
+  return D.ok;
+}
+
+static const char *isa_name(dnnl_cpu_isa_t isa) {
+  switch (isa) {
+  case dnnl_cpu_isa_sse41: return "sse41";
+  case dnnl_cpu_isa_avx: return "avx";
+  case dnnl_cpu_isa_avx2: return "avx2";
+  case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
+  case dnnl_cpu_isa_avx512_core: return "avx512_core";
+  case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
+  case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
+  case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
+  default: return "other";
+  }
+}
+
+void em_dnnl_info(char *buf, size_t n) {
+  if (!loaded()) {
+    snprintf(buf, n, "not used: %s", D.why);
+    return;
+  }
+  const dnnl_version_t *v = D.dnnl_version();
+  snprintf(buf, n, "oneDNN %d.%d.%d (%s), ISA %s", v->major, v->minor, v->patch, LIB_NAME,
+           isa_name(D.dnnl_get_effective_cpu_isa()));
+}
+
+/* ------------------------------------------------------------- plans --- */
+
+/* What decides a plan: the geometry, whether there is a bias, and the thread count (oneDNN
+ * picks its blocking for the threads it will have). Zeroed before filling: compared as bytes. */
+typedef struct plan_key {
+  em_dnnl_conv_geom gm;
+  int has_bias, threads;
+} plan_key;
+
+typedef struct plan {
+  atomic_int refs;              /* the cache's and each user's */
+  plan_key key;
+  uint64_t used;                /* the cache's clock at the last use */
+  int ok;                       /* oneDNN has a kernel for it; else nothing below is set */
+  dnnl_primitive_t conv;
+  dnnl_primitive_t to_src, to_wei, from_dst; /* reorders; NULL where the plain layout is oneDNN's */
+  dnnl_memory_desc_t src, wei, dst, bias;    /* oneDNN's layouts (bias: plain) */
+  dnnl_memory_desc_t src_plain, wei_plain, dst_plain;
+} plan;
+
+static struct {
+  pthread_mutex_t lock;
+  plan *slot[PLAN_CAP];
+  uint64_t clock;
+} P = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void plan_release(plan *p) {
+  if (!p || atomic_fetch_sub(&p->refs, 1) != 1) return;
+  dnnl_primitive_t prims[] = {p->conv, p->to_src, p->to_wei, p->from_dst};
+  for (size_t i = 0; i < sizeof prims / sizeof *prims; i++)
+    if (prims[i]) D.dnnl_primitive_destroy(prims[i]);
+  free(p);
+}
+
+static const char *status_name(dnnl_status_t s) {
+  switch (s) {
+  case dnnl_out_of_memory: return "out of memory";
+  case dnnl_invalid_arguments: return "invalid arguments";
+  case dnnl_unimplemented: return "unimplemented";
+  case dnnl_runtime_error: return "runtime error";
+  default: return "failure";
+  }
+}
+
+static em_status dnnl_error(const char *call, dnnl_status_t s, const em_dnnl_conv_geom *gm) {
+  return em_fail(s == dnnl_out_of_memory ? EM_ERR_OUT_OF_MEMORY : EM_ERR_INTERNAL,
+                 "convolution through oneDNN (x [%lld, %lld, ...], w [%lld, %lld, ...], groups %lld): %s: %s (status %d)",
+                 (long long)gm->n, (long long)gm->ci, (long long)gm->co, (long long)(gm->ci / gm->groups),
+                 (long long)gm->groups, call, status_name(s), (int)s);
+}
+
+/* NC<spatial> activations and [g,] O I <spatial> weights for ns spatial axes (1..3). */
+static dnnl_format_tag_t act_tag(int ns) {
+  static const dnnl_format_tag_t tags[] = {dnnl_ncw, dnnl_nchw, dnnl_ncdhw};
+  return tags[ns - 1];
+}
+
+static dnnl_format_tag_t wei_tag(int ns, int grouped) {
+  static const dnnl_format_tag_t tags[] = {dnnl_oiw, dnnl_oihw, dnnl_oidhw}, gtags[] = {dnnl_goiw, dnnl_goihw, dnnl_goidhw};
+  return (grouped ? gtags : tags)[ns - 1];
+}
+
+/* A reorder from one layout to another, or NULL when they are the same. */
+static dnnl_status_t reorder_between(const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
+                                     dnnl_primitive_t *out) {
+  *out = NULL;
+  if (D.dnnl_memory_desc_equal(from, to)) return dnnl_success;
+  dnnl_primitive_desc_t pd;
+  dnnl_status_t s = D.dnnl_reorder_primitive_desc_create(&pd, from, D.eng, to, D.eng, NULL);
+  if (s != dnnl_success) return s;
+  s = D.dnnl_primitive_create(out, pd);
+  D.dnnl_primitive_desc_destroy(pd);
+  return s;
+}
+
+/* The end padding oneDNN wants for the sizes to agree: (col - 1) s + (k - 1) d + 1 - img - pb, or 0
+ * where that is negative (the last window stops short of the image's end) and a floor division
+ * still gives col. -1 where the sizes cannot be expressed. */
+static int64_t end_padding(const em_dnnl_conv_geom *gm, int i) {
+  const int64_t span = (gm->k[i] - 1) * gm->d[i] + 1;
+  const int64_t need = (gm->col[i] - 1) * gm->s[i] + span - gm->img[i] - gm->pb[i];
+  if (need >= 0) return need;
+  return (gm->img[i] + gm->pb[i] - span) / gm->s[i] + 1 == gm->col[i] ? 0 : -1;
+}
+
+/* Builds a plan. *p->ok = 0 where oneDNN has no kernel; an error only for other failures. */
+static em_status plan_build(plan *p) {
+  const em_dnnl_conv_geom *gm = &p->key.gm;
+  const int ns = gm->nsp, nd = 2 + ns, grouped = gm->groups > 1;
+  dnnl_dims_t xd = {gm->n, gm->ci}, wd, yd = {gm->n, gm->co}, bd = {gm->co}, strides, dil, pl, pr;
+  int wn = 0;
+  if (grouped) wd[wn++] = gm->groups;
+  wd[wn++] = gm->co / gm->groups;
+  wd[wn++] = gm->ci / gm->groups;
+  for (int i = 0; i < ns; i++) {
+    xd[2 + i] = gm->img[i];
+    yd[2 + i] = gm->col[i];
+    wd[wn++] = gm->k[i];
+    strides[i] = gm->s[i];
+    dil[i] = gm->d[i] - 1; /* oneDNN counts the gaps */
+    pl[i] = gm->pb[i];
+    if ((pr[i] = end_padding(gm, i)) < 0 || pl[i] < 0) return EM_OK;
+  }
+  dnnl_memory_desc_t x_any, w_any, y_any;
+  dnnl_status_t s;
+  if ((s = D.dnnl_memory_desc_init_by_tag(&p->src_plain, nd, xd, dnnl_f32, act_tag(ns))) ||
+      (s = D.dnnl_memory_desc_init_by_tag(&p->wei_plain, wn, wd, dnnl_f32, wei_tag(ns, grouped))) ||
+      (s = D.dnnl_memory_desc_init_by_tag(&p->dst_plain, nd, yd, dnnl_f32, act_tag(ns))) ||
+      (s = D.dnnl_memory_desc_init_by_tag(&p->bias, 1, bd, dnnl_f32, dnnl_x)) ||
+      (s = D.dnnl_memory_desc_init_by_tag(&x_any, nd, xd, dnnl_f32, dnnl_format_tag_any)) ||
+      (s = D.dnnl_memory_desc_init_by_tag(&w_any, wn, wd, dnnl_f32, dnnl_format_tag_any)) ||
+      (s = D.dnnl_memory_desc_init_by_tag(&y_any, nd, yd, dnnl_f32, dnnl_format_tag_any)))
+    return s == dnnl_out_of_memory ? dnnl_error("describing the tensors", s, gm) : EM_OK;
+  dnnl_convolution_desc_t cd;
+  s = D.dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct, &x_any,
+                                                    &w_any, p->key.has_bias ? &p->bias : NULL, &y_any, strides, dil,
+                                                    pl, pr);
+  if (s) return s == dnnl_out_of_memory ? dnnl_error("describing the convolution", s, gm) : EM_OK;
+  dnnl_primitive_desc_t pd;
+  if ((s = D.dnnl_primitive_desc_create(&pd, &cd, NULL, D.eng, NULL)))
+    return s == dnnl_out_of_memory ? dnnl_error("choosing a kernel", s, gm) : EM_OK; /* unimplemented: not ours */
+  p->src = *D.dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+  p->wei = *D.dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+  p->dst = *D.dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+  s = D.dnnl_primitive_create(&p->conv, pd);
+  D.dnnl_primitive_desc_destroy(pd);
+  if (!s) s = reorder_between(&p->src_plain, &p->src, &p->to_src);
+  if (!s) s = reorder_between(&p->wei_plain, &p->wei, &p->to_wei);
+  if (!s) s = reorder_between(&p->dst, &p->dst_plain, &p->from_dst);
+  if (s) return dnnl_error("building the kernels", s, gm);
+  p->ok = 1;
+  return EM_OK;
+}
+
+/* The plan for key, from the cache or built (and kept, evicting the least recently used). */
+static em_status plan_get(const plan_key *key, plan **out) {
+  pthread_mutex_lock(&P.lock);
+  int free_slot = -1, oldest = 0;
+  for (int i = 0; i < PLAN_CAP; i++) {
+    plan *p = P.slot[i];
+    if (!p) {
+      if (free_slot < 0) free_slot = i;
+      continue;
+    }
+    if (!memcmp(&p->key, key, sizeof *key)) {
+      p->used = ++P.clock;
+      atomic_fetch_add(&p->refs, 1);
+      pthread_mutex_unlock(&P.lock);
+      *out = p;
+      return EM_OK;
+    }
+    if (!P.slot[oldest] || p->used < P.slot[oldest]->used) oldest = i;
+  }
+  pthread_mutex_unlock(&P.lock);
+  plan *p = calloc(1, sizeof *p);
+  if (!p) return em_fail(EM_ERR_OUT_OF_MEMORY, "no host memory for a oneDNN convolution plan");
+  atomic_init(&p->refs, 1);
+  p->key = *key;
+  em_status st = plan_build(p);
+  if (st) {
+    plan_release(p);
+    return st;
+  }
+  /* Kept unless another thread built the same plan meanwhile (then both run; one is kept). */
+  pthread_mutex_lock(&P.lock);
+  int dup = 0;
+  for (int i = 0; i < PLAN_CAP && !dup; i++) dup = P.slot[i] && !memcmp(&P.slot[i]->key, key, sizeof *key);
+  if (!dup) {
+    int i = free_slot >= 0 && !P.slot[free_slot] ? free_slot : oldest;
+    plan_release(P.slot[i]);
+    atomic_fetch_add(&p->refs, 1);
+    p->used = ++P.clock;
+    P.slot[i] = p;
+  }
+  pthread_mutex_unlock(&P.lock);
+  *out = p;
+  return EM_OK;
+}
+
+/* ------------------------------------------------------------- running --- */
+
+static void *alloc_md(const dnnl_memory_desc_t *md) {
+  size_t bytes = D.dnnl_memory_desc_get_size(md);
+  return aligned_alloc(64, (bytes + 63) / 64 * 64 + 64);
+}
+
+/* Runs prim with its arguments on a stream of its own and waits for it. */
+static dnnl_status_t execute(dnnl_primitive_t prim, int n, const int *kinds, const dnnl_memory_desc_t *const *mds,
+                             void *const *ptrs) {
+  dnnl_memory_t mem[4] = {0};
+  dnnl_exec_arg_t args[4];
+  dnnl_stream_t stream = NULL;
+  dnnl_status_t s = D.dnnl_stream_create(&stream, D.eng, dnnl_stream_default_flags);
+  for (int i = 0; i < n && !s; i++) {
+    s = D.dnnl_memory_create(&mem[i], mds[i], D.eng, ptrs[i]);
+    args[i].arg = kinds[i];
+    args[i].memory = mem[i];
+  }
+  if (!s) s = D.dnnl_primitive_execute(prim, stream, n, args);
+  if (!s) s = D.dnnl_stream_wait(stream);
+  for (int i = 0; i < n; i++)
+    if (mem[i]) D.dnnl_memory_destroy(mem[i]);
+  if (stream) D.dnnl_stream_destroy(stream);
+  return s;
+}
+
+static dnnl_status_t run_reorder(dnnl_primitive_t r, const dnnl_memory_desc_t *from, const void *src,
+                                 const dnnl_memory_desc_t *to, void *dst) {
+  const int kinds[] = {DNNL_ARG_FROM, DNNL_ARG_TO};
+  const dnnl_memory_desc_t *mds[] = {from, to};
+  void *ptrs[] = {(void *)src, dst};
+  return execute(r, 2, kinds, mds, ptrs);
+}
+
+typedef struct weights_job {
+  const plan *p;
+  const float *w;
+} weights_job;
+
+static void free_aligned(void *data) { free(data); }
+
+/* em_derive_fn: the weights in the plan's layout. */
+static em_status reorder_weights(void *ctx, void **data, void (**free_fn)(void *)) {
+  const weights_job *j = ctx;
+  void *buf = alloc_md(&j->p->wei);
+  if (!buf) return em_fail(EM_ERR_OUT_OF_MEMORY, "no host memory for a convolution's reordered weights");
+  dnnl_status_t s = run_reorder(j->p->to_wei, &j->p->wei_plain, j->w, &j->p->wei, buf);
+  if (s) {
+    free(buf);
+    return dnnl_error("reordering the weights", s, &j->p->key.gm);
+  }
+  *data = buf;
+  *free_fn = free_aligned;
+  return EM_OK;
+}
+
+/* The derived form's key: the plan's key and where the weights start in their storage. */
+typedef struct weights_key {
+  plan_key plan;
+  const void *data;
+} weights_key;
+
+static em_status run_plan(const plan *p, const em_tensor *wt, const float *x, const float *bias, float *y) {
+  em_status st = EM_OK;
+  em_derived *kept = NULL;
+  void *wbuf = NULL, *xbuf = NULL, *ybuf = NULL;
+  const float *w = em_tensor_data(wt);
+  const void *wuse = w;
+  if (p->to_wei) {
+    weights_job job = {p, w};
+    weights_key key;
+    memset(&key, 0, sizeof key);
+    key.plan = p->key;
+    key.data = w;
+    void (*free_fn)(void *) = NULL;
+    if ((st = em_tensor_derived(wt, &key, sizeof key, reorder_weights, &job, &kept))) return st;
+    if (kept) wuse = em_derived_data(kept);
+    else if ((st = reorder_weights(&job, &wbuf, &free_fn))) return st; /* not a graph value: this run only */
+    else wuse = wbuf;
+  }
+  dnnl_status_t s = dnnl_success;
+  const void *xuse = x;
+  void *yuse = y;
+  if (p->to_src) {
+    if (!(xbuf = alloc_md(&p->src))) st = em_fail(EM_ERR_OUT_OF_MEMORY, "no host memory for a convolution's input");
+    else if (!(s = run_reorder(p->to_src, &p->src_plain, x, &p->src, xbuf))) xuse = xbuf;
+  }
+  if (!st && !s && p->from_dst && !(yuse = ybuf = alloc_md(&p->dst)))
+    st = em_fail(EM_ERR_OUT_OF_MEMORY, "no host memory for a convolution's output");
+  if (!st && !s) {
+    const int kinds[] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS};
+    const dnnl_memory_desc_t *mds[] = {&p->src, &p->wei, &p->dst, &p->bias};
+    void *ptrs[] = {(void *)xuse, (void *)wuse, yuse, (void *)bias};
+    s = execute(p->conv, bias ? 4 : 3, kinds, mds, ptrs);
+  }
+  if (!st && !s && p->from_dst) s = run_reorder(p->from_dst, &p->dst, ybuf, &p->dst_plain, y);
+  if (!st && s) st = dnnl_error("running the convolution", s, &p->key.gm);
+  free(xbuf);
+  free(ybuf);
+  free(wbuf);
+  em_derived_release(kept);
+  return st;
+}
+
+em_status em_dnnl_conv_fwd(const em_dnnl_conv_geom *gm, const em_tensor *w, const float *x, const float *bias,
+                           float *y, int *done) {
+  *done = 0;
+  if (gm->nsp < 1 || gm->nsp > 3 || gm->n <= 0 || gm->ci <= 0 || gm->co <= 0 || gm->groups <= 0) return EM_OK;
+  for (int i = 0; i < gm->nsp; i++)
+    if (gm->img[i] <= 0 || gm->col[i] <= 0 || gm->k[i] <= 0) return EM_OK;
+  if (!loaded()) return EM_OK;
+  plan_key key;
+  memset(&key, 0, sizeof key); /* compared as bytes: no stray padding */
+  key.gm.nsp = gm->nsp;
+  key.gm.n = gm->n, key.gm.ci = gm->ci, key.gm.co = gm->co, key.gm.groups = gm->groups;
+  for (int i = 0; i < gm->nsp; i++) {
+    key.gm.img[i] = gm->img[i], key.gm.col[i] = gm->col[i], key.gm.k[i] = gm->k[i];
+    key.gm.s[i] = gm->s[i], key.gm.d[i] = gm->d[i], key.gm.pb[i] = gm->pb[i];
+  }
+  key.has_bias = bias != NULL;
+  key.threads = em_cpu_threads();
+  /* oneDNN (built on the same libgomp) sizes its blocking and its parallel regions by
+   * omp_get_max_threads(): Ember's thread count (em_set_num_threads) for the call, the
+   * caller's own setting back afterwards (a per-thread setting in OpenMP) */
+  const int caller_threads = omp_get_max_threads();
+  omp_set_num_threads(key.threads);
+  plan *p = NULL;
+  em_status st = plan_get(&key, &p);
+  if (!st && p->ok) {
+    st = run_plan(p, w, x, bias, y);
+    *done = !st;
+  }
+  plan_release(p);
+  omp_set_num_threads(caller_threads);
+  return st;
+}
+
+#endif

@@ -1,0 +1,34 @@
+/* oneDNN for the fast CPU mode's convolutions (ops/conv.c): loaded on first
+ * use, optional. See dnnl.c for why and how. */
+#ifndef EMBER_OPS_DNNL_H
+#define EMBER_OPS_DNNL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ember.h"
+
+/* One forward convolution on NC<spatial> f32 tensors: x [n, ci, img...],
+ * w [co, ci / groups, k...], y [n, co, col...]; arrays hold the nsp spatial
+ * axes in order (1 <= nsp <= 3). Padding: pb at the beginning of each axis,
+ * the end's follows from the sizes. */
+typedef struct em_dnnl_conv_geom {
+  int nsp;
+  int64_t n, ci, co, groups;
+  int64_t img[3], col[3], k[3], s[3], d[3], pb[3];
+} em_dnnl_conv_geom;
+
+/* y = convolution(x, w) + bias (bias may be NULL) through oneDNN. *done = 0
+ * (and EM_OK) when it did nothing: oneDNN is absent or switched off
+ * (EMBER_DNNL=0), or has no kernel for this case; the caller computes y
+ * itself. w is the weights' tensor (its data is read): when it is a graph
+ * value, its reordered form is kept with it between runs (em_tensor_derived).
+ * Call outside parallel regions. Errors: out of memory, oneDNN failing after
+ * it accepted the case. */
+em_status em_dnnl_conv_fwd(const em_dnnl_conv_geom *gm, const em_tensor *w, const float *x, const float *bias,
+                           float *y, int *done);
+
+/* One line: the oneDNN loaded (version, ISA) or why none is. */
+void em_dnnl_info(char *buf, size_t n);
+
+#endif
