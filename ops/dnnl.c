@@ -58,7 +58,7 @@ em_status em_dnnl_conv_fwd(const em_dnnl_conv_geom *gm, const em_tensor *w, cons
   return EM_OK;
 }
 
-void em_dnnl_info(char *buf, size_t n) { snprintf(buf, n, "not used: Ember was built without oneDNN 2's headers"); }
+EM_API void em_cpu_conv_info(char *buf, size_t n) { snprintf(buf, n, "not used: Ember was built without oneDNN 2's headers"); }
 
 #else
 
@@ -139,7 +139,7 @@ static const char *isa_name(dnnl_cpu_isa_t isa) {
   }
 }
 
-void em_dnnl_info(char *buf, size_t n) {
+EM_API void em_cpu_conv_info(char *buf, size_t n) {
   if (!loaded()) {
     snprintf(buf, n, "not used: %s", D.why);
     return;

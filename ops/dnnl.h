@@ -28,7 +28,6 @@ typedef struct em_dnnl_conv_geom {
 em_status em_dnnl_conv_fwd(const em_dnnl_conv_geom *gm, const em_tensor *w, const float *x, const float *bias,
                            float *y, int *done);
 
-/* One line: the oneDNN loaded (version, ISA) or why none is. */
-void em_dnnl_info(char *buf, size_t n);
+/* The public em_cpu_conv_info (include/ember/device.h) is defined in dnnl.c. */
 
 #endif

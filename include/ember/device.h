@@ -67,6 +67,12 @@ EM_API em_status em_device_get_info(em_device dev, em_device_info *out);
  * loaded. Loads OpenBLAS if it is not loaded yet (ops/blas.c says how). */
 EM_API void em_cpu_blas_info(char *buf, size_t n);
 
+/* What runs the fast CPU mode's convolutions, as one line: "oneDNN 2.6.3
+ * (libdnnl.so.2), ISA avx512_core", or why oneDNN is not used ("not used:
+ * ..."; then Ember's own im2col + BLAS path runs them, ops/conv.c). Loads
+ * oneDNN if it is not loaded yet (ops/dnnl.c). */
+EM_API void em_cpu_conv_info(char *buf, size_t n);
+
 /* EM_OK when dev exists: the CPU (ordinal 0) or a visible CUDA device. Else
  * fails naming the devices that do exist (EM_ERR_INVALID_ARGUMENT for an
  * unknown kind or a CPU ordinal other than 0, EM_ERR_NOT_FOUND for a CUDA

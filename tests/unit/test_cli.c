@@ -11,6 +11,7 @@
  * cuda-compat.md 1 note 3), so its plan is the legacy PTX; exit codes are
  * tools/ember's contract: 0 fine, 1 a check failed or EMBER_STRICT=1 refused
  * a fallback, 64 a usage error. */
+#include <dlfcn.h>
 #include <errno.h>
 #include <glob.h>
 #include <math.h>
@@ -371,6 +372,25 @@ static void test_devices_cpu_blas(void **state) {
   expect_status(&r, 0);
   assert_non_null(strstr(r.out, "\ncpu blas: OpenBLAS"));
   assert_non_null(strstr(r.out, ", core "));
+}
+
+/* ember devices says what runs the CPU's convolutions: oneDNN where libdnnl.so.2 loads (this
+ * process tries it itself), and why not where it is switched off. */
+static void test_devices_cpu_convolution(void **state) {
+  (void)state;
+  NEED_CLI();
+  char missing[PATH_MAX + 32];
+  snprintf(missing, sizeof missing, "EMBER_LIBCUDA=%s/none/libcuda.so.1", tmp_root);
+  void *lib = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
+  run_result r = run_cli(SETTINGS(missing), ARGS("devices", "--json"));
+  expect_status(&r, 0);
+  const char *conv = str_at(parse(&r), "cpu_convolution");
+  if (lib ? strncmp(conv, "oneDNN 2.", 9) != 0 : strncmp(conv, "not used: ", 10) != 0)
+    fail_msg("cpu_convolution with libdnnl.so.2 %s: %s", lib ? "loadable" : "absent", conv);
+  if (lib) dlclose(lib);
+  r = run_cli(SETTINGS(missing, "EMBER_DNNL=0"), ARGS("devices"));
+  expect_status(&r, 0);
+  assert_non_null(strstr(r.out, "\ncpu convolution: not used: switched off (EMBER_DNNL=0)\n"));
 }
 
 /* An OpenBLAS that cannot be loaded: the message gives the reason of the library Ember asks
@@ -1973,6 +1993,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_devices_without_driver, free_owned),
       cmocka_unit_test_teardown(test_devices_cpu_blas, free_owned),
       cmocka_unit_test_teardown(test_devices_cpu_blas_load_error, free_owned),
+      cmocka_unit_test_teardown(test_devices_cpu_convolution, free_owned),
       cmocka_unit_test_teardown(test_devices_strict_refusal, free_owned),
       cmocka_unit_test_teardown(test_images_json, free_owned),
       cmocka_unit_test_teardown(test_images_of_file_equal_own_table, free_owned),

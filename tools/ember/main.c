@@ -173,6 +173,9 @@ static int cmd_devices(int json) {
   char blas[512];
   em_cpu_blas_info(blas, sizeof blas);
   if (!json) printf("cpu blas: %s\n", blas);
+  char conv[600];
+  em_cpu_conv_info(conv, sizeof conv);
+  if (!json) printf("cpu convolution: %s\n", conv);
   json_t *libs = json_array();
   size_t n_libs = 0;
   em_cuda_library_count(&n_libs);
@@ -218,10 +221,10 @@ static int cmd_devices(int json) {
     else json_decref(plans);
   }
   if (json) {
-    json_t *root = json_pack("{s:s, s:s, s:{s:s, s:i, s:i, s:s, s:s}, s:s, s:o, s:o}", "schema", "ember.devices/1",
+    json_t *root = json_pack("{s:s, s:s, s:{s:s, s:i, s:i, s:s, s:s}, s:s, s:s, s:o, s:o}", "schema", "ember.devices/1",
                              "version", em_version(), "driver", "state", driver_state_str(drv.state), "version",
                              drv.driver_version, "cuda_error", drv.cuda_error, "library", drv.library_path, "message",
-                             drv.message, "cpu_blas", blas, "libraries", libs, "devices", devices);
+                             drv.message, "cpu_blas", blas, "cpu_convolution", conv, "libraries", libs, "devices", devices);
     json_dumpf(root, stdout, JSON_INDENT(2));
     putchar('\n');
     json_decref(root);

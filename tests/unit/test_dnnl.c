@@ -1,0 +1,355 @@
+/* The fast CPU convolutions through oneDNN (ops/dnnl.c) and the derived forms
+ * of graph values that keep their reordered weights (engine/tensor.c):
+ *  - derived forms: made once per version, kept, dropped on a new version and
+ *    with the storage, never kept for values that are not versioned;
+ *  - em_dnnl_conv_fwd against a plain convolution written here (double sums),
+ *    over 1-3 spatial axes, groups, channel multipliers, strides, dilations,
+ *    asymmetric padding and a last window that stops short of the end; each
+ *    case must be taken by oneDNN where it is loaded (else the case tests
+ *    nothing of it);
+ *  - a parameter used as weights and changed between runs (em_parameter_set,
+ *    a write through em_parameter_value announced by em_parameter_set): each
+ *    run uses the new weights, not the kept form of the old ones;
+ *  - without oneDNN (EMBER_LIBDNNL naming a missing file, EMBER_DNNL=0, in a
+ *    child process): nothing is done, the reason is reported, and the
+ *    convolution op still computes the right values.
+ * Where libdnnl.so.2 is absent the oneDNN cases skip, saying so (deps.sh
+ * installs it); the fallback and derived-form tests run everywhere. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "dnnl.h"
+#include "ember.h"
+#include "op_testkit.h"
+#include "tensor_internal.h"
+
+#define OK(x) assert_int_equal((x), EM_OK)
+
+static em_attr AI(const char *name, int64_t v) { return (em_attr){.name = name, .type = EM_ATTR_INT, .i = v}; }
+static em_attr AIS(const char *name, const int64_t *v, int n) {
+  return (em_attr){.name = name, .type = EM_ATTR_INTS, .ints = v, .n = n};
+}
+
+/* ------------------------------------------------------ derived forms --- */
+
+static int made, freed;
+
+static void count_free(void *data) {
+  freed++;
+  free(data);
+}
+
+/* em_derive_fn: a copy of the tensor's first float, so a form shows which value it came from. */
+static em_status make_copy(void *ctx, void **data, void (**free_fn)(void *)) {
+  float *f = malloc(sizeof *f);
+  if (!f) return EM_ERR_OUT_OF_MEMORY;
+  *f = *(const float *)em_tensor_data(ctx);
+  made++;
+  *data = f;
+  *free_fn = count_free;
+  return EM_OK;
+}
+
+static void derived_forms_follow_versions(void **state) {
+  (void)state;
+  made = freed = 0;
+  int64_t shape[1] = {4};
+  em_tensor *t = ot_rand(EM_F32, 1, shape, 1, -1, 1);
+  float *v = em_tensor_data(t);
+  v[0] = 1.0f;
+  const char key[] = "layout A", other[] = "layout B";
+  em_derived *d = NULL;
+  /* not versioned: nothing is kept, nothing made */
+  OK(em_tensor_derived(t, key, sizeof key, make_copy, t, &d));
+  assert_null(d);
+  assert_int_equal(made, 0);
+  em_tensor_mark_versioned(t);
+  OK(em_tensor_derived(t, key, sizeof key, make_copy, t, &d));
+  assert_non_null(d);
+  assert_int_equal(made, 1);
+  assert_true(*(float *)em_derived_data(d) == 1.0f);
+  em_derived *again = NULL;
+  OK(em_tensor_derived(t, key, sizeof key, make_copy, t, &again)); /* kept: the same form, not made again */
+  assert_ptr_equal(again, d);
+  assert_int_equal(made, 1);
+  em_derived_release(again);
+  em_derived *b = NULL;
+  OK(em_tensor_derived(t, other, sizeof other, make_copy, t, &b)); /* another key: its own form */
+  assert_ptr_not_equal(b, d);
+  assert_int_equal(made, 2);
+  em_derived_release(b);
+  /* a new value: the old forms are dropped (the one still held lives until released) */
+  v[0] = 2.0f;
+  em_tensor_host_written(t);
+  assert_int_equal(freed, 1);
+  OK(em_tensor_derived(t, key, sizeof key, make_copy, t, &again));
+  assert_int_equal(made, 3);
+  assert_true(*(float *)em_derived_data(again) == 2.0f);
+  em_derived_release(d);
+  assert_int_equal(freed, 2);
+  em_derived_release(again);
+  assert_int_equal(freed, 2); /* the storage still keeps it */
+  em_tensor_release(t);
+  assert_int_equal(freed, 3); /* gone with the storage */
+}
+
+/* --------------------------------------------- convolution vs reference --- */
+
+typedef struct conv_case {
+  const char *name;
+  int nsp, bias;
+  int64_t n, ci, co, g;
+  int64_t img[3], k[3], s[3], d[3], pb[3], pe[3];
+} conv_case;
+
+static const conv_case cases[] = {
+  {"3x3 same (ResNet)", 2, 1, 2, 16, 32, 1, {14, 14}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}},
+  {"7x7 stride 2 stem, odd size", 2, 1, 1, 3, 8, 1, {23, 23}, {7, 7}, {2, 2}, {1, 1}, {3, 3}, {3, 3}},
+  {"grouped, dilated, strided, asymmetric pads", 2, 1, 2, 16, 8, 4, {13, 11}, {3, 3}, {2, 1}, {2, 1}, {0, 1}, {2, 0}},
+  {"depthwise, multiplier 2, 5x5", 2, 1, 1, 8, 16, 8, {12, 9}, {5, 5}, {1, 1}, {1, 1}, {2, 2}, {2, 2}},
+  {"depthwise 3x3 stride 2 (MobileNet)", 2, 1, 2, 24, 24, 24, {15, 15}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}},
+  {"last window short of the end", 2, 0, 1, 4, 5, 1, {8, 8}, {3, 3}, {2, 2}, {1, 1}, {0, 0}, {0, 0}},
+  {"1x1 stride 2 (downsample)", 2, 0, 2, 8, 16, 1, {9, 9}, {1, 1}, {2, 2}, {1, 1}, {0, 0}, {0, 0}},
+  {"1-D", 1, 1, 3, 4, 6, 1, {17}, {5}, {2}, {1}, {2}, {1}},
+  {"3-D", 3, 1, 1, 3, 4, 1, {5, 6, 7}, {3, 3, 3}, {1, 2, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}},
+  {"kernel wider than the input", 2, 1, 1, 2, 3, 1, {3, 4}, {5, 5}, {1, 1}, {1, 1}, {2, 2}, {2, 2}},
+};
+
+static int64_t out_size(const conv_case *c, int i) {
+  return (c->img[i] + c->pb[i] + c->pe[i] - ((c->k[i] - 1) * c->d[i] + 1)) / c->s[i] + 1;
+}
+
+static int64_t prod(const int64_t *v, int n) {
+  int64_t p = 1;
+  for (int i = 0; i < n; i++) p *= v[i];
+  return p;
+}
+
+/* The plain convolution: each output a sum in double over its group's channels and taps. */
+static double *reference(const conv_case *c, const float *x, const float *w, const float *b) {
+  int64_t col[3] = {1, 1, 1}, img[3] = {1, 1, 1}, k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, d[3] = {1, 1, 1}, p[3] = {0};
+  for (int i = 0; i < c->nsp; i++) { /* right-aligned into 3 axes */
+    int j = 3 - c->nsp + i;
+    col[j] = out_size(c, i), img[j] = c->img[i], k[j] = c->k[i], s[j] = c->s[i], d[j] = c->d[i], p[j] = c->pb[i];
+  }
+  const int64_t cig = c->ci / c->g, cog = c->co / c->g, P = prod(col, 3), T = prod(k, 3);
+  double *y = calloc((size_t)(c->n * c->co * P), sizeof *y);
+  assert_non_null(y);
+  for (int64_t n = 0; n < c->n; n++)
+    for (int64_t m = 0; m < c->co; m++)
+      for (int64_t o0 = 0; o0 < col[0]; o0++)
+        for (int64_t o1 = 0; o1 < col[1]; o1++)
+          for (int64_t o2 = 0; o2 < col[2]; o2++) {
+            double acc = b ? b[m] : 0.0;
+            const int64_t grp = m / cog;
+            for (int64_t ci = 0; ci < cig; ci++)
+              for (int64_t t0 = 0; t0 < k[0]; t0++)
+                for (int64_t t1 = 0; t1 < k[1]; t1++)
+                  for (int64_t t2 = 0; t2 < k[2]; t2++) {
+                    int64_t i0 = o0 * s[0] - p[0] + t0 * d[0], i1 = o1 * s[1] - p[1] + t1 * d[1],
+                            i2 = o2 * s[2] - p[2] + t2 * d[2];
+                    if (i0 < 0 || i0 >= img[0] || i1 < 0 || i1 >= img[1] || i2 < 0 || i2 >= img[2]) continue;
+                    double xv = x[((n * c->ci + grp * cig + ci) * img[0] + i0) * img[1] * img[2] + i1 * img[2] + i2];
+                    double wv = w[(m * cig + ci) * T + (t0 * k[1] + t1) * k[2] + t2];
+                    acc += xv * wv;
+                  }
+            y[(n * c->co + m) * P + (o0 * col[1] + o1) * col[2] + o2] = acc;
+          }
+  return y;
+}
+
+static em_dnnl_conv_geom geom_of(const conv_case *c) {
+  em_dnnl_conv_geom g = {.nsp = c->nsp, .n = c->n, .ci = c->ci, .co = c->co, .groups = c->g};
+  for (int i = 0; i < c->nsp; i++) {
+    g.img[i] = c->img[i], g.col[i] = out_size(c, i), g.k[i] = c->k[i];
+    g.s[i] = c->s[i], g.d[i] = c->d[i], g.pb[i] = c->pb[i];
+  }
+  return g;
+}
+
+static void shapes_of(const conv_case *c, int64_t *xs, int64_t *ws, int64_t *ys) {
+  xs[0] = c->n, xs[1] = c->ci, ws[0] = c->co, ws[1] = c->ci / c->g, ys[0] = c->n, ys[1] = c->co;
+  for (int i = 0; i < c->nsp; i++) xs[2 + i] = c->img[i], ws[2 + i] = c->k[i], ys[2 + i] = out_size(c, i);
+}
+
+static int dnnl_loaded(void) {
+  char line[600];
+  em_cpu_conv_info(line, sizeof line);
+  printf("# cpu convolution: %s\n", line);
+  return !strncmp(line, "oneDNN ", 7);
+}
+
+static void convolutions_match_reference(void **state) {
+  (void)state;
+  if (!dnnl_loaded()) skip(); /* the reason is printed above */
+  for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
+    const conv_case *c = &cases[ci];
+    int64_t xs[5], ws[5], ys[5], bs[1] = {c->co};
+    shapes_of(c, xs, ws, ys);
+    em_tensor *x = ot_rand(EM_F32, 2 + c->nsp, xs, 10 + ci, -1, 1), *w = ot_rand(EM_F32, 2 + c->nsp, ws, 20 + ci, -1, 1);
+    em_tensor *b = ot_rand(EM_F32, 1, bs, 30 + ci, -1, 1);
+    const int64_t ny = prod(ys, 2 + c->nsp);
+    float *y = malloc(sizeof *y * (size_t)ny);
+    assert_non_null(y);
+    const em_dnnl_conv_geom g = geom_of(c);
+    int done = -1;
+    const float *bias = c->bias ? em_tensor_data(b) : NULL;
+    if (em_dnnl_conv_fwd(&g, w, em_tensor_data(x), bias, y, &done)) fail_msg("%s: %s", c->name, em_last_error());
+    if (!done) fail_msg("%s: oneDNN declined a case it has a kernel for", c->name);
+    double *want = reference(c, em_tensor_data(x), em_tensor_data(w), bias);
+    double *got = malloc(sizeof *got * (size_t)ny);
+    assert_non_null(got);
+    for (int64_t i = 0; i < ny; i++) got[i] = y[i];
+    ot_expect_close(got, want, ny, 1e-5, 1e-5, c->name);
+    free(got), free(want), free(y);
+    em_tensor_release(x), em_tensor_release(w), em_tensor_release(b);
+  }
+}
+
+/* --------------------------------------------- weights changed between runs --- */
+
+/* y = convolution(x, w) + b with w a parameter; three runs with three weights. */
+static void changed_weights_are_used(void **state) {
+  (void)state;
+  if (!dnnl_loaded()) skip();
+  const conv_case *c = &cases[0];
+  int64_t xs[4], ws[4], ys[4], bs[1] = {c->co}, pads[4] = {1, 1, 1, 1};
+  shapes_of(c, xs, ws, ys);
+  em_tensor *x = ot_rand(EM_F32, 4, xs, 1, -1, 1), *w1 = ot_rand(EM_F32, 4, ws, 2, -1, 1),
+            *w2 = ot_rand(EM_F32, 4, ws, 3, -1, 1), *b = ot_rand(EM_F32, 1, bs, 4, -1, 1);
+  em_graph *gr;
+  OK(em_graph_create(&gr));
+  em_var vx, vw, vb, vy;
+  em_init from_w = {.kind = EM_INIT_FROM_DATA, .data = w1}, from_b = {.kind = EM_INIT_FROM_DATA, .data = b};
+  OK(em_input(gr, "x", EM_F32, 4, xs, &vx));
+  OK(em_parameter(gr, "w", EM_F32, 4, ws, &from_w, &vw));
+  OK(em_parameter(gr, "b", EM_F32, 1, bs, &from_b, &vb));
+  em_attr at[1] = {AIS("pads", pads, 4)};
+  em_var in[3] = {vx, vw, vb};
+  if (em_apply(gr, "convolution", in, 3, at, 1, &vy, 1)) fail_msg("convolution: %s", em_last_error());
+  em_exec *e;
+  OK(em_exec_create(gr, &vy, 1, em_cpu(), &e));
+  em_feed feed = {vx, x};
+  const int64_t ny = prod(ys, 4);
+  for (int run = 0; run < 4; run++) {
+    em_tensor *weights = run < 2 ? w1 : w2; /* runs 0 and 1: w1 (the second from the kept form) */
+    if (run == 2) OK(em_parameter_set(gr, vw, w2));
+    if (run == 3) { /* written in place through the parameter's own tensor, then announced */
+      em_tensor *own;
+      OK(em_parameter_value(gr, vw, &own));
+      em_tensor *between = NULL; /* a run after the hand-out keeps a form of the value before the write */
+      OK(em_exec_run(e, &feed, 1, &between));
+      em_tensor_release(between);
+      float *p = em_tensor_data(own);
+      for (int64_t i = 0; i < prod(ws, 4); i++) p[i] = -p[i];
+      OK(em_parameter_set(gr, vw, own));
+      weights = own;
+    }
+    em_tensor *y = NULL;
+    if (em_exec_run(e, &feed, 1, &y)) fail_msg("run %d: %s", run, em_last_error());
+    double *want = reference(c, em_tensor_data(x), em_tensor_data(weights), em_tensor_data(b));
+    int64_t n;
+    double *got = ot_values(y, &n);
+    assert_int_equal(n, ny);
+    char what[64];
+    snprintf(what, sizeof what, "run %d", run);
+    ot_expect_close(got, want, ny, 1e-5, 1e-5, what);
+    free(got), free(want);
+    em_tensor_release(y);
+    if (run == 3) em_tensor_release(weights);
+  }
+  em_exec_free(e);
+  em_graph_free(gr);
+  em_tensor_release(x), em_tensor_release(w1), em_tensor_release(w2), em_tensor_release(b);
+}
+
+/* ------------------------------------------------------ without oneDNN --- */
+
+/* The child's checks (this program again, oneDNN unavailable): its exit status says which failed. */
+static int child_without_dnnl(const char *why) {
+  char line[600];
+  em_cpu_conv_info(line, sizeof line);
+  if (!strstr(line, why)) {
+    fprintf(stderr, "without oneDNN: info \"%s\" lacks \"%s\"\n", line, why);
+    return 10;
+  }
+  const conv_case *c = &cases[2];
+  int64_t xs[4], ws[4], ys[4], bs[1] = {c->co}, strides[2] = {c->s[0], c->s[1]}, dil[2] = {c->d[0], c->d[1]};
+  int64_t pads[4] = {c->pb[0], c->pb[1], c->pe[0], c->pe[1]};
+  shapes_of(c, xs, ws, ys);
+  em_tensor *x = ot_rand(EM_F32, 4, xs, 5, -1, 1), *w = ot_rand(EM_F32, 4, ws, 6, -1, 1), *b = ot_rand(EM_F32, 1, bs, 7, -1, 1);
+  const em_dnnl_conv_geom g = geom_of(c);
+  float y1[1];
+  int done = -1;
+  if (em_dnnl_conv_fwd(&g, w, em_tensor_data(x), NULL, y1, &done) || done != 0) return 11; /* nothing done */
+  em_attr at[4] = {AIS("strides", strides, 2), AIS("dilations", dil, 2), AIS("pads", pads, 4), AI("group", c->g)};
+  em_tensor *in[3] = {x, w, b}, *y = NULL;
+  if (ot_run("convolution", in, 3, at, 4, &y, 1)) return 12;
+  double *want = reference(c, em_tensor_data(x), em_tensor_data(w), em_tensor_data(b));
+  int64_t n;
+  double *got = ot_values(y, &n);
+  int r = n == prod(ys, 4) ? 0 : 13;
+  for (int64_t i = 0; i < n && !r; i++)
+    if (fabs(got[i] - want[i]) > 1e-5 + 1e-5 * fabs(want[i])) r = 14;
+  free(got), free(want);
+  em_tensor_release(y), em_tensor_release(x), em_tensor_release(w), em_tensor_release(b);
+  return r;
+}
+
+static void run_child(const char *var, const char *value, const char *arg) {
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  assert_true(n > 0);
+  self[n] = 0;
+  fflush(NULL);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    setenv(var, value, 1);
+    execl(self, self, arg, (char *)NULL);
+    _exit(127);
+  }
+  int ws;
+  assert_int_equal(waitpid(pid, &ws, 0), pid);
+  assert_true(WIFEXITED(ws));
+  switch (WEXITSTATUS(ws)) {
+  case 0: break;
+  case 10: fail_msg("%s=%s: em_cpu_conv_info does not give the reason (child's stderr)", var, value); break;
+  case 11: fail_msg("%s=%s: em_dnnl_conv_fwd did something without oneDNN", var, value); break;
+  case 12: fail_msg("%s=%s: the convolution op failed without oneDNN", var, value); break;
+  default: fail_msg("%s=%s: the convolution's values are wrong without oneDNN (status %d)", var, value, WEXITSTATUS(ws));
+  }
+}
+
+static void falls_back_without_library(void **state) {
+  (void)state;
+  run_child("EMBER_LIBDNNL", "/nonexistent/libdnnl.so.2", "--child-missing");
+}
+
+static void falls_back_when_switched_off(void **state) {
+  (void)state;
+  run_child("EMBER_DNNL", "0", "--child-off");
+}
+
+int main(int argc, char **argv) {
+  if (argc == 2 && !strcmp(argv[1], "--child-missing")) return child_without_dnnl("could not be loaded");
+  if (argc == 2 && !strcmp(argv[1], "--child-off")) return child_without_dnnl("switched off (EMBER_DNNL=0)");
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(derived_forms_follow_versions),
+      cmocka_unit_test(convolutions_match_reference),
+      cmocka_unit_test(changed_weights_are_used),
+      cmocka_unit_test(falls_back_without_library),
+      cmocka_unit_test(falls_back_when_switched_off),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
