@@ -55,11 +55,16 @@
  * each element's taps in one fixed order (column strides > 1 in the input gradient scatter
  * instead, plane by plane, also in a fixed order).
  *
+ * oneDNN. In the fast mode a forward f32 convolution (all but the pointwise ones) goes to oneDNN
+ * first where it is installed (ops/dnnl.c: direct convolutions on blocked layouts, 1.4-1.7x the
+ * im2col + OpenBLAS path on ResNet's layers); when it is absent or declines, the paths above run.
+ *
  * Determinism. Work is split by output element (planes, rows, GEMM tiles) or by reduction
  * segments whose extents depend on the shapes alone, so results are the same bits whatever the
- * thread count. OpenBLAS's own threading does not give that (see the GEMM section), so these
- * ops set OpenBLAS to one thread (em_blas_ready, ops/blas.c: process-wide, as ops/linalg.c
- * does) and run tiles in parallel themselves.
+ * thread count (oneDNN's forward convolutions too: each output is summed within one thread;
+ * test_conv_thread_determinism checks 1 against 3 threads). OpenBLAS's own threading does not
+ * give that (see the GEMM section), so these ops set OpenBLAS to one thread (em_blas_ready,
+ * ops/blas.c: process-wide, as ops/linalg.c does) and run tiles in parallel themselves.
  *
  * Portable mode and the GPU. OpenBLAS's sums cannot be reproduced on a GPU, so in portable mode
  * (a->portable) the CPU skips all of the above and computes each output element through

@@ -201,14 +201,11 @@ static em_status dnnl_error(const char *call, dnnl_status_t s, const em_dnnl_con
 }
 
 /* NC<spatial> activations and [g,] O I <spatial> weights for ns spatial axes (1..3). */
-static dnnl_format_tag_t act_tag(int ns) {
-  static const dnnl_format_tag_t tags[] = {dnnl_ncw, dnnl_nchw, dnnl_ncdhw};
-  return tags[ns - 1];
-}
+static dnnl_format_tag_t act_tag(int ns) { return ns == 1 ? dnnl_ncw : ns == 2 ? dnnl_nchw : dnnl_ncdhw; }
 
 static dnnl_format_tag_t wei_tag(int ns, int grouped) {
-  static const dnnl_format_tag_t tags[] = {dnnl_oiw, dnnl_oihw, dnnl_oidhw}, gtags[] = {dnnl_goiw, dnnl_goihw, dnnl_goidhw};
-  return (grouped ? gtags : tags)[ns - 1];
+  if (grouped) return ns == 1 ? dnnl_goiw : ns == 2 ? dnnl_goihw : dnnl_goidhw;
+  return ns == 1 ? dnnl_oiw : ns == 2 ? dnnl_oihw : dnnl_oidhw;
 }
 
 /* A reorder from one layout to another, or NULL when they are the same. */
