@@ -55,9 +55,10 @@
  * each element's taps in one fixed order (column strides > 1 in the input gradient scatter
  * instead, plane by plane, also in a fixed order).
  *
- * oneDNN. In the fast mode a forward f32 convolution (all but the pointwise ones) goes to oneDNN
- * first where it is installed (ops/dnnl.c: direct convolutions on blocked layouts, 1.4-1.7x the
- * im2col + OpenBLAS path on ResNet's layers); when it is absent or declines, the paths above run.
+ * oneDNN. In the fast mode a forward f32 convolution goes to oneDNN first where it is installed
+ * (ops/dnnl.c: direct convolutions on blocked layouts, 1.4-1.7x the im2col + OpenBLAS path on
+ * ResNet's layers; pointwise ones on NCHW as it is); when it is absent or declines, the paths
+ * above run.
  *
  * Determinism. Work is split by output element (planes, rows, GEMM tiles) or by reduction
  * segments whose extents depend on the shapes alone, so results are the same bits whatever the
@@ -930,12 +931,6 @@ static em_status conv_infer_common(em_op_args *a, int transpose) {
 static em_status conv_infer(em_op_args *a) { return conv_infer_common(a, 0); }
 static em_status conv_transpose_infer(em_op_args *a) { return conv_infer_common(a, 1); }
 
-/* The forward convolutions oneDNN takes in the fast mode (ops/dnnl.c; it declines what it has
- * no kernel for): all but the pointwise ones. A 1x1 stride-1 convolution is one GEMM over the
- * NCHW data already, and the reorders into oneDNN's layout and back cost more than its kernel
- * saves (MobileNet-V2, one thread: 7.7 ms with them here, 9.2 through oneDNN). */
-static int dnnl_wanted(const conv_geom *gm) { return !is_pointwise(gm); }
-
 /* conv_geom's right-aligned spatial axes as oneDNN's nsp axes. */
 static em_dnnl_conv_geom to_dnnl(const conv_geom *gm) {
   em_dnnl_conv_geom d = {.nsp = gm->nsp, .n = gm->n, .ci = gm->ci, .co = gm->co, .groups = gm->g};
@@ -962,7 +957,7 @@ static em_status conv_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *
   em_status st = run_geom(a, 0, in, 0, 1, &gm, &y);
   if (st) return st;
   const void *bias = a->n_in == 3 ? em_tensor_data(in[2]) : NULL;
-  if (!a->portable && em_tensor_dtype(in[0]) == EM_F32 && dnnl_wanted(&gm)) {
+  if (!a->portable && em_tensor_dtype(in[0]) == EM_F32) {
     int done;
     const em_dnnl_conv_geom dg = to_dnnl(&gm);
     st = em_dnnl_conv_fwd(&dg, in[1], em_tensor_data(in[0]), bias, em_tensor_data(out[0]), &done);

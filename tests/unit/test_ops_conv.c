@@ -525,6 +525,11 @@ static void test_conv_thread_determinism(void **state) {
     {.name = "depthwise", .nsp = 2, .n = 2, .c = 16, .m = 16, .g = 16, .in = {64, 64}, .k = {5, 5},
      .auto_pad = "SAME_UPPER"},
     {.name = "1x1 segmented weight gradient", .nsp = 2, .n = 2, .c = 8, .m = 8, .g = 1, .in = {128, 130}, .k = {1, 1}},
+    /* a deep pointwise layer on a small image (MobileNet's last): GEMM libraries like to split
+     * such products along their reduction when they have threads to spare */
+    {.name = "deep pointwise", .nsp = 2, .n = 1, .c = 320, .m = 256, .g = 1, .in = {7, 7}, .k = {1, 1}},
+    {.name = "deep 3x3 on a small image", .nsp = 2, .n = 1, .c = 256, .m = 64, .g = 1, .in = {4, 4}, .k = {3, 3},
+     .has_pads = 1, .pads = {1, 1, 1, 1}},
     {.name = "segmented weight gradient", .nsp = 2, .n = 2, .c = 4, .m = 8, .g = 1, .in = {96, 96}, .k = {3, 3},
      .has_pads = 1, .pads = {1, 1, 1, 1}},
   };
