@@ -42,7 +42,9 @@ fi
 # Libraries Ember opens itself (dlopen), which ldd cannot see: OpenBLAS
 # (ops/blas.c; tests/gpu/run.sh and train_machine.sh put lib/ on
 # LD_LIBRARY_PATH, where dlopen finds it), listed as ldd would, with its own
-# dependencies.
+# dependencies. oneDNN (ops/dnnl.c) is not carried: at 40 MB it would not fit
+# the device tool's 64 MB with the rest, and it is optional (the CPU's
+# convolutions then take Ember's own path there; test_dnnl says it skipped).
 opened() {
   local blas
   blas=$(ldconfig -p | awk '/libopenblas\.so\.0 .*x86-64/ {print $NF; exit}')
