@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "blas.h"
+#include "run_self.h"
 #include "fake_openblas.h"
 #include "op_testkit.h"
 
@@ -151,32 +152,19 @@ static int child_without_blas(void) {
 
 static void works_and_explains_without_openblas(void **state) {
   (void)state;
-  char dir[] = "/tmp/ember-test-blas-XXXXXX", self[4096];
+  char dir[] = "/tmp/ember-test-blas-XXXXXX";
   assert_non_null(mkdtemp(dir));
   assert_int_equal(ts_write_unloadable_openblas(dir), 0);
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  assert_true(n > 0);
-  self[n] = 0;
-  fflush(NULL);
-  pid_t pid = fork();
-  assert_true(pid >= 0);
-  if (pid == 0) {
-    setenv("LD_LIBRARY_PATH", dir, 1);
-    execl(self, self, "--child-without-openblas", (char *)NULL);
-    _exit(127);
-  }
-  int ws;
-  assert_int_equal(waitpid(pid, &ws, 0), pid);
+  const int status = ts_run_self("--child-without-openblas", "LD_LIBRARY_PATH", dir);
   ts_remove_unloadable_openblas(dir);
   rmdir(dir);
-  assert_true(WIFEXITED(ws));
-  switch (WEXITSTATUS(ws)) {
+  switch (status) {
   case 0: break;
   case 10: fail_msg("portable mode's matmul failed without OpenBLAS"); break;
   case 11: fail_msg("an empty fast-mode matmul failed without OpenBLAS"); break;
   case 12: fail_msg("a fast-mode matmul without OpenBLAS did not fail with EM_ERR_UNSUPPORTED"); break;
   case 13: fail_msg("the error does not give libopenblas.so.0's own reason (see the child's stderr)"); break;
-  default: fail_msg("child exit status %d", WEXITSTATUS(ws));
+  default: fail_msg("child exit status %d (-1: not started or killed)", status);
   }
 }
 

@@ -23,14 +23,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "dnnl.h"
 #include "ember.h"
 #include "op_testkit.h"
+#include "run_self.h"
 #include "tensor_internal.h"
 
 #define OK(x) assert_int_equal((x), EM_OK)
@@ -310,27 +309,14 @@ static int child_without_dnnl(const char *why) {
 }
 
 static void run_child(const char *var, const char *value, const char *arg) {
-  char self[4096];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  assert_true(n > 0);
-  self[n] = 0;
-  fflush(NULL);
-  pid_t pid = fork();
-  assert_true(pid >= 0);
-  if (pid == 0) {
-    setenv(var, value, 1);
-    execl(self, self, arg, (char *)NULL);
-    _exit(127);
-  }
-  int ws;
-  assert_int_equal(waitpid(pid, &ws, 0), pid);
-  assert_true(WIFEXITED(ws));
-  switch (WEXITSTATUS(ws)) {
+  const int status = ts_run_self(arg, var, value);
+  switch (status) {
   case 0: break;
   case 10: fail_msg("%s=%s: em_cpu_conv_info does not give the reason (child's stderr)", var, value); break;
   case 11: fail_msg("%s=%s: em_dnnl_conv_fwd did something without oneDNN", var, value); break;
   case 12: fail_msg("%s=%s: the convolution op failed without oneDNN", var, value); break;
-  default: fail_msg("%s=%s: the convolution's values are wrong without oneDNN (status %d)", var, value, WEXITSTATUS(ws));
+  case -1: fail_msg("%s=%s: the child did not run or did not exit normally", var, value); break;
+  default: fail_msg("%s=%s: the convolution's values are wrong without oneDNN (status %d)", var, value, status);
   }
 }
 
