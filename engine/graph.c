@@ -132,8 +132,13 @@ API em_status em_constant(em_graph *g, em_tensor *t, em_var *out) {
   if (!t) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_constant: tensor is NULL");
   em_tensor *copy;
   em_status s;
-  if (em_tensor_device(t).kind == EM_DEVICE_CPU && em_tensor_is_contiguous(t)) copy = em_tensor_retain(t);
-  else if ((s = em_tensor_to_device(t, em_cpu(), &copy))) return s;
+  /* a view of the caller's tensor, not the tensor itself: the graph's own tensor is marked
+   * versioned when run (engine/tensor_internal.h), and the caller's must not be, as it is
+   * theirs again once the graph is gone */
+  if (em_tensor_device(t).kind == EM_DEVICE_CPU && em_tensor_is_contiguous(t))
+    s = em_tensor_reshape(t, em_tensor_ndim(t), em_tensor_shape(t), &copy);
+  else s = em_tensor_to_device(t, em_cpu(), &copy);
+  if (s) return s;
   s = leaf(g, EM_NODE_CONST, NULL, em_tensor_dtype(t), em_tensor_ndim(t), em_tensor_shape(t), "em_constant", out);
   if (s) em_tensor_release(copy);
   else g->nodes[g->values[*out].node].tensor = copy;

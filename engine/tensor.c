@@ -36,7 +36,6 @@ typedef struct em_storage {
   uint64_t version;           /* the newest value's version, wherever it is */
   uint64_t host_version;      /* the version ptr holds */
   atomic_int host_stale;      /* host_version != version (read without the lock on every copy out) */
-  atomic_int versioned;       /* a graph value's storage: every change makes a new version (em_tensor_mark_versioned) */
   struct em_derived *derived; /* forms of the value made from the host bytes at host_version */
 } em_storage;
 
@@ -55,6 +54,9 @@ static pthread_mutex_t g_resident_lock = PTHREAD_MUTEX_INITIALIZER;
 
 struct em_tensor {
   atomic_int refs;
+  atomic_int versioned; /* a graph value's own tensor: every change of its bytes makes a new version
+                         * (em_tensor_mark_versioned). A flag of this object, not of the storage: a
+                         * caller's tensor sharing the storage (em_constant's argument) stays theirs */
   em_storage *st;
   em_dtype dtype;
   int ndim;
@@ -558,15 +560,15 @@ void em_tensor_host_written(const em_tensor *host) {
   pthread_mutex_unlock(&g_resident_lock);
 }
 
-void em_tensor_mark_versioned(const em_tensor *t) {
-  if (t->st->dev.kind == EM_DEVICE_CPU) atomic_store(&t->st->versioned, 1);
+void em_tensor_mark_versioned(em_tensor *t) {
+  if (t->st->dev.kind == EM_DEVICE_CPU) atomic_store(&t->versioned, 1);
 }
 
 em_status em_tensor_derived(const em_tensor *t, const void *key, size_t key_len, em_derive_fn make, void *ctx,
                             em_derived **out) {
   em_storage *s = t->st;
   *out = NULL;
-  if (s->dev.kind != EM_DEVICE_CPU || !atomic_load(&s->versioned)) return EM_OK;
+  if (s->dev.kind != EM_DEVICE_CPU || !atomic_load(&t->versioned)) return EM_OK;
   pthread_mutex_lock(&g_resident_lock);
   /* a device copy may be newer: the op is about to read the host bytes, which the executor
    * brought up to date (bind_leaves); forms are only made from, and kept for, host_version */

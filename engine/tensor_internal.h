@@ -54,16 +54,18 @@ void em_tensor_host_written(const em_tensor *host);
  * from the host bytes and wants to keep between runs (the fast CPU
  * convolution's weights in oneDNN's blocked layout, ops/dnnl.c). Kept with
  * the storage, dropped when the value changes (a new version) and when the
- * storage is freed. Only storage marked versioned keeps them: the values the
- * graph owns (parameters, states, constants), every change of which makes a
- * new version (em_parameter_set, a learner's update, ...). A fed input or an
- * intermediate can change without one, so it is never marked. */
+ * storage is freed. Only through a tensor marked versioned: a graph's own
+ * tensor of a parameter, state or constant, every change of which makes a
+ * new version (em_parameter_set, a learner's update, ...). A fed input, an
+ * intermediate, a view made by an op, or the caller's tensor behind
+ * em_constant (which gets a view of its own) can change without one, so they
+ * are never marked. */
 typedef struct em_derived em_derived;
 /* Makes the form: *data and the function that frees it (may be NULL). */
 typedef em_status (*em_derive_fn)(void *ctx, void **data, void (**free_fn)(void *data));
 
-/* t's storage belongs to a graph value (the CPU executor's bind_leaves). */
-void em_tensor_mark_versioned(const em_tensor *t);
+/* t is a graph value's own tensor (the CPU executor's bind_leaves). */
+void em_tensor_mark_versioned(em_tensor *t);
 /* The form of t's current value that key names (bytes: the layout, t's
  * offset, shape and strides, whatever decides the result), made by make(ctx)
  * on a miss, retained in *out (em_derived_release). *out is NULL when t is
