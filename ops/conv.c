@@ -62,10 +62,11 @@
  *
  * Determinism. Work is split by output element (planes, rows, GEMM tiles) or by reduction
  * segments whose extents depend on the shapes alone, so results are the same bits whatever the
- * thread count (oneDNN's forward convolutions too: each output is summed within one thread;
- * test_conv_thread_determinism checks 1 against 3 threads). OpenBLAS's own threading does not
- * give that (see the GEMM section), so these ops set OpenBLAS to one thread (em_blas_ready,
- * ops/blas.c: process-wide, as ops/linalg.c does) and run tiles in parallel themselves.
+ * thread count (oneDNN's too: ops/dnnl.c uses a plan for several threads only where its sums
+ * are the one-thread plan's; test_conv_thread_determinism and test_conv_dnnl check it).
+ * OpenBLAS's own threading does not give that (see the GEMM section), so these ops set OpenBLAS
+ * to one thread (em_blas_ready, ops/blas.c: process-wide, as ops/linalg.c does) and run tiles in
+ * parallel themselves.
  *
  * Portable mode and the GPU. OpenBLAS's sums cannot be reproduced on a GPU, so in portable mode
  * (a->portable) the CPU skips all of the above and computes each output element through

@@ -23,9 +23,15 @@
  * EMBER_LIBDNNL names another file to load (tests load a missing one).
  *
  * Numbers: fast mode (ops/conv.c says what portable mode does instead).
- * oneDNN's forward convolutions sum each output within one thread; its
- * kernels and their blocking are chosen per ISA and shape, so results differ
- * from im2col + OpenBLAS's in the last bits and may differ between CPUs. */
+ * oneDNN's kernels and their blocking are chosen per ISA and shape, so
+ * results differ from im2col + OpenBLAS's in the last bits and may differ
+ * between CPUs. Ember's promise of the same bits for every thread count is
+ * kept (see "thread counts" below): its GEMM-based kernels are declined, and
+ * a plan for several threads whose sums differ from the one-thread plan's is
+ * replaced by that one.
+ *
+ * Concurrency: primitives get Ember's scratchpads (user mode, per thread), as
+ * oneDNN's shared one is unsafe for distinct primitives running at once. */
 #include "dnnl.h"
 
 #include <dlfcn.h>
@@ -108,11 +114,13 @@ static void load(void) {
     snprintf(D.why, sizeof D.why, "%s lacks %s: not a oneDNN 2 Ember can use", name, #f);
   DNNL_FNS(RESOLVE)
 #undef RESOLVE
-  if (missing) return;
-  const dnnl_version_t *v = D.dnnl_version();
-  if (v->major != DNNL_VERSION_MAJOR) {
+  const dnnl_version_t *v = missing ? NULL : D.dnnl_version();
+  if (v && v->major != DNNL_VERSION_MAJOR)
     snprintf(D.why, sizeof D.why, "%s is oneDNN %d.%d, Ember was built for %d.x", name, v->major, v->minor,
              DNNL_VERSION_MAJOR);
+  if (!v || v->major != DNNL_VERSION_MAJOR) { /* not one Ember can use: let it go */
+    dlclose(D.lib);
+    D.lib = NULL;
     return;
   }
   /* User scratchpads: in its default mode oneDNN shares one scratchpad between primitives,
