@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <valgrind/valgrind.h>
 
+#include "conv_reference.h"
 #include "op_testkit.h"
 
 static em_attr AI(const char *name, int64_t v) { return (em_attr){.name = name, .type = EM_ATTR_INT, .i = v}; }
@@ -17,63 +18,14 @@ static em_attr AIS(const char *name, const int64_t *v, int n) {
   return (em_attr){.name = name, .type = EM_ATTR_INTS, .ints = v, .n = n};
 }
 
-typedef struct cg {
-  int nsp;
-  int64_t n, c, m, g;
-  int64_t in[3], k[3], s[3], d[3], pb[3], pe[3];
-} cg;
+typedef ts_conv cg;
 
-static int64_t out_size(const cg *c, int i) {
-  return (c->in[i] + c->pb[i] + c->pe[i] - ((c->k[i] - 1) * c->d[i] + 1)) / c->s[i] + 1;
-}
-
-static void shapes(const cg *c, int64_t *xs, int64_t *ws, int64_t *ys) {
-  xs[0] = c->n, xs[1] = c->c, ws[0] = c->m, ws[1] = c->c / c->g, ys[0] = c->n, ys[1] = c->m;
-  for (int i = 0; i < c->nsp; i++) xs[2 + i] = c->in[i], ws[2 + i] = c->k[i], ys[2 + i] = out_size(c, i);
-}
-
-static int64_t prod(const int64_t *v, int n) {
-  int64_t p = 1;
-  for (int i = 0; i < n; i++) p *= v[i];
-  return p;
-}
-
-/* y[n, m, o...] = sum over c/g and taps, float64. */
+static int64_t out_size(const cg *c, int i) { return ts_conv_out_size(c, i); }
+static void shapes(const cg *c, int64_t *xs, int64_t *ws, int64_t *ys) { ts_conv_shapes(c, xs, ws, ys); }
+static int64_t prod(const int64_t *v, int n) { return ts_prod(v, n); }
 static double *reference(const cg *c, const float *x, const float *w, const float *b) {
-  int64_t xs[5], ws[5], ys[5];
-  shapes(c, xs, ws, ys);
-  int nd = 2 + c->nsp;
-  int64_t ny = prod(ys, nd);
-  double *y = calloc((size_t)ny, sizeof *y);
-  int64_t in3[3] = {1, 1, 1}, k3[3] = {1, 1, 1}, o3[3] = {1, 1, 1}, s3[3] = {1, 1, 1}, d3[3] = {1, 1, 1},
-          p3[3] = {0, 0, 0};
-  for (int i = 0; i < c->nsp; i++) {
-    int j = 3 - c->nsp + i;
-    in3[j] = c->in[i], k3[j] = c->k[i], o3[j] = ys[2 + i], s3[j] = c->s[i], d3[j] = c->d[i], p3[j] = c->pb[i];
-  }
-  int64_t cg_ = c->c / c->g, mg = c->m / c->g;
-  for (int64_t n = 0; n < c->n; n++)
-    for (int64_t m = 0; m < c->m; m++) {
-      int64_t grp = m / mg;
-      for (int64_t o0 = 0; o0 < o3[0]; o0++)
-        for (int64_t o1 = 0; o1 < o3[1]; o1++)
-          for (int64_t o2 = 0; o2 < o3[2]; o2++) {
-            double acc = b ? b[m] : 0;
-            for (int64_t ci = 0; ci < cg_; ci++)
-              for (int64_t a0 = 0; a0 < k3[0]; a0++)
-                for (int64_t a1 = 0; a1 < k3[1]; a1++)
-                  for (int64_t a2 = 0; a2 < k3[2]; a2++) {
-                    int64_t i0 = o0 * s3[0] - p3[0] + a0 * d3[0], i1 = o1 * s3[1] - p3[1] + a1 * d3[1],
-                            i2 = o2 * s3[2] - p3[2] + a2 * d3[2];
-                    if (i0 < 0 || i0 >= in3[0] || i1 < 0 || i1 >= in3[1] || i2 < 0 || i2 >= in3[2]) continue;
-                    int64_t cin = grp * cg_ + ci;
-                    double xv = x[(((n * c->c + cin) * in3[0] + i0) * in3[1] + i1) * in3[2] + i2];
-                    double wv = w[(((m * cg_ + ci) * k3[0] + a0) * k3[1] + a1) * k3[2] + a2];
-                    acc += xv * wv;
-                  }
-            y[(((n * c->m + m) * o3[0] + o0) * o3[1] + o1) * o3[2] + o2] = acc;
-          }
-    }
+  double *y = ts_conv_reference(c, x, w, b);
+  assert_non_null(y);
   return y;
 }
 
@@ -244,12 +196,11 @@ static void test_computed_weights(void **state) {
   em_tensor_release(x), em_tensor_release(w1), em_tensor_release(w2);
 }
 
-/* A fed weight changed in place between runs. */
-static void test_fed_weights(void **state) {
-  (void)state;
+/* A graph x, w -> convolution (base's geometry) with both fed: run with w, w overwritten in place
+ * with w2's values, run again: each run must give its weights' result. */
+static void fed_weights_changed(em_tensor *x, em_tensor *w, const em_tensor *w2, const char *what) {
   int64_t xs[5], ws[5], ys[5];
   shapes(&base, xs, ws, ys);
-  em_tensor *x = rand_f32(4, xs, 31), *w = rand_f32(4, ws, 32), *w2 = rand_f32(4, ws, 33);
   em_attr at[8];
   int64_t pads[6];
   int na = conv_attrs(&base, at, pads);
@@ -263,13 +214,24 @@ static void test_fed_weights(void **state) {
   assert_int_equal(em_exec_create(g, &y, 1, em_cpu(), &e), EM_OK);
   em_feed f[2] = {{v[0], x}, {v[1], w}};
   em_tensor *out;
-  assert_int_equal(em_exec_run(e, f, 2, &out), EM_OK), em_tensor_release(out);
+  assert_int_equal(em_exec_run(e, f, 2, &out), EM_OK);
+  expect_ref(&base, out, x, w, NULL, what);
+  em_tensor_release(out);
   memcpy(em_tensor_data(w), em_tensor_data(w2), (size_t)em_tensor_numel(w) * 4);
   assert_int_equal(em_exec_run(e, f, 2, &out), EM_OK);
-  expect_ref(&base, out, x, w2, NULL, "fed weights changed in place");
+  expect_ref(&base, out, x, w2, NULL, what);
   em_tensor_release(out);
   em_exec_free(e);
   em_graph_free(g);
+}
+
+/* A fed weight changed in place between runs. */
+static void test_fed_weights(void **state) {
+  (void)state;
+  int64_t xs[5], ws[5], ys[5];
+  shapes(&base, xs, ws, ys);
+  em_tensor *x = rand_f32(4, xs, 31), *w = rand_f32(4, ws, 32), *w2 = rand_f32(4, ws, 33);
+  fed_weights_changed(x, w, w2, "fed weights changed in place");
   em_tensor_release(x), em_tensor_release(w), em_tensor_release(w2);
 }
 
@@ -551,25 +513,7 @@ static void test_constant_tensor_reused_as_feed(void **state) {
     em_exec_free(e);
     em_graph_free(g);
   }
-  em_graph *g;
-  em_var v[2], y;
-  assert_int_equal(em_graph_create(&g), EM_OK);
-  assert_int_equal(em_input(g, "x", EM_F32, 4, xs, &v[0]), EM_OK);
-  assert_int_equal(em_input(g, "w", EM_F32, 4, ws, &v[1]), EM_OK);
-  assert_int_equal(em_apply(g, "convolution", v, 2, at, na, &y, 1), EM_OK);
-  em_exec *e;
-  assert_int_equal(em_exec_create(g, &y, 1, em_cpu(), &e), EM_OK);
-  em_feed f[2] = {{v[0], x}, {v[1], w}};
-  em_tensor *out;
-  assert_int_equal(em_exec_run(e, f, 2, &out), EM_OK);
-  expect_ref(&base, out, x, w, NULL, "fed weights, first run");
-  em_tensor_release(out);
-  memcpy(em_tensor_data(w), em_tensor_data(w2), (size_t)em_tensor_numel(w) * 4);
-  assert_int_equal(em_exec_run(e, f, 2, &out), EM_OK);
-  expect_ref(&base, out, x, w2, NULL, "fed weights changed in place after the constant's graph was freed");
-  em_tensor_release(out);
-  em_exec_free(e);
-  em_graph_free(g);
+  fed_weights_changed(x, w, w2, "fed weights changed in place after the constant's graph was freed");
   em_tensor_release(x), em_tensor_release(w), em_tensor_release(w2);
 }
 

@@ -28,6 +28,7 @@
 
 #include "dnnl.h"
 #include "ember.h"
+#include "conv_reference.h"
 #include "op_testkit.h"
 #include "run_self.h"
 #include "tensor_internal.h"
@@ -106,83 +107,41 @@ static void derived_forms_follow_versions(void **state) {
 
 typedef struct conv_case {
   const char *name;
-  int nsp, bias;
-  int64_t n, ci, co, g;
-  int64_t img[3], k[3], s[3], d[3], pb[3], pe[3];
+  int bias;
   int required; /* oneDNN must take it (a common layer); else it may decline (then conv.c runs it) */
+  ts_conv c;
 } conv_case;
 
 static const conv_case cases[] = {
-  {"3x3 same (ResNet)", 2, 1, 2, 16, 32, 1, {14, 14}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1},
-  {"7x7 stride 2 stem, odd size", 2, 1, 1, 3, 8, 1, {23, 23}, {7, 7}, {2, 2}, {1, 1}, {3, 3}, {3, 3}, 1},
-  {"grouped, dilated, strided, asymmetric pads", 2, 1, 2, 32, 32, 2, {13, 11}, {3, 3}, {2, 1}, {2, 1}, {0, 1}, {2, 0}, 1},
-  {"depthwise, multiplier 2, 5x5", 2, 1, 1, 8, 16, 8, {12, 9}, {5, 5}, {1, 1}, {1, 1}, {2, 2}, {2, 2}, 0},
-  {"depthwise 3x3 stride 2 (MobileNet)", 2, 1, 2, 24, 24, 24, {15, 15}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, 1},
-  {"last window short of the end", 2, 0, 1, 4, 5, 1, {8, 8}, {3, 3}, {2, 2}, {1, 1}, {0, 0}, {0, 0}, 0},
-  {"1x1 stride 2 (downsample)", 2, 0, 2, 8, 16, 1, {9, 9}, {1, 1}, {2, 2}, {1, 1}, {0, 0}, {0, 0}, 1},
-  {"pointwise (NCHW as it is)", 2, 1, 2, 24, 16, 1, {7, 9}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, 1},
-  {"grouped pointwise", 2, 0, 1, 8, 12, 4, {5, 5}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, 0},
-  {"pointwise 1-D", 1, 1, 2, 6, 10, 1, {33}, {1}, {1}, {1}, {0}, {0}, 0},
-  {"1-D", 1, 1, 3, 4, 6, 1, {17}, {5}, {2}, {1}, {2}, {1}, 1},
-  {"3-D", 3, 1, 1, 3, 4, 1, {5, 6, 7}, {3, 3, 3}, {1, 2, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 1},
-  {"kernel wider than the input", 2, 1, 1, 2, 3, 1, {3, 4}, {5, 5}, {1, 1}, {1, 1}, {2, 2}, {2, 2}, 0},
+  {"3x3 same (ResNet)", 1, 1, {2, 2, 16, 32, 1, {14, 14}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}},
+  {"7x7 stride 2 stem, odd size", 1, 1, {2, 1, 3, 8, 1, {23, 23}, {7, 7}, {2, 2}, {1, 1}, {3, 3}, {3, 3}}},
+  {"grouped, dilated, strided, asymmetric pads", 1, 1, {2, 2, 32, 32, 2, {13, 11}, {3, 3}, {2, 1}, {2, 1}, {0, 1}, {2, 0}}},
+  {"depthwise, multiplier 2, 5x5", 1, 0, {2, 1, 8, 16, 8, {12, 9}, {5, 5}, {1, 1}, {1, 1}, {2, 2}, {2, 2}}},
+  {"depthwise 3x3 stride 2 (MobileNet)", 1, 1, {2, 2, 24, 24, 24, {15, 15}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}}},
+  {"last window short of the end", 0, 0, {2, 1, 4, 5, 1, {8, 8}, {3, 3}, {2, 2}, {1, 1}, {0, 0}, {0, 0}}},
+  {"1x1 stride 2 (downsample)", 0, 1, {2, 2, 8, 16, 1, {9, 9}, {1, 1}, {2, 2}, {1, 1}, {0, 0}, {0, 0}}},
+  {"pointwise (NCHW as it is)", 1, 1, {2, 2, 24, 16, 1, {7, 9}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}}},
+  {"grouped pointwise", 0, 0, {2, 1, 8, 12, 4, {5, 5}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}}},
+  {"pointwise 1-D", 1, 0, {1, 2, 6, 10, 1, {33}, {1}, {1}, {1}, {0}, {0}}},
+  {"1-D", 1, 1, {1, 3, 4, 6, 1, {17}, {5}, {2}, {1}, {2}, {1}}},
+  {"3-D", 1, 1, {3, 1, 3, 4, 1, {5, 6, 7}, {3, 3, 3}, {1, 2, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}}},
+  {"kernel wider than the input", 1, 0, {2, 1, 2, 3, 1, {3, 4}, {5, 5}, {1, 1}, {1, 1}, {2, 2}, {2, 2}}},
 };
 
-static int64_t out_size(const conv_case *c, int i) {
-  return (c->img[i] + c->pb[i] + c->pe[i] - ((c->k[i] - 1) * c->d[i] + 1)) / c->s[i] + 1;
-}
-
-static int64_t prod(const int64_t *v, int n) {
-  int64_t p = 1;
-  for (int i = 0; i < n; i++) p *= v[i];
-  return p;
-}
-
-/* The plain convolution: each output a sum in double over its group's channels and taps. */
-static double *reference(const conv_case *c, const float *x, const float *w, const float *b) {
-  int64_t col[3] = {1, 1, 1}, img[3] = {1, 1, 1}, k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, d[3] = {1, 1, 1}, p[3] = {0};
-  for (int i = 0; i < c->nsp; i++) { /* right-aligned into 3 axes */
-    int j = 3 - c->nsp + i;
-    col[j] = out_size(c, i), img[j] = c->img[i], k[j] = c->k[i], s[j] = c->s[i], d[j] = c->d[i], p[j] = c->pb[i];
-  }
-  const int64_t cig = c->ci / c->g, cog = c->co / c->g, P = prod(col, 3), T = prod(k, 3);
-  double *y = calloc((size_t)(c->n * c->co * P), sizeof *y);
-  assert_non_null(y);
-  for (int64_t n = 0; n < c->n; n++)
-    for (int64_t m = 0; m < c->co; m++)
-      for (int64_t o0 = 0; o0 < col[0]; o0++)
-        for (int64_t o1 = 0; o1 < col[1]; o1++)
-          for (int64_t o2 = 0; o2 < col[2]; o2++) {
-            double acc = b ? b[m] : 0.0;
-            const int64_t grp = m / cog;
-            for (int64_t ci = 0; ci < cig; ci++)
-              for (int64_t t0 = 0; t0 < k[0]; t0++)
-                for (int64_t t1 = 0; t1 < k[1]; t1++)
-                  for (int64_t t2 = 0; t2 < k[2]; t2++) {
-                    int64_t i0 = o0 * s[0] - p[0] + t0 * d[0], i1 = o1 * s[1] - p[1] + t1 * d[1],
-                            i2 = o2 * s[2] - p[2] + t2 * d[2];
-                    if (i0 < 0 || i0 >= img[0] || i1 < 0 || i1 >= img[1] || i2 < 0 || i2 >= img[2]) continue;
-                    double xv = x[((n * c->ci + grp * cig + ci) * img[0] + i0) * img[1] * img[2] + i1 * img[2] + i2];
-                    double wv = w[(m * cig + ci) * T + (t0 * k[1] + t1) * k[2] + t2];
-                    acc += xv * wv;
-                  }
-            y[(n * c->co + m) * P + (o0 * col[1] + o1) * col[2] + o2] = acc;
-          }
-  return y;
-}
-
-static em_dnnl_conv_geom geom_of(const conv_case *c) {
-  em_dnnl_conv_geom g = {.nsp = c->nsp, .n = c->n, .ci = c->ci, .co = c->co, .groups = c->g};
+/* A case's geometry as ops/dnnl.h takes it. */
+static em_dnnl_conv_geom geom_of(const ts_conv *c) {
+  em_dnnl_conv_geom g = {.nsp = c->nsp, .n = c->n, .ci = c->c, .co = c->m, .groups = c->g};
   for (int i = 0; i < c->nsp; i++) {
-    g.img[i] = c->img[i], g.col[i] = out_size(c, i), g.k[i] = c->k[i];
+    g.img[i] = c->in[i], g.col[i] = ts_conv_out_size(c, i), g.k[i] = c->k[i];
     g.s[i] = c->s[i], g.d[i] = c->d[i], g.pb[i] = c->pb[i];
   }
   return g;
 }
 
-static void shapes_of(const conv_case *c, int64_t *xs, int64_t *ws, int64_t *ys) {
-  xs[0] = c->n, xs[1] = c->ci, ws[0] = c->co, ws[1] = c->ci / c->g, ys[0] = c->n, ys[1] = c->co;
-  for (int i = 0; i < c->nsp; i++) xs[2 + i] = c->img[i], ws[2 + i] = c->k[i], ys[2 + i] = out_size(c, i);
+static double *reference(const ts_conv *c, const float *x, const float *w, const float *b) {
+  double *y = ts_conv_reference(c, x, w, b);
+  assert_non_null(y);
+  return y;
 }
 
 static int dnnl_loaded(void) {
@@ -196,21 +155,22 @@ static void convolutions_match_reference(void **state) {
   (void)state;
   if (!dnnl_loaded()) skip(); /* the reason is printed above */
   for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
-    const conv_case *c = &cases[ci];
-    int64_t xs[5], ws[5], ys[5], bs[1] = {c->co};
-    shapes_of(c, xs, ws, ys);
+    const conv_case *cc = &cases[ci];
+    const ts_conv *c = &cc->c;
+    int64_t xs[5], ws[5], ys[5], bs[1] = {c->m};
+    ts_conv_shapes(c, xs, ws, ys);
     em_tensor *x = ot_rand(EM_F32, 2 + c->nsp, xs, 10 + ci, -1, 1), *w = ot_rand(EM_F32, 2 + c->nsp, ws, 20 + ci, -1, 1);
     em_tensor *b = ot_rand(EM_F32, 1, bs, 30 + ci, -1, 1);
-    const int64_t ny = prod(ys, 2 + c->nsp);
+    const int64_t ny = ts_prod(ys, 2 + c->nsp);
     float *y = malloc(sizeof *y * (size_t)ny);
     assert_non_null(y);
     const em_dnnl_conv_geom g = geom_of(c);
     int done = -1;
-    const float *bias = c->bias ? em_tensor_data(b) : NULL;
-    if (em_dnnl_conv_fwd(&g, w, em_tensor_data(x), bias, y, &done)) fail_msg("%s: %s", c->name, em_last_error());
-    if (!done && c->required) fail_msg("%s: oneDNN declined a common layer", c->name);
+    const float *bias = cc->bias ? em_tensor_data(b) : NULL;
+    if (em_dnnl_conv_fwd(&g, w, em_tensor_data(x), bias, y, &done)) fail_msg("%s: %s", cc->name, em_last_error());
+    if (!done && cc->required) fail_msg("%s: oneDNN declined a common layer", cc->name);
     if (!done) { /* declined (e.g. a kernel whose sums would depend on the thread count): nothing to check */
-      printf("# %s: declined, conv.c runs it\n", c->name);
+      printf("# %s: declined, conv.c runs it\n", cc->name);
       free(y);
       em_tensor_release(x), em_tensor_release(w), em_tensor_release(b);
       continue;
@@ -219,7 +179,7 @@ static void convolutions_match_reference(void **state) {
     double *got = malloc(sizeof *got * (size_t)ny);
     assert_non_null(got);
     for (int64_t i = 0; i < ny; i++) got[i] = y[i];
-    ot_expect_close(got, want, ny, 1e-5, 1e-5, c->name);
+    ot_expect_close(got, want, ny, 1e-5, 1e-5, cc->name);
     free(got), free(want), free(y);
     em_tensor_release(x), em_tensor_release(w), em_tensor_release(b);
   }
@@ -231,9 +191,9 @@ static void convolutions_match_reference(void **state) {
 static void changed_weights_are_used(void **state) {
   (void)state;
   if (!dnnl_loaded()) skip();
-  const conv_case *c = &cases[0];
-  int64_t xs[4], ws[4], ys[4], bs[1] = {c->co}, pads[4] = {1, 1, 1, 1};
-  shapes_of(c, xs, ws, ys);
+  const ts_conv *c = &cases[0].c;
+  int64_t xs[4], ws[4], ys[4], bs[1] = {c->m}, pads[4] = {1, 1, 1, 1};
+  ts_conv_shapes(c, xs, ws, ys);
   em_tensor *x = ot_rand(EM_F32, 4, xs, 1, -1, 1), *w1 = ot_rand(EM_F32, 4, ws, 2, -1, 1),
             *w2 = ot_rand(EM_F32, 4, ws, 3, -1, 1), *b = ot_rand(EM_F32, 1, bs, 4, -1, 1);
   em_graph *gr;
@@ -249,7 +209,7 @@ static void changed_weights_are_used(void **state) {
   em_exec *e;
   OK(em_exec_create(gr, &vy, 1, em_cpu(), &e));
   em_feed feed = {vx, x};
-  const int64_t ny = prod(ys, 4);
+  const int64_t ny = ts_prod(ys, 4);
   for (int run = 0; run < 4; run++) {
     em_tensor *weights = run < 2 ? w1 : w2; /* runs 0 and 1: w1 (the second from the kept form) */
     if (run == 2) OK(em_parameter_set(gr, vw, w2));
@@ -260,7 +220,7 @@ static void changed_weights_are_used(void **state) {
       OK(em_exec_run(e, &feed, 1, &between));
       em_tensor_release(between);
       float *p = em_tensor_data(own);
-      for (int64_t i = 0; i < prod(ws, 4); i++) p[i] = -p[i];
+      for (int64_t i = 0; i < ts_prod(ws, 4); i++) p[i] = -p[i];
       OK(em_parameter_set(gr, vw, own));
       weights = own;
     }
@@ -292,10 +252,10 @@ static int child_without_dnnl(const char *why) {
     fprintf(stderr, "without oneDNN: info \"%s\" lacks \"%s\"\n", line, why);
     return 10;
   }
-  const conv_case *c = &cases[2];
-  int64_t xs[4], ws[4], ys[4], bs[1] = {c->co}, strides[2] = {c->s[0], c->s[1]}, dil[2] = {c->d[0], c->d[1]};
+  const ts_conv *c = &cases[2].c;
+  int64_t xs[4], ws[4], ys[4], bs[1] = {c->m}, strides[2] = {c->s[0], c->s[1]}, dil[2] = {c->d[0], c->d[1]};
   int64_t pads[4] = {c->pb[0], c->pb[1], c->pe[0], c->pe[1]};
-  shapes_of(c, xs, ws, ys);
+  ts_conv_shapes(c, xs, ws, ys);
   em_tensor *x = ot_rand(EM_F32, 4, xs, 5, -1, 1), *w = ot_rand(EM_F32, 4, ws, 6, -1, 1), *b = ot_rand(EM_F32, 1, bs, 7, -1, 1);
   const em_dnnl_conv_geom g = geom_of(c);
   float y1[1];
@@ -307,7 +267,7 @@ static int child_without_dnnl(const char *why) {
   double *want = reference(c, em_tensor_data(x), em_tensor_data(w), em_tensor_data(b));
   int64_t n;
   double *got = ot_values(y, &n);
-  int r = n == prod(ys, 4) ? 0 : 13;
+  int r = n == ts_prod(ys, 4) ? 0 : 13;
   for (int64_t i = 0; i < n && !r; i++)
     if (fabs(got[i] - want[i]) > 1e-5 + 1e-5 * fabs(want[i])) r = 14;
   free(got), free(want);
