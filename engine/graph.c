@@ -42,6 +42,7 @@ API void em_graph_free(em_graph *g) {
     free(n->name);
     free(n->inputs);
     em_attrs_free(n->attrs, n->n_attrs);
+    em_tensor_unmark_versioned(n->tensor); /* its kept forms go with the graph (tensor_internal.h) */
     em_tensor_release(n->tensor);
   }
   for (size_t i = 0; i < g->n_values; i++) free(g->values[i].name);

@@ -564,6 +564,16 @@ void em_tensor_mark_versioned(em_tensor *t) {
   if (t->st->dev.kind == EM_DEVICE_CPU) atomic_store(&t->versioned, 1);
 }
 
+void em_tensor_unmark_versioned(em_tensor *t) {
+  if (!t || !atomic_exchange(&t->versioned, 0)) return;
+  /* the graph lets go of it: its bytes (a constant's caller's tensor, a parameter's tensor handed
+   * out by em_parameter_value) may now change without a new version, so no form may outlive this */
+  em_storage *s = t->st;
+  pthread_mutex_lock(&g_resident_lock);
+  drop_derived(s);
+  pthread_mutex_unlock(&g_resident_lock);
+}
+
 em_status em_tensor_derived(const em_tensor *t, const void *key, size_t key_len, em_derive_fn make, void *ctx,
                             em_derived **out) {
   em_storage *s = t->st;

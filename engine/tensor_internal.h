@@ -66,6 +66,10 @@ typedef em_status (*em_derive_fn)(void *ctx, void **data, void (**free_fn)(void 
 
 /* t is a graph value's own tensor (the CPU executor's bind_leaves). */
 void em_tensor_mark_versioned(em_tensor *t);
+/* The graph holding t lets go of it (em_graph_free): t is no longer versioned
+ * and every form kept with its storage is dropped, as the bytes may change
+ * without a new version from then on (a new graph marks its tensor again). */
+void em_tensor_unmark_versioned(em_tensor *t);
 /* The form of t's current value that key names (bytes: the layout, t's
  * offset, shape and strides, whatever decides the result), made by make(ctx)
  * on a miss, retained in *out (em_derived_release). *out is NULL when t is

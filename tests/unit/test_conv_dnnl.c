@@ -517,6 +517,38 @@ static void test_constant_tensor_reused_as_feed(void **state) {
   em_tensor_release(x), em_tensor_release(w), em_tensor_release(w2);
 }
 
+/* A tensor given to em_constant of a graph that is freed since, changed in place (it is the
+ * caller's again), then given to em_constant of a new graph: the new graph must use the new
+ * values (the first graph's kept form of the weights went with it). */
+static void test_constant_tensor_reused_as_constant(void **state) {
+  (void)state;
+  int64_t xs[5], ws[5], ys[5];
+  shapes(&base, xs, ws, ys);
+  em_tensor *x = rand_f32(4, xs, 94), *w = rand_f32(4, ws, 95), *w2 = rand_f32(4, ws, 96);
+  em_attr at[8];
+  int64_t pads[6];
+  int na = conv_attrs(&base, at, pads);
+  for (int round = 0; round < 2; round++) {
+    if (round) memcpy(em_tensor_data(w), em_tensor_data(w2), (size_t)em_tensor_numel(w) * sizeof(float));
+    em_graph *g;
+    em_var v[2], y;
+    assert_int_equal(em_graph_create(&g), EM_OK);
+    assert_int_equal(em_input(g, "x", EM_F32, 4, xs, &v[0]), EM_OK);
+    assert_int_equal(em_constant(g, w, &v[1]), EM_OK);
+    assert_int_equal(em_apply(g, "convolution", v, 2, at, na, &y, 1), EM_OK);
+    em_exec *e;
+    assert_int_equal(em_exec_create(g, &y, 1, em_cpu(), &e), EM_OK);
+    em_feed f = {v[0], x};
+    em_tensor *out;
+    assert_int_equal(em_exec_run(e, &f, 1, &out), EM_OK);
+    expect_ref(&base, out, x, w, NULL, round ? "a new graph's constant after the caller changed it" : "constant weights");
+    em_tensor_release(out);
+    em_exec_free(e);
+    em_graph_free(g);
+  }
+  em_tensor_release(x), em_tensor_release(w), em_tensor_release(w2);
+}
+
 /* Many geometries from two threads at once (the plan cache evicts while plans are in use). */
 typedef struct sweep_arg {
   int seed, bad;
@@ -649,6 +681,7 @@ int main(void) {
     cmocka_unit_test(test_kept_weights_per_batch),
     cmocka_unit_test(test_user_openmp),
     cmocka_unit_test(test_constant_tensor_reused_as_feed),
+    cmocka_unit_test(test_constant_tensor_reused_as_constant),
     cmocka_unit_test(test_plan_eviction_threads),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
