@@ -67,6 +67,8 @@ em_status em_dnnl_conv_fwd(const em_dnnl_conv_geom *gm, const em_tensor *w, cons
 
 EM_API void em_cpu_conv_info(char *buf, size_t n) { snprintf(buf, n, "not used: Ember was built without oneDNN 2's headers"); }
 
+uint64_t em_dnnl_plan_builds(void) { return 0; }
+
 #else
 
 #define LIB_NAME "libdnnl.so.2"
@@ -261,8 +263,13 @@ static int64_t end_padding(const em_dnnl_conv_geom *gm, int i) {
   return (gm->img[i] + gm->pb[i] - span) / gm->s[i] + 1 == gm->col[i] ? 0 : -1;
 }
 
+static atomic_uint_fast64_t g_plan_builds;
+
+uint64_t em_dnnl_plan_builds(void) { return atomic_load(&g_plan_builds); }
+
 /* Builds a plan. *p->ok = 0 where oneDNN has no kernel; an error only for other failures. */
 static em_status plan_build(plan *p) {
+  atomic_fetch_add(&g_plan_builds, 1);
   const em_dnnl_conv_geom *gm = &p->key.gm;
   const int ns = gm->nsp, nd = 2 + ns, grouped = gm->groups > 1;
   dnnl_dims_t xd = {gm->n, gm->ci}, wd, yd = {gm->n, gm->co}, bd = {gm->co}, strides, dil, pl, pr;
@@ -323,27 +330,21 @@ static em_status plan_single(plan *p);
 /* The plan for key, from the cache or built (and kept, evicting the least recently used). */
 static em_status plan_get(const plan_key *key, plan **out) {
   pthread_mutex_lock(&P.lock);
-  int free_slot = -1, oldest = 0;
   for (int i = 0; i < PLAN_CAP; i++) {
     plan *p = P.slot[i];
-    if (!p) {
-      if (free_slot < 0) free_slot = i;
-      continue;
-    }
-    if (!memcmp(&p->key, key, sizeof *key)) {
+    if (p && !memcmp(&p->key, key, sizeof *key)) {
       p->used = ++P.clock;
       atomic_fetch_add(&p->refs, 1);
       pthread_mutex_unlock(&P.lock);
       *out = p;
       return EM_OK;
     }
-    if (!P.slot[oldest] || p->used < P.slot[oldest]->used) oldest = i;
   }
   pthread_mutex_unlock(&P.lock);
   plan *p = calloc(1, sizeof *p);
   if (!p) return em_fail(EM_ERR_OUT_OF_MEMORY, "no host memory for a oneDNN convolution plan");
   atomic_init(&p->refs, 1);
-  p->key = *key;
+  memcpy(&p->key, key, sizeof *key); /* bytes, padding included: keys are compared with memcmp */
   em_status st = plan_build(p);
   if (!st) st = plan_single(p);
   if (st) {
@@ -352,10 +353,21 @@ static em_status plan_get(const plan_key *key, plan **out) {
   }
   /* Kept unless another thread built the same plan meanwhile (then both run; one is kept). */
   pthread_mutex_lock(&P.lock);
-  int dup = 0;
-  for (int i = 0; i < PLAN_CAP && !dup; i++) dup = P.slot[i] && !memcmp(&P.slot[i]->key, key, sizeof *key);
+  /* where it goes is decided now, not before the build: plan_single's own plan_get (the
+   * one-thread plan) and other threads fill slots meanwhile, and no plan is evicted while a
+   * slot is free (else building each layer's plan for several threads evicted the previous
+   * layer's, and a model's second run built them all again) */
+  int dup = 0, free_slot = -1, oldest = 0;
+  for (int i = 0; i < PLAN_CAP && !dup; i++) {
+    if (!P.slot[i]) {
+      if (free_slot < 0) free_slot = i;
+      continue;
+    }
+    dup = !memcmp(&P.slot[i]->key, key, sizeof *key);
+    if (!P.slot[oldest] || P.slot[i]->used < P.slot[oldest]->used) oldest = i;
+  }
   if (!dup) {
-    int i = free_slot >= 0 && !P.slot[free_slot] ? free_slot : oldest;
+    int i = free_slot >= 0 ? free_slot : oldest;
     plan_release(P.slot[i]);
     atomic_fetch_add(&p->refs, 1);
     p->used = ++P.clock;
@@ -621,7 +633,8 @@ static em_status same_bits(const plan *pa, const plan *pb, int *same) {
 static em_status plan_single(plan *p) {
   p->single = p;
   if (p->key.threads == 1) return EM_OK;
-  plan_key k1 = p->key;
+  plan_key k1;
+  memcpy(&k1, &p->key, sizeof k1); /* padding included (compared as bytes) */
   k1.threads = 1;
   plan *one = NULL;
   const int caller = omp_get_max_threads();

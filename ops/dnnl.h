@@ -28,6 +28,10 @@ typedef struct em_dnnl_conv_geom {
 em_status em_dnnl_conv_fwd(const em_dnnl_conv_geom *gm, const em_tensor *w, const float *x, const float *bias,
                            float *y, int *done);
 
+/* How many plans (primitives for one geometry and thread count) were built so
+ * far in this process: tests check that the cache keeps what a model uses. */
+uint64_t em_dnnl_plan_builds(void);
+
 /* The public em_cpu_conv_info (include/ember/device.h) is defined in dnnl.c. */
 
 #endif

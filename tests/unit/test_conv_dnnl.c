@@ -11,6 +11,7 @@
 #include <valgrind/valgrind.h>
 
 #include "conv_reference.h"
+#include "dnnl.h"
 #include "op_testkit.h"
 
 static em_attr AI(const char *name, int64_t v) { return (em_attr){.name = name, .type = EM_ATTR_INT, .i = v}; }
@@ -549,6 +550,34 @@ static void test_constant_tensor_reused_as_constant(void **state) {
   em_tensor_release(x), em_tensor_release(w), em_tensor_release(w2);
 }
 
+/* A model's layers on two threads: the first run builds their plans (and the one-thread plans
+ * they are checked against), the second builds none (building a plan for two threads once
+ * evicted another plan although free slots remained, so every layer was built twice). */
+static void test_plans_kept_between_runs(void **state) {
+  (void)state;
+  enum { LAYERS = 6 };
+  pg p[LAYERS];
+  em_tensor *x[LAYERS], *w[LAYERS];
+  assert_int_equal(em_set_num_threads(2), EM_OK);
+  for (int l = 0; l < LAYERS; l++) {
+    cg c = base;
+    c.in[0] = c.in[1] = 11 + l; /* geometries no other test uses */
+    int64_t xs[5], ws[5], ys[5];
+    shapes(&c, xs, ws, ys);
+    x[l] = rand_f32(4, xs, 700 + (uint64_t)l), w[l] = rand_f32(4, ws, 800 + (uint64_t)l);
+    pg_build(&p[l], &c, w[l], NULL);
+  }
+  uint64_t after_first = 0;
+  for (int run = 0; run < 2; run++) {
+    for (int l = 0; l < LAYERS; l++) em_tensor_release(pg_run(&p[l], x[l]));
+    if (!run) after_first = em_dnnl_plan_builds();
+  }
+  const uint64_t again = em_dnnl_plan_builds() - after_first;
+  assert_int_equal(em_set_num_threads(0), EM_OK);
+  for (int l = 0; l < LAYERS; l++) pg_free(&p[l]), em_tensor_release(x[l]), em_tensor_release(w[l]);
+  if (again) fail_msg("the second run built %llu plans again", (unsigned long long)again);
+}
+
 /* Many geometries from two threads at once (the plan cache evicts while plans are in use). */
 typedef struct sweep_arg {
   int seed, bad;
@@ -682,6 +711,7 @@ int main(void) {
     cmocka_unit_test(test_user_openmp),
     cmocka_unit_test(test_constant_tensor_reused_as_feed),
     cmocka_unit_test(test_constant_tensor_reused_as_constant),
+    cmocka_unit_test(test_plans_kept_between_runs),
     cmocka_unit_test(test_plan_eviction_threads),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
