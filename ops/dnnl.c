@@ -579,8 +579,8 @@ static em_status run_plan(const plan *p, const em_tensor *wt, const float *w, co
  * more threads). Such a split shows on any data, so a plan for more than one thread is run
  * once on a fixed pattern against the one-thread plan when it is built: where their bits
  * differ, the one-thread plan runs instead (on one thread; deep layers on small images are
- * short). Where oneDNN has no kernel for either, neither is used, so a convolution never
- * changes path, and bits, with the thread count. */
+ * short), as it does where only the one-thread plan has a kernel; where that one has none,
+ * neither is used. So a convolution never changes path, and bits, with the thread count. */
 
 /* Fixed pseudo-random patterns (a linear congruential sequence): values in [-1, 1), or with
  * magnitudes spread over 2^-12 .. 2^12 (spread). A changed order of a sum shows as other bits
