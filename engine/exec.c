@@ -114,13 +114,15 @@ struct em_exec {
   em_tensor **held;           /* per leaf, CUDA: the host value whose device copy this executor holds (retained) */
   int *last_use;              /* per value: the last step that reads it; -1 if none */
   unsigned char *is_output;   /* per value */
+  unsigned char *cl_may;      /* per value: may live channels-last (op.h's layout: every reader takes it) */
+  int cl_off;                 /* EMBER_CHANNELS_LAST=0: every value contiguous */
   size_t n_values;
   /* A step's per-input arrays, sized at plan time for the step with the most
    * inputs (a learner's update takes a whole parameter set), reused by every
    * step of every run. */
   int max_in;
   em_shape *sc_shapes;
-  em_tensor **sc_in, **sc_copies, **sc_hin;
+  em_tensor **sc_in, **sc_copies, **sc_hin, **sc_lay;
   unsigned char *sc_wr;       /* per input: the step writes it in place in this run */
   em_exec_stats stats;
 };
@@ -184,6 +186,28 @@ static em_status defer_writers(const em_graph *g, int *order, int n_order) {
   return EM_OK;
 }
 
+/* Which values may live channels-last (op.h, engine/layout.c): on the CPU, an op's output 0
+ * that the plan reads, only through ops that take channels-last inputs, and that is no output
+ * of the executor (the caller gets contiguous tensors). Whether one does is decided per run by
+ * the op that makes it (its layout member; in fast mode only). */
+static void plan_layouts(em_exec *e) {
+  const char *env = getenv("EMBER_CHANNELS_LAST");
+  e->cl_off = env && !strcmp(env, "0");
+  if (e->dev.kind != EM_DEVICE_CPU) return;
+  const em_graph *g = e->g;
+  for (int st = 0; st < e->n_steps; st++) {
+    const em_node *n = &g->nodes[e->steps[st].node];
+    if (n->op->layout && n->n_out >= 1) e->cl_may[n->first_value] = 1;
+  }
+  for (int st = 0; st < e->n_steps; st++) {
+    const em_node *n = &g->nodes[e->steps[st].node];
+    for (int i = 0; i < n->n_in; i++)
+      if (!n->op->layout || i >= 64) e->cl_may[n->inputs[i]] = 0;
+  }
+  for (size_t v = 0; v < e->n_values; v++)
+    if (e->is_output[v] || e->last_use[v] < 0) e->cl_may[v] = 0;
+}
+
 static em_status plan(em_exec *e) {
   em_graph *g = e->g;
   int *order, n_order;
@@ -196,7 +220,8 @@ static em_status plan(em_exec *e) {
   e->held = calloc((size_t)(n_order ? n_order : 1), sizeof(em_tensor *));
   e->last_use = malloc(sizeof(int) * (e->n_values ? e->n_values : 1));
   e->is_output = calloc(e->n_values ? e->n_values : 1, 1);
-  if (!e->steps || !e->leaf_nodes || !e->held || !e->last_use || !e->is_output) {
+  e->cl_may = calloc(e->n_values ? e->n_values : 1, 1);
+  if (!e->steps || !e->leaf_nodes || !e->held || !e->last_use || !e->is_output || !e->cl_may) {
     free(order);
     return em_fail(EM_ERR_OUT_OF_MEMORY, "no memory for a plan of %d nodes", n_order);
   }
@@ -230,8 +255,9 @@ static em_status plan(em_exec *e) {
   e->sc_in = calloc(mi, sizeof(em_tensor *));
   e->sc_copies = calloc(mi, sizeof(em_tensor *));
   e->sc_hin = calloc(mi, sizeof(em_tensor *));
+  e->sc_lay = calloc(mi, sizeof(em_tensor *));
   e->sc_wr = calloc(mi, 1);
-  if (!e->sc_shapes || !e->sc_in || !e->sc_copies || !e->sc_hin || !e->sc_wr)
+  if (!e->sc_shapes || !e->sc_in || !e->sc_copies || !e->sc_hin || !e->sc_lay || !e->sc_wr)
     return em_fail(EM_ERR_OUT_OF_MEMORY, "no memory for a plan's step arrays (%d inputs)", e->max_in);
   em_status ws = check_writers(e);
   if (ws) return ws;
@@ -248,6 +274,7 @@ static em_status plan(em_exec *e) {
     for (int i = 0; i < n->n_in; i++) reads += n->inputs[i] == x;
     if (reads == 1) e->steps[st].inplace_from = 0;
   }
+  plan_layouts(e);
   e->stats.steps = e->n_steps;
   return EM_OK;
 }
@@ -333,9 +360,11 @@ API void em_exec_free(em_exec *e) {
   free(e->leaf_nodes);
   free(e->last_use);
   free(e->is_output);
+  free(e->cl_may);
   free(e->sc_shapes);
   free(e->sc_in);
   free(e->sc_copies);
+  free(e->sc_lay);
   free(e->sc_hin);
   free(e->sc_wr);
   free(e);
@@ -549,6 +578,32 @@ static em_status protect_state_inputs(const em_exec *e, const em_node *n, const 
   return EM_OK;
 }
 
+/* The layouts of a step's tensors (op.h's layout member): asks the op, then makes a contiguous
+ * copy (in e->sc_lay, released after the step) of every channels-last input it does not take.
+ * Channels-last values exist only on the CPU in fast mode; elsewhere every input is already
+ * contiguous and nothing is asked. */
+static em_status choose_layouts(em_exec *e, const em_node *n, const em_op_args *a, em_tensor **in,
+                                em_layout_choice *lc) {
+  if (e->dev.kind != EM_DEVICE_CPU || e->mode == EM_MODE_PORTABLE || e->cl_off) return EM_OK;
+  if (n->op->layout) {
+    em_status s = n->op->layout(a, in, n->n_out >= 1 && e->cl_may[n->first_value], lc);
+    if (s) return s;
+    if (lc->out_channels_last && !(n->n_out >= 1 && e->cl_may[n->first_value]) && a->out[0].ndim >= 3)
+      return em_fail(EM_ERR_INTERNAL, "op '%s' (node %d) asked for a channels-last output it was not allowed",
+                     n->op->name, a->node);
+    if (a->out[0].ndim < 3) lc->out_channels_last = 0;
+  }
+  for (int i = 0; i < n->n_in; i++) {
+    e->sc_lay[i] = NULL;
+    if (em_tensor_is_contiguous(in[i]) || (i < 64 && (lc->as_is >> i & 1u))) continue;
+    em_status s = em_tensor_from_channels_last(in[i], &e->sc_lay[i]);
+    if (s) return em_fail_context(s, "op '%s' (node %d): a contiguous copy of input %d", n->op->name, a->node, i);
+    in[i] = e->sc_lay[i];
+    e->stats.layout_copies++;
+  }
+  return EM_OK;
+}
+
 static em_status run_step(em_exec *e, run_state *r, int st) {
   em_graph *g = e->g;
   step *p = &e->steps[st];
@@ -566,21 +621,37 @@ static em_status run_step(em_exec *e, run_state *r, int st) {
                   .portable = e->mode == EM_MODE_PORTABLE};
   memset(out_shapes, 0, sizeof out_shapes);
   em_status s = n->op->infer(&a);
+  em_layout_choice lc = {0, 0};
+  if (!s) s = choose_layouts(e, n, &a, in, &lc);
   if (!s && ((e->training && n->op->state_inputs) || p->writes)) s = protect_state_inputs(e, n, &a, in, copies);
   if (s) {
-    for (int i = 0; i < n->n_in; i++) em_tensor_release(copies[i]);
+    for (int i = 0; i < n->n_in; i++) {
+      em_tensor_release(copies[i]), em_tensor_release(e->sc_lay[i]);
+      e->sc_lay[i] = NULL;
+    }
     return s;
   }
   int from = e->steps[st].inplace_from;
   int inplace = from >= 0 && e->dev.kind == EM_DEVICE_CPU && in_shapes[from].dtype == out_shapes[0].dtype &&
                 em_shape_numel(&in_shapes[from]) == em_shape_numel(&out_shapes[0]);
+  /* in place keeps the buffer's layout: a channels-last output takes a channels-last input's
+   * buffer of the same shape, a contiguous one a contiguous one */
+  if (inplace && lc.out_channels_last)
+    inplace = !em_tensor_is_contiguous(in[from]) && !memcmp(in_shapes[from].dims, out_shapes[0].dims,
+                                                            sizeof(int64_t) * (size_t)out_shapes[0].ndim) &&
+              in_shapes[from].ndim == out_shapes[0].ndim;
+  else if (inplace) inplace = em_tensor_is_contiguous(in[from]);
   int any_states = ((e->training && n->op->state_inputs) || p->writes) && state_writes(e, n, &a, e->sc_wr);
   const unsigned char *states = any_states ? e->sc_wr : NULL;
-  if (inplace) s = em_tensor_reshape(in[from], out_shapes[0].ndim, out_shapes[0].dims, &out[0]);
+  if (inplace && lc.out_channels_last) out[0] = em_tensor_retain(in[from]);
+  else if (inplace) s = em_tensor_reshape(in[from], out_shapes[0].ndim, out_shapes[0].dims, &out[0]);
   for (int i = inplace ? 1 : 0; i < n->n_out && !s; i++)
     if (e->dev.kind == EM_DEVICE_CPU || n->op->gpu) {
-      if ((s = em_tensor_empty(e->dev, &out_shapes[i], &out[i]))) s = output_failed(s, i, &out_shapes[i]);
+      s = i == 0 && lc.out_channels_last ? em_tensor_empty_channels_last(e->dev, &out_shapes[i], &out[i])
+                                         : em_tensor_empty(e->dev, &out_shapes[i], &out[i]);
+      if (s) s = output_failed(s, i, &out_shapes[i]);
     }
+  e->stats.channels_last_steps += lc.out_channels_last;
   if (!s) {
     if (e->dev.kind == EM_DEVICE_CPU) s = n->op->cpu(&a, in, out);
     else {
@@ -601,7 +672,10 @@ static em_status run_step(em_exec *e, run_state *r, int st) {
     }
   }
   if (!s && any_states) states_written(e, n, states);
-  for (int i = 0; i < n->n_in; i++) em_tensor_release(copies[i]);
+  for (int i = 0; i < n->n_in; i++) {
+    em_tensor_release(copies[i]), em_tensor_release(e->sc_lay[i]);
+    e->sc_lay[i] = NULL;
+  }
   if (s) {
     for (int i = 0; i < n->n_out; i++) em_tensor_release(out[i]);
     return s;
@@ -670,6 +744,8 @@ static void run_begin(em_exec *e, em_copy_counts *mark) {
   (void)em_alloc_window_peak(e->dev, 1, &ignored); /* the device was checked at em_exec_create */
   e->stats.inplace_steps = 0;
   e->stats.host_steps = 0;
+  e->stats.channels_last_steps = 0;
+  e->stats.layout_copies = 0;
   e->stats.kernel_lookups = 0;
 }
 

@@ -57,6 +57,12 @@ typedef struct em_op_args {
                                * order, so every device gives the same bits */
 } em_op_args;
 
+/* An op's answer to `layout` for one run. */
+typedef struct em_layout_choice {
+  uint64_t as_is;             /* bit i: input i may arrive channels-last (inputs 0..63) */
+  int out_channels_last;      /* output 0 is allocated channels-last */
+} em_layout_choice;
+
 typedef em_status (*em_op_kernel)(const em_op_args *a, em_tensor *const *in, em_tensor *const *out);
 
 typedef struct em_op_def {
@@ -104,7 +110,28 @@ typedef struct em_op_def {
    * when it plans, before shapes are known). NULL: none (state_inputs
    * covers batch norm's training-only writes). */
   int (*writes_input)(const em_op_args *a, int i);
+  /* Channels-last values (exec.c; fast mode on the CPU only). A value of an
+   * N x C x spatial shape may live channels-last in memory (C innermost:
+   * em_tensor_is_channels_last) between ops that say they take it, so that a
+   * chain of convolutions and element-wise ops runs in oneDNN's NHWC layout
+   * without a transpose at every op. Called before each run of the op with
+   * its inputs as they are; out_may: the executor allows output 0 to be
+   * channels-last (every op that reads it has this member). Fills *c; the
+   * executor makes every input not in c->as_is contiguous, and allocates
+   * output 0 channels-last when c->out_channels_last. NULL: inputs arrive
+   * contiguous, outputs are contiguous (every op but a few). An op that
+   * says so must give the same results either way. Last member (see attrs). */
+  em_status (*layout)(const em_op_args *a, em_tensor *const *in, int out_may, em_layout_choice *c);
 } em_op_def;
+
+/* Channels-last tensors (engine/layout.c): rank >= 3, dense, axis 1 innermost
+ * and the others in order (NHWC memory under an NCHW shape). A tensor whose
+ * spatial axes are all 1, or whose C is 1, is both this and contiguous. */
+int em_tensor_is_channels_last(const em_tensor *t);
+/* An executor output allocated channels-last (contents undefined, as em_tensor_empty's). */
+em_status em_tensor_empty_channels_last(em_device dev, const em_shape *s, em_tensor **out);
+/* A contiguous copy of a channels-last host tensor (a transpose per batch item). */
+em_status em_tensor_from_channels_last(em_tensor *t, em_tensor **out);
 
 /* Inputs a node may have (the learner family's multi-tensor updates take a
  * parameter set's parameters, gradients and state in one node). no_grad and

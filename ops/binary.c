@@ -70,30 +70,38 @@ typedef struct bc_plan {
   size_t isz[BC_MAX_IN], osz;
 } bc_plan;
 
-/* Plans the walk of a contiguous output over contiguous inputs that
- * broadcast to it: strides per output axis, then axes of size 1 dropped and
- * neighbouring axes merged wherever every input steps through them as one. */
+/* Plans the walk of a dense output (contiguous, or channels-last: exec.c) in its memory order
+ * over inputs that broadcast to it, each with its own strides: strides per output axis, then
+ * axes of size 1 dropped and neighbouring axes merged wherever every input steps through them
+ * as one. */
 static void bc_plan_make(bc_plan *p, const em_tensor *out, em_tensor *const *in, int n_in) {
   int nd = em_tensor_ndim(out);
-  const int64_t *od = em_tensor_shape(out);
+  const int64_t *od = em_tensor_shape(out), *ost = em_tensor_strides(out);
   int64_t st[BC_MAX_IN][EM_MAX_DIMS];
   p->n_in = n_in;
   p->osz = em_dtype_size(em_tensor_dtype(out));
   p->numel = em_tensor_numel(out);
   for (int k = 0; k < n_in; k++) {
     int ndk = em_tensor_ndim(in[k]);
-    const int64_t *sd = em_tensor_shape(in[k]);
-    int64_t s = 1;
+    const int64_t *sd = em_tensor_shape(in[k]), *ss = em_tensor_strides(in[k]);
     for (int i = nd - 1; i >= 0; i--) {
       int ik = i - (nd - ndk);
       int64_t d = ik >= 0 ? sd[ik] : 1;
-      st[k][i] = d == 1 ? 0 : s;
-      s *= d;
+      st[k][i] = d == 1 ? 0 : ss[ik];
     }
     p->isz[k] = em_dtype_size(em_tensor_dtype(in[k]));
   }
-  int m = 0;
+  /* The output's axes from its largest stride to its smallest: its memory order (the identity
+   * for a contiguous output; N, spatial..., C for a channels-last one). Insertion sort, stable. */
+  int ord[EM_MAX_DIMS];
   for (int i = 0; i < nd; i++) {
+    int j = i;
+    for (; j > 0 && ost[ord[j - 1]] < ost[i]; j--) ord[j] = ord[j - 1];
+    ord[j] = i;
+  }
+  int m = 0;
+  for (int oi = 0; oi < nd; oi++) {
+    const int i = ord[oi];
     if (od[i] == 1) continue;
     int merge = m > 0;
     for (int k = 0; k < n_in && merge; k++) merge = p->st[k][m - 1] == st[k][i] * od[i];
@@ -450,6 +458,21 @@ static em_status binary_cpu(const em_op_args *a, em_tensor *const *in, em_tensor
   return EM_OK;
 }
 
+/* Element-wise with broadcasting: the walk (bc_plan_make) follows the output's memory order
+ * and each input's own strides, so inputs may come in any layout; the output is channels-last
+ * where an input of the output's shape is (a residual add of two such values, x * sigmoid(x)),
+ * so that element-wise chains keep the layout the convolutions gave them. */
+static em_status binary_layout(const em_op_args *a, em_tensor *const *in, int out_may, em_layout_choice *c) {
+  c->as_is = a->n_in >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << a->n_in) - 1;
+  c->out_channels_last = 0;
+  for (int k = 0; k < a->n_in && out_may; k++)
+    if (!em_tensor_is_contiguous(in[k]) && em_tensor_is_channels_last(in[k]) &&
+        em_tensor_ndim(in[k]) == a->out[0].ndim &&
+        !memcmp(em_tensor_shape(in[k]), a->out[0].dims, sizeof(int64_t) * (size_t)a->out[0].ndim))
+      c->out_channels_last = 1;
+  return EM_OK;
+}
+
 int em_binary_op_code(const em_op_args *a) {
   bop op = op_code(a);
   if (op == OP_COUNT) return -1;
@@ -702,10 +725,10 @@ static em_status where_backward(em_graph *g, const em_op_args *a, const em_var *
 #define ARITH(NAME, DOC)                                                                                   \
   {.name = NAME, .doc = DOC, .min_inputs = 2, .max_inputs = 2, .n_outputs = 1, .inplace = 1,               \
    .infer = binary_infer, .cpu = binary_cpu, .gpu = em_binary_gpu, .backward = binary_backward,              \
-   .attrs = EM_NO_ATTRS}
+   .attrs = EM_NO_ATTRS, .layout = binary_layout}
 #define PREDICATE(NAME, DOC)                                                                               \
   {.name = NAME, .doc = DOC, .min_inputs = 2, .max_inputs = 2, .n_outputs = 1, .no_grad = 3,               \
-   .infer = binary_infer, .cpu = binary_cpu, .gpu = em_binary_gpu, .attrs = EM_NO_ATTRS}
+   .infer = binary_infer, .cpu = binary_cpu, .gpu = em_binary_gpu, .attrs = EM_NO_ATTRS, .layout = binary_layout}
 
 const em_op_def em_ops_binary[] = {
   ARITH("add", "x + y, numpy broadcasting (f32 f64 i32 i64; ints wrap)"),
@@ -717,7 +740,7 @@ const em_op_def em_ops_binary[] = {
   ARITH("min", "elementwise minimum, numpy broadcasting (f32 f64 i32 i64; NaN propagates; tie gradient to x)"),
   {.name = "mod", .doc = "remainder (attr fmod: 0 sign of y as numpy, 1 sign of x as C fmod); integer x mod 0 = 0",
    .min_inputs = 2, .max_inputs = 2, .n_outputs = 1, .inplace = 1, .infer = binary_infer, .cpu = binary_cpu,
-   .gpu = em_binary_gpu, .backward = binary_backward, .attrs = EM_ATTRS("fmod")},
+   .gpu = em_binary_gpu, .backward = binary_backward, .attrs = EM_ATTRS("fmod"), .layout = binary_layout},
   PREDICATE("equal", "x == y as bool, numpy broadcasting (f32 f64 i32 i64 u8 bool)"),
   PREDICATE("less", "x < y as bool, numpy broadcasting (f32 f64 i32 i64 u8 bool)"),
   PREDICATE("greater", "x > y as bool, numpy broadcasting (f32 f64 i32 i64 u8 bool)"),

@@ -952,21 +952,46 @@ static em_status run_geom(const em_op_args *a, int transpose, em_tensor *const *
   return geom_resolve(a, transpose, &xs, &ws, gm, y);
 }
 
+/* Channels-last x and y (op.h, engine/layout.c) in fast mode, where oneDNN takes the case:
+ * its NHWC kernels read and write them with no reorder, so a chain of convolutions and
+ * element-wise ops stays in that layout (the executor allows y to be channels-last only where
+ * every reader of it takes that). */
+static em_status conv_layout(const em_op_args *a, em_tensor *const *in, int out_may, em_layout_choice *c) {
+  c->as_is = 0, c->out_channels_last = 0;
+  if (a->portable || em_tensor_dtype(in[0]) != EM_F32) return EM_OK;
+  const int x_cl = !em_tensor_is_contiguous(in[0]) && em_tensor_is_channels_last(in[0]);
+  if (!x_cl && !out_may) return EM_OK;
+  conv_geom gm;
+  em_shape y;
+  em_status st = run_geom(a, 0, in, 0, 1, &gm, &y);
+  if (st) return st;
+  const em_dnnl_conv_geom dg = to_dnnl(&gm);
+  int yes = 0;
+  if ((st = em_dnnl_conv_takes(&dg, a->n_in == 3, x_cl, out_may, &yes)) || !yes) return st;
+  c->as_is = (uint64_t)x_cl;
+  c->out_channels_last = out_may;
+  return EM_OK;
+}
+
 static em_status conv_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
   conv_geom gm;
   em_shape y;
   em_status st = run_geom(a, 0, in, 0, 1, &gm, &y);
   if (st) return st;
   const void *bias = a->n_in == 3 ? em_tensor_data(in[2]) : NULL;
-  /* Pointwise convolutions stay here: one GEMM over the NCHW data as it is, where oneDNN's
-   * blocked kernels need reorders in and out that cost more than they save (MobileNet-V2, one
-   * thread: 9.2 ms through them, 7.9 here) */
-  if (!a->portable && em_tensor_dtype(in[0]) == EM_F32 && !is_pointwise(&gm)) {
+  const int x_cl = !em_tensor_is_contiguous(in[0]), y_cl = !em_tensor_is_contiguous(out[0]);
+  /* Pointwise convolutions on contiguous tensors stay here: one GEMM over the NCHW data as it
+   * is, where oneDNN's blocked kernels need reorders in and out that cost more than they save
+   * (MobileNet-V2, one thread: 9.2 ms through them, 7.9 here); channels-last ones go to its
+   * NHWC kernels, which need none. */
+  if (!a->portable && em_tensor_dtype(in[0]) == EM_F32 && (x_cl || y_cl || !is_pointwise(&gm))) {
     int done;
     const em_dnnl_conv_geom dg = to_dnnl(&gm);
-    st = em_dnnl_conv_fwd(&dg, in[1], em_tensor_data(in[0]), bias, em_tensor_data(out[0]), &done);
+    st = em_dnnl_conv_fwd(&dg, in[1], em_tensor_data(in[0]), x_cl, bias, em_tensor_data(out[0]), y_cl, &done);
     if (st || done) return st;
   }
+  if (x_cl || y_cl) /* conv_layout asked oneDNN, which took the case then */
+    return em_op_fail(a, "oneDNN declined a channels-last convolution it took when the layouts were chosen");
   if (a->portable) {
     portable_fwd(&gm, em_tensor_dtype(in[0]), em_tensor_data(in[0]), em_tensor_data(in[1]), bias,
                  em_tensor_data(out[0]));
@@ -1181,7 +1206,7 @@ const em_op_def em_ops_conv[] = {
    /* output_padding and output_shape are read only to refuse them with a precise message */
    .attrs = EM_ATTRS("group", "kernel_shape", "strides", "dilations", "pads", "auto_pad", "output_padding",
                      "output_shape"),
-   .infer = conv_infer, .cpu = conv_cpu, .gpu = conv_gpu, .backward = conv_backward},
+   .infer = conv_infer, .cpu = conv_cpu, .gpu = conv_gpu, .backward = conv_backward, .layout = conv_layout},
   {.name = "convolution_transpose",
    .doc = "transposed convolution of x [N,C,s...] with w [C,M/group,k...] (+ bias [M]); attrs "
           "strides, dilations, pads, auto_pad, group, kernel_shape, output_padding, output_shape",

@@ -58,10 +58,16 @@
 
 #ifndef HAVE_DNNL
 
-em_status em_dnnl_conv_fwd(const em_dnnl_conv_geom *gm, const em_tensor *w, const float *x, const float *bias,
-                           float *y, int *done) {
-  (void)gm, (void)w, (void)x, (void)bias, (void)y;
+em_status em_dnnl_conv_fwd(const em_dnnl_conv_geom *gm, const em_tensor *w, const float *x, int x_cl,
+                           const float *bias, float *y, int y_cl, int *done) {
+  (void)gm, (void)w, (void)x, (void)x_cl, (void)bias, (void)y, (void)y_cl;
   *done = 0;
+  return EM_OK;
+}
+
+em_status em_dnnl_conv_takes(const em_dnnl_conv_geom *gm, int has_bias, int x_cl, int y_cl, int *yes) {
+  (void)gm, (void)has_bias, (void)x_cl, (void)y_cl;
+  *yes = 0;
   return EM_OK;
 }
 
@@ -169,11 +175,13 @@ EM_API void em_cpu_conv_info(char *buf, size_t n) {
 
 /* ------------------------------------------------------------- plans --- */
 
-/* What decides a plan: the geometry, whether there is a bias, and the thread count (oneDNN
- * picks its blocking for the threads it will have). Zeroed before filling: compared as bytes. */
+/* What decides a plan: the geometry, whether there is a bias, the layouts of x and y as Ember
+ * holds them (contiguous or channels-last), and the thread count (oneDNN picks its blocking
+ * for the threads it will have). Zeroed before filling: compared as bytes. */
 typedef struct plan_key {
   em_dnnl_conv_geom gm;
   int has_bias, threads;
+  int x_cl, y_cl;
 } plan_key;
 
 /* A primitive and the scratchpad it wants (Ember's memory: user mode). */
@@ -228,8 +236,12 @@ static em_status dnnl_error(const char *call, dnnl_status_t s, const em_dnnl_con
                  (long long)gm->groups, call, status_name(s), (int)s);
 }
 
-/* NC<spatial> activations and [g,] O I <spatial> weights for ns spatial axes (1..3). */
-static dnnl_format_tag_t act_tag(int ns) { return ns == 1 ? dnnl_ncw : ns == 2 ? dnnl_nchw : dnnl_ncdhw; }
+/* NC<spatial> activations (N<spatial>C: channels-last) and [g,] O I <spatial> weights for ns
+ * spatial axes (1..3). */
+static dnnl_format_tag_t act_tag(int ns, int cl) {
+  if (cl) return ns == 1 ? dnnl_nwc : ns == 2 ? dnnl_nhwc : dnnl_ndhwc;
+  return ns == 1 ? dnnl_ncw : ns == 2 ? dnnl_nchw : dnnl_ncdhw;
+}
 
 static dnnl_format_tag_t wei_tag(int ns, int grouped) {
   if (grouped) return ns == 1 ? dnnl_goiw : ns == 2 ? dnnl_goihw : dnnl_goidhw;
@@ -267,6 +279,37 @@ static atomic_uint_fast64_t g_plan_builds;
 
 uint64_t em_dnnl_plan_builds(void) { return atomic_load(&g_plan_builds); }
 
+/* The primitive descriptor of p's convolution with these tensor layouts (*pd), or NULL where
+ * oneDNN has no kernel Ember takes for it; an error only for other failures. */
+static em_status choose_kernel(const plan *p, const dnnl_memory_desc_t *x, const dnnl_memory_desc_t *w,
+                               const dnnl_memory_desc_t *y, const dnnl_dim_t *strides, const dnnl_dim_t *dil,
+                               const dnnl_dim_t *pl, const dnnl_dim_t *pr, dnnl_primitive_desc_t *pd) {
+  const em_dnnl_conv_geom *gm = &p->key.gm;
+  *pd = NULL;
+  dnnl_convolution_desc_t cd;
+  dnnl_status_t s = D.dnnl_dilated_convolution_forward_desc_init(
+      &cd, dnnl_forward_inference, dnnl_convolution_direct, x, w, p->key.has_bias ? &p->bias : NULL, y, strides,
+      dil, pl, pr);
+  if (s) return s == dnnl_out_of_memory ? dnnl_error("describing the convolution", s, gm) : EM_OK;
+  if ((s = D.dnnl_primitive_desc_create(pd, &cd, D.attr, D.eng, NULL))) {
+    *pd = NULL;
+    return s == dnnl_out_of_memory ? dnnl_error("choosing a kernel", s, gm) : EM_OK; /* unimplemented: not ours */
+  }
+  /* Its im2col + GEMM kernels ("gemm:jit", chosen for shapes its direct kernels do not take, such
+   * as small grouped 1-D ones) are Ember's own design, and with several threads their sums
+   * differ from one thread's in ways a probe does not always show (found by a sweep of random
+   * geometries): those cases stay with conv.c, whose sums never depend on the thread count.
+   * Its reference kernels ("ref:any", chosen for layout pairs its direct kernels lack, such as
+   * NCHW in and NHWC out) are plain loops, a hundred times slower than conv.c. */
+  const char *impl = NULL;
+  if (D.dnnl_primitive_desc_query(*pd, dnnl_query_impl_info_str, 0, &impl) || !impl || strstr(impl, "gemm") ||
+      strstr(impl, "ref")) {
+    D.dnnl_primitive_desc_destroy(*pd);
+    *pd = NULL;
+  }
+  return EM_OK;
+}
+
 /* Builds a plan. *p->ok = 0 where oneDNN has no kernel; an error only for other failures. */
 static em_status plan_build(plan *p) {
   atomic_fetch_add(&g_plan_builds, 1);
@@ -288,30 +331,24 @@ static em_status plan_build(plan *p) {
   }
   dnnl_memory_desc_t x_any, w_any, y_any;
   dnnl_status_t s;
-  if ((s = D.dnnl_memory_desc_init_by_tag(&p->src_plain, nd, xd, dnnl_f32, act_tag(ns))) ||
+  if ((s = D.dnnl_memory_desc_init_by_tag(&p->src_plain, nd, xd, dnnl_f32, act_tag(ns, p->key.x_cl))) ||
       (s = D.dnnl_memory_desc_init_by_tag(&p->wei_plain, wn, wd, dnnl_f32, wei_tag(ns, grouped))) ||
-      (s = D.dnnl_memory_desc_init_by_tag(&p->dst_plain, nd, yd, dnnl_f32, act_tag(ns))) ||
+      (s = D.dnnl_memory_desc_init_by_tag(&p->dst_plain, nd, yd, dnnl_f32, act_tag(ns, p->key.y_cl))) ||
       (s = D.dnnl_memory_desc_init_by_tag(&p->bias, 1, bd, dnnl_f32, dnnl_x)) ||
       (s = D.dnnl_memory_desc_init_by_tag(&x_any, nd, xd, dnnl_f32, dnnl_format_tag_any)) ||
       (s = D.dnnl_memory_desc_init_by_tag(&w_any, wn, wd, dnnl_f32, dnnl_format_tag_any)) ||
       (s = D.dnnl_memory_desc_init_by_tag(&y_any, nd, yd, dnnl_f32, dnnl_format_tag_any)))
     return s == dnnl_out_of_memory ? dnnl_error("describing the tensors", s, gm) : EM_OK;
-  dnnl_convolution_desc_t cd;
-  s = D.dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct, &x_any,
-                                                    &w_any, p->key.has_bias ? &p->bias : NULL, &y_any, strides, dil,
-                                                    pl, pr);
-  if (s) return s == dnnl_out_of_memory ? dnnl_error("describing the convolution", s, gm) : EM_OK;
-  dnnl_primitive_desc_t pd;
-  if ((s = D.dnnl_primitive_desc_create(&pd, &cd, D.attr, D.eng, NULL)))
-    return s == dnnl_out_of_memory ? dnnl_error("choosing a kernel", s, gm) : EM_OK; /* unimplemented: not ours */
-  /* Its im2col + GEMM kernels ("gemm:jit", chosen for shapes its direct kernels do not take, such
-   * as small grouped 1-D ones) are Ember's own design, and with several threads their sums
-   * differ from one thread's in ways a probe does not always show (found by a sweep of random
-   * geometries): those cases stay with conv.c, whose sums never depend on the thread count. */
-  const char *impl = NULL;
-  if (D.dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) || !impl || strstr(impl, "gemm")) {
-    D.dnnl_primitive_desc_destroy(pd);
-    return EM_OK;
+  /* Channels-last tensors go to oneDNN's NHWC kernels as they are, where it has a direct one
+   * for the case; else (and for contiguous ones) the layouts it prefers, with reorders. */
+  dnnl_primitive_desc_t pd = NULL;
+  if (p->key.x_cl || p->key.y_cl) {
+    em_status st = choose_kernel(p, &p->src_plain, &w_any, &p->dst_plain, strides, dil, pl, pr, &pd);
+    if (st) return st;
+  }
+  if (!pd) {
+    em_status st = choose_kernel(p, &x_any, &w_any, &y_any, strides, dil, pl, pr, &pd);
+    if (st || !pd) return st;
   }
   p->src = *D.dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
   p->wei = *D.dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
@@ -652,9 +689,11 @@ static em_status plan_single(plan *p) {
   return EM_OK;
 }
 
-em_status em_dnnl_conv_fwd(const em_dnnl_conv_geom *gm, const em_tensor *w, const float *x, const float *bias,
-                           float *y, int *done) {
-  *done = 0;
+/* The plan for this case on Ember's thread count (NULL where the case is not one oneDNN can
+ * be asked: empty sizes, more than three spatial axes, the library absent). Called with
+ * OpenMP's thread count set to Ember's (below). */
+static em_status plan_for(const em_dnnl_conv_geom *gm, int has_bias, int x_cl, int y_cl, plan **out) {
+  *out = NULL;
   if (gm->nsp < 1 || gm->nsp > 3 || gm->n <= 0 || gm->ci <= 0 || gm->co <= 0 || gm->groups <= 0) return EM_OK;
   for (int i = 0; i < gm->nsp; i++)
     if (gm->img[i] <= 0 || gm->col[i] <= 0 || gm->k[i] <= 0) return EM_OK;
@@ -667,16 +706,34 @@ em_status em_dnnl_conv_fwd(const em_dnnl_conv_geom *gm, const em_tensor *w, cons
     key.gm.img[i] = gm->img[i], key.gm.col[i] = gm->col[i], key.gm.k[i] = gm->k[i];
     key.gm.s[i] = gm->s[i], key.gm.d[i] = gm->d[i], key.gm.pb[i] = gm->pb[i];
   }
-  key.has_bias = bias != NULL;
+  key.has_bias = has_bias != 0;
+  key.x_cl = x_cl != 0, key.y_cl = y_cl != 0;
   key.threads = em_cpu_threads();
-  /* oneDNN (built on the same libgomp) sizes its blocking and its parallel regions by
-   * omp_get_max_threads(): Ember's thread count (em_set_num_threads) for the call, the
-   * caller's own setting back afterwards (a per-thread setting in OpenMP) */
+  return plan_get(&key, out);
+}
+
+/* oneDNN (built on the same libgomp) sizes its blocking and its parallel regions by
+ * omp_get_max_threads(): Ember's thread count (em_set_num_threads) while it plans and runs,
+ * the caller's own setting back afterwards (a per-thread setting in OpenMP). */
+em_status em_dnnl_conv_takes(const em_dnnl_conv_geom *gm, int has_bias, int x_cl, int y_cl, int *yes) {
   const int caller_threads = omp_get_max_threads();
-  omp_set_num_threads(key.threads);
+  omp_set_num_threads(em_cpu_threads());
   plan *p = NULL;
-  em_status st = plan_get(&key, &p);
-  if (!st && p->single->ok) {
+  em_status st = plan_for(gm, has_bias, x_cl, y_cl, &p);
+  *yes = !st && p && p->single->ok;
+  plan_release(p);
+  omp_set_num_threads(caller_threads);
+  return st;
+}
+
+em_status em_dnnl_conv_fwd(const em_dnnl_conv_geom *gm, const em_tensor *w, const float *x, int x_cl,
+                           const float *bias, float *y, int y_cl, int *done) {
+  *done = 0;
+  const int caller_threads = omp_get_max_threads();
+  omp_set_num_threads(em_cpu_threads());
+  plan *p = NULL;
+  em_status st = plan_for(gm, bias != NULL, x_cl, y_cl, &p);
+  if (!st && p && p->single->ok) {
     omp_set_num_threads(p->single->key.threads);
     st = run_plan(p->single, w, em_tensor_data(w), x, bias, y);
     *done = !st;

@@ -18,15 +18,21 @@ typedef struct em_dnnl_conv_geom {
   int64_t img[3], col[3], k[3], s[3], d[3], pb[3];
 } em_dnnl_conv_geom;
 
-/* y = convolution(x, w) + bias (bias may be NULL) through oneDNN. *done = 0
+/* y = convolution(x, w) + bias (bias may be NULL) through oneDNN; x and y are
+ * contiguous NC<spatial>, or channels-last where x_cl / y_cl (N<spatial>C in
+ * memory: engine/layout.c). *done = 0
  * (and EM_OK) when it did nothing: oneDNN is absent or switched off
  * (EMBER_DNNL=0), or has no kernel for this case; the caller computes y
  * itself. w is the weights' tensor (its data is read): when it is a graph
  * value, its reordered form is kept with it between runs (em_tensor_derived).
  * Call outside parallel regions. Errors: out of memory, oneDNN failing after
  * it accepted the case. */
-em_status em_dnnl_conv_fwd(const em_dnnl_conv_geom *gm, const em_tensor *w, const float *x, const float *bias,
-                           float *y, int *done);
+em_status em_dnnl_conv_fwd(const em_dnnl_conv_geom *gm, const em_tensor *w, const float *x, int x_cl,
+                           const float *bias, float *y, int y_cl, int *done);
+
+/* Whether em_dnnl_conv_fwd runs this case with these layouts (*yes), building
+ * its plan: for the executor's choice of layouts (ops/conv.c's conv_layout). */
+em_status em_dnnl_conv_takes(const em_dnnl_conv_geom *gm, int has_bias, int x_cl, int y_cl, int *yes);
 
 /* How many plans (primitives for one geometry and thread count) were built so
  * far in this process: tests check that the cache keeps what a model uses. */

@@ -382,7 +382,21 @@ static em_status global_max_cpu(const em_op_args *a, em_tensor *const *in, em_te
 
 static em_status global_avg_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
   (void)a;
+  if (!em_tensor_is_contiguous(in[0])) { /* channels-last (global_avg_layout) */
+    const int64_t *sh = em_tensor_shape(in[0]), n = sh[0], c = sh[1], size = em_tensor_numel(in[0]) / (n * c);
+    if (em_tensor_dtype(in[0]) == EM_F32) global_mean_cl_f32(n, c, size, em_tensor_data(in[0]), em_tensor_data(out[0]));
+    else global_mean_cl_f64(n, c, size, em_tensor_data(in[0]), em_tensor_data(out[0]));
+    return EM_OK;
+  }
   return global_cpu(0, in, out);
+}
+
+/* A channels-last x is read as it is (global_mean_cl); the output [N, C, 1...] is contiguous. */
+static em_status global_avg_layout(const em_op_args *a, em_tensor *const *in, int out_may, em_layout_choice *c) {
+  (void)a, (void)out_may;
+  c->as_is = em_tensor_numel(in[0]) > 0 && em_tensor_is_channels_last(in[0]);
+  c->out_channels_last = 0;
+  return EM_OK;
 }
 
 static em_status global_backward(em_graph *g, const char *mode, const em_var *x, const em_var *dy, em_var *din) {
@@ -462,9 +476,12 @@ static em_status global_grad_gpu(const em_op_args *a, em_tensor *const *in, em_t
                                  em_tensor_data(in[1]), em_tensor_data(out[0]));
 }
 
-#define POOL_DEF(NAME, DOC, NIN, INFER, CPU, GPU, BACKWARD, ATTRS)                                              \
+#define POOL_DEF_L(NAME, DOC, NIN, INFER, CPU, GPU, BACKWARD, ATTRS, LAYOUT)                                    \
   {.name = NAME, .doc = DOC, .min_inputs = NIN, .max_inputs = NIN, .n_outputs = 1, .no_grad = 0,                \
-   .state_inputs = 0, .inplace = 0, .infer = INFER, .cpu = CPU, .gpu = GPU, .backward = BACKWARD, .attrs = ATTRS}
+   .state_inputs = 0, .inplace = 0, .infer = INFER, .cpu = CPU, .gpu = GPU, .backward = BACKWARD, .attrs = ATTRS, \
+   .layout = LAYOUT}
+#define POOL_DEF(NAME, DOC, NIN, INFER, CPU, GPU, BACKWARD, ATTRS) \
+  POOL_DEF_L(NAME, DOC, NIN, INFER, CPU, GPU, BACKWARD, ATTRS, NULL)
 #define MAX_POOL_ATTRS EM_ATTRS("kernel_shape", "strides", "dilations", "pads", "auto_pad", "ceil_mode", "storage_order")
 #define AVG_POOL_ATTRS                                                                                          \
   EM_ATTRS("kernel_shape", "strides", "dilations", "pads", "auto_pad", "ceil_mode", "count_include_pad")
@@ -478,8 +495,8 @@ const em_op_def em_ops_pool[] = {
            AVG_POOL_ATTRS),
   POOL_DEF("global_max_pool", "maximum of each [N,C] plane of x [N,C,s...] -> [N,C,1...]", 1, global_infer,
            global_max_cpu, global_max_gpu, global_max_backward, EM_NO_ATTRS),
-  POOL_DEF("global_average_pool", "mean of each [N,C] plane of x [N,C,s...] -> [N,C,1...]", 1, global_infer,
-           global_avg_cpu, global_avg_gpu, global_avg_backward, EM_NO_ATTRS),
+  POOL_DEF_L("global_average_pool", "mean of each [N,C] plane of x [N,C,s...] -> [N,C,1...]", 1, global_infer,
+             global_avg_cpu, global_avg_gpu, global_avg_backward, EM_NO_ATTRS, global_avg_layout),
   POOL_DEF("_max_pool_grad", "max_pool's gradient (x, dy): dy routed to the first maximum of each window; max_pool's "
            "attrs", 2, max_grad_infer, max_grad_cpu, max_grad_gpu, NULL, MAX_POOL_ATTRS),
   POOL_DEF("_avg_pool_grad", "average_pool's gradient (dy, x); average_pool's attrs", 2, avg_grad_infer,
@@ -775,6 +792,23 @@ static void POOL_NAME(global_fwd)(int is_max, int64_t planes, int64_t size, cons
     if (size == 0) y[pl] = is_max ? (R)-INFINITY : (R)NAN; /* an empty plane: max of nothing, mean of nothing */
     else if (is_max) y[pl] = p[POOL_PM(pm_plane_argmax)(p, size)];
     else y[pl] = POOL_PM(pm_plane_mean)(p, size);
+  }
+}
+
+/* Means of a channels-last x [n, size, c] (engine/layout.c): each channel's sum is the same
+ * chain of double adds in index order as pm_plane_mean's (the same bits as the plain layout),
+ * a run of channels at a time reading along memory. */
+#define GLOBAL_CL_RUN 64
+static void POOL_NAME(global_mean_cl)(int64_t n, int64_t c, int64_t size, const R *x, R *y) {
+  const int64_t runs = (c + GLOBAL_CL_RUN - 1) / GLOBAL_CL_RUN;
+#pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (n * c * size > 32768)
+  for (int64_t k = 0; k < n * runs; k++) {
+    const int64_t b = k / runs, c0 = k % runs * GLOBAL_CL_RUN, len = c - c0 < GLOBAL_CL_RUN ? c - c0 : GLOBAL_CL_RUN;
+    double acc[GLOBAL_CL_RUN] = {0};
+    const R *p = x + b * size * c + c0;
+    for (int64_t i = 0; i < size; i++, p += c)
+      for (int64_t j = 0; j < len; j++) acc[j] = acc[j] + (double)p[j];
+    for (int64_t j = 0; j < len; j++) y[b * c + c0 + j] = (R)(acc[j] / (double)size);
   }
 }
 

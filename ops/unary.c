@@ -586,6 +586,17 @@ static em_status unary_cpu(const em_op_args *a, em_tensor *const *in, em_tensor 
   return EM_OK;
 }
 
+/* Element-wise: a channels-last input gives a channels-last output, element i of one buffer
+ * mapping to element i of the other (the kernel's flat loop reads both in memory order). Where
+ * the output must be contiguous the executor hands over a contiguous input instead. */
+static em_status unary_layout(const em_op_args *a, em_tensor *const *in, int out_may, em_layout_choice *c) {
+  (void)a;
+  const int cl = out_may && !em_tensor_is_contiguous(in[0]) && em_tensor_is_channels_last(in[0]);
+  c->as_is = (uint64_t)cl;
+  c->out_channels_last = cl;
+  return EM_OK;
+}
+
 /* ======================================================= gradient kernels === */
 
 /* dx = dy * f'(x), with y = f(x) where it is the cheaper way. Loops over
@@ -748,7 +759,7 @@ UNARY_OPS(AS_LIST_CHECK)
 #define AS_DEF(id, nm, dt, at, gr, al, be, ga, dc)                                                          \
   {.name = nm, .doc = dc, .min_inputs = 1, .max_inputs = 1, .n_outputs = 1, .no_grad = (gr) == G_NONE,    \
    .inplace = U_##id != U_ISNAN && U_##id != U_ISINF, .infer = unary_infer, .cpu = unary_cpu,              \
-   .gpu = em_unary_gpu, .backward = unary_backward, .attrs = AT_LIST(at)},
+   .gpu = em_unary_gpu, .backward = unary_backward, .attrs = AT_LIST(at), .layout = unary_layout},
 
 const em_op_def em_ops_unary[] = {
   UNARY_OPS(AS_DEF)

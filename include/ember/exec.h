@@ -122,6 +122,13 @@ typedef struct em_exec_stats {
    * once every step has run (except steps whose device plan is the CPU,
    * which ask again each run). */
   uint64_t kernel_lookups;
+  /* Fast mode on the CPU: steps of the last run whose output 0 was
+   * channels-last (NHWC memory under an NCHW shape, kept between
+   * convolutions and element-wise ops: engine/layout.c), and the contiguous
+   * copies made where such a value met an op that wants contiguous inputs.
+   * EMBER_CHANNELS_LAST=0 keeps every value contiguous. */
+  int channels_last_steps;
+  uint64_t layout_copies;
 } em_exec_stats;
 EM_API em_status em_exec_stats_get(const em_exec *e, em_exec_stats *out);
 
