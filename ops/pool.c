@@ -222,6 +222,13 @@ static em_status max_pool_cpu(const em_op_args *a, em_tensor *const *in, em_tens
   pool_tables t;
   em_status st = run_setup(a, 1, in[0], &gm, &t);
   if (st) return st;
+  if (!em_tensor_is_contiguous(in[0]) || !em_tensor_is_contiguous(out[0])) { /* channels-last: max_pool_layout */
+    const int64_t *sh = em_tensor_shape(in[0]);
+    if (em_tensor_dtype(in[0]) == EM_F32) max_fwd_cl_f32(&gm, &t, sh[0], sh[1], em_tensor_data(in[0]), em_tensor_data(out[0]));
+    else max_fwd_cl_f64(&gm, &t, sh[0], sh[1], em_tensor_data(in[0]), em_tensor_data(out[0]));
+    tables_free(&t);
+    return EM_OK;
+  }
   int f32 = em_tensor_dtype(in[0]) == EM_F32, quad = is_max2x2(&gm);
   if (quad && f32) max2x2_fwd_f32(&gm, em_tensor_data(in[0]), em_tensor_data(out[0]));
   else if (quad) max2x2_fwd_f64(&gm, em_tensor_data(in[0]), em_tensor_data(out[0]));
@@ -391,6 +398,17 @@ static em_status global_avg_cpu(const em_op_args *a, em_tensor *const *in, em_te
   return global_cpu(0, in, out);
 }
 
+/* A channels-last x gives a channels-last y (max_fwd_cl) where y may be one; else x arrives
+ * contiguous. */
+static em_status max_pool_layout(const em_op_args *a, em_tensor *const *in, int out_may, em_layout_choice *c) {
+  (void)a;
+  const int cl = out_may && em_tensor_numel(in[0]) > 0 && !em_tensor_is_contiguous(in[0]) &&
+                 em_tensor_is_channels_last(in[0]);
+  c->as_is = (uint64_t)cl;
+  c->out_channels_last = cl;
+  return EM_OK;
+}
+
 /* A channels-last x is read as it is (global_mean_cl); the output [N, C, 1...] is contiguous. */
 static em_status global_avg_layout(const em_op_args *a, em_tensor *const *in, int out_may, em_layout_choice *c) {
   (void)a, (void)out_may;
@@ -488,8 +506,9 @@ static em_status global_grad_gpu(const em_op_args *a, em_tensor *const *in, em_t
 
 /* The window pools' gradient ops receive their forward's attributes wholesale. */
 const em_op_def em_ops_pool[] = {
-  POOL_DEF("max_pool", "window maximum of x [N,C,s...]; attrs kernel_shape (required), strides, dilations, pads, "
-           "auto_pad, ceil_mode", 1, max_pool_infer, max_pool_cpu, max_pool_gpu, max_pool_backward, MAX_POOL_ATTRS),
+  POOL_DEF_L("max_pool", "window maximum of x [N,C,s...]; attrs kernel_shape (required), strides, dilations, "
+             "pads, auto_pad, ceil_mode", 1, max_pool_infer, max_pool_cpu, max_pool_gpu, max_pool_backward,
+             MAX_POOL_ATTRS, max_pool_layout),
   POOL_DEF("average_pool", "window mean of x [N,C,s...]; attrs kernel_shape (required), strides, dilations, pads, "
            "auto_pad, ceil_mode, count_include_pad", 1, avg_pool_infer, avg_pool_cpu, avg_pool_gpu, avg_pool_backward,
            AVG_POOL_ATTRS),
@@ -792,6 +811,47 @@ static void POOL_NAME(global_fwd)(int is_max, int64_t planes, int64_t size, cons
     if (size == 0) y[pl] = is_max ? (R)-INFINITY : (R)NAN; /* an empty plane: max of nothing, mean of nothing */
     else if (is_max) y[pl] = p[POOL_PM(pm_plane_argmax)(p, size)];
     else y[pl] = POOL_PM(pm_plane_mean)(p, size);
+  }
+}
+
+/* Window maxima of a channels-last x [n, img..., c] into a channels-last y [n, col..., c]
+ * (engine/layout.c): each window's taps in pm_argmax's order, the same test per channel (strict
+ * >, a NaN wins once and then stays), so the same values as the plain layout's kernels; a run
+ * of channels at a time, reading along memory. Every window has a tap (pool_resolve). */
+/* dst = the running maxima of a run of channels, src the next tap's (TAKE's test, as a select
+ * so that it vectorises). */
+EM_SIMD_CLONES static void POOL_NAME(max_run_cl)(R *dst, const R *src, int64_t c) {
+#pragma omp simd
+  for (int64_t j = 0; j < c; j++) {
+    const R v = src[j], best = dst[j];
+    dst[j] = v > best || (v != v && best == best) ? v : best;
+  }
+}
+
+static void POOL_NAME(max_fwd_cl)(const pool_geom *gm, const pool_tables *t, int64_t n, int64_t c, const R *x,
+                                  R *y) {
+  const int64_t *in = gm->img, *out = gm->col, *s = gm->s, *d = gm->d, *pb = gm->pb;
+  const int64_t P = prod3(out);
+#pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (n * P * c > 32768)
+  for (int64_t k = 0; k < n * P; k++) {
+    const int64_t b = k / P, o = k % P, od = o / (out[1] * out[2]), oh = o / out[2] % out[1], ow = o % out[2];
+    long long lo[3], hi[3], padded[3];
+    POOL_NAME(window_taps)(t, od, oh, ow, lo, hi, padded);
+    R *dst = y + k * c;
+    int first = 1;
+    for (long long kd = lo[0]; kd < hi[0]; kd++)
+      for (long long kh = lo[1]; kh < hi[1]; kh++)
+        for (long long kw = lo[2]; kw < hi[2]; kw++) {
+          const int64_t id = od * s[0] - pb[0] + kd * d[0], ih = oh * s[1] - pb[1] + kh * d[1],
+                        iw = ow * s[2] - pb[2] + kw * d[2];
+          const R *src = x + (((b * in[0] + id) * in[1] + ih) * in[2] + iw) * c;
+          if (first) {
+            memcpy(dst, src, sizeof(R) * (size_t)c);
+            first = 0;
+            continue;
+          }
+          POOL_NAME(max_run_cl)(dst, src, c);
+        }
   }
 }
 

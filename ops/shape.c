@@ -992,17 +992,29 @@ static em_status concat_run(const em_op_args *a, em_tensor *const *in, em_tensor
   em_status s = em_norm_axis(a, em_attr_int(a, "axis", 0), y->ndim, &ax);
   if (s) return s;
   const size_t es = em_dtype_size(y->dtype);
-  int64_t ys[EM_MAX_DIMS], xs[EM_MAX_DIMS], off = 0;
-  contig_strides(y->ndim, y->dims, ys);
+  /* each tensor's own strides: contiguous, or channels-last ones (concat_layout) */
+  const int64_t *ys = em_tensor_strides(out[0]);
+  int64_t off = 0;
   char *o = em_tensor_data(out[0]);
   for (int i = 0; i < a->n_in && !s; i++) {
-    contig_strides(a->in[i].ndim, a->in[i].dims, xs);
-    s = m->copy(a, o + off * ys[ax] * (int64_t)es, em_tensor_data(in[i]), y->ndim, a->in[i].dims, ys, xs, es);
+    s = m->copy(a, o + off * ys[ax] * (int64_t)es, em_tensor_data(in[i]), y->ndim, a->in[i].dims, ys,
+                em_tensor_strides(in[i]), es);
     off += a->in[i].dims[ax];
   }
   return s;
 }
 MOVER_MEMBERS(concat)
+
+/* The copies follow each tensor's strides, so inputs may come in any layout; the output is
+ * channels-last where an input is and it may be (SqueezeNet's fire modules join two
+ * convolutions' channels-last outputs for the next convolution). */
+static em_status concat_layout(const em_op_args *a, em_tensor *const *in, int out_may, em_layout_choice *c) {
+  c->as_is = a->n_in >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << a->n_in) - 1;
+  c->out_channels_last = 0;
+  for (int i = 0; i < a->n_in && out_may; i++)
+    if (!em_tensor_is_contiguous(in[i]) && em_tensor_is_channels_last(in[i])) c->out_channels_last = 1;
+  return EM_OK;
+}
 
 static em_status concat_back(em_graph *g, const em_op_args *a, const em_var *x, const em_var *y, const em_var *dy,
                              em_var *din) {
@@ -2108,7 +2120,7 @@ const em_op_def em_ops_shape[] = {
      .doc = "joins 1..16 inputs along attr axis (INT, default 0); other dims must match (CNTK splice)",
      .min_inputs = 1, .max_inputs = 16, .n_outputs = 1,
      .infer = concat_infer, .cpu = concat_cpu, .gpu = concat_gpu, .backward = concat_back,
-     .attrs = EM_ATTRS("axis")},
+     .attrs = EM_ATTRS("axis"), .layout = concat_layout},
     {.name = "_concat_grad",
      .doc = "concat's gradient for a dynamic axis (dy, xs...): attrs axis, from_end (piece of the last/first x)",
      .min_inputs = 2, .max_inputs = 16, .n_outputs = 1, .no_grad = 0xfffeu,
