@@ -859,6 +859,11 @@ static void POOL_NAME(max_fwd_cl)(const pool_geom *gm, const pool_tables *t, int
  * chain of double adds in index order as pm_plane_mean's (the same bits as the plain layout),
  * a run of channels at a time reading along memory. */
 #define GLOBAL_CL_RUN 64
+EM_SIMD_CLONES static void POOL_NAME(sum_run_cl)(double *acc, const R *p, int64_t len) {
+#pragma omp simd
+  for (int64_t j = 0; j < len; j++) acc[j] = acc[j] + (double)p[j];
+}
+
 static void POOL_NAME(global_mean_cl)(int64_t n, int64_t c, int64_t size, const R *x, R *y) {
   const int64_t runs = (c + GLOBAL_CL_RUN - 1) / GLOBAL_CL_RUN;
 #pragma omp parallel for schedule(static) num_threads(em_cpu_threads()) if (n * c * size > 32768)
@@ -866,8 +871,7 @@ static void POOL_NAME(global_mean_cl)(int64_t n, int64_t c, int64_t size, const 
     const int64_t b = k / runs, c0 = k % runs * GLOBAL_CL_RUN, len = c - c0 < GLOBAL_CL_RUN ? c - c0 : GLOBAL_CL_RUN;
     double acc[GLOBAL_CL_RUN] = {0};
     const R *p = x + b * size * c + c0;
-    for (int64_t i = 0; i < size; i++, p += c)
-      for (int64_t j = 0; j < len; j++) acc[j] = acc[j] + (double)p[j];
+    for (int64_t i = 0; i < size; i++, p += c) POOL_NAME(sum_run_cl)(acc, p, len);
     for (int64_t j = 0; j < len; j++) y[b * c + c0 + j] = (R)(acc[j] / (double)size);
   }
 }
