@@ -14,6 +14,7 @@
  * tensor_internal.h): a run copies its feeds, the values it delivers to the
  * host, parameters that changed since the last run, and the host-copy
  * fallbacks; em_exec_stats counts every copy. */
+#include <math.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -95,6 +96,9 @@ typedef struct step {
   em_kernel_cache kernels;    /* CUDA: the kernel handles its gpu member resolved */
   char *host_why;             /* CUDA: why the step runs on host copies (NULL: it ran on the device, or has not run) */
   int writes;                 /* its op writes some inputs in place on every run (em_op_def.writes_input) */
+  em_var out0;                /* where output 0 goes: the node's own value, or the last fused op's */
+  em_post_op *post;           /* the ops fused into it (plan_fusions), or NULL */
+  int fused_into;             /* a fused op's step: the convolution's step that runs it; else -1 */
   int logged;                 /* EMBER_LOG=dispatch has said so (once per executor) */
 } step;
 
@@ -186,6 +190,73 @@ static em_status defer_writers(const em_graph *g, int *order, int n_order) {
   return EM_OK;
 }
 
+/* Fusions (CPU): a convolution whose output only relu or clip reads, or only x * sigmoid(x)
+ * (a sigmoid of it and a mul of the two, EfficientNet's SiLU), runs those ops itself as it
+ * writes its output (op.h's em_post_op: oneDNN's post-ops in fast mode, else the ops' own
+ * kernels right after), saving a pass over the tensor per op. The fused steps are skipped;
+ * the convolution's output goes to the last one's value. Only where the intermediate values
+ * are read by nothing else and handed to nobody (outputs, gradients). */
+static int is_op(const em_node *n, const char *name) { return n->kind == EM_NODE_OP && !strcmp(n->op->name, name); }
+
+static em_status plan_fusions(em_exec *e) {
+  if (e->dev.kind != EM_DEVICE_CPU || e->n_steps == 0) return EM_OK;
+  const em_graph *g = e->g;
+  int *reads = calloc(e->n_values ? e->n_values : 1, sizeof(int)), *reader = malloc(sizeof(int) * (e->n_values ? e->n_values : 1));
+  if (!reads || !reader) {
+    free(reads), free(reader);
+    return em_fail(EM_ERR_OUT_OF_MEMORY, "no memory to plan %d steps", e->n_steps);
+  }
+  for (int st = 0; st < e->n_steps; st++) {
+    const em_node *n = &g->nodes[e->steps[st].node];
+    for (int i = 0; i < n->n_in; i++) reads[n->inputs[i]]++, reader[n->inputs[i]] = st;
+  }
+  em_status s = EM_OK;
+  for (int c = 0; c < e->n_steps && !s; c++) {
+    const em_node *conv = &g->nodes[e->steps[c].node];
+    const em_var y = conv->first_value;
+    if (!is_op(conv, "convolution") || g->values[y].shape.dtype != EM_F32 || e->is_output[y]) continue;
+    em_post_op post = {0};
+    int tail[2] = {-1, -1}, last = -1;
+    if (reads[y] == 1) { /* relu(y), clip(y) */
+      const int r = reader[y];
+      const em_node *n = &g->nodes[e->steps[r].node];
+      if (is_op(n, "relu") || is_op(n, "clip")) {
+        post.kind = is_op(n, "relu") ? EM_POST_RELU : EM_POST_CLIP;
+        tail[0] = last = r;
+      }
+    } else if (reads[y] == 2) { /* mul(y, sigmoid(y)) or mul(sigmoid(y), y) */
+      const int m = reader[y];
+      const em_node *mn = &g->nodes[e->steps[m].node];
+      if (is_op(mn, "mul") && mn->n_in == 2 && (mn->inputs[0] == y) != (mn->inputs[1] == y)) {
+        const em_var sv = mn->inputs[0] == y ? mn->inputs[1] : mn->inputs[0];
+        const em_node *sn = &g->nodes[g->values[sv].node];
+        if (is_op(sn, "sigmoid") && sn->inputs[0] == y && reads[sv] == 1 && !e->is_output[sv]) {
+          for (int k = 0; k < m; k++)
+            if (e->steps[k].node == g->values[sv].node) tail[0] = k;
+          if (tail[0] > c) post.kind = EM_POST_SWISH, tail[1] = last = m;
+        }
+      }
+    }
+    if (!post.kind || last <= c) continue;
+    const em_node *u = &g->nodes[e->steps[tail[0]].node];
+    post.unary = (em_op_args){.def = u->op, .attrs = u->attrs, .n_attrs = u->n_attrs, .n_in = 1, .n_out = 1,
+                              .node = e->steps[tail[0]].node};
+    if (post.kind == EM_POST_CLIP) {
+      post.lo = em_attr_float(&post.unary, "min", -INFINITY);
+      post.hi = em_attr_float(&post.unary, "max", INFINITY);
+    }
+    if (!(e->steps[c].post = malloc(sizeof post))) s = em_fail(EM_ERR_OUT_OF_MEMORY, "no memory to plan %d steps", e->n_steps);
+    else {
+      *e->steps[c].post = post;
+      e->steps[c].out0 = g->nodes[e->steps[last].node].first_value;
+      for (int k = 0; k < 2; k++)
+        if (tail[k] >= 0) e->steps[tail[k]].fused_into = c;
+    }
+  }
+  free(reads), free(reader);
+  return s;
+}
+
 /* Which values may live channels-last (op.h, engine/layout.c): on the CPU, an op's output 0
  * that the plan reads, only through ops that take channels-last inputs, and that is no output
  * of the executor (the caller gets contiguous tensors). Whether one does is decided per run by
@@ -197,10 +268,11 @@ static void plan_layouts(em_exec *e) {
   const em_graph *g = e->g;
   for (int st = 0; st < e->n_steps; st++) {
     const em_node *n = &g->nodes[e->steps[st].node];
-    if (n->op->layout && n->n_out >= 1) e->cl_may[n->first_value] = 1;
+    if (n->op->layout && e->steps[st].out0 >= 0 && e->steps[st].fused_into < 0) e->cl_may[e->steps[st].out0] = 1;
   }
   for (int st = 0; st < e->n_steps; st++) {
     const em_node *n = &g->nodes[e->steps[st].node];
+    if (e->steps[st].fused_into >= 0) continue; /* its inputs are the fused group's own */
     for (int i = 0; i < n->n_in; i++)
       if (!n->op->layout || i >= 64) e->cl_may[n->inputs[i]] = 0;
   }
@@ -241,6 +313,8 @@ static em_status plan(em_exec *e) {
     int st = e->n_steps++;
     e->steps[st].node = order[k];
     e->steps[st].inplace_from = -1;
+    e->steps[st].out0 = n->n_out >= 1 ? (em_var)n->first_value : -1;
+    e->steps[st].fused_into = -1;
     e->steps[st].dev = e->dev;
     e->steps[st].stream = NULL;
     if (e->dev.kind == EM_DEVICE_CUDA && !n->op->gpu && !(e->steps[st].host_why = strdup("no GPU implementation"))) {
@@ -274,6 +348,7 @@ static em_status plan(em_exec *e) {
     for (int i = 0; i < n->n_in; i++) reads += n->inputs[i] == x;
     if (reads == 1) e->steps[st].inplace_from = 0;
   }
+  if ((s = plan_fusions(e))) return s;
   plan_layouts(e);
   e->stats.steps = e->n_steps;
   return EM_OK;
@@ -353,7 +428,7 @@ API void em_exec_free(em_exec *e) {
     em_tensor_release(e->held[i]);
   }
   em_devcheck_hold_end();
-  for (int st = 0; st < e->n_steps; st++) free(e->steps[st].host_why);
+  for (int st = 0; st < e->n_steps; st++) free(e->steps[st].host_why), free(e->steps[st].post);
   free(e->held);
   free(e->outputs);
   free(e->steps);
@@ -582,13 +657,14 @@ static em_status protect_state_inputs(const em_exec *e, const em_node *n, const 
  * copy (in e->sc_lay, released after the step) of every channels-last input it does not take.
  * Channels-last values exist only on the CPU in fast mode; elsewhere every input is already
  * contiguous and nothing is asked. */
-static em_status choose_layouts(em_exec *e, const em_node *n, const em_op_args *a, em_tensor **in,
+static em_status choose_layouts(em_exec *e, const step *p, const em_node *n, const em_op_args *a, em_tensor **in,
                                 em_layout_choice *lc) {
   if (e->dev.kind != EM_DEVICE_CPU || e->mode == EM_MODE_PORTABLE || e->cl_off) return EM_OK;
+  const int out_may = p->out0 >= 0 && e->cl_may[p->out0];
   if (n->op->layout) {
-    em_status s = n->op->layout(a, in, n->n_out >= 1 && e->cl_may[n->first_value], lc);
+    em_status s = n->op->layout(a, in, out_may, lc);
     if (s) return s;
-    if (lc->out_channels_last && !(n->n_out >= 1 && e->cl_may[n->first_value]) && a->out[0].ndim >= 3)
+    if (lc->out_channels_last && !out_may && a->out[0].ndim >= 3)
       return em_fail(EM_ERR_INTERNAL, "op '%s' (node %d) asked for a channels-last output it was not allowed",
                      n->op->name, a->node);
     if (a->out[0].ndim < 3) lc->out_channels_last = 0;
@@ -608,6 +684,7 @@ static em_status run_step(em_exec *e, run_state *r, int st) {
   em_graph *g = e->g;
   step *p = &e->steps[st];
   const em_node *n = &g->nodes[p->node];
+  if (p->fused_into >= 0) return EM_OK; /* its convolution ran it (plan_fusions) */
   em_shape *in_shapes = e->sc_shapes, out_shapes[8];
   em_tensor **in = e->sc_in, *out[8] = {0}, **copies = e->sc_copies;
   for (int i = 0; i < n->n_in; i++) {
@@ -618,11 +695,11 @@ static em_status run_step(em_exec *e, run_state *r, int st) {
   em_op_args a = {.def = n->op, .attrs = n->attrs, .n_attrs = n->n_attrs, .n_in = n->n_in, .in = in_shapes,
                   .n_out = n->n_out, .out = out_shapes, .training = e->training, .step = e->runs,
                   .node = p->node, .dev = p->dev, .stream = p->stream, .kernels = &p->kernels,
-                  .portable = e->mode == EM_MODE_PORTABLE};
+                  .portable = e->mode == EM_MODE_PORTABLE, .post = p->post};
   memset(out_shapes, 0, sizeof out_shapes);
   em_status s = n->op->infer(&a);
   em_layout_choice lc = {0, 0};
-  if (!s) s = choose_layouts(e, n, &a, in, &lc);
+  if (!s) s = choose_layouts(e, p, n, &a, in, &lc);
   if (!s && ((e->training && n->op->state_inputs) || p->writes)) s = protect_state_inputs(e, n, &a, in, copies);
   if (s) {
     for (int i = 0; i < n->n_in; i++) {
@@ -682,7 +759,7 @@ static em_status run_step(em_exec *e, run_state *r, int st) {
   }
   e->stats.inplace_steps += inplace;
   for (int i = 0; i < n->n_out; i++) {
-    em_var v = (em_var)(n->first_value + i);
+    em_var v = i == 0 ? p->out0 : (em_var)(n->first_value + i);
     uint64_t b = tensor_bytes(out[i]);
     em_tensor_release(r->val[v]);
     r->val[v] = out[i];
@@ -914,6 +991,8 @@ API size_t em_exec_describe(const em_exec *e, char *buf, size_t cap) {
       PUT("%s%d:%s", i ? ", " : "", n->first_value + i, em_shape_str(&e->g->values[n->first_value + i].shape, one, sizeof one));
     if (e->steps[st].inplace_from >= 0) PUT("  [in place of %d]", (int)n->inputs[e->steps[st].inplace_from]);
     if (e->steps[st].host_why) PUT("  [on host copies: %s]", e->steps[st].host_why);
+    if (e->steps[st].fused_into >= 0) PUT("  [fused into step %d]", e->steps[st].fused_into);
+    if (e->steps[st].post) PUT("  [output 0 is %d: runs the fused steps]", (int)e->steps[st].out0);
     PUT("\n");
   }
 #undef PUT

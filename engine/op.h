@@ -33,6 +33,7 @@ typedef struct em_shape {
 
 struct em_op_def;
 struct em_kernel_cache;
+struct em_post_op;
 
 /* One application of an op: its attributes, the shapes involved and the
  * run context. */
@@ -55,7 +56,23 @@ typedef struct em_op_args {
   int portable;               /* portable mode (em_exec_set_mode): sums in an order fixed by the op and
                                * the shapes alone, Ember's own code only; the CPU follows the GPU kernels'
                                * order, so every device gives the same bits */
+  /* The element-wise ops the executor fused into this one (CPU only; exec.c's plan_fusions),
+   * which the op applies to its output 0 before it returns: NULL for every op but a
+   * convolution followed by relu, clip or x * sigmoid(x). */
+  const struct em_post_op *post;
 } em_op_args;
+
+/* What a convolution applies to its output for the ops fused into it (exec.c). The results
+ * are those ops' own: em_post_apply runs their kernels, and oneDNN's post-ops (fast mode)
+ * compute the same functions with their own rounding. */
+typedef enum em_post_kind { EM_POST_RELU = 1, EM_POST_CLIP, EM_POST_SWISH } em_post_kind;
+typedef struct em_post_op {
+  em_post_kind kind;
+  em_op_args unary;           /* the fused relu, clip or sigmoid: its def and attributes */
+  double lo, hi;              /* clip's bounds (its attributes) */
+} em_post_op;
+/* Applies post to y in place with the fused ops' own CPU kernels (ops/unary.c). */
+em_status em_post_apply(const em_post_op *post, em_tensor *y);
 
 /* An op's answer to `layout` for one run. */
 typedef struct em_layout_choice {

@@ -952,6 +952,14 @@ static em_status run_geom(const em_op_args *a, int transpose, em_tensor *const *
   return geom_resolve(a, transpose, &xs, &ws, gm, y);
 }
 
+/* The ops fused into this convolution (a->post) as oneDNN's post-op; NULL where none. */
+static const em_dnnl_post *dnnl_post_of(const em_op_args *a, em_dnnl_post *out) {
+  if (!a->post) return NULL;
+  out->kind = (int)a->post->kind;
+  out->lo = (float)a->post->lo, out->hi = (float)a->post->hi;
+  return out;
+}
+
 /* Channels-last x and y (op.h, engine/layout.c) in fast mode, where oneDNN takes the case:
  * its NHWC kernels read and write them with no reorder, so a chain of convolutions and
  * element-wise ops stays in that layout (the executor allows y to be channels-last only where
@@ -966,12 +974,16 @@ static em_status conv_layout(const em_op_args *a, em_tensor *const *in, int out_
   em_status st = run_geom(a, 0, in, 0, 1, &gm, &y);
   if (st) return st;
   const em_dnnl_conv_geom dg = to_dnnl(&gm);
+  em_dnnl_post post;
   int yes = 0;
-  if ((st = em_dnnl_conv_takes(&dg, a->n_in == 3, x_cl, out_may, &yes)) || !yes) return st;
+  if ((st = em_dnnl_conv_takes(&dg, a->n_in == 3, x_cl, out_may, dnnl_post_of(a, &post), &yes)) || !yes) return st;
   c->as_is = (uint64_t)x_cl;
   c->out_channels_last = out_may;
   return EM_OK;
 }
+
+static em_status conv_own(const em_op_args *a, const conv_geom *gm, em_tensor *const *in, em_tensor *const *out,
+                          const void *bias);
 
 static em_status conv_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
   conv_geom gm;
@@ -984,20 +996,29 @@ static em_status conv_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *
    * is, where oneDNN's blocked kernels need reorders in and out that cost more than they save
    * (MobileNet-V2, one thread: 9.2 ms through them, 7.9 here); channels-last ones go to its
    * NHWC kernels, which need none. */
-  if (!a->portable && em_tensor_dtype(in[0]) == EM_F32 && (x_cl || y_cl || !is_pointwise(&gm))) {
+  if (!a->portable && em_tensor_dtype(in[0]) == EM_F32 && (x_cl || y_cl || !is_pointwise(&gm) || a->post)) {
     int done;
     const em_dnnl_conv_geom dg = to_dnnl(&gm);
-    st = em_dnnl_conv_fwd(&dg, in[1], em_tensor_data(in[0]), x_cl, bias, em_tensor_data(out[0]), y_cl, &done);
-    if (st || done) return st;
+    em_dnnl_post post;
+    st = em_dnnl_conv_fwd(&dg, in[1], em_tensor_data(in[0]), x_cl, bias, em_tensor_data(out[0]), y_cl,
+                          dnnl_post_of(a, &post), &done);
+    if (st || done) return st; /* the fused ops applied by oneDNN */
   }
   if (x_cl || y_cl) /* conv_layout asked oneDNN, which took the case then */
     return em_op_fail(a, "oneDNN declined a channels-last convolution it took when the layouts were chosen");
+  st = conv_own(a, &gm, in, out, bias);
+  return st || !a->post ? st : em_post_apply(a->post, out[0]); /* the fused ops, as they would have run */
+}
+
+/* conv_cpu's own paths: portable, or im2col + OpenBLAS. */
+static em_status conv_own(const em_op_args *a, const conv_geom *gm, em_tensor *const *in, em_tensor *const *out,
+                          const void *bias) {
   if (a->portable) {
-    portable_fwd(&gm, em_tensor_dtype(in[0]), em_tensor_data(in[0]), em_tensor_data(in[1]), bias,
+    portable_fwd(gm, em_tensor_dtype(in[0]), em_tensor_data(in[0]), em_tensor_data(in[1]), bias,
                  em_tensor_data(out[0]));
     return EM_OK;
   }
-  return img_to_col(&gm, em_tensor_dtype(in[0]), em_tensor_data(in[0]), em_tensor_data(in[1]), bias,
+  return img_to_col(gm, em_tensor_dtype(in[0]), em_tensor_data(in[0]), em_tensor_data(in[1]), bias,
                     em_tensor_data(out[0]));
 }
 

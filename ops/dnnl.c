@@ -59,14 +59,15 @@
 #ifndef HAVE_DNNL
 
 em_status em_dnnl_conv_fwd(const em_dnnl_conv_geom *gm, const em_tensor *w, const float *x, int x_cl,
-                           const float *bias, float *y, int y_cl, int *done) {
-  (void)gm, (void)w, (void)x, (void)x_cl, (void)bias, (void)y, (void)y_cl;
+                           const float *bias, float *y, int y_cl, const em_dnnl_post *post, int *done) {
+  (void)gm, (void)w, (void)x, (void)x_cl, (void)bias, (void)y, (void)y_cl, (void)post;
   *done = 0;
   return EM_OK;
 }
 
-em_status em_dnnl_conv_takes(const em_dnnl_conv_geom *gm, int has_bias, int x_cl, int y_cl, int *yes) {
-  (void)gm, (void)has_bias, (void)x_cl, (void)y_cl;
+em_status em_dnnl_conv_takes(const em_dnnl_conv_geom *gm, int has_bias, int x_cl, int y_cl,
+                             const em_dnnl_post *post, int *yes) {
+  (void)gm, (void)has_bias, (void)x_cl, (void)y_cl, (void)post;
   *yes = 0;
   return EM_OK;
 }
@@ -88,7 +89,8 @@ uint64_t em_dnnl_plan_builds(void) { return 0; }
   X(dnnl_primitive_desc_query_md) X(dnnl_primitive_desc_query) X(dnnl_primitive_create)                          \
   X(dnnl_primitive_destroy) X(dnnl_primitive_execute) X(dnnl_reorder_primitive_desc_create) X(dnnl_memory_create) \
   X(dnnl_memory_destroy) X(dnnl_version) X(dnnl_get_effective_cpu_isa) X(dnnl_primitive_attr_create)            \
-  X(dnnl_primitive_attr_destroy) X(dnnl_primitive_attr_set_scratchpad_mode)
+  X(dnnl_primitive_attr_destroy) X(dnnl_primitive_attr_set_scratchpad_mode) X(dnnl_post_ops_create)             \
+  X(dnnl_post_ops_destroy) X(dnnl_post_ops_append_eltwise) X(dnnl_primitive_attr_set_post_ops)
 
 static struct {
   pthread_once_t once;
@@ -182,6 +184,7 @@ typedef struct plan_key {
   em_dnnl_conv_geom gm;
   int has_bias, threads;
   int x_cl, y_cl;
+  em_dnnl_post post;            /* kind 0: none */
 } plan_key;
 
 /* A primitive and the scratchpad it wants (Ember's memory: user mode). */
@@ -202,6 +205,7 @@ typedef struct plan {
   step to_src, to_wei, from_dst; /* reorders; none where the plain layout is oneDNN's */
   dnnl_memory_desc_t src, wei, dst, bias;    /* oneDNN's layouts (bias: plain) */
   dnnl_memory_desc_t src_plain, wei_plain, dst_plain;
+  dnnl_primitive_attr_t attr;   /* the convolution's attributes where it has a post-op (else D.attr) */
 } plan;
 
 static struct {
@@ -216,6 +220,7 @@ static void plan_release(plan *p) {
   for (size_t i = 0; i < sizeof steps / sizeof *steps; i++)
     if (steps[i]->prim) D.dnnl_primitive_destroy(steps[i]->prim);
   if (p->single != p) plan_release(p->single);
+  if (p->attr) D.dnnl_primitive_attr_destroy(p->attr);
   free(p);
 }
 
@@ -291,7 +296,7 @@ static em_status choose_kernel(const plan *p, const dnnl_memory_desc_t *x, const
       &cd, dnnl_forward_inference, dnnl_convolution_direct, x, w, p->key.has_bias ? &p->bias : NULL, y, strides,
       dil, pl, pr);
   if (s) return s == dnnl_out_of_memory ? dnnl_error("describing the convolution", s, gm) : EM_OK;
-  if ((s = D.dnnl_primitive_desc_create(pd, &cd, D.attr, D.eng, NULL))) {
+  if ((s = D.dnnl_primitive_desc_create(pd, &cd, p->attr ? p->attr : D.attr, D.eng, NULL))) {
     *pd = NULL;
     return s == dnnl_out_of_memory ? dnnl_error("choosing a kernel", s, gm) : EM_OK; /* unimplemented: not ours */
   }
@@ -308,6 +313,26 @@ static em_status choose_kernel(const plan *p, const dnnl_memory_desc_t *x, const
     *pd = NULL;
   }
   return EM_OK;
+}
+
+/* p->attr: Ember's scratchpads and the post-op (op.h's em_post_kind as oneDNN's eltwise
+ * algorithm: relu with slope 0, clip to [lo, hi], swish with alpha 1: x * sigmoid(x)). */
+static dnnl_status_t post_attr(plan *p) {
+  const em_dnnl_post *po = &p->key.post;
+  dnnl_alg_kind_t alg = po->kind == EM_POST_RELU ? dnnl_eltwise_relu
+                      : po->kind == EM_POST_CLIP ? dnnl_eltwise_clip
+                                                 : dnnl_eltwise_swish;
+  const float alpha = po->kind == EM_POST_CLIP ? po->lo : po->kind == EM_POST_SWISH ? 1.0f : 0.0f;
+  const float beta = po->kind == EM_POST_CLIP ? po->hi : 0.0f;
+  if (po->kind != EM_POST_RELU && po->kind != EM_POST_CLIP && po->kind != EM_POST_SWISH) return dnnl_unimplemented;
+  dnnl_post_ops_t ops = NULL;
+  dnnl_status_t s = D.dnnl_primitive_attr_create(&p->attr);
+  if (!s) s = D.dnnl_primitive_attr_set_scratchpad_mode(p->attr, dnnl_scratchpad_mode_user);
+  if (!s) s = D.dnnl_post_ops_create(&ops);
+  if (!s) s = D.dnnl_post_ops_append_eltwise(ops, 1.0f, alg, alpha, beta);
+  if (!s) s = D.dnnl_primitive_attr_set_post_ops(p->attr, ops);
+  if (ops) D.dnnl_post_ops_destroy(ops);
+  return s;
 }
 
 /* Builds a plan. *p->ok = 0 where oneDNN has no kernel; an error only for other failures. */
@@ -339,6 +364,7 @@ static em_status plan_build(plan *p) {
       (s = D.dnnl_memory_desc_init_by_tag(&w_any, wn, wd, dnnl_f32, dnnl_format_tag_any)) ||
       (s = D.dnnl_memory_desc_init_by_tag(&y_any, nd, yd, dnnl_f32, dnnl_format_tag_any)))
     return s == dnnl_out_of_memory ? dnnl_error("describing the tensors", s, gm) : EM_OK;
+  if (p->key.post.kind && (s = post_attr(p))) return s == dnnl_out_of_memory ? dnnl_error("describing a post-op", s, gm) : EM_OK;
   /* Channels-last tensors go to oneDNN's NHWC kernels as they are, where it has a direct one
    * for the case; else (and for contiguous ones) the layouts it prefers, with reorders. */
   dnnl_primitive_desc_t pd = NULL;
@@ -692,7 +718,8 @@ static em_status plan_single(plan *p) {
 /* The plan for this case on Ember's thread count (NULL where the case is not one oneDNN can
  * be asked: empty sizes, more than three spatial axes, the library absent). Called with
  * OpenMP's thread count set to Ember's (below). */
-static em_status plan_for(const em_dnnl_conv_geom *gm, int has_bias, int x_cl, int y_cl, plan **out) {
+static em_status plan_for(const em_dnnl_conv_geom *gm, int has_bias, int x_cl, int y_cl, const em_dnnl_post *post,
+                          plan **out) {
   *out = NULL;
   if (gm->nsp < 1 || gm->nsp > 3 || gm->n <= 0 || gm->ci <= 0 || gm->co <= 0 || gm->groups <= 0) return EM_OK;
   for (int i = 0; i < gm->nsp; i++)
@@ -708,6 +735,7 @@ static em_status plan_for(const em_dnnl_conv_geom *gm, int has_bias, int x_cl, i
   }
   key.has_bias = has_bias != 0;
   key.x_cl = x_cl != 0, key.y_cl = y_cl != 0;
+  if (post && post->kind) key.post = *post;
   key.threads = em_cpu_threads();
   return plan_get(&key, out);
 }
@@ -715,11 +743,12 @@ static em_status plan_for(const em_dnnl_conv_geom *gm, int has_bias, int x_cl, i
 /* oneDNN (built on the same libgomp) sizes its blocking and its parallel regions by
  * omp_get_max_threads(): Ember's thread count (em_set_num_threads) while it plans and runs,
  * the caller's own setting back afterwards (a per-thread setting in OpenMP). */
-em_status em_dnnl_conv_takes(const em_dnnl_conv_geom *gm, int has_bias, int x_cl, int y_cl, int *yes) {
+em_status em_dnnl_conv_takes(const em_dnnl_conv_geom *gm, int has_bias, int x_cl, int y_cl,
+                             const em_dnnl_post *post, int *yes) {
   const int caller_threads = omp_get_max_threads();
   omp_set_num_threads(em_cpu_threads());
   plan *p = NULL;
-  em_status st = plan_for(gm, has_bias, x_cl, y_cl, &p);
+  em_status st = plan_for(gm, has_bias, x_cl, y_cl, post, &p);
   *yes = !st && p && p->single->ok;
   plan_release(p);
   omp_set_num_threads(caller_threads);
@@ -727,12 +756,12 @@ em_status em_dnnl_conv_takes(const em_dnnl_conv_geom *gm, int has_bias, int x_cl
 }
 
 em_status em_dnnl_conv_fwd(const em_dnnl_conv_geom *gm, const em_tensor *w, const float *x, int x_cl,
-                           const float *bias, float *y, int y_cl, int *done) {
+                           const float *bias, float *y, int y_cl, const em_dnnl_post *post, int *done) {
   *done = 0;
   const int caller_threads = omp_get_max_threads();
   omp_set_num_threads(em_cpu_threads());
   plan *p = NULL;
-  em_status st = plan_for(gm, bias != NULL, x_cl, y_cl, &p);
+  em_status st = plan_for(gm, bias != NULL, x_cl, y_cl, post, &p);
   if (!st && p && p->single->ok) {
     omp_set_num_threads(p->single->key.threads);
     st = run_plan(p->single, w, em_tensor_data(w), x, bias, y);

@@ -27,12 +27,20 @@ typedef struct em_dnnl_conv_geom {
  * value, its reordered form is kept with it between runs (em_tensor_derived).
  * Call outside parallel regions. Errors: out of memory, oneDNN failing after
  * it accepted the case. */
+/* An element-wise op oneDNN applies to y as it writes it (a post-op): kind is
+ * op.h's em_post_kind (relu, clip to [lo, hi], x * sigmoid(x)); NULL: none. */
+typedef struct em_dnnl_post {
+  int kind;
+  float lo, hi;
+} em_dnnl_post;
+
 em_status em_dnnl_conv_fwd(const em_dnnl_conv_geom *gm, const em_tensor *w, const float *x, int x_cl,
-                           const float *bias, float *y, int y_cl, int *done);
+                           const float *bias, float *y, int y_cl, const em_dnnl_post *post, int *done);
 
 /* Whether em_dnnl_conv_fwd runs this case with these layouts (*yes), building
  * its plan: for the executor's choice of layouts (ops/conv.c's conv_layout). */
-em_status em_dnnl_conv_takes(const em_dnnl_conv_geom *gm, int has_bias, int x_cl, int y_cl, int *yes);
+em_status em_dnnl_conv_takes(const em_dnnl_conv_geom *gm, int has_bias, int x_cl, int y_cl,
+                             const em_dnnl_post *post, int *yes);
 
 /* How many plans (primitives for one geometry and thread count) were built so
  * far in this process: tests check that the cache keeps what a model uses. */

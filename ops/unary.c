@@ -563,6 +563,15 @@ static void fwd_bool_f64(const em_unary_launch *l, const double *x, uint8_t *y, 
   else MAP(y[i] = em_un_isinf_f64(x[i], mode));
 }
 
+/* v = v * sigmoid(v): em_post_apply's fused x * sigmoid(x). */
+EM_SIMD_CLONES static void swish_f32(float *v, int64_t i0, int64_t i1) {
+#pragma omp simd
+  for (int64_t i = i0; i < i1; i++) {
+    const float s = em_sigmoidf_sel(v[i]);
+    v[i] = v[i] * s;
+  }
+}
+
 static em_status unary_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
   em_dtype dt = em_tensor_dtype(in[0]);
   em_unary_launch l;
@@ -583,6 +592,19 @@ static em_status unary_cpu(const em_op_args *a, em_tensor *const *in, em_tensor 
   case EM_I64: SPLIT(n, fwd_i64(&l, x, y, i0, i1)); break;
   default: return em_op_fail(a, "dtype %s reached the CPU kernel", em_dtype_name(dt));
   }
+  return EM_OK;
+}
+
+/* A convolution's fused tail (op.h, exec.c's plan_fusions) with the unary kernels themselves:
+ * relu and clip as unary_cpu computes them, x * sigmoid(x) as the sigmoid op and then mul
+ * (binary.c: one f32 product) do, so the same bits as the ops run one after the other. */
+em_status em_post_apply(const em_post_op *post, em_tensor *y) {
+  em_tensor *io[1] = {y};
+  if (post->kind != EM_POST_SWISH) return unary_cpu(&post->unary, io, io);
+  if (em_tensor_dtype(y) != EM_F32) return em_op_fail(&post->unary, "a fused x * sigmoid(x) on %s", em_dtype_name(em_tensor_dtype(y)));
+  float *v = em_tensor_data(y);
+  const int64_t n = em_tensor_numel(y);
+  SPLIT(n, swish_f32(v, i0, i1));
   return EM_OK;
 }
 

@@ -167,7 +167,7 @@ static void convolutions_match_reference(void **state) {
     const em_dnnl_conv_geom g = geom_of(c);
     int done = -1;
     const float *bias = cc->bias ? em_tensor_data(b) : NULL;
-    if (em_dnnl_conv_fwd(&g, w, em_tensor_data(x), 0, bias, y, 0, &done)) fail_msg("%s: %s", cc->name, em_last_error());
+    if (em_dnnl_conv_fwd(&g, w, em_tensor_data(x), 0, bias, y, 0, NULL, &done)) fail_msg("%s: %s", cc->name, em_last_error());
     if (!done && cc->required) fail_msg("%s: oneDNN declined a common layer", cc->name);
     if (!done) { /* declined (e.g. a kernel whose sums would depend on the thread count): nothing to check */
       printf("# %s: declined, conv.c runs it\n", cc->name);
@@ -260,7 +260,7 @@ static int child_without_dnnl(const char *why) {
   const em_dnnl_conv_geom g = geom_of(c);
   float y1[1];
   int done = -1;
-  if (em_dnnl_conv_fwd(&g, w, em_tensor_data(x), 0, NULL, y1, 0, &done) || done != 0) return 11; /* nothing done */
+  if (em_dnnl_conv_fwd(&g, w, em_tensor_data(x), 0, NULL, y1, 0, NULL, &done) || done != 0) return 11; /* nothing done */
   em_attr at[4] = {AIS("strides", strides, 2), AIS("dilations", dil, 2), AIS("pads", pads, 4), AI("group", c->g)};
   em_tensor *in[3] = {x, w, b}, *y = NULL;
   if (ot_run("convolution", in, 3, at, 4, &y, 1)) return 12;
