@@ -72,6 +72,13 @@ em_status em_dnnl_conv_takes(const em_dnnl_conv_geom *gm, int has_bias, int x_cl
   return EM_OK;
 }
 
+em_status em_dnnl_matmul(const em_dnnl_matmul_geom *mm, const em_tensor *w, const float *x, const float *bias,
+                         float *y, int *done) {
+  (void)mm, (void)w, (void)x, (void)bias, (void)y;
+  *done = 0;
+  return EM_OK;
+}
+
 EM_API void em_cpu_conv_info(char *buf, size_t n) { snprintf(buf, n, "not used: Ember was built without oneDNN 2's headers"); }
 
 uint64_t em_dnnl_plan_builds(void) { return 0; }
@@ -90,7 +97,8 @@ uint64_t em_dnnl_plan_builds(void) { return 0; }
   X(dnnl_primitive_destroy) X(dnnl_primitive_execute) X(dnnl_reorder_primitive_desc_create) X(dnnl_memory_create) \
   X(dnnl_memory_destroy) X(dnnl_version) X(dnnl_get_effective_cpu_isa) X(dnnl_primitive_attr_create)            \
   X(dnnl_primitive_attr_destroy) X(dnnl_primitive_attr_set_scratchpad_mode) X(dnnl_post_ops_create)             \
-  X(dnnl_post_ops_destroy) X(dnnl_post_ops_append_eltwise) X(dnnl_primitive_attr_set_post_ops)
+  X(dnnl_post_ops_destroy) X(dnnl_post_ops_append_eltwise) X(dnnl_primitive_attr_set_post_ops)               \
+  X(dnnl_matmul_desc_init)
 
 static struct {
   pthread_once_t once;
@@ -180,8 +188,12 @@ EM_API void em_cpu_conv_info(char *buf, size_t n) {
 /* What decides a plan: the geometry, whether there is a bias, the layouts of x and y as Ember
  * holds them (contiguous or channels-last), and the thread count (oneDNN picks its blocking
  * for the threads it will have). Zeroed before filling: compared as bytes. */
+enum { PLAN_CONV, PLAN_MATMUL };
+
 typedef struct plan_key {
+  int kind;                     /* PLAN_CONV: gm; PLAN_MATMUL: mm */
   em_dnnl_conv_geom gm;
+  em_dnnl_matmul_geom mm;
   int has_bias, threads;
   int x_cl, y_cl;
   em_dnnl_post post;            /* kind 0: none */
@@ -201,7 +213,7 @@ typedef struct plan {
   int ok;                       /* oneDNN has a kernel for it; else nothing below is set */
   struct plan *single;          /* the one-thread plan whose bits this one gives (itself, or the one-thread
                                  * plan where this one's differ: it then runs that, on one thread) */
-  step conv;
+  step main;                    /* the convolution or the product */
   step to_src, to_wei, from_dst; /* reorders; none where the plain layout is oneDNN's */
   dnnl_memory_desc_t src, wei, dst, bias;    /* oneDNN's layouts (bias: plain) */
   dnnl_memory_desc_t src_plain, wei_plain, dst_plain;
@@ -216,7 +228,7 @@ static struct {
 
 static void plan_release(plan *p) {
   if (!p || atomic_fetch_sub(&p->refs, 1) != 1) return;
-  const step *steps[] = {&p->conv, &p->to_src, &p->to_wei, &p->from_dst};
+  const step *steps[] = {&p->main, &p->to_src, &p->to_wei, &p->from_dst};
   for (size_t i = 0; i < sizeof steps / sizeof *steps; i++)
     if (steps[i]->prim) D.dnnl_primitive_destroy(steps[i]->prim);
   if (p->single != p) plan_release(p->single);
@@ -234,8 +246,15 @@ static const char *status_name(dnnl_status_t s) {
   }
 }
 
-static em_status dnnl_error(const char *call, dnnl_status_t s, const em_dnnl_conv_geom *gm) {
-  return em_fail(s == dnnl_out_of_memory ? EM_ERR_OUT_OF_MEMORY : EM_ERR_INTERNAL,
+static em_status dnnl_error(const char *call, dnnl_status_t s, const plan_key *key) {
+  const em_status code = s == dnnl_out_of_memory ? EM_ERR_OUT_OF_MEMORY : EM_ERR_INTERNAL;
+  const em_dnnl_conv_geom *gm = &key->gm;
+  const em_dnnl_matmul_geom *mm = &key->mm;
+  if (key->kind == PLAN_MATMUL)
+    return em_fail(code, "matrix product through oneDNN (x [%lld, %lld], w [%lld, %lld]%s): %s: %s (status %d)",
+                   (long long)mm->m, (long long)mm->k, (long long)(mm->tw ? mm->n : mm->k),
+                   (long long)(mm->tw ? mm->k : mm->n), mm->tw ? " transposed" : "", call, status_name(s), (int)s);
+  return em_fail(code,
                  "convolution through oneDNN (x [%lld, %lld, ...], w [%lld, %lld, ...], groups %lld): %s: %s (status %d)",
                  (long long)gm->n, (long long)gm->ci, (long long)gm->co, (long long)(gm->ci / gm->groups),
                  (long long)gm->groups, call, status_name(s), (int)s);
@@ -284,34 +303,26 @@ static atomic_uint_fast64_t g_plan_builds;
 
 uint64_t em_dnnl_plan_builds(void) { return atomic_load(&g_plan_builds); }
 
+static em_status plan_finish(plan *p, dnnl_primitive_desc_t pd);
+static int kernel_taken(dnnl_primitive_desc_t pd);
+static em_status matmul_build(plan *p);
+
 /* The primitive descriptor of p's convolution with these tensor layouts (*pd), or NULL where
  * oneDNN has no kernel Ember takes for it; an error only for other failures. */
 static em_status choose_kernel(const plan *p, const dnnl_memory_desc_t *x, const dnnl_memory_desc_t *w,
                                const dnnl_memory_desc_t *y, const dnnl_dim_t *strides, const dnnl_dim_t *dil,
                                const dnnl_dim_t *pl, const dnnl_dim_t *pr, dnnl_primitive_desc_t *pd) {
-  const em_dnnl_conv_geom *gm = &p->key.gm;
   *pd = NULL;
   dnnl_convolution_desc_t cd;
   dnnl_status_t s = D.dnnl_dilated_convolution_forward_desc_init(
       &cd, dnnl_forward_inference, dnnl_convolution_direct, x, w, p->key.has_bias ? &p->bias : NULL, y, strides,
       dil, pl, pr);
-  if (s) return s == dnnl_out_of_memory ? dnnl_error("describing the convolution", s, gm) : EM_OK;
+  if (s) return s == dnnl_out_of_memory ? dnnl_error("describing the convolution", s, &p->key) : EM_OK;
   if ((s = D.dnnl_primitive_desc_create(pd, &cd, p->attr ? p->attr : D.attr, D.eng, NULL))) {
     *pd = NULL;
-    return s == dnnl_out_of_memory ? dnnl_error("choosing a kernel", s, gm) : EM_OK; /* unimplemented: not ours */
+    return s == dnnl_out_of_memory ? dnnl_error("choosing a kernel", s, &p->key) : EM_OK; /* unimplemented: not ours */
   }
-  /* Its im2col + GEMM kernels ("gemm:jit", chosen for shapes its direct kernels do not take, such
-   * as small grouped 1-D ones) are Ember's own design, and with several threads their sums
-   * differ from one thread's in ways a probe does not always show (found by a sweep of random
-   * geometries): those cases stay with conv.c, whose sums never depend on the thread count.
-   * Its reference kernels ("ref:any", chosen for layout pairs its direct kernels lack, such as
-   * NCHW in and NHWC out) are plain loops, a hundred times slower than conv.c. */
-  const char *impl = NULL;
-  if (D.dnnl_primitive_desc_query(*pd, dnnl_query_impl_info_str, 0, &impl) || !impl || strstr(impl, "gemm") ||
-      strstr(impl, "ref")) {
-    D.dnnl_primitive_desc_destroy(*pd);
-    *pd = NULL;
-  }
+  if (!kernel_taken(*pd)) *pd = NULL; /* those cases stay with conv.c */
   return EM_OK;
 }
 
@@ -338,6 +349,7 @@ static dnnl_status_t post_attr(plan *p) {
 /* Builds a plan. *p->ok = 0 where oneDNN has no kernel; an error only for other failures. */
 static em_status plan_build(plan *p) {
   atomic_fetch_add(&g_plan_builds, 1);
+  if (p->key.kind == PLAN_MATMUL) return matmul_build(p);
   const em_dnnl_conv_geom *gm = &p->key.gm;
   const int ns = gm->nsp, nd = 2 + ns, grouped = gm->groups > 1;
   dnnl_dims_t xd = {gm->n, gm->ci}, wd, yd = {gm->n, gm->co}, bd = {gm->co}, strides, dil, pl, pr;
@@ -363,8 +375,8 @@ static em_status plan_build(plan *p) {
       (s = D.dnnl_memory_desc_init_by_tag(&x_any, nd, xd, dnnl_f32, dnnl_format_tag_any)) ||
       (s = D.dnnl_memory_desc_init_by_tag(&w_any, wn, wd, dnnl_f32, dnnl_format_tag_any)) ||
       (s = D.dnnl_memory_desc_init_by_tag(&y_any, nd, yd, dnnl_f32, dnnl_format_tag_any)))
-    return s == dnnl_out_of_memory ? dnnl_error("describing the tensors", s, gm) : EM_OK;
-  if (p->key.post.kind && (s = post_attr(p))) return s == dnnl_out_of_memory ? dnnl_error("describing a post-op", s, gm) : EM_OK;
+    return s == dnnl_out_of_memory ? dnnl_error("describing the tensors", s, &p->key) : EM_OK;
+  if (p->key.post.kind && (s = post_attr(p))) return s == dnnl_out_of_memory ? dnnl_error("describing a post-op", s, &p->key) : EM_OK;
   /* Channels-last tensors go to oneDNN's NHWC kernels as they are, where it has a direct one
    * for the case; else (and for contiguous ones) the layouts it prefers, with reorders. */
   dnnl_primitive_desc_t pd = NULL;
@@ -376,16 +388,61 @@ static em_status plan_build(plan *p) {
     em_status st = choose_kernel(p, &x_any, &w_any, &y_any, strides, dil, pl, pr, &pd);
     if (st || !pd) return st;
   }
+  return plan_finish(p, pd);
+}
+
+/* The rest of a plan once its kernel is chosen (pd, which it takes): oneDNN's layouts, the
+ * primitive, and the reorders from and to Ember's layouts. */
+static em_status plan_finish(plan *p, dnnl_primitive_desc_t pd) {
   p->src = *D.dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
   p->wei = *D.dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
   p->dst = *D.dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
-  s = step_of(pd, &p->conv);
+  dnnl_status_t s = step_of(pd, &p->main);
   if (!s) s = reorder_between(&p->src_plain, &p->src, &p->to_src);
   if (!s) s = reorder_between(&p->wei_plain, &p->wei, &p->to_wei);
   if (!s) s = reorder_between(&p->dst, &p->dst_plain, &p->from_dst);
-  if (s) return dnnl_error("building the kernels", s, gm);
+  if (s) return dnnl_error("building the kernels", s, &p->key);
   p->ok = 1;
   return EM_OK;
+}
+
+/* Whether oneDNN's choice pd is one Ember takes (destroying it where not): not its im2col +
+ * GEMM kernels ("gemm:jit", chosen for shapes its direct kernels do not take, such as small
+ * grouped 1-D convolutions: Ember's own design, and with several threads their sums differ
+ * from one thread's in ways a probe does not always show, found by a sweep of random
+ * geometries), not its reference kernels ("ref:any", chosen for layout pairs its direct
+ * kernels lack, such as NCHW in and NHWC out: plain loops, a hundred times slower than
+ * Ember's own paths). */
+static int kernel_taken(dnnl_primitive_desc_t pd) {
+  const char *impl = NULL;
+  if (!D.dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) && impl && !strstr(impl, "gemm") &&
+      !strstr(impl, "ref"))
+    return 1;
+  D.dnnl_primitive_desc_destroy(pd);
+  return 0;
+}
+
+/* A plan for y [m, n] = x [m, k] w [k, n] (+ bias [n]), all row-major, w stored transposed
+ * ([n, k]) where tw: oneDNN's matmul on the weights in the layout it prefers (reordered once
+ * and kept with them), x and y as they are. */
+static em_status matmul_build(plan *p) {
+  const em_dnnl_matmul_geom *mm = &p->key.mm;
+  dnnl_dims_t xd = {mm->m, mm->k}, wd = {mm->k, mm->n}, yd = {mm->m, mm->n}, bd = {1, mm->n};
+  dnnl_memory_desc_t w_any;
+  dnnl_status_t s;
+  if ((s = D.dnnl_memory_desc_init_by_tag(&p->src_plain, 2, xd, dnnl_f32, dnnl_ab)) ||
+      (s = D.dnnl_memory_desc_init_by_tag(&p->wei_plain, 2, wd, dnnl_f32, mm->tw ? dnnl_ba : dnnl_ab)) ||
+      (s = D.dnnl_memory_desc_init_by_tag(&p->dst_plain, 2, yd, dnnl_f32, dnnl_ab)) ||
+      (s = D.dnnl_memory_desc_init_by_tag(&p->bias, 2, bd, dnnl_f32, dnnl_ab)) ||
+      (s = D.dnnl_memory_desc_init_by_tag(&w_any, 2, wd, dnnl_f32, dnnl_format_tag_any)))
+    return s == dnnl_out_of_memory ? dnnl_error("describing the tensors", s, &p->key) : EM_OK;
+  dnnl_matmul_desc_t md;
+  if ((s = D.dnnl_matmul_desc_init(&md, &p->src_plain, &w_any, p->key.has_bias ? &p->bias : NULL, &p->dst_plain)))
+    return s == dnnl_out_of_memory ? dnnl_error("describing the product", s, &p->key) : EM_OK;
+  dnnl_primitive_desc_t pd;
+  if ((s = D.dnnl_primitive_desc_create(&pd, &md, D.attr, D.eng, NULL)))
+    return s == dnnl_out_of_memory ? dnnl_error("choosing a kernel", s, &p->key) : EM_OK;
+  return kernel_taken(pd) ? plan_finish(p, pd) : EM_OK;
 }
 
 static em_status plan_single(plan *p);
@@ -554,7 +611,7 @@ static em_status reorder_weights(void *ctx, void **data, void (**free_fn)(void *
   dnnl_status_t s = run_reorder(&j->p->to_wei, &j->p->wei_plain, j->w, &j->p->wei, buf);
   if (s) {
     free(buf);
-    return dnnl_error("reordering the weights", s, &j->p->key.gm);
+    return dnnl_error("reordering the weights", s, &j->p->key);
   }
   *data = buf;
   *free_fn = free_aligned;
@@ -624,10 +681,10 @@ static em_status run_plan(const plan *p, const em_tensor *wt, const float *w, co
     const int kinds[] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS};
     const dnnl_memory_desc_t *mds[] = {&p->src, &p->wei, &p->dst, &p->bias};
     void *ptrs[] = {(void *)xuse, (void *)wuse, yuse, (void *)bias};
-    s = execute(&p->conv, bias ? 4 : 3, kinds, mds, ptrs);
+    s = execute(&p->main, bias ? 4 : 3, kinds, mds, ptrs);
   }
   if (!st && !s && p->from_dst.prim) s = run_reorder(&p->from_dst, &p->dst, ybuf, &p->dst_plain, y);
-  if (!st && s) st = dnnl_error("running the convolution", s, &p->key.gm);
+  if (!st && s) st = dnnl_error("running the kernel", s, &p->key);
   scratch_trim();
   free(wbuf);
   em_derived_release(kept);
@@ -664,22 +721,33 @@ static void fill_pattern(float *v, int64_t n, uint32_t seed, int spread) {
 #define PROBE_MAX 64
 
 /* Whether plans pa and pb (each run on its own thread count) give the same bits on the patterns. */
+/* Elements of x, w, y and the bias of a plan's case. */
+static void plan_sizes(const plan_key *key, int64_t *nx, int64_t *nw, int64_t *ny, int64_t *nb) {
+  if (key->kind == PLAN_MATMUL) {
+    const em_dnnl_matmul_geom *mm = &key->mm;
+    *nx = mm->m * mm->k, *nw = mm->k * mm->n, *ny = mm->m * mm->n, *nb = mm->n;
+    return;
+  }
+  const em_dnnl_conv_geom *gm = &key->gm;
+  *nx = gm->n * gm->ci, *nw = gm->co * (gm->ci / gm->groups), *ny = gm->n * gm->co, *nb = gm->co;
+  for (int i = 0; i < gm->nsp; i++) *nx *= gm->img[i], *nw *= gm->k[i], *ny *= gm->col[i];
+}
+
 static em_status same_bits(const plan *pa, const plan *pb, int *same) {
-  const em_dnnl_conv_geom *gm = &pa->key.gm;
-  int64_t nx = gm->n * gm->ci, nw = gm->co * (gm->ci / gm->groups), ny = gm->n * gm->co;
-  for (int i = 0; i < gm->nsp; i++) nx *= gm->img[i], nw *= gm->k[i], ny *= gm->col[i];
+  int64_t nx, nw, ny, nb;
+  plan_sizes(&pa->key, &nx, &nw, &ny, &nb);
   float *x = malloc(sizeof *x * (size_t)nx), *w = malloc(sizeof *w * (size_t)nw);
-  float *bias = malloc(sizeof *bias * (size_t)gm->co), *ya = malloc(sizeof *ya * (size_t)ny);
+  float *bias = malloc(sizeof *bias * (size_t)nb), *ya = malloc(sizeof *ya * (size_t)ny);
   float *yb = malloc(sizeof *yb * (size_t)ny);
   em_status st = EM_OK;
   *same = 1;
-  if (!x || !w || !bias || !ya || !yb) st = em_fail(EM_ERR_OUT_OF_MEMORY, "no host memory to check a oneDNN convolution");
+  if (!x || !w || !bias || !ya || !yb) st = em_fail(EM_ERR_OUT_OF_MEMORY, "no host memory to check a oneDNN kernel");
   const int64_t want = PROBE_OUTPUTS / (ny > 0 ? ny : 1);
   const int patterns = want < 1 ? 1 : want > PROBE_MAX ? PROBE_MAX : (int)want, caller = omp_get_max_threads();
   for (int k = 0; k < patterns && !st && *same; k++) {
     const int spread = k % 2;
     fill_pattern(x, nx, 1 + 3 * (uint32_t)k, spread), fill_pattern(w, nw, 2 + 3 * (uint32_t)k, spread);
-    fill_pattern(bias, gm->co, 3 + 3 * (uint32_t)k, spread);
+    fill_pattern(bias, nb, 3 + 3 * (uint32_t)k, spread);
     const float *b = pa->key.has_bias ? bias : NULL;
     omp_set_num_threads(pa->key.threads);
     st = run_plan(pa, NULL, w, x, b, ya);
@@ -733,6 +801,7 @@ static em_status plan_for(const em_dnnl_conv_geom *gm, int has_bias, int x_cl, i
     key.gm.img[i] = gm->img[i], key.gm.col[i] = gm->col[i], key.gm.k[i] = gm->k[i];
     key.gm.s[i] = gm->s[i], key.gm.d[i] = gm->d[i], key.gm.pb[i] = gm->pb[i];
   }
+  key.kind = PLAN_CONV;
   key.has_bias = has_bias != 0;
   key.x_cl = x_cl != 0, key.y_cl = y_cl != 0;
   if (post && post->kind) key.post = *post;
@@ -755,6 +824,39 @@ em_status em_dnnl_conv_takes(const em_dnnl_conv_geom *gm, int has_bias, int x_cl
   return st;
 }
 
+/* Runs plan p (NULL: none) for y = op(x, w) + bias on the thread count its checked plan
+ * wants; *done where it ran. Releases p. */
+static em_status run_checked(plan *p, const em_tensor *w, const float *x, const float *bias, float *y, int *done) {
+  em_status st = EM_OK;
+  if (p && p->single->ok) {
+    omp_set_num_threads(p->single->key.threads);
+    st = run_plan(p->single, w, em_tensor_data(w), x, bias, y);
+    *done = !st;
+  }
+  plan_release(p);
+  return st;
+}
+
+em_status em_dnnl_matmul(const em_dnnl_matmul_geom *mm, const em_tensor *w, const float *x, const float *bias,
+                         float *y, int *done) {
+  *done = 0;
+  if (mm->m <= 0 || mm->k <= 0 || mm->n <= 0 || !loaded()) return EM_OK;
+  plan_key key;
+  memset(&key, 0, sizeof key); /* compared as bytes */
+  key.kind = PLAN_MATMUL;
+  key.mm.m = mm->m, key.mm.k = mm->k, key.mm.n = mm->n, key.mm.tw = mm->tw != 0;
+  key.has_bias = bias != NULL;
+  key.threads = em_cpu_threads();
+  const int caller_threads = omp_get_max_threads();
+  omp_set_num_threads(key.threads);
+  plan *p = NULL;
+  em_status st = plan_get(&key, &p);
+  if (!st) st = run_checked(p, w, x, bias, y, done);
+  else plan_release(p);
+  omp_set_num_threads(caller_threads);
+  return st;
+}
+
 em_status em_dnnl_conv_fwd(const em_dnnl_conv_geom *gm, const em_tensor *w, const float *x, int x_cl,
                            const float *bias, float *y, int y_cl, const em_dnnl_post *post, int *done) {
   *done = 0;
@@ -762,12 +864,8 @@ em_status em_dnnl_conv_fwd(const em_dnnl_conv_geom *gm, const em_tensor *w, cons
   omp_set_num_threads(em_cpu_threads());
   plan *p = NULL;
   em_status st = plan_for(gm, bias != NULL, x_cl, y_cl, post, &p);
-  if (!st && p && p->single->ok) {
-    omp_set_num_threads(p->single->key.threads);
-    st = run_plan(p->single, w, em_tensor_data(w), x, bias, y);
-    *done = !st;
-  }
-  plan_release(p);
+  if (!st) st = run_checked(p, w, x, bias, y, done);
+  else plan_release(p);
   omp_set_num_threads(caller_threads);
   return st;
 }

@@ -42,6 +42,21 @@ em_status em_dnnl_conv_fwd(const em_dnnl_conv_geom *gm, const em_tensor *w, cons
 em_status em_dnnl_conv_takes(const em_dnnl_conv_geom *gm, int has_bias, int x_cl, int y_cl,
                              const em_dnnl_post *post, int *yes);
 
+/* One matrix product y [m, n] = x [m, k] w (+ bias [n]), row-major and
+ * contiguous; w is [k, n], or [n, k] used transposed where tw. */
+typedef struct em_dnnl_matmul_geom {
+  int64_t m, k, n;
+  int tw;
+} em_dnnl_matmul_geom;
+
+/* The product through oneDNN's matmul (fast mode, f32: ops/linalg.c), its
+ * weights reordered once into the layout its kernel prefers and kept with w
+ * when w is a graph value (em_tensor_derived); *done = 0 where it did
+ * nothing (as em_dnnl_conv_fwd). Same bits for every thread count (the
+ * probe below). Call outside parallel regions. */
+em_status em_dnnl_matmul(const em_dnnl_matmul_geom *mm, const em_tensor *w, const float *x, const float *bias,
+                         float *y, int *done);
+
 /* How many plans (primitives for one geometry and thread count) were built so
  * far in this process: tests check that the cache keeps what a model uses. */
 uint64_t em_dnnl_plan_builds(void);
