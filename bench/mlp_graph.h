@@ -11,8 +11,10 @@
  * initialised as PyTorch's nn.Linear does: U(-1/sqrt(in), 1/sqrt(in)) for
  * weights and biases. The executor computes the loss and the gradients of
  * all six parameters (em_gradients); the SGD step p -= lr * g is applied by
- * the caller to the parameters' own storage (em_parameter_value), so the
- * next run sees the new values. */
+ * the caller to the parameters' own storage (em_parameter_value) and
+ * announced with em_parameter_set (graph.h: a write made after a later run
+ * must be; the fast CPU mode keeps the weights of a product reordered for
+ * oneDNN until the value changes), so the next run sees the new values. */
 #ifndef EMBER_BENCH_MLP_GRAPH_H
 #define EMBER_BENCH_MLP_GRAPH_H
 
@@ -106,6 +108,7 @@ static inline void mlp_sgd(mlp *m, em_tensor *const *grads, float lr, int thread
     int64_t n = m->pnumel[i];
 #pragma omp parallel for simd schedule(static) num_threads(threads) if (n > 32768)
     for (int64_t j = 0; j < n; j++) p[j] -= lr * g[j];
+    BC_CHECK(em_parameter_set(m->g, m->params[i], m->pstore[i])); /* the same tensor: only marks it changed */
   }
 }
 
