@@ -1,4 +1,4 @@
-/* oneDNN for the fast CPU mode's convolutions, loaded by Ember on first use.
+/* oneDNN for the fast CPU mode's convolutions and matrix products, loaded by Ember on first use.
  *
  * Why: Ember's own fast-mode convolution is im2col + OpenBLAS (ops/conv.c),
  * whose floor on ResNet-18 is about 1.6x onnxruntime's time on one thread
