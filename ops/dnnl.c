@@ -7,13 +7,17 @@
  * run ResNet's 3x3 layers at 240-320 GFLOP/s against ~150 for im2col +
  * OpenBLAS here (bench/results/cpu-2026-11-28-afadc5f-onednn-conv-probe.md).
  *
- * How: Ember's tensors stay NCHW; each call reorders x into the layout oneDNN
- * chose, runs the convolution and reorders y back (the probe's "with
- * reorders" column). The weights' reordered form is kept with the weights
+ * How: a contiguous NCHW x is reordered into the layout oneDNN chose and y
+ * reordered back (the probe's "with reorders" column); channels-last x and y
+ * (NHWC memory, which the executor keeps between convolutions and
+ * element-wise ops: engine/layout.c) go to its NHWC kernels as they are.
+ * Ops the executor fused into a convolution (relu, clip, x * sigmoid(x))
+ * become post-ops. The weights' reordered form is kept with the weights
  * when they are a graph value (em_tensor_derived, engine/tensor_internal.h:
  * dropped when the value changes), so a model's weights are reordered once,
- * not on every run. Primitives are built once per geometry and thread count
- * (a small cache below).
+ * not on every run. Primitives are built once per case and thread count (a
+ * small cache below). Matrix products with one weight matrix (linalg.c) use
+ * the same machinery with oneDNN's matmul.
  *
  * Optional: without libdnnl.so.2 (Debian: libdnnl2), with EMBER_DNNL=0, or
  * where oneDNN has no kernel for a case, em_dnnl_conv_fwd does nothing and
