@@ -995,8 +995,10 @@ static em_status conv_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *
   /* Pointwise convolutions on contiguous tensors stay here: one GEMM over the NCHW data as it
    * is, where oneDNN's blocked kernels need reorders in and out that cost more than they save
    * (MobileNet-V2, one thread: 9.2 ms through them, 7.9 here); channels-last ones go to its
-   * NHWC kernels, which need none. */
-  if (!a->portable && em_tensor_dtype(in[0]) == EM_F32 && (x_cl || y_cl || !is_pointwise(&gm) || a->post)) {
+   * NHWC kernels, which need none, and so do those on single pixels (the squeeze-excitation
+   * blocks' layers: NCHW is NHWC there, and OpenBLAS would pack the weights on every call). */
+  if (!a->portable && em_tensor_dtype(in[0]) == EM_F32 &&
+      (x_cl || y_cl || !is_pointwise(&gm) || a->post || prod3(gm.img) == 1)) {
     int done;
     const em_dnnl_conv_geom dg = to_dnnl(&gm);
     em_dnnl_post post;
