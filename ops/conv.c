@@ -952,9 +952,12 @@ static em_status run_geom(const em_op_args *a, int transpose, em_tensor *const *
   return geom_resolve(a, transpose, &xs, &ws, gm, y);
 }
 
-/* The ops fused into this convolution (a->post) as oneDNN's post-op; NULL where none. */
+/* The ops fused into this convolution (a->post) as oneDNN's post-op; NULL where none, and for
+ * relu and clip: oneDNN's turn a NaN into 0 (a max with 0), where Ember's, like the unfused
+ * steps, keep it (a NaN must not vanish in fast mode); those run as em_post_apply right after
+ * the convolution. Its x * sigmoid(x) keeps NaNs and infinities as Ember's does. */
 static const em_dnnl_post *dnnl_post_of(const em_op_args *a, em_dnnl_post *out) {
-  if (!a->post) return NULL;
+  if (!a->post || a->post->kind != EM_POST_SWISH) return NULL;
   out->kind = (int)a->post->kind;
   out->lo = (float)a->post->lo, out->hi = (float)a->post->hi;
   return out;
@@ -998,13 +1001,14 @@ static em_status conv_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *
    * NHWC kernels, which need none, and so do those on single pixels (the squeeze-excitation
    * blocks' layers: NCHW is NHWC there, and OpenBLAS would pack the weights on every call). */
   if (!a->portable && em_tensor_dtype(in[0]) == EM_F32 &&
-      (x_cl || y_cl || !is_pointwise(&gm) || a->post || prod3(gm.img) == 1)) {
+      (x_cl || y_cl || !is_pointwise(&gm) || (a->post && a->post->kind == EM_POST_SWISH) || prod3(gm.img) == 1)) {
     int done;
     const em_dnnl_conv_geom dg = to_dnnl(&gm);
     em_dnnl_post post;
-    st = em_dnnl_conv_fwd(&dg, in[1], em_tensor_data(in[0]), x_cl, bias, em_tensor_data(out[0]), y_cl,
-                          dnnl_post_of(a, &post), &done);
-    if (st || done) return st; /* the fused ops applied by oneDNN */
+    const em_dnnl_post *dp = dnnl_post_of(a, &post);
+    st = em_dnnl_conv_fwd(&dg, in[1], em_tensor_data(in[0]), x_cl, bias, em_tensor_data(out[0]), y_cl, dp, &done);
+    if (st || (done && (dp || !a->post))) return st; /* the fused ops, if any, applied by oneDNN */
+    if (done) return em_post_apply(a->post, out[0]);
   }
   if (x_cl || y_cl) /* conv_layout asked oneDNN, which took the case then */
     return em_op_fail(a, "oneDNN declined a channels-last convolution it took when the layouts were chosen");

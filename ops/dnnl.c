@@ -11,8 +11,8 @@
  * reordered back (the probe's "with reorders" column); channels-last x and y
  * (NHWC memory, which the executor keeps between convolutions and
  * element-wise ops: engine/layout.c) go to its NHWC kernels as they are.
- * Ops the executor fused into a convolution (relu, clip, x * sigmoid(x))
- * become post-ops. The weights' reordered form is kept with the weights
+ * An x * sigmoid(x) the executor fused into a convolution becomes a
+ * post-op. The weights' reordered form is kept with the weights
  * when they are a graph value (em_tensor_derived, engine/tensor_internal.h:
  * dropped when the value changes), so a model's weights are reordered once,
  * not on every run. Primitives are built once per case and thread count (a
@@ -330,21 +330,15 @@ static em_status choose_kernel(const plan *p, const dnnl_memory_desc_t *x, const
   return EM_OK;
 }
 
-/* p->attr: Ember's scratchpads and the post-op (op.h's em_post_kind as oneDNN's eltwise
- * algorithm: relu with slope 0, clip to [lo, hi], swish with alpha 1: x * sigmoid(x)). */
+/* p->attr: Ember's scratchpads and the post-op: x * sigmoid(x) (oneDNN's swish with alpha 1),
+ * the one conv.c asks for (its relu and clip turn NaNs into 0: conv.c's dnnl_post_of). */
 static dnnl_status_t post_attr(plan *p) {
-  const em_dnnl_post *po = &p->key.post;
-  dnnl_alg_kind_t alg = po->kind == EM_POST_RELU ? dnnl_eltwise_relu
-                      : po->kind == EM_POST_CLIP ? dnnl_eltwise_clip
-                                                 : dnnl_eltwise_swish;
-  const float alpha = po->kind == EM_POST_CLIP ? po->lo : po->kind == EM_POST_SWISH ? 1.0f : 0.0f;
-  const float beta = po->kind == EM_POST_CLIP ? po->hi : 0.0f;
-  if (po->kind != EM_POST_RELU && po->kind != EM_POST_CLIP && po->kind != EM_POST_SWISH) return dnnl_unimplemented;
+  if (p->key.post.kind != EM_POST_SWISH) return dnnl_unimplemented;
   dnnl_post_ops_t ops = NULL;
   dnnl_status_t s = D.dnnl_primitive_attr_create(&p->attr);
   if (!s) s = D.dnnl_primitive_attr_set_scratchpad_mode(p->attr, dnnl_scratchpad_mode_user);
   if (!s) s = D.dnnl_post_ops_create(&ops);
-  if (!s) s = D.dnnl_post_ops_append_eltwise(ops, 1.0f, alg, alpha, beta);
+  if (!s) s = D.dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_swish, 1.0f, 0.0f);
   if (!s) s = D.dnnl_primitive_attr_set_post_ops(p->attr, ops);
   if (ops) D.dnnl_post_ops_destroy(ops);
   return s;

@@ -28,7 +28,8 @@ typedef struct em_dnnl_conv_geom {
  * Call outside parallel regions. Errors: out of memory, oneDNN failing after
  * it accepted the case. */
 /* An element-wise op oneDNN applies to y as it writes it (a post-op): kind is
- * op.h's em_post_kind (relu, clip to [lo, hi], x * sigmoid(x)); NULL: none. */
+ * op.h's em_post_kind; only EM_POST_SWISH (x * sigmoid(x)) has a kernel here
+ * (conv.c's dnnl_post_of says why); NULL: none. */
 typedef struct em_dnnl_post {
   int kind;
   float lo, hi;

@@ -173,6 +173,35 @@ static void test_portable_fused_bits_equal_unfused(void **state) {
     }
 }
 
+/* NaNs and infinities in x come out of a fused graph where they come out of the unfused one
+ * (fast mode: a relu or clip that turned NaN into 0 would hide a diverging model). */
+static void test_fused_keep_nan_and_inf(void **state) {
+  (void)state;
+  for (int kind = 0; kind < 3; kind++)
+    for (int t = T_RELU; t <= T_SWISH_SY; t++) {
+      const ts_conv c = geometry(kind);
+      net fused, plain;
+      net_build(&fused, &c, (enum tail)t, 0, EM_MODE_FAST, 90);
+      net_build(&plain, &c, (enum tail)t, 1, EM_MODE_FAST, 90);
+      em_tensor *x = input_for(&c, 91), *y = NULL;
+      float *xf = em_tensor_data(x);
+      const int64_t nx = em_tensor_numel(x);
+      xf[nx / 7] = NAN, xf[nx / 3] = INFINITY, xf[nx / 2] = -INFINITY;
+      em_tensor *a = net_run(&fused, x, 0, NULL), *b = net_run(&plain, x, 1, &y);
+      const float *av = em_tensor_data(a), *bv = em_tensor_data(b);
+      int64_t nan = 0;
+      for (int64_t i = 0; i < em_tensor_numel(a); i++) {
+        nan += isnan(bv[i]);
+        if (isnan(av[i]) != isnan(bv[i]) || (isinf(bv[i]) && av[i] != bv[i]))
+          fail_msg("geometry %d, %s, element %lld: fused %g, unfused %g", kind, TAIL_NAMES[t], (long long)i,
+                   (double)av[i], (double)bv[i]);
+      }
+      if (nan == 0) fail_msg("geometry %d, %s: no NaN reached the output (the test's input is wrong)", kind, TAIL_NAMES[t]);
+      em_tensor_release(a), em_tensor_release(b), em_tensor_release(y), em_tensor_release(x);
+      net_free(&fused), net_free(&plain);
+    }
+}
+
 /* Where the intermediate is read by anything else, nothing is fused: y read by relu and by an
  * add; mul of y with the sigmoid of another value; a sigmoid read twice. */
 static void test_not_fused_where_values_are_shared(void **state) {
@@ -326,6 +355,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_fused_tails_match_reference),
     cmocka_unit_test(test_portable_fused_bits_equal_unfused),
+    cmocka_unit_test(test_fused_keep_nan_and_inf),
     cmocka_unit_test(test_not_fused_where_values_are_shared),
     cmocka_unit_test(test_fused_bits_do_not_depend_on_threads),
     cmocka_unit_test(test_training_graph_keeps_steps),
