@@ -14,7 +14,6 @@
  * tensor_internal.h): a run copies its feeds, the values it delivers to the
  * host, parameters that changed since the last run, and the host-copy
  * fallbacks; em_exec_stats counts every copy. */
-#include <math.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -192,8 +191,9 @@ static em_status defer_writers(const em_graph *g, int *order, int n_order) {
 
 /* Fusions (CPU): a convolution whose output only relu or clip reads, or only x * sigmoid(x)
  * (a sigmoid of it and a mul of the two, EfficientNet's SiLU), runs those ops itself as it
- * writes its output (op.h's em_post_op: oneDNN's post-ops in fast mode, else the ops' own
- * kernels right after), saving a pass over the tensor per op. The fused steps are skipped;
+ * writes its output (op.h's em_post_op: x * sigmoid(x) as oneDNN's post-op in fast mode, else
+ * the ops' own kernels right after), saving a step and, for x * sigmoid(x), passes over the
+ * tensor. The fused steps are skipped;
  * the convolution's output goes to the last one's value. Only where the intermediate values
  * are read by nothing else and handed to nobody (outputs, gradients). */
 static int is_op(const em_node *n, const char *name) { return n->kind == EM_NODE_OP && !strcmp(n->op->name, name); }
@@ -241,10 +241,6 @@ static em_status plan_fusions(em_exec *e) {
     const em_node *u = &g->nodes[e->steps[tail[0]].node];
     post.unary = (em_op_args){.def = u->op, .attrs = u->attrs, .n_attrs = u->n_attrs, .n_in = 1, .n_out = 1,
                               .node = e->steps[tail[0]].node};
-    if (post.kind == EM_POST_CLIP) {
-      post.lo = em_attr_float(&post.unary, "min", -INFINITY);
-      post.hi = em_attr_float(&post.unary, "max", INFINITY);
-    }
     if (!(e->steps[c].post = malloc(sizeof post))) s = em_fail(EM_ERR_OUT_OF_MEMORY, "no memory to plan %d steps", e->n_steps);
     else {
       *e->steps[c].post = post;

@@ -69,7 +69,6 @@ typedef enum em_post_kind { EM_POST_RELU = 1, EM_POST_CLIP, EM_POST_SWISH } em_p
 typedef struct em_post_op {
   em_post_kind kind;
   em_op_args unary;           /* the fused relu, clip or sigmoid: its def and attributes */
-  double lo, hi;              /* clip's bounds (its attributes) */
 } em_post_op;
 /* Applies post to y in place with the fused ops' own CPU kernels (ops/unary.c). */
 em_status em_post_apply(const em_post_op *post, em_tensor *y);

@@ -959,7 +959,6 @@ static em_status run_geom(const em_op_args *a, int transpose, em_tensor *const *
 static const em_dnnl_post *dnnl_post_of(const em_op_args *a, em_dnnl_post *out) {
   if (!a->post || a->post->kind != EM_POST_SWISH) return NULL;
   out->kind = (int)a->post->kind;
-  out->lo = (float)a->post->lo, out->hi = (float)a->post->hi;
   return out;
 }
 
@@ -988,6 +987,9 @@ static em_status conv_layout(const em_op_args *a, em_tensor *const *in, int out_
 static em_status conv_own(const em_op_args *a, const conv_geom *gm, em_tensor *const *in, em_tensor *const *out,
                           const void *bias);
 
+/* The ops fused into this convolution (if any), as they would have run after it. */
+static em_status fused_tail(const em_op_args *a, em_tensor *y) { return a->post ? em_post_apply(a->post, y) : EM_OK; }
+
 static em_status conv_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
   conv_geom gm;
   em_shape y;
@@ -1007,13 +1009,13 @@ static em_status conv_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *
     em_dnnl_post post;
     const em_dnnl_post *dp = dnnl_post_of(a, &post);
     st = em_dnnl_conv_fwd(&dg, in[1], em_tensor_data(in[0]), x_cl, bias, em_tensor_data(out[0]), y_cl, dp, &done);
-    if (st || (done && (dp || !a->post))) return st; /* the fused ops, if any, applied by oneDNN */
-    if (done) return em_post_apply(a->post, out[0]);
+    if (st) return st;
+    if (done) return dp ? EM_OK : fused_tail(a, out[0]); /* dp: oneDNN applied the fused ops */
   }
   if (x_cl || y_cl) /* conv_layout asked oneDNN, which took the case then */
     return em_op_fail(a, "oneDNN declined a channels-last convolution it took when the layouts were chosen");
   st = conv_own(a, &gm, in, out, bias);
-  return st || !a->post ? st : em_post_apply(a->post, out[0]); /* the fused ops, as they would have run */
+  return st ? st : fused_tail(a, out[0]);
 }
 
 /* conv_cpu's own paths: portable, or im2col + OpenBLAS. */

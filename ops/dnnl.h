@@ -32,7 +32,6 @@ typedef struct em_dnnl_conv_geom {
  * (conv.c's dnnl_post_of says why); NULL: none. */
 typedef struct em_dnnl_post {
   int kind;
-  float lo, hi;
 } em_dnnl_post;
 
 em_status em_dnnl_conv_fwd(const em_dnnl_conv_geom *gm, const em_tensor *w, const float *x, int x_cl,
