@@ -527,6 +527,37 @@ FC_EXPORT void fakecuda_set_seed(unsigned long long seed) {
   pthread_mutex_unlock(&fc_lock);
 }
 
+/* Work of a sibling double (tests/fakecublas, tests/fakecudnn) on stream s
+ * of the current context, ordered like a kernel launch on it; run does it
+ * when the queue gets there, and may then reach device memory through
+ * fakecuda_device_span. Needs cuInit; not counted, not subject to
+ * FAKECUDA_FAIL (the library entry point that issued it has its own). */
+FC_EXPORT CUresult fakecuda_enqueue_work(CUstream s, fakecuda_work_fn run, void (*release)(void *), void *payload,
+                                         const char *what) {
+  if (!run) return CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&fc_lock);
+  CUresult r = fc_g.initialized ? fc_enqueue(s, run, release, payload, what ? what : "library work", NULL)
+                                : CUDA_ERROR_NOT_INITIALIZED;
+  pthread_mutex_unlock(&fc_lock);
+  return r;
+}
+
+/* The host bytes behind [p, p + bytes) of device memory, for a run function
+ * of fakecuda_enqueue_work only (it runs under the fake's lock, in the
+ * work's context): CUDA_ERROR_ILLEGAL_ADDRESS with the reason in msg when
+ * the range is not inside one live allocation of that context, which then
+ * fails the work as a kernel's bad access would. */
+FC_EXPORT CUresult fakecuda_device_span(CUdeviceptr p, size_t bytes, void **host, char *msg, size_t cap) {
+  const struct CUctx_st *ctx = fc_running_ctx();
+  if (!ctx) {
+    snprintf(msg, cap, "fakecuda_device_span called outside a run function of fakecuda_enqueue_work");
+    return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  return fc_mem_span(ctx, p, bytes, host, msg, cap);
+}
+
+FC_SAME_TYPE(fakecuda_enqueue_work, fakecuda_enqueue_work_fn);
+FC_SAME_TYPE(fakecuda_device_span, fakecuda_device_span_fn);
 FC_SAME_TYPE(fakecuda_reset, fakecuda_reset_fn);
 FC_SAME_TYPE(fakecuda_seed, fakecuda_seed_fn);
 FC_SAME_TYPE(fakecuda_set_seed, fakecuda_set_seed_fn);

@@ -43,4 +43,21 @@ typedef void (*fakecuda_set_seed_fn)(unsigned long long seed);
  * in the last operation that failed while running ("" if none). Both use
  * the types above (fakecuda_size_fn, fakecuda_text_fn). */
 
+/* For the doubles of the CUDA libraries (tests/fakecublas, tests/fakecudnn),
+ * which find the loaded double with dlopen("libcuda.so.1", RTLD_NOLOAD) as
+ * the real libraries find the driver:
+ * fakecuda_enqueue_work: issue work on a stream of the current context,
+ * ordered like a kernel launch; run(payload, msg, cap) does it when the
+ * queue gets there (CUDA_SUCCESS, or an error with a message, which becomes
+ * the context's sticky error as a faulting kernel's would); release frees
+ * the payload afterwards (may be NULL; also called when issuing fails).
+ * fakecuda_device_span: inside run only, the host bytes behind [p, p+bytes)
+ * of the work's context's device memory, or CUDA_ERROR_ILLEGAL_ADDRESS with
+ * the reason. CUresult and CUstream are cuda.h's (an int and a pointer). */
+#include "cuda_abi.h"
+typedef CUresult (*fakecuda_work_fn)(void *payload, char *msg, size_t cap);
+typedef CUresult (*fakecuda_enqueue_work_fn)(CUstream s, fakecuda_work_fn run, void (*release)(void *), void *payload,
+                                             const char *what);
+typedef CUresult (*fakecuda_device_span_fn)(CUdeviceptr p, size_t bytes, void **host, char *msg, size_t cap);
+
 #endif

@@ -254,6 +254,8 @@ typedef CUresult (*fc_op_fn)(void *payload, char *msg, size_t cap);
  * On failure the payload is released. *seq names it for fc_sync_op. */
 CUresult fc_enqueue(CUstream s, fc_op_fn run, void (*release)(void *), void *payload, const char *what,
                     unsigned long long *seq);
+/* The context of the operation whose run function is running, else NULL. */
+const struct CUctx_st *fc_running_ctx(void);
 /* Runs the operation seq and everything it depends on; returns the current
  * context's sticky error, if any. */
 CUresult fc_sync_op(unsigned long long seq);
@@ -287,6 +289,9 @@ unsigned long long fc_random(void);
  * host pointer, freed memory, another device's memory). The pointer may
  * point anywhere inside a live allocation of ctx's device, or one past its
  * end. */
+/* fc_mem_translate for the bytes [p, p + bytes), which must lie in one
+ * allocation (a library double's whole operand). */
+CUresult fc_mem_span(const struct CUctx_st *ctx, CUdeviceptr p, size_t bytes, void **host, char *msg, size_t cap);
 CUresult fc_mem_translate(const struct CUctx_st *ctx, CUdeviceptr p, void **host, char *msg, size_t cap);
 /* After a kernel ran: did it write into the guard zones around the
  * allocation p points into? CUDA_ERROR_ILLEGAL_ADDRESS with msg saying

@@ -159,6 +159,22 @@ CUresult fc_mem_translate(const struct CUctx_st *ctx, CUdeviceptr p, void **host
   return CUDA_ERROR_ILLEGAL_ADDRESS;
 }
 
+CUresult fc_mem_span(const struct CUctx_st *ctx, CUdeviceptr p, size_t bytes, void **host, char *msg, size_t cap) {
+  if (!p) {
+    snprintf(msg, cap, "a NULL device pointer for %zu bytes", bytes);
+    return CUDA_ERROR_ILLEGAL_ADDRESS;
+  }
+  CUresult r = fc_mem_translate(ctx, p, host, msg, cap);
+  if (r != CUDA_SUCCESS) return r;
+  const fc_alloc *a = holding(p);
+  if (bytes > a->size - (size_t)(p - a->base)) {
+    snprintf(msg, cap, "%zu bytes at 0x%llx run %zu bytes past the end of their allocation (%zu bytes at 0x%llx)", bytes,
+             p, bytes - (a->size - (size_t)(p - a->base)), a->size, a->base);
+    return CUDA_ERROR_ILLEGAL_ADDRESS;
+  }
+  return CUDA_SUCCESS;
+}
+
 CUdeviceptr fc_mem_base_of(CUdeviceptr p) {
   fc_alloc *a = p ? holding(p) : NULL;
   return a ? a->base : 0;

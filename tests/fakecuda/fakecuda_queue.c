@@ -197,13 +197,19 @@ void fc_note_error(const char *fmt, ...) {
 }
 
 /* Runs the operation (or skips it under its context's sticky error). */
+static const struct CUctx_st *running_ctx; /* of the operation running now, else NULL */
+
+const struct CUctx_st *fc_running_ctx(void) { return running_ctx; }
+
 static CUresult run_one(fc_op *op) {
   struct CUctx_st *ctx = (struct CUctx_st *)op->ctx;
   CUresult r = ctx->sticky;
   if (r == CUDA_SUCCESS) {
     char msg[sizeof last_error];
     msg[0] = '\0';
+    running_ctx = ctx;
     r = op->run(op->payload, msg, sizeof msg);
+    running_ctx = NULL;
     if (r != CUDA_SUCCESS) {
       fc_note_error("%s (FAKECUDA_SEED=%llu repeats this run's orders)", msg[0] ? msg : op->what,
                     (unsigned long long)fc_g.seed);
