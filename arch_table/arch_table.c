@@ -192,6 +192,72 @@ const em_libreq_row *em_libreq_at(size_t i) {
   return i < em_at_libreq_count ? &em_at_libreq_rows[i] : NULL;
 }
 
+/* A libreq version "9.0.0-9.5.1", "9.11+", "9.17.0" or "12" as a range
+ * [lo, hi] of {major, minor, patch} (minor -1: the whole major), *open when
+ * it has no upper end within its major. -1 when malformed. */
+typedef struct lr_version { int v[3]; } lr_version;
+
+static int parse_dotted(const char *s, size_t n, lr_version *out) {
+  int k = 0, digits = 0;
+  out->v[0] = 0, out->v[1] = out->v[2] = -1;
+  for (size_t i = 0; i < n; i++) {
+    if (s[i] >= '0' && s[i] <= '9' && digits < 6) {
+      if (out->v[k] < 0) out->v[k] = 0;
+      out->v[k] = out->v[k] * 10 + (s[i] - '0');
+      digits++;
+    } else if (s[i] == '.' && digits && k < 2) {
+      k++, digits = 0;
+    } else {
+      return -1;
+    }
+  }
+  return digits ? 0 : -1;
+}
+
+static int row_range(const char *text, lr_version *lo, lr_version *hi, int *open) {
+  const char *dash = strchr(text, '-');
+  size_t n = dash ? (size_t)(dash - text) : strlen(text);
+  *open = n && text[n - 1] == '+';
+  if (parse_dotted(text, n - (size_t)*open, lo)) return -1;
+  return dash ? parse_dotted(dash + 1, strlen(dash + 1), hi) : (*hi = *lo, 0);
+}
+
+static int version_cmp(const lr_version *a, const lr_version *b) { /* absent parts count as 0 */
+  for (int i = 0; i < 3; i++) {
+    int x = a->v[i] < 0 ? 0 : a->v[i], y = b->v[i] < 0 ? 0 : b->v[i];
+    if (x != y) return x < y ? -1 : 1;
+  }
+  return 0;
+}
+
+int em_libreq_lowest_cc(const char *library, int major, int minor, int patch, int *highest, const char **row_version) {
+  lr_version v = {{major, minor, minor < 0 ? -1 : patch}}, best_lo = {{0, 0, 0}};
+  int low = 0, high = 0, have_best = 0;
+  const char *row_v = NULL;
+  /* Rows whose range holds v; else the nearest row below v in the same major
+   * (the requirement in force since that release). */
+  for (int pass = 0; pass < 2 && !low; pass++) {
+    for (size_t i = 0; i < em_at_libreq_count; i++) {
+      const em_libreq_row *r = &em_at_libreq_rows[i];
+      lr_version lo, hi;
+      int open, match;
+      if (strcmp(r->library, library) || row_range(r->version, &lo, &hi, &open) || lo.v[0] != major) continue;
+      if (lo.v[1] < 0) match = 1; /* a whole major ("12") */
+      else if (pass == 0) match = version_cmp(&lo, &v) <= 0 && (open || version_cmp(&v, &hi) <= 0);
+      else match = have_best && !version_cmp(&lo, &best_lo);
+      if (pass == 0 && !match && version_cmp(&lo, &v) <= 0 && (!have_best || version_cmp(&lo, &best_lo) > 0))
+        best_lo = lo, have_best = 1;
+      if (!match) continue;
+      if (!low || r->lowest_cc < low) low = r->lowest_cc;
+      if (r->lowest_cc > high) high = r->lowest_cc;
+      row_v = r->version;
+    }
+  }
+  if (highest) *highest = high;
+  if (row_version) *row_version = row_v;
+  return low;
+}
+
 size_t em_torch_count(void) { return em_at_torch_count; }
 
 const em_torch_row *em_torch_at(size_t i) {

@@ -114,6 +114,13 @@ typedef struct em_libreq_row {
 } em_libreq_row;
 size_t em_libreq_count(void);
 const em_libreq_row *em_libreq_at(size_t i);
+/* Lowest CC that `library` ("cudnn", "cublas") of version major.minor.patch
+ * supports (minor -1 when only the major is known), from the rows whose
+ * version range holds it, else from the nearest row below it in its major.
+ * 0 when no row matches. *highest: the highest such CC (rows for different
+ * CUDA builds can differ); *row_version: the matching row's version text.
+ * Either may be NULL. */
+int em_libreq_lowest_cc(const char *library, int major, int minor, int patch, int *highest, const char **row_version);
 
 /* PyTorch wheel variants: release, CUDA variant, TORCH_CUDA_ARCH_LIST (Linux x86_64). */
 typedef struct em_torch_row {

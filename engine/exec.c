@@ -107,6 +107,7 @@ struct em_exec {
   em_device dev;
   int training;
   em_mode mode;
+  int tf32;                  /* em_exec_set_tf32 */
   uint64_t runs;
   int n_outputs;
   em_var *outputs;
@@ -361,6 +362,22 @@ API em_status em_exec_set_mode(em_exec *e, em_mode mode) {
 
 API em_mode em_exec_get_mode(const em_exec *e) { return e ? e->mode : EM_MODE_FAST; }
 
+API em_status em_exec_set_tf32(em_exec *e, int allow) {
+  if (!e) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_exec_set_tf32: NULL executor");
+  e->tf32 = allow != 0;
+  return EM_OK;
+}
+
+API int em_exec_get_tf32(const em_exec *e) { return e ? e->tf32 : 0; }
+
+/* EMBER_TF32: "1" allows TF32, "0" or unset/empty does not. */
+static em_status tf32_from_env(int *out) {
+  const char *v = getenv("EMBER_TF32");
+  *out = v && !strcmp(v, "1");
+  if (!v || !*v || !strcmp(v, "0") || *out) return EM_OK;
+  return em_fail(EM_ERR_INVALID_ARGUMENT, "EMBER_TF32=%.40s: use 1 (allow TF32) or 0 (or unset it)", v);
+}
+
 /* EMBER_MODE: "fast", "portable", or unset/empty (fast). */
 static em_status mode_from_env(em_mode *out) {
   const char *v = getenv("EMBER_MODE");
@@ -383,11 +400,14 @@ API em_status em_exec_create(em_graph *g, const em_var *outputs, int n, em_devic
   em_status ds = em_device_check(dev);
   if (ds) return em_fail_context(ds, "em_exec_create");
   em_mode mode;
+  int tf32;
   em_status ms = mode_from_env(&mode);
+  if (!ms) ms = tf32_from_env(&tf32);
   if (ms) return ms;
   em_exec *e = calloc(1, sizeof *e);
   if (!e) return em_fail(EM_ERR_OUT_OF_MEMORY, "no memory for an executor");
   e->mode = mode;
+  e->tf32 = tf32;
   e->g = g;
   e->graph_version = g->version;
   e->dev = dev;
@@ -691,7 +711,7 @@ static em_status run_step(em_exec *e, run_state *r, int st) {
   em_op_args a = {.def = n->op, .attrs = n->attrs, .n_attrs = n->n_attrs, .n_in = n->n_in, .in = in_shapes,
                   .n_out = n->n_out, .out = out_shapes, .training = e->training, .step = e->runs,
                   .node = p->node, .dev = p->dev, .stream = p->stream, .kernels = &p->kernels,
-                  .portable = e->mode == EM_MODE_PORTABLE, .post = p->post};
+                  .portable = e->mode == EM_MODE_PORTABLE, .tf32 = e->tf32, .post = p->post};
   memset(out_shapes, 0, sizeof out_shapes);
   em_status s = n->op->infer(&a);
   em_layout_choice lc = {0, 0};

@@ -56,6 +56,8 @@ typedef struct em_op_args {
   int portable;               /* portable mode (em_exec_set_mode): sums in an order fixed by the op and
                                * the shapes alone, Ember's own code only; the CPU follows the GPU kernels'
                                * order, so every device gives the same bits */
+  int tf32;                   /* fast mode: f32 products may round their inputs to TF32 on tensor cores
+                               * (em_exec_set_tf32, EMBER_TF32=1); never unless asked */
   /* The element-wise ops the executor fused into this one (CPU only; exec.c's plan_fusions),
    * which the op applies to its output 0 before it returns: NULL for every op but a
    * convolution followed by relu, clip or x * sigmoid(x). */

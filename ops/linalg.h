@@ -33,9 +33,13 @@ typedef struct em_linalg_gemm {
  * ops of other families that need products inside (ops/recurrent.c). */
 em_status em_linalg_gemm_cpu(const em_op_args *a, const em_linalg_gemm *g);
 
-/* Runs g on a->dev and a->stream with em_gemm_<dtype>. EM_ERR_USE_CPU when
- * the device's plan for kernels/gemm.cu is the CPU. */
+/* Runs g on a->dev and a->stream: through cuBLAS in the fast mode where
+ * em_linalg_uses_cublas says so, else with em_gemm_<dtype>. EM_ERR_USE_CPU
+ * when the kernel is needed and the device's plan for kernels/gemm.cu is the
+ * CPU. */
 em_status em_linalg_gemm_gpu(const em_op_args *a, const em_linalg_gemm *g);
+/* Whether a's products of dtype dt go through cuBLAS (1), or why not (0). */
+int em_linalg_uses_cublas(const em_op_args *a, em_dtype dt, char *why, size_t cap);
 
 /* dc[rows, cols] = beta * dy[m, n] summed to c's broadcast shape (em_gemm_c_grad_<dtype>). */
 em_status em_linalg_c_grad_gpu(const em_op_args *a, const void *dy, void *dc, int64_t m, int64_t n, int64_t rows,

@@ -1,10 +1,15 @@
-/* GPU launches of the linalg family (kernels/gemm.cu): the batch axes of a
+/* GPU products of the linalg family: cuBLAS in the fast mode where the
+ * device may use it (runtime/cublas.c), else Ember's kernels/gemm.cu.
+ *
+ * Ember's kernels: the batch axes of a
  * product become the kernel's grid z (targets) and, for a sum over a
  * broadcast batch axis, a sequence of launches in batch order that add into
  * C (accumulate = 1), so every element is summed in the order ops/linalg.c's
  * portable CPU GEMM uses. */
+#include <stdio.h>
 #include <string.h>
 
+#include "cublas.h"
 #include "error.h"
 #include "gpu_glue.h"
 #include "linalg.h"
@@ -101,9 +106,22 @@ static em_status launch_targets(const em_op_args *a, const char *kernel, em_dtyp
   return EM_OK;
 }
 
-em_status em_linalg_gemm_gpu(const em_op_args *a, const em_linalg_gemm *g) {
-  const char *kernel = gemm_kernel(g->dt);
-  if (!kernel) return em_op_fail(a, "no GPU GEMM for dtype %s", em_dtype_name(g->dt));
+/* One pass of the batch walk: the products of the z targets (zx, zy, zc
+ * apart) of one combination of the other batch axes; `later` when a summed
+ * axis is past its first product (add into C). */
+typedef struct batch {
+  const char *x, *y;
+  char *c;
+  int later;
+  int64_t z, zx, zy, zc, k;
+  double alpha;
+} batch;
+typedef em_status (*batch_fn)(const em_op_args *a, const em_linalg_gemm *g, const batch *b);
+
+/* Walks g's batch axes: grid z (or cuBLAS's batch) runs over the last target
+ * axis; every other axis is a host loop, row-major, so each target receives
+ * its summed products in batch order. */
+static em_status walk(const em_op_args *a, const em_linalg_gemm *g, batch_fn run) {
   if (g->m == 0 || g->n == 0) return EM_OK;
   axes v;
   coalesce(g, &v);
@@ -121,41 +139,18 @@ em_status em_linalg_gemm_gpu(const em_op_args *a, const em_linalg_gemm *g) {
       alpha = 1;
       break;
     }
-  /* Grid z runs over the last target axis; every other axis is a host loop,
-   * row-major, so each target receives its summed products in batch order. */
   int zaxis = -1;
   for (int i = v.n - 1; i >= 0 && zaxis < 0; i--)
     if (!summed(&v, i)) zaxis = i;
-  launch l;
-  memset(&l, 0, sizeof l);
-  l.m = g->m;
-  l.n = g->n;
-  l.k = k;
-  l.ldx = g->ldx;
-  l.ldy = g->ldy;
-  l.ldc = g->ldc;
-  l.tx = g->tx;
-  l.ty = g->ty;
-  set_scalar(g->dt, alpha, &l, 0);
-  set_scalar(g->dt, g->cin ? g->beta : 0.0, &l, 1);
-  /* The kernel reads cin only when beta != 0; any valid pointer stands in otherwise. */
-  l.cin = g->cin ? g->cin : g->c;
-  l.cin_rs = g->cin ? g->cin_rs : 0;
-  l.cin_cs = g->cin ? g->cin_cs : 0;
-  int64_t z = 1;
-  if (zaxis >= 0) {
-    z = v.d[zaxis];
-    l.zx = v.sx[zaxis];
-    l.zy = v.sy[zaxis];
-    l.zc = v.sc[zaxis];
-  }
+  batch b = {.z = 1, .k = k, .alpha = alpha};
+  if (zaxis >= 0) b.z = v.d[zaxis], b.zx = v.sx[zaxis], b.zy = v.sy[zaxis], b.zc = v.sc[zaxis];
   int64_t loops = 1;
   for (int i = 0; i < v.n; i++)
     if (i != zaxis) loops *= v.d[i];
   size_t es = em_dtype_size(g->dt);
   for (int64_t it = 0; it < loops; it++) {
     int64_t rem = it, ox = 0, oy = 0, oc = 0;
-    int later = 0; /* a summed coordinate is past its first product */
+    b.later = 0;
     for (int i = v.n - 1; i >= 0; i--) {
       if (i == zaxis) continue;
       int64_t q = rem % v.d[i];
@@ -163,17 +158,119 @@ em_status em_linalg_gemm_gpu(const em_op_args *a, const em_linalg_gemm *g) {
       ox += q * v.sx[i];
       oy += q * v.sy[i];
       oc += q * v.sc[i];
-      if (summed(&v, i) && q > 0) later = 1;
+      if (summed(&v, i) && q > 0) b.later = 1;
     }
-    launch one = l;
-    one.x = (const char *)g->x + (size_t)ox * es;
-    one.y = (const char *)g->y + (size_t)oy * es;
-    one.c = (char *)g->c + (size_t)oc * es;
-    one.accumulate = later;
-    em_status s = launch_targets(a, kernel, g->dt, one, z);
+    b.x = (const char *)g->x + (size_t)ox * es;
+    b.y = (const char *)g->y + (size_t)oy * es;
+    b.c = (char *)g->c + (size_t)oc * es;
+    em_status s = run(a, g, &b);
     if (s) return s;
   }
   return EM_OK;
+}
+
+/* Ember's kernel (kernels/gemm.cu) for one pass. */
+static em_status kernel_batch(const em_op_args *a, const em_linalg_gemm *g, const batch *b) {
+  launch l;
+  memset(&l, 0, sizeof l);
+  l.x = b->x;
+  l.y = b->y;
+  l.c = b->c;
+  l.m = g->m;
+  l.n = g->n;
+  l.k = b->k;
+  l.ldx = g->ldx;
+  l.ldy = g->ldy;
+  l.ldc = g->ldc;
+  l.tx = g->tx;
+  l.ty = g->ty;
+  l.zx = b->zx;
+  l.zy = b->zy;
+  l.zc = b->zc;
+  l.accumulate = b->later;
+  set_scalar(g->dt, b->alpha, &l, 0);
+  set_scalar(g->dt, g->cin ? g->beta : 0.0, &l, 1);
+  /* The kernel reads cin only when beta != 0; any valid pointer stands in otherwise. */
+  l.cin = g->cin ? g->cin : g->c;
+  l.cin_rs = g->cin ? g->cin_rs : 0;
+  l.cin_cs = g->cin ? g->cin_cs : 0;
+  return launch_targets(a, gemm_kernel(g->dt), g->dt, l, b->z);
+}
+
+/* ------------------------------------------------------------- cuBLAS --- */
+
+/* A leading dimension cuBLAS accepts: at least `rows` (and 1). When the
+ * matrix has one column the stride is never used, so any value is fine and
+ * the least legal one stands in; else -1 (Ember's kernel takes the product). */
+static long long legal_ld(int64_t ld, int64_t rows, int64_t cols) {
+  int64_t need = rows > 1 ? rows : 1;
+  if (ld >= need) return ld;
+  return cols <= 1 ? need : -1;
+}
+
+/* Row-major C (m x n) = op(X) op(Y) is column-major C^T (n x m) =
+ * op(Y)^T op(X)^T: cuBLAS's A is Y (transposed when Y is), its B is X. */
+static int cublas_form(const em_linalg_gemm *g, const batch *b, em_cublas_gemm *q) {
+  long long lda = legal_ld(g->ldy, g->ty ? b->k : g->n, g->ty ? g->n : b->k);
+  long long ldb = legal_ld(g->ldx, g->tx ? g->m : b->k, g->tx ? b->k : g->m);
+  long long ldc = legal_ld(g->ldc, g->n, g->m);
+  const int64_t lim = 0x7fffffff;
+  if (lda < 0 || ldb < 0 || ldc < 0 || lda > lim || ldb > lim || ldc > lim || g->m > lim || g->n > lim || b->k > lim)
+    return 0;
+  memset(q, 0, sizeof *q);
+  q->dt = g->dt;
+  q->ta = g->ty, q->tb = g->tx;
+  q->m = (int)g->n, q->n = (int)g->m, q->k = (int)b->k;
+  q->a = b->y, q->b = b->x, q->c = b->c;
+  q->lda = (int)lda, q->ldb = (int)ldb, q->ldc = (int)ldc;
+  q->stride_a = b->zy, q->stride_b = b->zx, q->stride_c = b->zc;
+  q->alpha = b->alpha;
+  return 1;
+}
+
+/* cuBLAS for one pass; gemm's c input (g->cin, broadcast over rows or
+ * columns) is first put into C as beta * c by Ember's kernel with k = 0,
+ * then added to (cuBLAS beta 1). */
+static em_status cublas_batch(const em_op_args *a, const em_linalg_gemm *g, const batch *b) {
+  em_cublas_gemm q;
+  if (!cublas_form(g, b, &q)) return kernel_batch(a, g, b);
+  q.tf32 = a->tf32;
+  q.beta = b->later ? 1.0 : 0.0;
+  if (g->cin && !b->later) {
+    batch fill = *b;
+    fill.k = 0;
+    em_status s = kernel_batch(a, g, &fill);
+    if (s) return s;
+    q.beta = 1.0;
+  }
+  size_t es = em_dtype_size(g->dt);
+  for (int64_t z0 = 0; z0 < b->z; z0 += 0x7fffffff) {
+    int64_t zn = b->z - z0 < 0x7fffffff ? b->z - z0 : 0x7fffffff;
+    em_cublas_gemm one = q;
+    one.a = (const char *)q.a + (size_t)(z0 * b->zy) * es;
+    one.b = (const char *)q.b + (size_t)(z0 * b->zx) * es;
+    one.c = (char *)q.c + (size_t)(z0 * b->zc) * es;
+    one.batch = (int)zn;
+    em_status s = em_cublas_gemm_run(a->dev, a->stream, &one);
+    if (s) return em_fail_context(s, "op '%s'", a->def->name);
+  }
+  return EM_OK;
+}
+
+int em_linalg_uses_cublas(const em_op_args *a, em_dtype dt, char *why, size_t cap) {
+  if (a->portable) {
+    snprintf(why, cap, "portable mode: Ember's own kernels");
+    return 0;
+  }
+  return em_cublas_usable(a->dev, dt, why, cap);
+}
+
+em_status em_linalg_gemm_gpu(const em_op_args *a, const em_linalg_gemm *g) {
+  const char *kernel = gemm_kernel(g->dt);
+  if (!kernel) return em_op_fail(a, "no GPU GEMM for dtype %s", em_dtype_name(g->dt));
+  char why[256];
+  if (em_linalg_uses_cublas(a, g->dt, why, sizeof why)) return walk(a, g, cublas_batch);
+  return walk(a, g, kernel_batch);
 }
 
 em_status em_linalg_c_grad_gpu(const em_op_args *a, const void *dy, void *dc, int64_t m, int64_t n, int64_t rows,

@@ -1,5 +1,7 @@
 /* Probing the CUDA math libraries (cuBLAS, cuBLASLt, cuDNN) and reporting
- * NVRTC, for `ember devices` and gpucheck. Later ops load them the same way.
+ * NVRTC, for `ember devices` and gpucheck; the fast mode loads them through
+ * the same search (em_libs_open; cublas.c). EMBER_LIBCUBLAS, EMBER_LIBCUBLASLT
+ * and EMBER_LIBCUDNN name one file to load instead (the test doubles).
  * Sonames: shared/reference/cuda-compat.md section 9 (libcublas.so.MAJOR,
  * libcublasLt.so.MAJOR; libcudnn.so.8 / .9). The .11 cuBLAS soname is [U] in
  * the reference: it is only tried, never assumed. */
@@ -14,14 +16,16 @@
 
 typedef struct lib_spec {
   const char *name;
+  const char *env;   /* the variable naming the one file to load instead */
   const char *sonames[4];
   const char *probe; /* a symbol that tells its version */
 } lib_spec;
 
 static const lib_spec specs[] = {
-  {"cublas", {"libcublas.so.13", "libcublas.so.12", "libcublas.so.11", NULL}, "cublasGetProperty"},
-  {"cublasLt", {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so.11", NULL}, "cublasLtGetProperty"},
-  {"cudnn", {"libcudnn.so.9", "libcudnn.so.8", NULL, NULL}, "cudnnGetVersion"},
+  {"cublas", "EMBER_LIBCUBLAS", {"libcublas.so.13", "libcublas.so.12", "libcublas.so.11", NULL}, "cublasGetProperty"},
+  {"cublasLt", "EMBER_LIBCUBLASLT", {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so.11", NULL},
+   "cublasLtGetProperty"},
+  {"cudnn", "EMBER_LIBCUDNN", {"libcudnn.so.9", "libcudnn.so.8", NULL, NULL}, "cudnnGetVersion"},
 };
 #define N_SPECS (sizeof specs / sizeof specs[0])
 #define N_LIBS (N_SPECS + 1) /* + NVRTC */
@@ -29,7 +33,7 @@ static const lib_spec specs[] = {
 static em_cuda_library found[N_LIBS];
 static int probed;
 
-static void *open_lib(const char *soname, char *path, size_t cap) {
+void *em_libs_open(const char *soname, char *path, size_t cap) {
   const char *dirs[] = {NULL, getenv("CUDA_HOME"), getenv("CUDA_PATH"), "/usr/local/cuda"};
   for (size_t d = 0; d < sizeof dirs / sizeof dirs[0]; d++) {
     if (d == 0) snprintf(path, cap, "%s", soname);
@@ -79,8 +83,23 @@ static void probe_all(em_runtime *rt) {
   for (size_t i = 0; i < N_SPECS; i++) {
     em_cuda_library *L = &found[i + 1];
     snprintf(L->name, sizeof L->name, "%s", specs[i].name);
+    const char *forced = getenv(specs[i].env);
+    if (forced && *forced) {
+      void *h = dlopen(forced, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+      snprintf(L->path, sizeof L->path, "%s", forced);
+      if (h) {
+        L->found = 1;
+        version_of(&specs[i], h, L->version, sizeof L->version);
+        snprintf(L->note, sizeof L->note, "%s", specs[i].env);
+        dlclose(h);
+      } else {
+        snprintf(L->note, sizeof L->note, "%s=%s cannot be loaded", specs[i].env, forced);
+        L->path[0] = '\0';
+      }
+      continue;
+    }
     for (size_t k = 0; specs[i].sonames[k] && !L->found; k++) {
-      void *h = open_lib(specs[i].sonames[k], L->path, sizeof L->path);
+      void *h = em_libs_open(specs[i].sonames[k], L->path, sizeof L->path);
       if (!h) continue;
       L->found = 1;
       version_of(&specs[i], h, L->version, sizeof L->version);

@@ -1,6 +1,7 @@
 /* The process-wide runtime: created on first use, torn down by em_shutdown.
  * Also the device queries of include/ember/device.h. */
 #include "runtime.h"
+#include "cublas.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,6 +143,7 @@ API void em_shutdown(void) {
     return;
   }
   em_devcheck_shutdown(rt);
+  em_cublas_shutdown(rt);
   for (int i = 0; i < rt->n_gpus; i++) {
     em_gpu *g = &rt->gpus[i];
     if (g->ctx && em_gpu_enter(g) == EM_OK) {

@@ -145,6 +145,11 @@ em_status em_cuda_fail(CUresult r, const char *call, const char *fmt, ...) __att
 void em_driver_load(em_runtime *rt);
 void em_driver_unload(em_runtime *rt);
 
+/* dlopen of a CUDA library by soname: as named (the loader's search), then
+ * under $CUDA_HOME, $CUDA_PATH and /usr/local/cuda (lib64/), kept mapped
+ * (RTLD_NODELETE). NULL when none loads; path holds the last one tried. */
+void *em_libs_open(const char *soname, char *path, size_t cap);
+
 /* Forgets the CUDA library probe (libs.c), so the next query looks again. */
 void em_libs_forget(void);
 

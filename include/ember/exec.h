@@ -86,6 +86,15 @@ typedef enum em_mode { EM_MODE_FAST = 0, EM_MODE_PORTABLE = 1 } em_mode;
 EM_API em_status em_exec_set_mode(em_exec *e, em_mode mode);
 EM_API em_mode em_exec_get_mode(const em_exec *e);
 
+/* TF32 (default off): in the fast mode, f32 matrix products and
+ * convolutions on GPUs with tensor cores (CC 8.0+) may round their inputs to
+ * TF32 (10 mantissa bits, f32 range and accumulation), several times faster
+ * and about 1e-3 relative error. Never used unless asked: em_exec_set_tf32
+ * or EMBER_TF32=1 at em_exec_create (any value but 0 and 1 makes it fail).
+ * Portable mode and the CPU ignore it. */
+EM_API em_status em_exec_set_tf32(em_exec *e, int allow);
+EM_API int em_exec_get_tf32(const em_exec *e);
+
 /* A text listing of the plan: one line per step (op, inputs, output shapes,
  * buffer reuse, and on a CUDA device "[on host copies: why]" for a step that
  * ran, or will run, its CPU code on host copies), for debugging. Returns bytes

@@ -1,7 +1,8 @@
 /* Tests that compare the CPU with a GPU: where no driver is chosen
  * (EMBER_LIBCUDA unset) and the libcuda test double is built
  * ($FAKECUDA_LIB, set by build-tools/run_tests.sh), the library is pointed
- * at the double as an H100 on a CUDA 13.0 driver; with EMBER_LIBCUDA set
+ * at the double as an H100 on a CUDA 13.0 driver, and the fast mode at the
+ * cuBLAS double ($FAKECUBLAS_LIB; cuBLAS off without it); with EMBER_LIBCUDA set
  * (a real driver, tests/gpu/run.sh) it is left alone. */
 #ifndef EMBER_TESTS_GPU_DOUBLE_H
 #define EMBER_TESTS_GPU_DOUBLE_H

@@ -202,6 +202,15 @@ static int cmd_devices(int json) {
       if (refused < 0) return fail("planning");
       strict_refusals += refused;
     }
+    json_t *fast = json_array();
+    static const char *const fast_libs[] = {"cublas"};
+    for (size_t k = 0; k < sizeof fast_libs / sizeof fast_libs[0]; k++) {
+      int used = 0;
+      char why[256];
+      if (em_device_library_use(em_cuda(d), fast_libs[k], &used, why, sizeof why)) return fail("asking about a library");
+      if (json) json_array_append_new(fast, json_pack("{s:s, s:b, s:s}", "library", fast_libs[k], "used", used, "reason", why));
+      else printf("  %-12s -> %-10s %s\n", fast_libs[k], used ? "fast mode" : "not used", why);
+    }
     for (size_t m = 0; json && m < n_modules; m++) {
       const char *module;
       em_plan plan;
@@ -214,11 +223,12 @@ static int cmd_devices(int json) {
       json_array_append_new(plans, plan_json(module, &plan));
     }
     if (json)
-      json_array_append_new(devices, json_pack("{s:i, s:s, s:i, s:i, s:i, s:I, s:s, s:s, s:o}", "ordinal", d, "name",
-                                               info.name, "cc_major", info.cc_major, "cc_minor", info.cc_minor,
+      json_array_append_new(devices, json_pack("{s:i, s:s, s:i, s:i, s:i, s:I, s:s, s:s, s:o, s:o}", "ordinal", d,
+                                               "name", info.name, "cc_major", info.cc_major, "cc_minor", info.cc_minor,
                                                "sm_count", info.sm_count, "total_memory", (json_int_t)info.total_memory,
-                                               "pci_bus_id", info.pci_bus_id, "uuid", info.uuid, "plans", plans));
-    else json_decref(plans);
+                                               "pci_bus_id", info.pci_bus_id, "uuid", info.uuid, "plans", plans,
+                                               "fast_mode_libraries", fast));
+    else json_decref(plans), json_decref(fast);
   }
   if (json) {
     json_t *root = json_pack("{s:s, s:s, s:{s:s, s:i, s:i, s:s, s:s}, s:s, s:s, s:o, s:o}", "schema", "ember.devices/1",

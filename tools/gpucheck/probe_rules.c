@@ -182,50 +182,6 @@ int gc_rule_runtime(int lib_cuda, int lib_minor_known, int drv_cuda, const char 
 
 /* ----------------------------------------------------------- lowest CC --- */
 
-/* A libreq version "9.0.0-9.5.1", "9.11+", "9.17.0" or "12" as a range. */
-static int row_range(const char *text, gc_version *lo, gc_version *hi, int *open) {
-  char a[32], b[32] = "";
-  *open = 0;
-  snprintf(a, sizeof a, "%s", text);
-  char *dash = strchr(a, '-');
-  if (dash) {
-    snprintf(b, sizeof b, "%s", dash + 1);
-    *dash = '\0';
-  }
-  size_t n = strlen(a);
-  if (n && a[n - 1] == '+') a[--n] = '\0', *open = 1;
-  if (gc_probe_parse_version(a, n, lo)) return -1;
-  if (gc_probe_parse_version(b[0] ? b : a, strlen(b[0] ? b : a), hi)) return -1;
-  return 0;
-}
-
 int gc_rule_lib_lowest_cc(const char *library, const gc_version *v, int *highest, const char **row_version) {
-  int low = 0, high = 0;
-  const char *row_v = NULL;
-  gc_version best_lo = {0};
-  int have_best = 0;
-  /* Rows whose range holds v; else the nearest row below v in the same major
-   * (the requirement in force since that release). */
-  for (int pass = 0; pass < 2 && !low; pass++) {
-    for (size_t i = 0; i < em_libreq_count(); i++) {
-      const em_libreq_row *r = em_libreq_at(i);
-      if (strcmp(r->library, library)) continue;
-      gc_version lo, hi;
-      int open;
-      if (row_range(r->version, &lo, &hi, &open) || lo.major != v->major) continue;
-      int match;
-      if (lo.minor < 0) match = 1; /* a whole major ("12") */
-      else if (pass == 0) match = gc_probe_version_cmp(&lo, v) <= 0 && (open || gc_probe_version_cmp(v, &hi) <= 0);
-      else match = have_best && !gc_probe_version_cmp(&lo, &best_lo);
-      if (pass == 0 && !match && gc_probe_version_cmp(&lo, v) <= 0 && (!have_best || gc_probe_version_cmp(&lo, &best_lo) > 0))
-        best_lo = lo, have_best = 1;
-      if (!match) continue;
-      if (!low || r->lowest_cc < low) low = r->lowest_cc;
-      if (r->lowest_cc > high) high = r->lowest_cc;
-      row_v = r->version;
-    }
-  }
-  if (highest) *highest = high;
-  if (row_version) *row_version = row_v;
-  return low;
+  return em_libreq_lowest_cc(library, v->major, v->minor, v->patch, highest, row_version);
 }

@@ -1,0 +1,347 @@
+/* cuBLAS for the fast mode (cublas.h).
+ *
+ * The library: EMBER_LIBCUBLAS names one file; else the newest of
+ * libcublas.so.13 / .12 / .11 that this driver can run (a CUDA M.x library
+ * needs a driver of CUDA M.0 or newer: minor-version compatibility,
+ * shared/reference/cuda-compat.md; arch_table's libreq rows give each
+ * major's toolkit), loaded once per process and kept mapped. A device uses
+ * it when its compute capability is at or above the lowest the library
+ * supports (arch_table libreq: cuBLAS 11 from 3.5, 12 from 5.0, 13 from
+ * 7.5); other devices keep Ember's kernels, and the reason is reported
+ * (EMBER_LOG=dispatch, em_exec_describe).
+ *
+ * One handle per device, made with the device's primary context current.
+ * A handle's stream and workspace are per call state, so every use takes
+ * the device's lock: set the stream, set a workspace, issue the product.
+ * The workspace comes from the device's caching allocator for that call
+ * (the cuBLAS API reference, cublasSetWorkspace: 32 MiB recommended on
+ * Hopper, 4 MiB on other architectures), so two executors on two streams
+ * never share one, and it is freed as Ember's own kernels' scratch is.
+ *
+ * The ABI slice below is declared here so the library builds without the
+ * toolkit. Source of every value and prototype: the CUDA 13.0 toolkit's
+ * cublas_api.h and library_types.h (stable since cuBLAS 11.0, which
+ * introduced cublasComputeType_t). */
+#include "cublas.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arch_table.h"
+#include "error.h"
+#include "load.h"
+#include "runtime.h"
+
+typedef struct cublasContext *cublasHandle_t;
+enum {
+  CUBLAS_STATUS_SUCCESS = 0,
+  CUBLAS_OP_N = 0,
+  CUBLAS_OP_T = 1,
+  CUBLAS_DEFAULT_MATH = 0,
+  CUBLAS_COMPUTE_32F = 68,
+  CUBLAS_COMPUTE_32F_FAST_TF32 = 77,
+  CUBLAS_COMPUTE_64F = 70,
+  CUBLAS_GEMM_DEFAULT = -1,
+  CUDA_R_32F = 0,
+  CUDA_R_64F = 1,
+  LIB_MAJOR_VERSION = 0, /* libraryPropertyType */
+  LIB_MINOR_VERSION = 1,
+  LIB_PATCH_LEVEL = 2,
+};
+typedef int (*fn_create)(cublasHandle_t *);
+typedef int (*fn_destroy)(cublasHandle_t);
+typedef int (*fn_set_stream)(cublasHandle_t, CUstream);
+typedef int (*fn_set_workspace)(cublasHandle_t, void *, size_t);
+typedef int (*fn_set_math)(cublasHandle_t, int);
+typedef int (*fn_property)(int, int *);
+typedef const char *(*fn_status_name)(int);
+typedef int (*fn_gemm_batched)(cublasHandle_t, int, int, int, int, int, const void *, const void *, int, int, long long,
+                               const void *, int, int, long long, const void *, void *, int, int, long long, int, int,
+                               int);
+typedef int (*fn_gemm)(cublasHandle_t, int, int, int, int, int, const void *, const void *, int, int, const void *, int,
+                       int, const void *, void *, int, int, int, int);
+
+#define MAX_DEVICES 64
+
+typedef struct blas_device {
+  int decided;            /* usable / why hold the answer */
+  int usable;
+  char why[256];
+  cublasHandle_t handle;
+  pthread_mutex_t lock;   /* a handle's stream and workspace are set per call */
+} blas_device;
+
+static struct {
+  pthread_mutex_t lock;   /* loading, deciding, shutdown */
+  int loaded;             /* the search ran */
+  void *lib;
+  char path[512];
+  char version[32];
+  int major, minor, patch;
+  char why[384];          /* why no library, when lib is NULL */
+  fn_create create;
+  fn_destroy destroy;
+  fn_set_stream set_stream;
+  fn_set_workspace set_workspace;
+  fn_set_math set_math;
+  fn_status_name status_name; /* optional (cuBLAS 11.4.2+) */
+  fn_gemm gemm;
+  fn_gemm_batched gemm_batched;
+  blas_device dev[MAX_DEVICES];
+} B = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static const char *status_text(int st) {
+  const char *n = B.status_name ? B.status_name(st) : NULL;
+  static _Thread_local char buf[40];
+  if (n) return n;
+  snprintf(buf, sizeof buf, "cuBLAS status %d", st);
+  return buf;
+}
+
+int em_cublas_supports(int major, int minor, int patch, int driver_version, int cc, char *why, size_t cap) {
+  int need_driver = major * 1000;
+  if (driver_version < need_driver) {
+    snprintf(why, cap,
+             "cuBLAS %d.%d.%d needs a CUDA %d.0 driver or newer (minor-version compatibility); this driver is CUDA "
+             "%d.%d",
+             major, minor, patch, major, driver_version / 1000, driver_version % 1000 / 10);
+    return 0;
+  }
+  const char *row = NULL;
+  int lowest = em_libreq_lowest_cc("cublas", major, minor, patch, NULL, &row);
+  if (!lowest) {
+    snprintf(why, cap, "cuBLAS %d.%d.%d is not in Ember's table of cuBLAS releases (arch_table libreq): not used", major,
+             minor, patch);
+    return 0;
+  }
+  if (cc < lowest) {
+    snprintf(why, cap,
+             "cuBLAS %d supports compute capability %d.%d and newer; this device is %d.%d (Ember's own kernels run)",
+             major, lowest / 10, lowest % 10, cc / 10, cc % 10);
+    return 0;
+  }
+  snprintf(why, cap, "cuBLAS %d.%d.%d supports CC %d.%d on a CUDA %d.%d driver", major, minor, patch, cc / 10, cc % 10,
+           driver_version / 1000, driver_version % 1000 / 10);
+  return 1;
+}
+
+/* Resolves the entry points of an opened library and reads its version. */
+static int bind(void *h, char *why, size_t cap) {
+  fn_property prop = (fn_property)dlsym(h, "cublasGetProperty");
+  B.create = (fn_create)dlsym(h, "cublasCreate_v2");
+  B.destroy = (fn_destroy)dlsym(h, "cublasDestroy_v2");
+  B.set_stream = (fn_set_stream)dlsym(h, "cublasSetStream_v2");
+  B.set_workspace = (fn_set_workspace)dlsym(h, "cublasSetWorkspace_v2");
+  B.set_math = (fn_set_math)dlsym(h, "cublasSetMathMode");
+  B.status_name = (fn_status_name)dlsym(h, "cublasGetStatusName");
+  B.gemm = (fn_gemm)dlsym(h, "cublasGemmEx");
+  B.gemm_batched = (fn_gemm_batched)dlsym(h, "cublasGemmStridedBatchedEx");
+  const char *missing = !prop ? "cublasGetProperty" : !B.create ? "cublasCreate_v2" : !B.destroy ? "cublasDestroy_v2"
+                        : !B.set_stream ? "cublasSetStream_v2" : !B.set_workspace ? "cublasSetWorkspace_v2"
+                        : !B.set_math ? "cublasSetMathMode" : !B.gemm ? "cublasGemmEx"
+                        : !B.gemm_batched ? "cublasGemmStridedBatchedEx" : NULL;
+  if (missing) {
+    snprintf(why, cap, "%s does not export %s (cuBLAS 11.0 or newer is needed)", B.path, missing);
+    return -1;
+  }
+  if (prop(LIB_MAJOR_VERSION, &B.major) || prop(LIB_MINOR_VERSION, &B.minor) || prop(LIB_PATCH_LEVEL, &B.patch)) {
+    snprintf(why, cap, "%s: cublasGetProperty failed", B.path);
+    return -1;
+  }
+  snprintf(B.version, sizeof B.version, "%d.%d.%d", B.major, B.minor, B.patch);
+  return 0;
+}
+
+/* With B.lock held: the search, once. */
+static void load(int driver_version) {
+  if (B.loaded) return;
+  B.loaded = 1;
+  const char *forced = getenv("EMBER_LIBCUBLAS");
+  if (forced && *forced) {
+    snprintf(B.path, sizeof B.path, "%s", forced);
+    B.lib = dlopen(forced, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    if (!B.lib) snprintf(B.why, sizeof B.why, "EMBER_LIBCUBLAS=%s cannot be loaded: %s", forced, dlerror());
+  } else {
+    /* Newest first, skipping a major this driver cannot run. */
+    static const char *const sonames[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so.11"};
+    static const int majors[] = {13, 12, 11};
+    char skipped[160] = "";
+    for (size_t i = 0; i < 3 && !B.lib; i++) {
+      if (driver_version < majors[i] * 1000) {
+        size_t n = strlen(skipped);
+        snprintf(skipped + n, sizeof skipped - n, "%s%s", n ? ", " : "", sonames[i]);
+        continue;
+      }
+      B.lib = em_libs_open(sonames[i], B.path, sizeof B.path);
+    }
+    if (!B.lib)
+      snprintf(B.why, sizeof B.why, "no cuBLAS found for this CUDA %d.%d driver (libcublas.so.13/.12/.11 under the "
+               "loader's path, CUDA_HOME or /usr/local/cuda%s%s%s)", driver_version / 1000, driver_version % 1000 / 10,
+               skipped[0] ? "; too new for the driver: " : "", skipped, "");
+  }
+  if (B.lib && bind(B.lib, B.why, sizeof B.why)) B.lib = NULL; /* mapped for good (RTLD_NODELETE); not used */
+  if (B.lib) em_log(EM_LOG_DISPATCH, "cuBLAS %s loaded from %s", B.version, B.path);
+  else em_log(EM_LOG_DISPATCH, "cuBLAS not used: %s", B.why);
+}
+
+static int env_off(void) {
+  const char *v = getenv("EMBER_CUBLAS");
+  return v && !strcmp(v, "0");
+}
+
+static void decide_once(em_runtime *rt, em_gpu *g, blas_device *d);
+
+/* With B.lock held: whether device g may use the library (logged either way). */
+static void decide(em_runtime *rt, em_gpu *g, blas_device *d) {
+  decide_once(rt, g, d);
+  if (!d->usable)
+    em_log(EM_LOG_DISPATCH, "device %d (%s, CC %d.%d): products through Ember's kernels: %s", g->ordinal, g->info.name,
+           g->cc / 10, g->cc % 10, d->why);
+}
+
+static void decide_once(em_runtime *rt, em_gpu *g, blas_device *d) {
+  d->decided = 1;
+  pthread_mutex_init(&d->lock, NULL);
+  load(rt->driver.driver_version);
+  if (!B.lib) {
+    snprintf(d->why, sizeof d->why, "%s", B.why);
+    return;
+  }
+  if (!em_cublas_supports(B.major, B.minor, B.patch, rt->driver.driver_version, g->cc, d->why, sizeof d->why)) return;
+  if (em_gpu_enter(g)) {
+    snprintf(d->why, sizeof d->why, "the context of CUDA device %d could not be made current", g->ordinal);
+    return;
+  }
+  int st = B.create(&d->handle);
+  if (!st) st = B.set_math(d->handle, CUBLAS_DEFAULT_MATH);
+  em_gpu_leave(g);
+  if (st) {
+    snprintf(d->why, sizeof d->why, "cublasCreate_v2 failed on CUDA device %d: %s", g->ordinal, status_text(st));
+    d->handle = NULL;
+    return;
+  }
+  d->usable = 1;
+  em_log(EM_LOG_DISPATCH, "device %d (%s, CC %d.%d): products through cuBLAS %s", g->ordinal, g->info.name, g->cc / 10,
+         g->cc % 10, B.version);
+}
+
+/* The device's entry, decided; NULL with why when dev is not a CUDA device. */
+static blas_device *device_of(em_device dev, em_gpu **gpu, char *why, size_t cap) {
+  em_gpu *g;
+  if (dev.kind != EM_DEVICE_CUDA || em_rt_gpu(dev, &g) || dev.ordinal >= MAX_DEVICES) {
+    snprintf(why, cap, "not a CUDA device Ember can use cuBLAS on");
+    return NULL;
+  }
+  blas_device *d = &B.dev[dev.ordinal];
+  em_runtime *rt = em_rt();
+  pthread_mutex_lock(&B.lock);
+  if (!d->decided) decide(rt, g, d);
+  pthread_mutex_unlock(&B.lock);
+  *gpu = g;
+  return d;
+}
+
+int em_cublas_usable(em_device dev, em_dtype dt, char *why, size_t cap) {
+  if (env_off()) {
+    snprintf(why, cap, "EMBER_CUBLAS=0");
+    return 0;
+  }
+  if (dt != EM_F32 && dt != EM_F64) {
+    snprintf(why, cap, "cuBLAS is used for f32 and f64 products; this one is %s", em_dtype_name(dt));
+    return 0;
+  }
+  em_gpu *g;
+  blas_device *d = device_of(dev, &g, why, cap);
+  if (!d) return 0;
+  if (!d->usable) snprintf(why, cap, "%s", d->why);
+  return d->usable;
+}
+
+#define API __attribute__((visibility("default")))
+
+API em_status em_device_library_use(em_device dev, const char *library, int *used, char *why, size_t cap) {
+  if (!library || !used || (!why && cap)) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_device_library_use: NULL argument");
+  char text[256];
+  if (!strcmp(library, "cublas")) *used = em_cublas_usable(dev, EM_F32, text, sizeof text);
+  else return em_fail(EM_ERR_NOT_FOUND, "em_device_library_use: no library '%.40s' (cublas)", library);
+  if (cap) snprintf(why, cap, "%s", text);
+  return EM_OK;
+}
+
+static size_t workspace_bytes(const em_gpu *g) { return g->cc >= 90 ? (32u << 20) : (4u << 20); }
+
+em_status em_cublas_gemm_run(em_device dev, em_stream *s, const em_cublas_gemm *g) {
+  char why[256];
+  em_gpu *gpu;
+  blas_device *d = device_of(dev, &gpu, why, sizeof why);
+  if (!d || !d->usable) return em_fail(EM_ERR_INTERNAL, "em_cublas_gemm_run on a device cuBLAS is not used for");
+  int f64 = g->dt == EM_F64, type = f64 ? CUDA_R_64F : CUDA_R_32F;
+  int compute = f64 ? CUBLAS_COMPUTE_64F : g->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  double alpha = g->alpha, beta = g->beta;
+  float alpha_f = (float)alpha, beta_f = (float)beta;
+  const void *pa = f64 ? (const void *)&alpha : (const void *)&alpha_f;
+  const void *pb = f64 ? (const void *)&beta : (const void *)&beta_f;
+  size_t ws_bytes = workspace_bytes(gpu);
+  void *ws = NULL;
+  em_status es = em_malloc(dev, ws_bytes, &ws);
+  if (es) return em_fail_context(es, "a %zu-byte cuBLAS workspace", ws_bytes);
+  em_status r = EM_OK;
+  if (em_gpu_enter(gpu)) {
+    em_free(dev, ws);
+    return em_fail_context(EM_ERR_CUDA, "cuBLAS on CUDA device %d", gpu->ordinal);
+  }
+  pthread_mutex_lock(&d->lock);
+  const char *call = "cublasSetStream_v2";
+  int st = B.set_stream(d->handle, em_stream_handle(s));
+  if (!st) call = "cublasSetWorkspace_v2", st = B.set_workspace(d->handle, ws, ws_bytes);
+  if (!st) {
+    int opa = g->ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = g->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    if (g->batch == 1) {
+      call = "cublasGemmEx";
+      st = B.gemm(d->handle, opa, opb, g->m, g->n, g->k, pa, g->a, type, g->lda, g->b, type, g->ldb, pb, g->c, type,
+                  g->ldc, compute, CUBLAS_GEMM_DEFAULT);
+    } else {
+      call = "cublasGemmStridedBatchedEx";
+      st = B.gemm_batched(d->handle, opa, opb, g->m, g->n, g->k, pa, g->a, type, g->lda, g->stride_a, g->b, type, g->ldb,
+                          g->stride_b, pb, g->c, type, g->ldc, g->stride_c, g->batch, compute, CUBLAS_GEMM_DEFAULT);
+    }
+  }
+  pthread_mutex_unlock(&d->lock);
+  em_gpu_leave(gpu);
+  em_free(dev, ws); /* as Ember's kernels' scratch: reused only by work issued after this */
+  if (st)
+    r = em_fail(EM_ERR_CUDA, "%s failed: %s (m %d, n %d, k %d, lda %d, ldb %d, ldc %d, batch %d, %s%s) on CUDA device %d",
+                call, status_text(st), g->m, g->n, g->k, g->lda, g->ldb, g->ldc, g->batch, em_dtype_name(g->dt),
+                g->tf32 ? ", TF32" : "", gpu->ordinal);
+  return r;
+}
+
+const char *em_cublas_library(char *version, size_t cap) {
+  pthread_mutex_lock(&B.lock);
+  snprintf(version, cap, "%s", B.lib ? B.version : "");
+  const char *p = B.lib ? B.path : "";
+  pthread_mutex_unlock(&B.lock);
+  return p;
+}
+
+void em_cublas_shutdown(struct em_runtime *rt) {
+  pthread_mutex_lock(&B.lock);
+  for (int i = 0; i < MAX_DEVICES; i++) {
+    blas_device *d = &B.dev[i];
+    if (!d->decided) continue;
+    if (d->handle && rt && i < rt->n_gpus && !em_gpu_enter(&rt->gpus[i])) {
+      B.destroy(d->handle);
+      em_gpu_leave(&rt->gpus[i]);
+    }
+    pthread_mutex_destroy(&d->lock);
+    memset(d, 0, sizeof *d);
+  }
+  /* The library stays mapped (RTLD_NODELETE) and bound; the next runtime
+   * searches again, so a changed EMBER_LIBCUBLAS takes effect. */
+  B.loaded = 0;
+  B.lib = NULL;
+  pthread_mutex_unlock(&B.lock);
+}
