@@ -94,6 +94,7 @@ typedef struct step {
   em_stream *stream;          /* the stream its gpu member launches on (NULL: the device's default) */
   em_kernel_cache kernels;    /* CUDA: the kernel handles its gpu member resolved */
   char *host_why;             /* CUDA: why the step runs on host copies (NULL: it ran on the device, or has not run) */
+  em_op_report road;          /* CUDA: the library its gpu member called, or why not (em_op_report_path) */
   int writes;                 /* its op writes some inputs in place on every run (em_op_def.writes_input) */
   em_var out0;                /* where output 0 goes: the node's own value, or the last fused op's */
   em_post_op *post;           /* the ops fused into it (plan_fusions), or NULL */
@@ -712,6 +713,8 @@ static em_status run_step(em_exec *e, run_state *r, int st) {
                   .n_out = n->n_out, .out = out_shapes, .training = e->training, .step = e->runs,
                   .node = p->node, .dev = p->dev, .stream = p->stream, .kernels = &p->kernels,
                   .portable = e->mode == EM_MODE_PORTABLE, .tf32 = e->tf32, .post = p->post};
+  em_op_report road = {""};
+  if (e->dev.kind == EM_DEVICE_CUDA) a.report = &road;
   memset(out_shapes, 0, sizeof out_shapes);
   em_status s = n->op->infer(&a);
   em_layout_choice lc = {0, 0};
@@ -751,6 +754,11 @@ static em_status run_step(em_exec *e, run_state *r, int st) {
       uint64_t lookups = p->kernels.lookups;
       s = n->op->gpu ? n->op->gpu(&a, in, out) : EM_ERR_USE_CPU;
       e->stats.kernel_lookups += p->kernels.lookups - lookups;
+      if (!s && road.path[0] && strcmp(road.path, p->road.path)) {
+        p->road = road;
+        em_log(EM_LOG_DISPATCH, "executor on cuda:%d: node %d (op '%s'): %s", e->dev.ordinal, p->node, n->op->name,
+               road.path);
+      }
       if (s == EM_ERR_USE_CPU) { /* no GPU implementation, or the device's plan for its module is the CPU */
         char why[256];
         snprintf(why, sizeof why, "%s", n->op->gpu ? em_last_error() : "no GPU implementation");
@@ -1007,6 +1015,7 @@ API size_t em_exec_describe(const em_exec *e, char *buf, size_t cap) {
       PUT("%s%d:%s", i ? ", " : "", n->first_value + i, em_shape_str(&e->g->values[n->first_value + i].shape, one, sizeof one));
     if (e->steps[st].inplace_from >= 0) PUT("  [in place of %d]", (int)n->inputs[e->steps[st].inplace_from]);
     if (e->steps[st].host_why) PUT("  [on host copies: %s]", e->steps[st].host_why);
+    else if (e->steps[st].road.path[0]) PUT("  [%s]", e->steps[st].road.path);
     if (e->steps[st].fused_into >= 0) PUT("  [fused into step %d]", e->steps[st].fused_into);
     if (e->steps[st].post) PUT("  [output 0 is %d: runs the fused steps]", (int)e->steps[st].out0);
     PUT("\n");

@@ -62,7 +62,15 @@ typedef struct em_op_args {
    * which the op applies to its output 0 before it returns: NULL for every op but a
    * convolution followed by relu, clip or x * sigmoid(x). */
   const struct em_post_op *post;
+  /* Where a gpu member says which road it took, for em_exec_describe and EMBER_LOG=dispatch:
+   * the fast mode's library it called ("cuBLAS 13.1.0"), or why that library was not used.
+   * NULL outside an executor; em_op_report_path writes it. */
+  struct em_op_report *report;
 } em_op_args;
+
+typedef struct em_op_report { char path[224]; } em_op_report;
+/* Records the road a gpu member took (printf-style); nothing when a->report is NULL. */
+void em_op_report_path(const em_op_args *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* What a convolution applies to its output for the ops fused into it (exec.c). The results
  * are those ops' own: em_post_apply runs their kernels, and oneDNN's post-ops (fast mode)

@@ -141,6 +141,14 @@ const char *em_shape_str(const em_shape *s, char *buf, size_t cap) {
   return buf;
 }
 
+void em_op_report_path(const em_op_args *a, const char *fmt, ...) {
+  if (!a->report) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(a->report->path, sizeof a->report->path, fmt, ap);
+  va_end(ap);
+}
+
 em_status em_op_fail(const em_op_args *a, const char *fmt, ...) {
   char shapes[512] = "", what[1024], one[128];
   size_t n = 0;

@@ -268,8 +268,14 @@ int em_linalg_uses_cublas(const em_op_args *a, em_dtype dt, char *why, size_t ca
 em_status em_linalg_gemm_gpu(const em_op_args *a, const em_linalg_gemm *g) {
   const char *kernel = gemm_kernel(g->dt);
   if (!kernel) return em_op_fail(a, "no GPU GEMM for dtype %s", em_dtype_name(g->dt));
-  char why[256];
-  if (em_linalg_uses_cublas(a, g->dt, why, sizeof why)) return walk(a, g, cublas_batch);
+  char why[200];
+  if (em_linalg_uses_cublas(a, g->dt, why, sizeof why)) {
+    char version[32];
+    em_cublas_library(version, sizeof version);
+    em_op_report_path(a, "cuBLAS %s%s", version, a->tf32 && g->dt == EM_F32 ? " (TF32 allowed)" : "");
+    return walk(a, g, cublas_batch);
+  }
+  if (!a->portable) em_op_report_path(a, "Ember's kernels: %s", why);
   return walk(a, g, kernel_batch);
 }
 
