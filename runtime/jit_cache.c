@@ -128,7 +128,7 @@ static int timespec_cmp(struct timespec a, struct timespec b) {
  * part of the text so a layout change also changes every file name. */
 static em_status key_text_build(const em_jit_key *key, char **text, size_t *len) {
   if (!key->kind || !key->kind[0])
-    return em_fail(EM_ERR_INVALID_ARGUMENT, "jit cache key: kind is empty (expected \"ptx-jit\" or \"nvrtc\")");
+    return em_fail(EM_ERR_INVALID_ARGUMENT, "jit cache key: kind is empty (expected \"ptx-jit\", \"nvrtc\" or \"cudnn-algo\")");
   if (key->variant != 0 && key->variant != 'a' && key->variant != 'f')
     return em_fail(EM_ERR_INVALID_ARGUMENT,
                    "jit cache key: variant is 0x%02x (expected 0, 'a' or 'f')",
@@ -139,20 +139,20 @@ static em_status key_text_build(const em_jit_key *key, char **text, size_t *len)
   const char *opts = key->options ? key->options : ""; /* no options and "" compile alike */
   char variant[2] = {key->variant ? key->variant : '-', '\0'};
   const char *fmt = "ember-jit-cache-key format=%d\nkind=%zu:%s\ninput=%016llx\noptions=%zu:%s\n"
-                    "sm=%d\nvariant=%s\ndriver=%d\nnvrtc=%d\n";
+                    "sm=%d\nvariant=%s\ndriver=%d\ntool=%d\n";
   size_t klen = strlen(key->kind), olen = strlen(opts);
   if (klen + olen > KEY_TEXT_MAX - 256)
     return em_fail(EM_ERR_INVALID_ARGUMENT, "jit cache key: options are %zu bytes (limit %u)", olen,
                    KEY_TEXT_MAX - 256);
   int n = snprintf(NULL, 0, fmt, EM_JIT_CACHE_FORMAT, klen, key->kind,
                    (unsigned long long)key->input_hash, olen, opts, key->sm, variant,
-                   key->driver_version, key->nvrtc_version);
+                   key->driver_version, key->tool_version);
   if (n < 0) return em_fail(EM_ERR_INTERNAL, "jit cache key: snprintf failed");
   char *buf = malloc((size_t)n + 1);
   if (!buf) return em_fail(EM_ERR_OUT_OF_MEMORY, "jit cache key: cannot allocate %d bytes", n + 1);
   snprintf(buf, (size_t)n + 1, fmt, EM_JIT_CACHE_FORMAT, klen, key->kind,
            (unsigned long long)key->input_hash, olen, opts, key->sm, variant, key->driver_version,
-           key->nvrtc_version);
+           key->tool_version);
   *text = buf;
   *len = (size_t)n;
   return EM_OK;

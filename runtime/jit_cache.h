@@ -1,4 +1,5 @@
-/* Disk cache for JIT output (cubins from the driver's PTX JIT and from NVRTC).
+/* Disk cache for JIT output (cubins from the driver's PTX JIT and from NVRTC)
+ * and for the cuDNN algorithms the fast mode chose (runtime/cudnn.c).
  *
  * Location: $EMBER_CACHE_DIR, else $XDG_CACHE_HOME/ember, else ~/.cache/ember.
  * The directory must belong to the user and not be writable by group or
@@ -20,13 +21,13 @@ typedef struct em_jit_cache em_jit_cache;
 
 /* Everything the output depends on. */
 typedef struct em_jit_key {
-  const char *kind;      /* "ptx-jit" or "nvrtc" */
+  const char *kind;      /* "ptx-jit", "nvrtc", or "cudnn-algo" (runtime/cudnn.c: a chosen algorithm) */
   uint64_t input_hash;   /* XXH3-64 of the PTX or source (and headers) */
   const char *options;   /* compiler options, as passed */
   int sm;                /* target SM, 10*major+minor */
   char variant;          /* 0, 'a', 'f' */
   int driver_version;    /* cuDriverGetVersion */
-  int nvrtc_version;     /* 0 for the driver JIT */
+  int tool_version;      /* what made the payload: NVRTC's version (nvrtc), cuDNN's (cudnn-algo); 0 for the driver JIT */
 } em_jit_key;
 
 /* Opens (creating it with mode 0700 if missing) the cache directory `dir`, or

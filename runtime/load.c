@@ -15,7 +15,7 @@ static double now_ms(void) {
   return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
 }
 
-static em_jit_cache *cache(em_runtime *rt) {
+em_jit_cache *em_rt_cache(em_runtime *rt) {
   if (!rt->cache_opened) {
     rt->cache_opened = 1;
     em_status s = em_jit_cache_open(NULL, 0, &rt->cache, rt->cache_why, sizeof rt->cache_why);
@@ -63,8 +63,8 @@ static em_status cubin_from_ptx(em_runtime *rt, em_gpu *g, const char *ptx, size
                                 uint64_t hash, int nvrtc_version, const char *what, void **out, size_t *out_size,
                                 int *hit) {
   em_jit_key key = {.kind = "ptx-jit", .input_hash = hash, .options = "", .sm = g->cc,
-                    .driver_version = rt->driver.driver_version, .nvrtc_version = nvrtc_version};
-  em_jit_cache *c = cache(rt);
+                    .driver_version = rt->driver.driver_version, .tool_version = nvrtc_version};
+  em_jit_cache *c = em_rt_cache(rt);
   if (c && em_jit_cache_get(c, &key, out, out_size) == EM_OK) {
     *hit = 1;
     return EM_OK;
@@ -124,8 +124,8 @@ static em_status nvrtc_compile_module(em_runtime *rt, em_gpu *g, const em_nvrtc_
   uint64_t hash = src->hash;
   for (int i = 0; i < n_hdrs; i++) hash ^= XXH3_64bits_withSeed(&hdrs[i]->hash, sizeof hdrs[i]->hash, (uint64_t)i + 1);
   em_jit_key key = {.kind = "nvrtc", .input_hash = hash, .options = "--fmad=false", .sm = g->cc,
-                    .driver_version = rt->driver.driver_version, .nvrtc_version = version};
-  em_jit_cache *c = cache(rt);
+                    .driver_version = rt->driver.driver_version, .tool_version = version};
+  em_jit_cache *c = em_rt_cache(rt);
   if (lib->has_cubin && c && em_jit_cache_get(c, &key, out, out_size) == EM_OK) {
     *hit = 1;
     return EM_OK;

@@ -141,6 +141,10 @@ const char *em_cuda_error_fix(CUresult r);
 /* em_fail(EM_ERR_CUDA, "<call> failed: NAME (number): <fix>") with context. */
 em_status em_cuda_fail(CUresult r, const char *call, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* The JIT cache of the runtime, opened on first use (NULL when it is not
+ * used: EMBER_LOG=cache says why). Call with the runtime's lock held. */
+em_jit_cache *em_rt_cache(em_runtime *rt);
+
 /* Loads libcuda (EMBER_LIBCUDA or libcuda.so.1), initialises it and fills rt->driver. */
 void em_driver_load(em_runtime *rt);
 void em_driver_unload(em_runtime *rt);

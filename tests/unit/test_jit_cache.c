@@ -72,7 +72,7 @@ static em_jit_key base_key(void) {
                   .sm = 86,
                   .variant = 0,
                   .driver_version = 12040,
-                  .nvrtc_version = 0};
+                  .tool_version = 0};
   return k;
 }
 
@@ -259,7 +259,7 @@ static void test_entry_layout(void **state) {
   em_jit_key k = base_key();
   k.variant = 'a';
   k.sm = 90;
-  k.nvrtc_version = 12080;
+  k.tool_version = 12080;
   k.kind = "nvrtc";
   unsigned char *p = make_payload(777, 3);
   assert_int_equal(em_jit_cache_put(c, &k, p, 777), EM_OK);
@@ -280,7 +280,7 @@ static void test_entry_layout(void **state) {
   /* The key text names every field. */
   char *text = strndup((char *)f + HDR, klen);
   const char *want[] = {"kind=5:nvrtc", "input=0123456789abcdef", "options=3:-O3", "sm=90",
-                        "variant=a", "driver=12040", "nvrtc=12080", "format=1"};
+                        "variant=a", "driver=12040", "tool=12080", "format=1"};
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
     if (!strstr(text, want[i])) fail_msg("key text lacks \"%s\":\n%s", want[i], text);
   /* File name = XXH3-128 of the key text, high half first. */
@@ -319,7 +319,7 @@ static void test_key_sensitivity(void **state) {
   v[nv] = k, v[nv++].variant = 'a';
   v[nv] = k, v[nv++].variant = 'f';
   v[nv] = k, v[nv++].driver_version = 12050;
-  v[nv] = k, v[nv++].nvrtc_version = 12040;
+  v[nv] = k, v[nv++].tool_version = 12040;
   for (size_t i = 0; i < nv; i++) expect_miss(c, &v[i]);
   /* Misses of other keys leave the base entry alone. */
   expect_hit(c, &k, p, 300);
