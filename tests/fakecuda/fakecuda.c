@@ -475,6 +475,21 @@ FC_SAME_TYPE(cuCtxPopCurrent, PFN_cuCtxPopCurrent);
 FC_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) { FC_CALL(cuCtxSetCurrent, ctx_set(ctx)); }
 FC_EXPORT CUresult cuCtxGetCurrent(CUcontext *pctx) { FC_CALL(cuCtxGetCurrent, ctx_get(pctx)); }
 
+/* The device of the current context (cuda.h: CUDA_ERROR_INVALID_CONTEXT
+ * without one). Not used by Ember's runtime; the double of cuDNN learns its
+ * handle's device with it, as cuDNN does through the runtime. */
+static CUresult ctx_device(CUdevice *dev) {
+  struct CUctx_st *ctx;
+  if (!dev) return CUDA_ERROR_INVALID_VALUE;
+  tls_sync();
+  if (tls.depth == 0 || !fc_ctx_is_live(tls.stack[tls.depth - 1])) return CUDA_ERROR_INVALID_CONTEXT;
+  ctx = tls.stack[tls.depth - 1];
+  *dev = ctx->ordinal;
+  return CUDA_SUCCESS;
+}
+FC_EXPORT CUresult cuCtxGetDevice(CUdevice *dev) { FC_CALL(cuCtxGetDevice, ctx_device(dev)); }
+FC_SAME_TYPE(cuCtxGetDevice, PFN_cuCtxGetDevice);
+
 /* -------------------------------------------------------- test hooks --- */
 
 FC_EXPORT void fakecuda_reset(void) {

@@ -59,5 +59,8 @@ typedef CUresult (*fakecuda_work_fn)(void *payload, char *msg, size_t cap);
 typedef CUresult (*fakecuda_enqueue_work_fn)(CUstream s, fakecuda_work_fn run, void (*release)(void *), void *payload,
                                              const char *what);
 typedef CUresult (*fakecuda_device_span_fn)(CUdeviceptr p, size_t bytes, void **host, char *msg, size_t cap);
+/* cuCtxGetDevice (cuda.h), exported for those doubles: runtime/cuda_abi.h
+ * does not declare it (Ember's runtime does not call it). */
+typedef CUresult (*PFN_cuCtxGetDevice)(CUdevice *dev);
 
 #endif

@@ -35,6 +35,7 @@
   X(cuCtxPopCurrent_v2, "cuCtxPopCurrent")                     \
   X(cuCtxSetCurrent, NULL)                                     \
   X(cuCtxGetCurrent, NULL)                                     \
+  X(cuCtxGetDevice, NULL)                                      \
   X(cuCtxSynchronize, NULL)                                    \
   X(cuModuleLoadData, NULL)                                    \
   X(cuModuleLoadDataEx, NULL)                                  \
