@@ -434,6 +434,22 @@ $(FAKECUDA): $(FAKE_SRCS) $(FAKE_KERNEL_OBJS) $(FAKE_WRAPPERS) $(wildcard tests/
 	$(Q)$(CC) -shared $(FAKE_CFLAGS) -Wl,-soname,libcuda.so.1 $(FAKE_SRCS) $(FAKE_WRAPPERS) $(FAKE_KERNEL_OBJS) \
 	  $(LDFLAGS_ALL) -lelf -lzstd -llz4 -lpthread -lm -o $@
 
+# ---- fakecudnn ----
+# The test double of cuDNN's legacy C API (tests/fakecudnn/README.md):
+# libcudnn.so.9, exporting only cuDNN's entry points and its test hooks
+# (-fvisibility=hidden). It computes on the libcuda double, which it finds
+# already loaded (dlopen RTLD_NOLOAD), so it links no CUDA library. Tests
+# find it through FAKECUDNN_LIB (build-tools/run_tests.sh).
+FAKECUDNN := $(BUILD)/tests/fakecudnn/libcudnn.so.9
+FAKECUDNN_SRCS := $(wildcard tests/fakecudnn/*.c)
+$(FAKECUDNN): $(FAKECUDNN_SRCS) $(wildcard tests/fakecudnn/*.h) tests/fakecuda/fakecuda.h runtime/cuda_abi.h
+	@mkdir -p $(@D)
+	$(say) LINK $@
+	$(Q)$(CC) -shared $(CFLAGS_ALL) -fvisibility=hidden -Itests/fakecuda -Wl,-soname,libcudnn.so.9 $(FAKECUDNN_SRCS) \
+	  $(LDFLAGS_ALL) -ldl -lpthread -lm -o $@
+tests: $(FAKECUDNN)
+# ---- end fakecudnn ----
+
 # ---- onnx ----
 # The ONNX layer (onnx/): its reader decodes models and tensors with protobuf-c
 # and goes into libember. The C code for onnx.proto (from libonnx-dev) is

@@ -12,6 +12,7 @@ root=$(pwd)
 export EMBER_SRC_DIR=$root
 export EMBER_BUILD_DIR=$root/$build
 export FAKECUDA_LIB=$root/$build/tests/fakecuda/libcuda.so.1
+export FAKECUDNN_LIB=$root/$build/tests/fakecudnn/libcudnn.so.9
 export EMBER_CLI=$root/$build/bin/ember
 # Tests never touch the user's real cache or driver unless they ask.
 scratch=$(mktemp -d)
