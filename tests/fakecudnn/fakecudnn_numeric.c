@@ -260,11 +260,13 @@ double fd_blend(int compute, double alpha, double value, double beta, const fd_v
 /* ------------------------------------------------------------- issue --- */
 
 cudnnStatus_t fd_issue(fd_handle h, fakecuda_work_fn run, fd_work *payload) {
+  char op[sizeof payload->op];
+  memcpy(op, payload->op, sizeof op); /* a refused payload is freed by the driver */
   payload->span = fd_drv.device_span;
-  CUresult r = fd_drv.enqueue_work(h->stream, run, free, payload, payload->op);
+  CUresult r = fd_drv.enqueue_work(h->stream, run, free, payload, op);
   if (r != CUDA_SUCCESS)
     return fd_refuse(FD_EXECUTION_FAILED_CUDA_DRIVER, "%s: the driver refused the work on the handle's stream (CUresult %d)",
-                     payload->op, r);
+                     op, r);
   return FD_SUCCESS;
 }
 
