@@ -82,6 +82,9 @@ typedef struct fd_conv_work {
   CUdeviceptr ws;
   size_t ws_bytes;  /* what the algorithm uses (checked and scribbled) */
   int find;         /* a Find*Ex trial: check everything, leave NaN in the output */
+  /* While it runs: each tap's per-axis index as read (plain) and as the
+   * filter holds it (mirrored for CUDNN_CONVOLUTION), 3 per tap. */
+  int64_t *tap_plain, *tap_filter;
 } fd_conv_work;
 
 CUresult fd_conv_run(void *payload, char *msg, size_t cap);

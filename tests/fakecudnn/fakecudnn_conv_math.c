@@ -174,11 +174,10 @@ static double product(const fd_conv_work *cw, double a, double b) {
 /* Forward: y[n, k, o] over the group's input channels (u) and taps (v). */
 static void forward_terms(const fd_conv_work *cw, int64_t n, int64_t k, const int64_t *o, double *t, unsigned char *ok) {
   const fd_problem *p = &cw->p;
-  int64_t cg = p->c / p->g, g = k / (p->k / p->g), nt = taps(p), ki[3], wi[3], in[3];
+  int64_t cg = p->c / p->g, g = k / (p->k / p->g), nt = taps(p), in[3];
   for (int64_t u = 0; u < cg; u++)
     for (int64_t v = 0; v < nt; v++) {
-      tap_index(p, v, 0, ki);
-      tap_index(p, v, p->flip, wi);
+      const int64_t *ki = cw->tap_plain + 3 * v, *wi = cw->tap_filter + 3 * v;
       int64_t idx = u * nt + v;
       ok[idx] = (unsigned char)input_at(p, o, ki, in);
       if (ok[idx])
@@ -190,11 +189,10 @@ static void forward_terms(const fd_conv_work *cw, int64_t n, int64_t k, const in
 /* Backward data: dx[n, c, i] over the group's output channels (u) and taps (v). */
 static void data_terms(const fd_conv_work *cw, int64_t n, int64_t c, const int64_t *i, double *t, unsigned char *ok) {
   const fd_problem *p = &cw->p;
-  int64_t cg = p->c / p->g, kg = p->k / p->g, g = c / cg, nt = taps(p), ki[3], wi[3], o[3];
+  int64_t cg = p->c / p->g, kg = p->k / p->g, g = c / cg, nt = taps(p), o[3];
   for (int64_t u = 0; u < kg; u++)
     for (int64_t v = 0; v < nt; v++) {
-      tap_index(p, v, 0, ki);
-      tap_index(p, v, p->flip, wi);
+      const int64_t *ki = cw->tap_plain + 3 * v, *wi = cw->tap_filter + 3 * v;
       int64_t idx = u * nt + v;
       ok[idx] = (unsigned char)output_at(p, i, ki, o);
       if (ok[idx])
@@ -209,15 +207,17 @@ static void filter_terms(const fd_conv_work *cw, int64_t k, int64_t cl, const in
   int64_t cg = p->c / p->g, c = k / (p->k / p->g) * cg + cl, no = out_positions(p), xi[3], o[3], in[3];
   /* dw at filter index wt multiplies x through tap xi: the mirror for CUDNN_CONVOLUTION. */
   for (int i = 0; i < p->nsp; i++) xi[i] = p->flip ? p->ker[i] - 1 - wt[i] : wt[i];
-  for (int64_t u = 0; u < p->n; u++)
-    for (int64_t v = 0; v < no; v++) {
-      position_index(p, v, o);
+  /* The grid is filled position by position (each position's index once). */
+  for (int64_t v = 0; v < no; v++) {
+    position_index(p, v, o);
+    for (int64_t u = 0; u < p->n; u++) {
       int64_t idx = u * no + v;
       ok[idx] = (unsigned char)input_at(p, o, xi, in);
       if (ok[idx])
         t[idx] = product(cw, operand(cw, &cw->x, at(&cw->x, u, c, in, p->nsp)),
                          operand(cw, &cw->y, at(&cw->y, u, k, o, p->nsp)));
     }
+  }
 }
 
 /* ------------------------------------------------------------- run ----- */
@@ -259,10 +259,17 @@ static CUresult compute(fd_conv_work *cw, char *msg, size_t cap) {
   double *sums = malloc((size_t)count * sizeof *sums + 1), *t = malloc((size_t)g * sizeof *t + 1);
   double *scratch = malloc((size_t)g * sizeof *scratch + 1);
   unsigned char *ok = malloc((size_t)g + 1);
-  if (!sums || !t || !ok || !scratch) {
-    free(sums), free(t), free(ok), free(scratch);
+  int64_t nt = taps(&cw->p);
+  cw->tap_plain = malloc((size_t)(3 * nt) * sizeof *cw->tap_plain);
+  cw->tap_filter = malloc((size_t)(3 * nt) * sizeof *cw->tap_filter);
+  if (!sums || !t || !ok || !scratch || !cw->tap_plain || !cw->tap_filter) {
+    free(sums), free(t), free(ok), free(scratch), free(cw->tap_plain), free(cw->tap_filter);
     snprintf(msg, cap, "%s: out of host memory", cw->hdr.op);
     return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  for (int64_t v = 0; v < nt; v++) {
+    tap_index(&cw->p, v, 0, cw->tap_plain + 3 * v);
+    tap_index(&cw->p, v, cw->p.flip, cw->tap_filter + 3 * v);
   }
   int64_t idx[FD_DIM_MAX] = {0}, i = 0;
   do sums[i++] = one_output(cw, idx, t, ok, scratch);
@@ -273,7 +280,8 @@ static CUresult compute(fd_conv_work *cw, char *msg, size_t cap) {
     int64_t off = fd_view_offset(out, idx);
     fd_store(out, off, fd_blend(cw->p.compute, cw->alpha, sums[i++], cw->beta, out, off));
   } while (fd_next_index(out, idx));
-  free(sums), free(t), free(ok), free(scratch);
+  free(sums), free(t), free(ok), free(scratch), free(cw->tap_plain), free(cw->tap_filter);
+  cw->tap_plain = cw->tap_filter = NULL;
   return CUDA_SUCCESS;
 }
 

@@ -28,8 +28,8 @@ typedef struct pool_work {
 
 /* --------------------------------------------------------------- math --- */
 
-/* y position o's window: in-range input positions are visited row-major;
- * returns how many of the window's positions are in range, and its volume. */
+/* The positions of output position o's window, row-major, padding
+ * included (in_range tells them apart). */
 typedef struct window_iter {
   int64_t first[3], pos[3];
   int started;

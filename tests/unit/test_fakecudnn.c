@@ -13,6 +13,7 @@
  * test skips. The cuDNN signatures below are written from cudnn_*_v9.h. */
 #include <dlfcn.h>
 #include <math.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -68,6 +69,7 @@ static struct dnn {
   st_t (*SetTensor4d)(tdesc_t, int, int, int, int, int, int);
   st_t (*SetTensor4dEx)(tdesc_t, int, int, int, int, int, int, int, int, int);
   st_t (*SetTensorNd)(tdesc_t, int, int, const int *, const int *);
+  st_t (*SetTensorNdEx)(tdesc_t, int, int, int, const int *);
   st_t (*GetTensorNd)(tdesc_t, int, int *, int *, int *, int *);
   st_t (*TensorBytes)(tdesc_t, size_t *);
   st_t (*DestroyTensor)(tdesc_t);
@@ -138,7 +140,7 @@ static int bind_all(void) {
          B(GetErrorString, "cudnnGetErrorString") & B(Create, "cudnnCreate") & B(Destroy, "cudnnDestroy") &
          B(SetStream, "cudnnSetStream") & B(GetStream, "cudnnGetStream") &
          B(CreateTensor, "cudnnCreateTensorDescriptor") & B(SetTensor4d, "cudnnSetTensor4dDescriptor") &
-         B(SetTensor4dEx, "cudnnSetTensor4dDescriptorEx") & B(SetTensorNd, "cudnnSetTensorNdDescriptor") &
+         B(SetTensor4dEx, "cudnnSetTensor4dDescriptorEx") & B(SetTensorNd, "cudnnSetTensorNdDescriptor") & B(SetTensorNdEx, "cudnnSetTensorNdDescriptorEx") &
          B(GetTensorNd, "cudnnGetTensorNdDescriptor") & B(TensorBytes, "cudnnGetTensorSizeInBytes") &
          B(DestroyTensor, "cudnnDestroyTensorDescriptor") & B(CreateFilter, "cudnnCreateFilterDescriptor") &
          B(SetFilter4d, "cudnnSetFilter4dDescriptor") & B(SetFilterNd, "cudnnSetFilterNdDescriptor") &
@@ -1045,6 +1047,20 @@ static void half_and_bfloat16(void **state) {
   assert_true(check_direction(h, &b16, FWD) >= 2);
   assert_true(check_direction(h, &b16, BWD_FILTER) >= 2);
   assert_int_equal(dn.Destroy(h), S_OK);
+  /* TRUE_HALF_CONFIG (f16 computation): CC 5.3 and later. */
+  conv_setup th = conv_up(&f16);
+  int pad1[2] = {1, 1}, ones[2] = {1, 1};
+  assert_int_equal(dn.SetConvNd(th.cd, 2, pad1, ones, ones, XCORR, HALF), S_OK);
+  h = up("8.0");
+  size_t ws0;
+  assert_int_equal(dn.FwdWs(h, th.xd, th.wd, th.cd, th.yd, 0, &ws0), S_OK);
+  assert_int_equal(dn.Destroy(h), S_OK);
+  setenv("FAKECUDNN_VERSION", "9.10.2", 1);
+  h = up("5.2");
+  assert_int_equal(dn.FwdWs(h, th.xd, th.wd, th.cd, th.yd, 0, &ws0), S_NOTSUP_TYPE);
+  assert_int_equal(dn.Destroy(h), S_OK);
+  unsetenv("FAKECUDNN_VERSION");
+  dn.reset();
   /* bf16 before CC 8.0, and f64 data with an f32 convolution: no such configuration. */
   h = up("7.5");
   conv_setup s = conv_up(&b16);
@@ -1158,6 +1174,13 @@ static void descriptor_rules(void **state) {
   size_t bytes;
   assert_int_equal(dn.TensorBytes(t, &bytes), S_OK);
   assert_int_equal(bytes, 2 * 3 * 4 * 5 * 4);
+  /* NHWC in 5-D through the Nd form: C innermost, then W, H, D. */
+  int d5[5] = {2, 3, 4, 5, 6};
+  assert_int_equal(dn.SetTensorNdEx(t, NHWC, FLOAT, 5, d5), S_OK);
+  assert_int_equal(dn.GetTensorNd(t, 5, &dt_, &nb, dims, strides), S_OK);
+  assert_int_equal(nb, 5);
+  assert_int_equal(strides[1], 1), assert_int_equal(strides[4], 3), assert_int_equal(strides[3], 18);
+  assert_int_equal(strides[2], 90), assert_int_equal(strides[0], 360);
   assert_int_equal(dn.SetTensor4dEx(t, FLOAT, 1, 2, 2, 2, 100, 10, 4, 1), S_OK);
   assert_int_equal(dn.TensorBytes(t, &bytes), S_OK);
   assert_int_equal(bytes, (10 + 4 + 1 + 1) * 4);
@@ -1331,6 +1354,73 @@ static void handles_and_streams(void **state) {
   assert_int_equal(dn.SetStream(h2, s), S_BAD);
   assert_int_equal(dn.Destroy(h), S_OK);
   assert_int_equal(fk.StreamDestroy(s), CUDA_SUCCESS);
+}
+
+/* Calls from several threads at once (one lock inside): each thread makes
+ * and destroys descriptors and runs convolutions on its own handle and
+ * stream; the counts come out exact and nothing leaks. */
+typedef struct thread_job {
+  CUcontext ctx;
+  int failures;
+} thread_job;
+
+static void *thread_body(void *arg) {
+  thread_job *j = arg;
+  if (fk.CtxPushCurrent(j->ctx) != CUDA_SUCCESS) return (void *)1;
+  hnd_t h = NULL;
+  CUstream st = NULL;
+  j->failures += dn.Create(&h) != S_OK;
+  j->failures += fk.StreamCreate(&st, 1) != CUDA_SUCCESS;
+  j->failures += dn.SetStream(h, st) != S_OK;
+  int dims[4] = {1, 2, 4, 4}, strides[4] = {32, 16, 4, 1}, k[4] = {2, 2, 3, 3}, pad[2] = {1, 1}, one[2] = {1, 1};
+  CUdeviceptr x = 0, w = 0, y = 0;
+  j->failures += fk.MemAlloc(&x, 128) != CUDA_SUCCESS;
+  j->failures += fk.MemAlloc(&w, 144) != CUDA_SUCCESS;
+  j->failures += fk.MemAlloc(&y, 128) != CUDA_SUCCESS;
+  float alpha = 1, beta = 0;
+  for (int i = 0; i < 400; i++) {
+    tdesc_t xd = NULL;
+    fdesc_t wd = NULL;
+    cdesc_t cd = NULL;
+    j->failures += dn.CreateTensor(&xd) != S_OK;
+    j->failures += dn.SetTensorNd(xd, FLOAT, 4, dims, strides) != S_OK;
+    j->failures += dn.CreateFilter(&wd) != S_OK;
+    j->failures += dn.SetFilterNd(wd, FLOAT, NCHW, 4, k) != S_OK;
+    j->failures += dn.CreateConv(&cd) != S_OK;
+    j->failures += dn.SetConvNd(cd, 2, pad, one, one, XCORR, FLOAT) != S_OK;
+    j->failures += dn.Fwd(h, &alpha, xd, P(x), wd, P(w), cd, 0, NULL, 0, &beta, xd, P(y)) != S_OK;
+    j->failures += dn.DestroyTensor(xd) != S_OK;
+    j->failures += dn.DestroyFilter(wd) != S_OK;
+    j->failures += dn.DestroyConv(cd) != S_OK;
+  }
+  j->failures += fk.StreamSynchronize(st) != CUDA_SUCCESS;
+  j->failures += dn.Destroy(h) != S_OK;
+  j->failures += fk.StreamDestroy(st) != CUDA_SUCCESS;
+  fk.MemFree(x), fk.MemFree(w), fk.MemFree(y);
+  return NULL;
+}
+
+static void calls_from_several_threads(void **state) {
+  (void)state;
+  NEED();
+  assert_int_equal(fake_init_with("9.0", NULL), CUDA_SUCCESS);
+  CUcontext ctx = fake_use_device(0);
+  pthread_t t[4];
+  thread_job jobs[4];
+  for (int i = 0; i < 4; i++) {
+    jobs[i] = (thread_job){ctx, 0};
+    assert_int_equal(pthread_create(&t[i], NULL, thread_body, &jobs[i]), 0);
+  }
+  for (int i = 0; i < 4; i++) {
+    void *r = NULL;
+    assert_int_equal(pthread_join(t[i], &r), 0);
+    assert_null(r);
+    assert_int_equal(jobs[i].failures, 0);
+  }
+  assert_int_equal(dn.call_count("cudnnConvolutionForward"), 1600);
+  assert_int_equal(dn.call_count("cudnnCreateTensorDescriptor"), 1600);
+  assert_int_equal(dn.live_descriptors(), 0);
+  assert_int_equal(dn.live_handles(), 0);
 }
 
 /* -------------------------------------------------- stream and memory --- */
@@ -1825,6 +1915,7 @@ int main(int argc, char **argv) {
       T(handles_and_streams),
       T(descriptor_rules),
       T(leak_counts),
+      T(calls_from_several_threads),
       T(forward_matches_reference),
       T(backward_data_matches_reference),
       T(backward_filter_matches_reference),
