@@ -40,6 +40,11 @@
   /* db [ch] = dy [n, ch, P] summed over n and P. */                                                          \
   EM_GLOBAL void em_conv_bias_grad_##S(const T *dy, T *db, em_i64 n, em_i64 ch, em_i64 P) {                    \
     CK_LOOP(ch, db[i] = cm_bias_grad_##S(dy, n, ch, P, i));                                                    \
+  }                                                                                                            \
+                                                                                                               \
+  /* y [n, ch, P] += bias [ch]: the bias of a convolution cuDNN computed (fast mode, ops/conv_gpu.c). */       \
+  EM_GLOBAL void em_conv_add_bias_##S(T *y, const T *bias, em_i64 n, em_i64 ch, em_i64 P) {                    \
+    CK_LOOP(n * ch * P, y[i] = y[i] + bias[(i / P) % ch]);                                                     \
   }
 
 CONV_KERNELS(float, f32)

@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "arch_table.h"
+#include "cudnn.h"
 #include "error.h"
 #include "load.h"
 #include "runtime.h"
@@ -266,7 +267,8 @@ API em_status em_device_library_use(em_device dev, const char *library, int *use
   if (!library || !used || (!why && cap)) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_device_library_use: NULL argument");
   char text[256];
   if (!strcmp(library, "cublas")) *used = em_cublas_usable(dev, EM_F32, text, sizeof text);
-  else return em_fail(EM_ERR_NOT_FOUND, "em_device_library_use: no library '%.40s' (cublas)", library);
+  else if (!strcmp(library, "cudnn")) *used = em_cudnn_usable(dev, EM_F32, text, sizeof text);
+  else return em_fail(EM_ERR_NOT_FOUND, "em_device_library_use: no library '%.40s' (cublas, cudnn)", library);
   if (cap) snprintf(why, cap, "%s", text);
   return EM_OK;
 }

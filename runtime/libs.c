@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cudnn.h"
 #include "runtime.h"
 
 #define API __attribute__((visibility("default")))
@@ -48,15 +49,15 @@ void *em_libs_open(const char *soname, char *path, size_t cap) {
 }
 
 /* cublas(Lt)GetProperty(MAJOR=0, MINOR=1, PATCH=2, int*) and cudnnGetVersion()
- * (major*10000 + minor*100 + patch for cuDNN 9; major*1000 + minor*100 + patch for 8). */
+ * (em_cudnn_version_split). */
 static void version_of(const lib_spec *s, void *h, char *out, size_t cap) {
   void *sym = dlsym(h, s->probe);
   snprintf(out, cap, "unknown");
   if (!sym) return;
   if (!strcmp(s->name, "cudnn")) {
-    size_t v = ((size_t(*)(void))sym)();
-    if (v >= 90000) snprintf(out, cap, "%zu.%zu.%zu", v / 10000, (v % 10000) / 100, v % 100);
-    else snprintf(out, cap, "%zu.%zu.%zu", v / 1000, (v % 1000) / 100, v % 100);
+    int major, minor, patch;
+    em_cudnn_version_split(((size_t(*)(void))sym)(), &major, &minor, &patch);
+    snprintf(out, cap, "%d.%d.%d", major, minor, patch);
     return;
   }
   int (*prop)(int, int *) = (int (*)(int, int *))sym;

@@ -2,6 +2,7 @@
  * Also the device queries of include/ember/device.h. */
 #include "runtime.h"
 #include "cublas.h"
+#include "cudnn.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -144,6 +145,7 @@ API void em_shutdown(void) {
   }
   em_devcheck_shutdown(rt);
   em_cublas_shutdown(rt);
+  em_cudnn_shutdown(rt);
   for (int i = 0; i < rt->n_gpus; i++) {
     em_gpu *g = &rt->gpus[i];
     if (g->ctx && em_gpu_enter(g) == EM_OK) {

@@ -100,9 +100,10 @@ typedef struct em_cuda_library {
 EM_API em_status em_cuda_library_count(size_t *count);
 EM_API em_status em_cuda_library_get(size_t index, em_cuda_library *out);
 
-/* Whether the fast mode uses `library` ("cublas") on dev: *used 1 or 0, and
+/* Whether the fast mode uses `library` ("cublas", "cudnn") on dev: *used 1 or 0, and
  * why (the library and version and what it supports, or the reason it is
- * not used: none found, EMBER_CUBLAS=0, too old a device or driver). Loads
+ * not used: none found, EMBER_CUBLAS=0 or EMBER_CUDNN=0, too old a device or
+ * driver). Loads
  * the library on first use. */
 EM_API em_status em_device_library_use(em_device dev, const char *library, int *used, char *why, size_t cap);
 

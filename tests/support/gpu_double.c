@@ -14,11 +14,14 @@ int ts_use_gpu(void) {
     setenv("EMBER_LIBCUDA", fake, 1);
     setenv("FAKECUDA_DEVICES", "9.0=NVIDIA H100 80GB HBM3 (test double)", 1);
     setenv("FAKECUDA_DRIVER", "13000", 1);
-    /* The fast mode's libraries are the doubles too (a real cuBLAS cannot
-     * run on the double's devices); without them, Ember's kernels. */
+    /* The fast mode's libraries are the doubles too (a real cuBLAS or cuDNN
+     * cannot run on the double's devices); without them, Ember's kernels. */
     const char *blas = getenv("FAKECUBLAS_LIB");
     if (blas && *blas) setenv("EMBER_LIBCUBLAS", blas, 1);
     else setenv("EMBER_CUBLAS", "0", 1);
+    const char *dnn = getenv("FAKECUDNN_LIB");
+    if (dnn && *dnn) setenv("EMBER_LIBCUDNN", dnn, 1);
+    else setenv("EMBER_CUDNN", "0", 1);
     em_shutdown(); /* the runtime reads the variables when it starts */
   }
   int n;

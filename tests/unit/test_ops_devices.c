@@ -41,6 +41,7 @@
 #include <valgrind/valgrind.h>
 
 #include "ember.h"
+#include "gpu_double.h"
 #include "op_cases/op_cases.h"
 #include "../../kernels/em_math.h" /* f16 and bf16 conversions */
 
@@ -401,18 +402,9 @@ static int g_gpu_count;
 static char g_gpu_skip[200];
 
 static void choose_driver(void) {
-  const char *fake = getenv("FAKECUDA_LIB");
-  if (!getenv("EMBER_LIBCUDA") && fake && *fake) {
-    setenv("EMBER_LIBCUDA", fake, 1);
-    setenv("FAKECUDA_DEVICES", "9.0=NVIDIA H100 80GB HBM3 (test double)", 1);
-    setenv("FAKECUDA_DRIVER", "13000", 1);
-  }
-  em_shutdown();
-  if (em_cuda_device_count(&g_gpu_count) || g_gpu_count == 0) {
-    snprintf(g_gpu_skip, sizeof g_gpu_skip, "no CUDA driver, real or test double (%s)",
-             g_gpu_count ? "" : em_last_error());
-    g_gpu_count = 0;
-  }
+  em_shutdown(); /* the CPU runs before may have started the runtime without a driver chosen */
+  g_gpu_count = ts_use_gpu();
+  if (g_gpu_count == 0) snprintf(g_gpu_skip, sizeof g_gpu_skip, "no CUDA driver, real or test double (%s)", em_last_error());
 }
 
 /* Whether this build embeds images the path loads: a build without nvcc

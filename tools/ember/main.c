@@ -203,7 +203,7 @@ static int cmd_devices(int json) {
       strict_refusals += refused;
     }
     json_t *fast = json_array();
-    static const char *const fast_libs[] = {"cublas"};
+    static const char *const fast_libs[] = {"cublas", "cudnn"};
     for (size_t k = 0; k < sizeof fast_libs / sizeof fast_libs[0]; k++) {
       int used = 0;
       char why[256];

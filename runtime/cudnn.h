@@ -1,0 +1,65 @@
+/* cuDNN for the fast mode: the library loaded once per process, one handle
+ * per device, the decision whether a device may use it (with the reason),
+ * and convolutions with their algorithm chosen once per problem and
+ * remembered in memory and on disk (cudnn.c). Ops call em_cudnn_conv
+ * (ops/conv_gpu.c); portable mode never comes here. */
+#ifndef EMBER_RUNTIME_CUDNN_H
+#define EMBER_RUNTIME_CUDNN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ember/runtime.h"
+#include "ember/tensor.h"
+
+/* A convolution in NCHW (NCDHW) memory, 1 to 3 spatial axes, cross-
+ * correlation (what every framework calls convolution), symmetric padding. */
+typedef struct em_cudnn_geom {
+  em_dtype dt;              /* EM_F32 or EM_F64 */
+  int nd;                   /* spatial axes, 1..3 */
+  int64_t n, ci, co, groups;
+  int64_t img[3], out[3], k[3], stride[3], dil[3], pad[3];
+} em_cudnn_geom;
+
+typedef enum em_cudnn_dir {
+  EM_CUDNN_FWD = 0,         /* y = conv(x, w) */
+  EM_CUDNN_BWD_DATA = 1,    /* dx = conv^T(dy, w) */
+  EM_CUDNN_BWD_FILTER = 2,  /* dw = corr(x, dy) */
+} em_cudnn_dir;
+
+/* Whether convolutions of dtype dt on dev go through cuDNN: 1, or 0 with the
+ * reason. Loads the library and makes the device's handle on first call. */
+int em_cudnn_usable(em_device dev, em_dtype dt, char *why, size_t cap);
+
+/* Whether cuDNN takes this geometry (it has no asymmetric padding, needs at
+ * least 2 spatial axes in its descriptors, int dimensions): 1, or 0 and why. */
+int em_cudnn_takes(const em_cudnn_geom *g, char *why, size_t cap);
+
+/* Runs one direction: fwd (a = x, b = w, out = y), bwd data (a = dy,
+ * b = w, out = dx), bwd filter (a = x, b = dy, out = dw); out is
+ * overwritten. The algorithm comes from the memory or disk cache, or a
+ * search on first sight (the search runs the candidates on these
+ * buffers). tf32 allows TF32 math for f32; deterministic-only restricts the
+ * choice to deterministic algorithms (EMBER_CUDNN_DETERMINISTIC=1).
+ * *algo_out (may be NULL) receives the algorithm's number for reports. */
+em_status em_cudnn_conv(em_device dev, em_stream *s, em_cudnn_dir dir, const em_cudnn_geom *g, const void *a,
+                        const void *b, void *out, int tf32, int *algo_out);
+
+/* The support rule alone: cuDNN major.minor.patch built for CUDA
+ * `built_for` (cudnnGetCudartVersion) against a driver and a device of
+ * compute capability cc. 1 when supported, else 0 and why. */
+int em_cudnn_supports(int major, int minor, int patch, int built_for, int driver_version, int cc, char *why,
+                      size_t cap);
+
+/* cudnnGetVersion's number as major, minor, patch (cuDNN 9 counts
+ * major*10000 + minor*100 + patch, earlier ones major*1000 + minor*100 +
+ * patch). */
+void em_cudnn_version_split(size_t v, int *major, int *minor, int *patch);
+
+/* Algorithm searches this process ran (the rest came from a cache). */
+uint64_t em_cudnn_searches(void);
+
+struct em_runtime;
+void em_cudnn_shutdown(struct em_runtime *rt);
+
+#endif
