@@ -549,10 +549,19 @@ FC_EXPORT void fakecuda_set_seed(unsigned long long seed) {
  * FAKECUDA_FAIL (the library entry point that issued it has its own). */
 FC_EXPORT CUresult fakecuda_enqueue_work(CUstream s, fakecuda_work_fn run, void (*release)(void *), void *payload,
                                          const char *what) {
-  if (!run) return CUDA_ERROR_INVALID_VALUE;
+  if (!run) {
+    if (release) release(payload);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   pthread_mutex_lock(&fc_lock);
-  CUresult r = fc_g.initialized ? fc_enqueue(s, run, release, payload, what ? what : "library work", NULL)
-                                : CUDA_ERROR_NOT_INITIALIZED;
+  struct CUctx_st *ctx = NULL;
+  CUresult r = fc_g.initialized ? fc_current_ctx(&ctx) : CUDA_ERROR_NOT_INITIALIZED;
+  /* A stream of another context is refused as cuLaunchKernel refuses it. */
+  if (r == CUDA_SUCCESS && fc_stream_is_valid(s) && fc_stream_ctx(s) != ctx) r = CUDA_ERROR_INVALID_HANDLE;
+  if (r == CUDA_SUCCESS)
+    r = fc_enqueue(s, run, release, payload, what ? what : "library work", NULL);
+  else if (release)
+    release(payload); /* as fc_enqueue does when issuing fails */
   pthread_mutex_unlock(&fc_lock);
   return r;
 }

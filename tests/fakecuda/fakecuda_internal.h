@@ -51,6 +51,7 @@
   X(cuMemHostAlloc, NULL)                                      \
   X(cuMemHostGetDevicePointer_v2, "cuMemHostGetDevicePointer") \
   X(cuMemFreeHost, NULL)                                       \
+  X(cuPointerGetAttribute, NULL)                               \
   X(cuMemcpyHtoD_v2, "cuMemcpyHtoD")                           \
   X(cuMemcpyDtoH_v2, "cuMemcpyDtoH")                           \
   X(cuMemcpyDtoD_v2, "cuMemcpyDtoD")                           \
@@ -208,6 +209,10 @@ CUresult fc_enter(fc_entry e);
 void fc_leave(void);
 /* Takes the lock with none of those rules (test hooks); release with fc_leave. */
 void fc_lock_raw(void);
+
+/* Entry points beyond runtime/cuda_abi.h (Ember does not call them; the
+ * doubles of the CUDA libraries do), with cuda.h's signatures. */
+typedef CUresult (*PFN_fc_cuPointerGetAttribute)(void *data, int attribute, CUdeviceptr ptr);
 
 /* Compile-time check that an export has the type Ember calls it through. */
 #define FC_SAME_TYPE(fn, pfn) _Static_assert(__builtin_types_compatible_p(__typeof__(&fn), pfn), #fn " != " #pfn)

@@ -530,6 +530,38 @@ FC_EXPORT CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *dp, void *p, unsign
 }
 FC_EXPORT CUresult cuMemFreeHost(void *p) { FC_CALL(cuMemFreeHost, host_free(p)); }
 
+/* What a library asks about a buffer it is handed (the cuBLAS double checks
+ * a workspace with it): the context an address belongs to
+ * (CU_POINTER_ATTRIBUTE_CONTEXT 1, a CUcontext) and its allocation's start
+ * and size (RANGE_START_ADDR 11, a CUdeviceptr; RANGE_SIZE 12, a size_t),
+ * for device addresses of live allocations and mapped pinned memory. An
+ * address in no allocation is CUDA_ERROR_INVALID_VALUE (cuda.h: "If ptr was
+ * not allocated by, mapped by, or registered with a CUcontext which uses
+ * unified virtual addressing then CUDA_ERROR_INVALID_VALUE is returned");
+ * so is any other attribute, so that a gap in the double shows [U]. */
+static CUresult pointer_attribute(void *data, int attribute, CUdeviceptr p) {
+  const fc_alloc *a = find_range(p, 1);
+  if (!data || !a) return CUDA_ERROR_INVALID_VALUE;
+  switch (attribute) {
+  case 1:
+    *(CUcontext *)data = (CUcontext)a->ctx;
+    return CUDA_SUCCESS;
+  case 11:
+    *(CUdeviceptr *)data = a->base;
+    return CUDA_SUCCESS;
+  case 12:
+    *(size_t *)data = a->size;
+    return CUDA_SUCCESS;
+  default:
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+FC_EXPORT CUresult cuPointerGetAttribute(void *data, int attribute, CUdeviceptr p) {
+  FC_CALL(cuPointerGetAttribute, pointer_attribute(data, attribute, p));
+}
+FC_SAME_TYPE(cuPointerGetAttribute, PFN_fc_cuPointerGetAttribute);
+
 FC_SAME_TYPE(cuMemHostAlloc, PFN_cuMemHostAlloc);
 FC_SAME_TYPE(cuMemHostGetDevicePointer_v2, PFN_cuMemHostGetDevicePointer);
 FC_SAME_TYPE(cuMemFreeHost, PFN_cuMemFreeHost);

@@ -857,6 +857,54 @@ static void contexts_stack_and_release(void **state) {
   assert_int_equal(fk.PrimaryCtxRelease(5), CUDA_ERROR_INVALID_DEVICE);
 }
 
+/* Entry points the CUDA libraries' doubles call (Ember does not):
+ * cuCtxGetDevice, and cuPointerGetAttribute for a buffer's context and
+ * allocation range. */
+typedef CUresult (*ctx_get_device_fn)(CUdevice *);
+typedef CUresult (*pointer_attribute_fn)(void *, int, CUdeviceptr);
+
+static void library_entry_points(void **state) {
+  (void)state;
+  FAKE_NEED();
+  ctx_get_device_fn ctx_get_device = (ctx_get_device_fn)dlsym(fk.handle, "cuCtxGetDevice");
+  pointer_attribute_fn pointer_attribute = (pointer_attribute_fn)dlsym(fk.handle, "cuPointerGetAttribute");
+  assert_non_null(ctx_get_device);
+  assert_non_null(pointer_attribute);
+  CUdevice dev = -1;
+  assert_int_equal(ctx_get_device(&dev), CUDA_ERROR_NOT_INITIALIZED);
+  assert_int_equal(fake_init_with("7.5,8.6", NULL), CUDA_SUCCESS);
+  assert_int_equal(ctx_get_device(&dev), CUDA_ERROR_INVALID_CONTEXT);
+  CUcontext c1 = fake_use_device(1);
+  assert_int_equal(ctx_get_device(&dev), CUDA_SUCCESS);
+  assert_int_equal(dev, 1);
+  assert_int_equal(ctx_get_device(NULL), CUDA_ERROR_INVALID_VALUE);
+  CUdeviceptr p;
+  assert_int_equal(fk.MemAlloc(&p, 1000), CUDA_SUCCESS);
+  CUcontext owner = NULL;
+  CUdeviceptr start = 0;
+  size_t size = 0;
+  assert_int_equal(pointer_attribute(&owner, 1, p + 999), CUDA_SUCCESS); /* CU_POINTER_ATTRIBUTE_CONTEXT */
+  assert_ptr_equal(owner, c1);
+  assert_int_equal(pointer_attribute(&start, 11, p + 500), CUDA_SUCCESS); /* RANGE_START_ADDR */
+  assert_int_equal(start, p);
+  assert_int_equal(pointer_attribute(&size, 12, p + 500), CUDA_SUCCESS); /* RANGE_SIZE */
+  assert_int_equal(size, 1000);
+  assert_int_equal(pointer_attribute(&owner, 1, p + 1000), CUDA_ERROR_INVALID_VALUE); /* past the end */
+  assert_int_equal(pointer_attribute(&owner, 1, 0x1000), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(pointer_attribute(&owner, 2, p), CUDA_ERROR_INVALID_VALUE); /* not modelled */
+  assert_int_equal(pointer_attribute(NULL, 1, p), CUDA_ERROR_INVALID_VALUE);
+  /* from another context too (unified addressing); not once freed */
+  CUcontext popped;
+  assert_int_equal(fk.CtxPopCurrent(&popped), CUDA_SUCCESS);
+  fake_use_device(0);
+  assert_int_equal(pointer_attribute(&owner, 1, p), CUDA_SUCCESS);
+  assert_ptr_equal(owner, c1);
+  assert_int_equal(fk.MemFree(p), CUDA_SUCCESS);
+  assert_int_equal(pointer_attribute(&owner, 1, p), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(fk.call_count("cuPointerGetAttribute"), 9);
+  assert_int_equal(fk.call_count("cuCtxGetDevice"), 3);
+}
+
 /* ------------------------------------------------------------- launch --- */
 
 static void launch_checks(void **state) {
@@ -942,6 +990,7 @@ int main(void) {
       cmocka_unit_test_setup(memory_limit, fake_test_setup),
       cmocka_unit_test_setup(legacy_plain_memory_names_refused, fake_test_setup),
       cmocka_unit_test_setup(contexts_stack_and_release, fake_test_setup),
+      cmocka_unit_test_setup(library_entry_points, fake_test_setup),
       cmocka_unit_test_setup(launch_checks, fake_test_setup),
   };
   return cmocka_run_group_tests(tests, fake_group_setup, fake_group_teardown);

@@ -8,6 +8,7 @@
  * The kernels are tests/fakecuda/test_kernels.cu (and the fixture images'
  * fc_fill / fc_axpy). Expected values are computed here from what each
  * kernel is specified to do, never read back from the double. */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -1095,6 +1096,73 @@ static void launch_on_another_devices_stream_is_refused(void **state) {
   assert_int_equal(fk.pending_ops(), 0);
 }
 
+/* Work of a library double (fakecuda_enqueue_work): it runs in stream
+ * order at a synchronisation point, reaches device memory only through
+ * fakecuda_device_span (a range past an allocation's end fails the work as
+ * a faulting kernel), and is refused, its payload released, on a stream of
+ * another context or without a run function. */
+typedef struct lib_work {
+  CUdeviceptr p;
+  size_t bytes;
+  int ran, released;
+} lib_work;
+
+static fakecuda_device_span_fn lib_span;
+
+static CUresult lib_work_run(void *payload, char *msg, size_t cap) {
+  lib_work *w = payload;
+  void *host = NULL;
+  w->ran++;
+  CUresult r = lib_span(w->p, w->bytes, &host, msg, cap);
+  if (r == CUDA_SUCCESS) memset(host, 0x42, w->bytes);
+  return r;
+}
+
+static void lib_work_release(void *payload) { ((lib_work *)payload)->released++; }
+
+static void library_work_on_streams(void **state) {
+  (void)state;
+  FAKE_NEED();
+  fakecuda_enqueue_work_fn enqueue = (fakecuda_enqueue_work_fn)dlsym(fk.handle, "fakecuda_enqueue_work");
+  lib_span = (fakecuda_device_span_fn)dlsym(fk.handle, "fakecuda_device_span");
+  assert_non_null(enqueue);
+  assert_non_null(lib_span);
+  assert_int_equal(fake_init_with("7.5,8.6", NULL), CUDA_SUCCESS);
+  fake_use_device(1);
+  CUstream s1;
+  assert_int_equal(fk.StreamCreate(&s1, 0), CUDA_SUCCESS);
+  CUcontext popped;
+  assert_int_equal(fk.CtxPopCurrent(&popped), CUDA_SUCCESS);
+  fake_use_device(0);
+  CUstream s0;
+  assert_int_equal(fk.StreamCreate(&s0, 0), CUDA_SUCCESS);
+  CUdeviceptr p = dev_alloc(64);
+  lib_work w = {p, 64, 0, 0};
+  assert_int_equal(enqueue(s0, lib_work_run, lib_work_release, &w, "test work"), CUDA_SUCCESS);
+  assert_int_equal(w.ran, 0);
+  assert_int_equal(fk.StreamSynchronize(s0), CUDA_SUCCESS);
+  assert_int_equal(w.ran, 1);
+  assert_int_equal(w.released, 1);
+  unsigned char got[64], want[64];
+  memset(want, 0x42, sizeof want);
+  assert_int_equal(fk.MemcpyDtoH(got, p, sizeof got), CUDA_SUCCESS);
+  assert_memory_equal(got, want, sizeof want);
+  lib_work other = {p, 64, 0, 0};
+  assert_int_equal(enqueue(s1, lib_work_run, lib_work_release, &other, "test work"), CUDA_ERROR_INVALID_HANDLE);
+  assert_int_equal(enqueue(s0, NULL, lib_work_release, &other, "test work"), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(other.released, 2);
+  assert_int_equal(other.ran, 0);
+  char msg[128];
+  void *host;
+  assert_int_equal(lib_span(p, 4, &host, msg, sizeof msg), CUDA_ERROR_INVALID_CONTEXT); /* outside a run */
+  lib_work past = {p + 8, 57, 0, 0};
+  assert_int_equal(enqueue(NULL, lib_work_run, lib_work_release, &past, "test work"), CUDA_SUCCESS);
+  assert_int_equal(fk.CtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
+  ASSERT_LAST_ERROR_HAS("run 1 bytes past the end");
+  assert_int_equal(enqueue(NULL, lib_work_run, lib_work_release, &w, "test work"), CUDA_ERROR_ILLEGAL_ADDRESS);
+  assert_int_equal(w.released, 2);
+}
+
 /* cuEventRecord: "hEvent and hStream must be from the same context
  * otherwise CUDA_ERROR_INVALID_HANDLE is returned" (CUDA Driver API). */
 static void event_and_stream_of_different_contexts(void **state) {
@@ -1310,6 +1378,7 @@ int main(void) {
       cmocka_unit_test_setup(wait_on_another_contexts_event, fake_test_setup),
       cmocka_unit_test_setup(launch_on_another_devices_stream_is_refused, fake_test_setup),
       cmocka_unit_test_setup(event_and_stream_of_different_contexts, fake_test_setup),
+      cmocka_unit_test_setup(library_work_on_streams, fake_test_setup),
       cmocka_unit_test_setup(work_outlives_its_stream_and_runs_before_release, fake_test_setup),
       cmocka_unit_test_setup(synchronous_copy_to_the_device_syncs_its_stream, fake_test_setup),
       cmocka_unit_test_setup(a_million_elements_and_a_long_queue, fake_test_setup),
