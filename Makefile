@@ -450,6 +450,23 @@ $(FAKECUDNN): $(FAKECUDNN_SRCS) $(wildcard tests/fakecudnn/*.h) tests/fakecuda/f
 tests: $(FAKECUDNN)
 # ---- end fakecudnn ----
 
+# ---- cuBLAS double (tests/fakecublas) ----
+# A test double of libcublas (the cuBLAS v2 API) for the fast mode's tests:
+# it finds the loaded libcuda double and computes on its device memory, in
+# stream order (tests/fakecublas/README.md). Only the cuBLAS entry points and
+# the fakecublas_ test hooks are exported. Tests find it through
+# $FAKECUBLAS_LIB (build-tools/run_tests.sh).
+FAKECUBLAS := $(BUILD)/tests/fakecublas/libcublas.so.13
+FAKECUBLAS_SRCS := $(wildcard tests/fakecublas/*.c)
+$(FAKECUBLAS): $(FAKECUBLAS_SRCS) $(wildcard tests/fakecublas/*.h) tests/fakecuda/fakecuda.h runtime/cuda_abi.h
+	@mkdir -p $(@D)
+	$(say) LINK $@
+	$(Q)$(CC) -shared $(CFLAGS_ALL) -fvisibility=hidden -Itests -Wl,-soname,libcublas.so.13 $(FAKECUBLAS_SRCS) \
+	  $(LDFLAGS_ALL) -ldl -lpthread -lm -o $@
+tests: $(FAKECUBLAS)
+$(BUILD)/tests/unit/test_fakecublas: tests/fakecublas/fakecublas.h
+# ---- end cuBLAS double ----
+
 # ---- onnx ----
 # The ONNX layer (onnx/): its reader decodes models and tensors with protobuf-c
 # and goes into libember. The C code for onnx.proto (from libonnx-dev) is

@@ -13,6 +13,7 @@ export EMBER_SRC_DIR=$root
 export EMBER_BUILD_DIR=$root/$build
 export FAKECUDA_LIB=$root/$build/tests/fakecuda/libcuda.so.1
 export FAKECUDNN_LIB=$root/$build/tests/fakecudnn/libcudnn.so.9
+export FAKECUBLAS_LIB=$root/$build/tests/fakecublas/libcublas.so.13
 export EMBER_CLI=$root/$build/bin/ember
 # Where a test runs on the libcuda double (it sets EMBER_LIBCUDA to it), the
 # fast mode's libraries are the doubles too: a real cuBLAS or cuDNN cannot
