@@ -19,6 +19,7 @@ export EMBER_CLI=$root/$build/bin/ember
 # fast mode's libraries are the doubles too: a real cuBLAS or cuDNN cannot
 # run on the double's devices. A test that wants another sets its own.
 export EMBER_LIBCUDNN=${EMBER_LIBCUDNN:-$FAKECUDNN_LIB}
+export EMBER_LIBCUBLAS=${EMBER_LIBCUBLAS:-$FAKECUBLAS_LIB}
 # Tests never touch the user's real cache or driver unless they ask.
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT

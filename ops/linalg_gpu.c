@@ -199,21 +199,15 @@ static em_status kernel_batch(const em_op_args *a, const em_linalg_gemm *g, cons
 
 /* ------------------------------------------------------------- cuBLAS --- */
 
-/* A leading dimension cuBLAS accepts: at least `rows` (and 1). When the
- * matrix has one column the stride is never used, so any value is fine and
- * the least legal one stands in; else -1 (Ember's kernel takes the product). */
-static long long legal_ld(int64_t ld, int64_t rows, int64_t cols) {
-  int64_t need = rows > 1 ? rows : 1;
-  if (ld >= need) return ld;
-  return cols <= 1 ? need : -1;
-}
+/* A leading dimension cuBLAS accepts: at least the rows as stored (and 1);
+ * else -1, and Ember's kernel takes the product. */
+static long long legal_ld(int64_t ld, int64_t rows) { return ld >= (rows > 1 ? rows : 1) ? ld : -1; }
 
 /* Row-major C (m x n) = op(X) op(Y) is column-major C^T (n x m) =
  * op(Y)^T op(X)^T: cuBLAS's A is Y (transposed when Y is), its B is X. */
 static int cublas_form(const em_linalg_gemm *g, const batch *b, em_cublas_gemm *q) {
-  long long lda = legal_ld(g->ldy, g->ty ? b->k : g->n, g->ty ? g->n : b->k);
-  long long ldb = legal_ld(g->ldx, g->tx ? g->m : b->k, g->tx ? b->k : g->m);
-  long long ldc = legal_ld(g->ldc, g->n, g->m);
+  long long lda = legal_ld(g->ldy, g->ty ? b->k : g->n), ldb = legal_ld(g->ldx, g->tx ? g->m : b->k);
+  long long ldc = legal_ld(g->ldc, g->n);
   const int64_t lim = 0x7fffffff;
   if (lda < 0 || ldb < 0 || ldc < 0 || lda > lim || ldb > lim || ldc > lim || g->m > lim || g->n > lim || b->k > lim)
     return 0;
