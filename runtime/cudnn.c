@@ -300,7 +300,7 @@ int em_cudnn_usable(em_device dev, em_dtype dt, char *why, size_t cap) {
   em_gpu *g;
   dnn_device *d = device_of(dev, &g, why, cap);
   if (!d) return 0;
-  if (!d->usable) snprintf(why, cap, "%s", d->why);
+  snprintf(why, cap, "%s", d->why); /* the reason either way: what supports it, or why not */
   return d->usable;
 }
 

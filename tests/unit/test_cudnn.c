@@ -221,6 +221,10 @@ static void road_of(const em_exec *e, const char *op, char *out, size_t cap) {
 static void test_convolutions_through_cudnn(void **state) {
   (void)state;
   if (!use_doubles("9.0=NVIDIA H100 (double)")) skip();
+  int used = 0;
+  char why[256];
+  assert_int_equal(em_device_library_use(em_cuda(0), "cudnn", &used, why, sizeof why), EM_OK);
+  if (!used || !strstr(why, "cuDNN 9.19.0 supports CC 9.0")) fail_msg("cuDNN 9.19 on an H100: used %d: %s", used, why);
   ts_conv cases[] = {
       conv2d(2, 3, 4, 1, 7, 3, 1, 1, 1), conv2d(1, 4, 6, 2, 9, 3, 2, 1, 1), conv2d(2, 6, 6, 6, 8, 3, 1, 2, 2),
       conv2d(1, 5, 7, 1, 6, 1, 1, 1, 0), conv2d(3, 2, 3, 1, 5, 5, 2, 1, 2),
