@@ -97,8 +97,6 @@ static struct {
   int create_without_driver; /* cublasCreate_v2 before any libcuda was loaded */
 } cb;
 
-typedef int (*PFN_cuCtxGetDevice)(CUdevice *);
-typedef int (*PFN_cuPointerGetAttribute)(void *, int, CUdeviceptr);
 
 /* ------------------------------------------------------------ set-up --- */
 
