@@ -216,11 +216,15 @@ static void decide_once(em_runtime *rt, em_gpu *g, blas_device *d) {
     snprintf(d->why, sizeof d->why, "the context of CUDA device %d could not be made current", g->ordinal);
     return;
   }
+  const char *call = "cublasCreate_v2";
   int st = B.create(&d->handle);
-  if (!st) st = B.set_math(d->handle, CUBLAS_DEFAULT_MATH);
+  if (!st && (st = B.set_math(d->handle, CUBLAS_DEFAULT_MATH))) {
+    call = "cublasSetMathMode";
+    B.destroy(d->handle); /* made but not usable: not kept, so not leaked */
+  }
   em_gpu_leave(g);
   if (st) {
-    snprintf(d->why, sizeof d->why, "cublasCreate_v2 failed on CUDA device %d: %s", g->ordinal, status_text(st));
+    snprintf(d->why, sizeof d->why, "%s failed on CUDA device %d: %s", call, g->ordinal, status_text(st));
     d->handle = NULL;
     return;
   }

@@ -843,7 +843,7 @@ static void test_set_math_failure_no_leak(void **state) {
   int used = 1;
   char why[256];
   CHECK(em_device_library_use(em_cuda(0), "cublas", &used, why, sizeof why));
-  if (used || !strstr(why, "INVALID_VALUE")) fail_msg("a failed cublasSetMathMode: used %d, %s", used, why);
+  if (used || !strstr(why, "cublasSetMathMode failed") || !strstr(why, "INVALID_VALUE")) fail_msg("a failed cublasSetMathMode: used %d, %s", used, why);
   em_shutdown();
   size_t live = live_handles();
   unsetenv("FAKECUBLAS_FAIL");
