@@ -227,7 +227,13 @@ static int cublas_form(const em_linalg_gemm *g, const batch *b, em_cublas_gemm *
  * then added to (cuBLAS beta 1). */
 static em_status cublas_batch(const em_op_args *a, const em_linalg_gemm *g, const batch *b) {
   em_cublas_gemm q;
-  if (!cublas_form(g, b, &q)) return kernel_batch(a, g, b);
+  if (!cublas_form(g, b, &q)) {
+    /* Every pass has the same sizes, so the whole product takes this road: say so. */
+    em_op_report_path(a, "Ember's kernels: cuBLAS does not take these sizes (m %lld, n %lld, k %lld, leading "
+                      "dimensions %lld, %lld, %lld)", (long long)g->m, (long long)g->n, (long long)b->k,
+                      (long long)g->ldx, (long long)g->ldy, (long long)g->ldc);
+    return kernel_batch(a, g, b);
+  }
   q.tf32 = a->tf32;
   q.beta = b->later ? 1.0 : 0.0;
   if (g->cin && !b->later) {
