@@ -754,10 +754,13 @@ static em_status run_step(em_exec *e, run_state *r, int st) {
       uint64_t lookups = p->kernels.lookups;
       s = n->op->gpu ? n->op->gpu(&a, in, out) : EM_ERR_USE_CPU;
       e->stats.kernel_lookups += p->kernels.lookups - lookups;
-      if (!s && road.path[0] && strcmp(road.path, p->road.path)) {
+      /* The road of this run, none included (portable mode reports none): a road of an earlier
+       * run in another mode must not stay in em_exec_describe. */
+      if (!s && strcmp(road.path, p->road.path)) {
         p->road = road;
-        em_log(EM_LOG_DISPATCH, "executor on cuda:%d: node %d (op '%s'): %s", e->dev.ordinal, p->node, n->op->name,
-               road.path);
+        if (road.path[0])
+          em_log(EM_LOG_DISPATCH, "executor on cuda:%d: node %d (op '%s'): %s", e->dev.ordinal, p->node, n->op->name,
+                 road.path);
       }
       if (s == EM_ERR_USE_CPU) { /* no GPU implementation, or the device's plan for its module is the CPU */
         char why[256];
