@@ -220,6 +220,9 @@ static const mm_case mm_cases[] = {
     {4, {2, 3, 7, 5}, 2, {4, 7}, 1, 1},       {4, {2, 3, 5, 7}, 2, {4, 7}, 0, 1},
     {3, {1, 5, 7}, 3, {3, 7, 4}, 0, 0},       {3, {3, 5, 7}, 3, {1, 4, 7}, 0, 1},
     {4, {3, 1, 1, 7}, 3, {2, 7, 1}, 0, 0},    {3, {2, 33, 65}, 3, {2, 17, 65}, 0, 1},
+    /* adjacent batch axes that one operand steps over as one axis and the other does not */
+    {4, {2, 3, 5, 7}, 4, {2, 1, 7, 4}, 0, 0}, {4, {2, 1, 7, 5}, 4, {2, 3, 4, 7}, 1, 1},
+    {5, {2, 3, 4, 5, 7}, 5, {2, 3, 1, 7, 4}, 0, 0},
 };
 
 static void mm_net(net *n, em_dtype dt, const mm_case *c, uint64_t seed, em_var *x, em_var *y) {
@@ -571,6 +574,26 @@ static void test_portable_bits_no_cublas(void **state) {
     }
     if (strstr(gpu.plan, "cuBLAS")) fail_msg("portable mode's plan names cuBLAS:\n%s", gpu.plan);
     ran_free(&gpu, 3), ran_free(&cpu, 3);
+    net_free(&n);
+  }
+  /* gemm with alpha, beta, both transposes and a c broadcast over columns */
+  for (int f64 = 0; f64 < 2; f64++) {
+    em_dtype dt = f64 ? EM_F64 : EM_F32;
+    net n = {0};
+    CHECK(em_graph_create(&n.g));
+    const int64_t as[2] = {9, 6}, bs[2] = {5, 9}, cs[2] = {6, 1};
+    em_var in[3];
+    in[0] = net_input(&n, "a", ot_rand(dt, 2, as, 61, -1, 1));
+    in[1] = net_input(&n, "b", ot_rand(dt, 2, bs, 62, -1, 1));
+    in[2] = net_input(&n, "c", ot_rand(dt, 2, cs, 63, -1, 1));
+    em_attr at[4] = {AF("alpha", 0.75), AF("beta", -1.25), AI("transA", 1), AI("transB", 1)};
+    n.out[n.n_out++] = ap(&n, "gemm", in, 3, at, 4);
+    ran gpu, cpu;
+    net_run(&n, em_cuda(0), 1, 0, &gpu);
+    net_run(&n, em_cpu(), 1, 0, &cpu);
+    if (gpu.blas_calls) fail_msg("portable gemm called cuBLAS");
+    expect_same(gpu.out[0], cpu.out[0], -1, f64 ? "portable gemm f64" : "portable gemm f32");
+    ran_free(&gpu, 1), ran_free(&cpu, 1);
     net_free(&n);
   }
 }
