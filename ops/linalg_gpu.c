@@ -209,7 +209,10 @@ static int cublas_form(const em_linalg_gemm *g, const batch *b, em_cublas_gemm *
   long long lda = legal_ld(g->ldy, g->ty ? b->k : g->n), ldb = legal_ld(g->ldx, g->tx ? g->m : b->k);
   long long ldc = legal_ld(g->ldc, g->n);
   const int64_t lim = 0x7fffffff;
-  if (lda < 0 || ldb < 0 || ldc < 0 || lda > lim || ldb > lim || ldc > lim || g->m > lim || g->n > lim || b->k > lim)
+  /* k = 0 stays with the kernel, which writes beta * c or zeros: strided-batched cuBLAS has
+   * been reported to return garbage for an empty sum (pytorch/pytorch#31421). */
+  if (b->k == 0 || lda < 0 || ldb < 0 || ldc < 0 || lda > lim || ldb > lim || ldc > lim || g->m > lim || g->n > lim ||
+      b->k > lim)
     return 0;
   memset(q, 0, sizeof *q);
   q->dt = g->dt;

@@ -15,8 +15,10 @@
  * the device's lock: set the stream, set a workspace, issue the product.
  * The workspace comes from the device's caching allocator for that call
  * (the cuBLAS API reference, cublasSetWorkspace: 32 MiB recommended on
- * Hopper, 4 MiB on other architectures), so two executors on two streams
- * never share one, and it is freed as Ember's own kernels' scratch is.
+ * Hopper, 4 MiB on other architectures) and is freed right after the call
+ * is issued, as Ember's own kernels' scratch is: the allocator is not
+ * stream-aware, which is safe because executors issue on one stream (the
+ * device's default) and a freed block is reused only by work issued later.
  *
  * The ABI slice below is declared here so the library builds without the
  * toolkit. Source of every value and prototype: the CUDA 13.0 toolkit's
