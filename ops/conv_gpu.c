@@ -33,11 +33,15 @@ static em_status launch_geom(const em_op_args *a, const char *kernel, long long 
 
 /* ------------------------------------------------------------- cuDNN --- */
 
-/* The spatial axes a geometry uses: cm_geom pads unused ones with size 1. */
-static int spatial_axes(const cm_geom *gm) {
-  int nd = 3;
-  while (nd > 1 && gm->img[nd - 1] == 1 && gm->col[nd - 1] == 1 && gm->k[nd - 1] == 1) nd--;
-  return nd;
+/* The spatial axes a geometry uses: cm_geom right-aligns them and fills the unused leading
+ * ones with size 1 and no padding, so those are dropped from the front (a 2-D problem gets
+ * 4-D descriptors, not 5-D ones). A used axis of size 1 with padding keeps its padding: its
+ * one output may read nothing but padding. *first: the index of the first axis kept. */
+static int spatial_axes(const cm_geom *gm, int *first) {
+  int f = 0;
+  while (f < 2 && gm->img[f] == 1 && gm->col[f] == 1 && gm->k[f] == 1 && gm->pb[f] == 0) f++;
+  *first = f;
+  return 3 - f;
 }
 
 /* Whether cuDNN runs this computation (1), else 0 with the road reported. */
@@ -48,11 +52,14 @@ static int via_cudnn(const em_op_args *a, int f64, const cm_geom *gm, em_cudnn_g
     em_op_report_path(a, "Ember's kernels: %s", why);
     return 0;
   }
-  *g = (em_cudnn_geom){.dt = f64 ? EM_F64 : EM_F32, .nd = spatial_axes(gm), .n = gm->n, .ci = gm->ci, .co = gm->co,
-                       .groups = gm->g};
-  for (int i = 0; i < 3; i++)
-    g->img[i] = gm->img[i], g->out[i] = gm->col[i], g->k[i] = gm->k[i], g->stride[i] = gm->s[i],
-    g->dil[i] = gm->d[i], g->pad[i] = gm->pb[i];
+  int first;
+  *g = (em_cudnn_geom){.dt = f64 ? EM_F64 : EM_F32, .nd = spatial_axes(gm, &first), .n = gm->n, .ci = gm->ci,
+                       .co = gm->co, .groups = gm->g};
+  for (int i = 0; i < g->nd; i++) {
+    int j = first + i;
+    g->img[i] = gm->img[j], g->out[i] = gm->col[j], g->k[i] = gm->k[j], g->stride[i] = gm->s[j];
+    g->dil[i] = gm->d[j], g->pad[i] = gm->pb[j];
+  }
   if (!em_cudnn_takes(g, why, sizeof why)) {
     em_op_report_path(a, "Ember's kernels: cuDNN does not take it: %s", why);
     return 0;
