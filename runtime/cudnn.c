@@ -310,27 +310,45 @@ int em_cudnn_takes(const em_cudnn_geom *g, char *why, size_t cap) {
     snprintf(why, cap, "%d spatial axes (cuDNN's convolutions take 1 to 3 here)", g->nd);
     return 0;
   }
+  if (g->n < 1 || g->ci < 1 || g->co < 1 || g->groups < 1) {
+    snprintf(why, cap, "an empty convolution");
+    return 0;
+  }
+  if (g->n > lim || g->ci > lim || g->co > lim) {
+    snprintf(why, cap, "a dimension above 2^31 - 1");
+    return 0;
+  }
   for (int i = 0; i < g->nd; i++) {
+    /* bounds first: the arithmetic below then stays far inside int64 */
+    if (g->img[i] > lim || g->out[i] > lim || g->k[i] > lim || g->pad[i] > lim || g->stride[i] > lim ||
+        g->dil[i] > lim) {
+      snprintf(why, cap, "a dimension above 2^31 - 1");
+      return 0;
+    }
+    if (g->pad[i] < 0) { /* convolution_transpose cropping its output: no cuDNN padding says that */
+      snprintf(why, cap, "axis %d's padding is negative (a cropped output)", i);
+      return 0;
+    }
+    if (g->img[i] < 1 || g->out[i] < 1 || g->k[i] < 1 || g->stride[i] < 1 || g->dil[i] < 1) {
+      snprintf(why, cap, "axis %d has an empty size, kernel, stride or dilation", i);
+      return 0;
+    }
     /* cuDNN pads both ends alike: the output must be what that padding gives. */
     int64_t span = g->dil[i] * (g->k[i] - 1) + 1, want = (g->img[i] + 2 * g->pad[i] - span) / g->stride[i] + 1;
     if (g->img[i] + 2 * g->pad[i] < span || want != g->out[i]) {
       snprintf(why, cap, "axis %d's padding is not the same at both ends (cuDNN pads symmetrically)", i);
       return 0;
     }
-    if (g->img[i] > lim || g->out[i] > lim || g->k[i] > lim || g->pad[i] > lim || g->stride[i] > lim ||
-        g->dil[i] > lim) {
-      snprintf(why, cap, "a dimension above 2^31 - 1");
-      return 0;
-    }
   }
-  int64_t big = g->n * (g->ci > g->co ? g->ci : g->co);
-  for (int i = 0; i < g->nd; i++) big *= g->img[i] > g->out[i] ? g->img[i] : g->out[i];
-  if (big > lim) {
+  /* every tensor's element count within int, checked factor by factor (each below 2^31, so
+   * a product of two never leaves int64) */
+  int64_t big = g->n * (g->ci > g->co ? g->ci : g->co), filt = g->co * (g->ci / g->groups);
+  for (int i = 0; i < g->nd && big <= lim && filt <= lim; i++) {
+    big *= g->img[i] > g->out[i] ? g->img[i] : g->out[i];
+    filt *= g->k[i];
+  }
+  if (big > lim || filt > lim) {
     snprintf(why, cap, "more than 2^31 - 1 elements in one tensor (cuDNN's descriptors take int)");
-    return 0;
-  }
-  if (g->n < 1 || g->ci < 1 || g->co < 1 || g->groups < 1) {
-    snprintf(why, cap, "an empty convolution");
     return 0;
   }
   return 1;
