@@ -874,7 +874,11 @@ static void test_workspace_edges(void **state) {
   next_mem_mb = "1";
   use_doubles("9.0");
   forward_case(&p, 1, 4);
-  use_doubles("9.0");
+  /* a choice made within less than the limit is not the limit's: a process with the memory
+   * searches again rather than inherit it from the disk */
+  use_doubles_cache("9.0", "13000", "9.19.0", "13000", 1);
+  if (searches_of_run(&p, 4) != 1) fail_msg("a choice made in 0 bytes was stored as the 256 MiB one");
+  if (searches_of_run(&p, 4) != 0) fail_msg("and the full search was not remembered");
 }
 
 /* cuDNN 8.9.7 (its own version and status numbering) on a Pascal device with a CUDA 12.4
