@@ -486,21 +486,25 @@ static int disk_parse(const char *p, size_t n, choice *c) {
 }
 
 /* The search: runs the candidates on these buffers and keeps the fastest
- * that succeeded, fits the limit and (if asked) is deterministic. */
+ * that succeeded, fits the limit and (if asked) is deterministic.
+ * *searched: the workspace it had (less than the limit when the device
+ * had less free). */
 static em_status search(dnn_device *d, em_gpu *gpu, em_device dev, em_cudnn_dir dir, const descs *s,
-                        const void *a, const void *b, void *out, size_t limit, int det, choice *c) {
+                        const void *a, const void *b, void *out, size_t limit, int det, choice *c,
+                        size_t *searched) {
   enum { MAX_ALGOS = 16 };
   algo_perf perf[MAX_ALGOS];
   int returned = 0;
   void *ws = NULL;
   size_t ws_bytes = limit;
   em_status es = ws_bytes ? em_malloc(dev, ws_bytes, &ws) : EM_OK;
-  while (es == EM_ERR_OUT_OF_MEMORY && ws_bytes > (1u << 20)) { /* a smaller search space rather than none */
+  while (es == EM_ERR_OUT_OF_MEMORY) { /* a smaller search space rather than none; last, no workspace at all */
     em_clear_error();
-    ws_bytes /= 2;
-    es = em_malloc(dev, ws_bytes, &ws);
+    ws_bytes = ws_bytes > (1u << 20) ? ws_bytes / 2 : 0;
+    es = ws_bytes ? em_malloc(dev, ws_bytes, &ws) : EM_OK;
   }
   if (es) return em_fail_context(es, "a %zu-byte cuDNN search workspace", ws_bytes);
+  *searched = ws_bytes;
   const void *da = dir == EM_CUDNN_BWD_DATA ? (const void *)s->w : (const void *)s->x;
   const void *db = dir == EM_CUDNN_FWD ? (const void *)s->w : (const void *)s->y;
   const void *dout = dir == EM_CUDNN_FWD ? (const void *)s->y : dir == EM_CUDNN_BWD_DATA ? (const void *)s->x
@@ -551,14 +555,18 @@ static em_status choose(dnn_device *d, em_gpu *gpu, em_device dev, em_cudnn_dir 
   } else {
     free(data);
     em_clear_error();
-    em_status se = search(d, gpu, dev, dir, s, a, b, out, limit, det, c);
+    size_t searched = 0;
+    em_status se = search(d, gpu, dev, dir, s, a, b, out, limit, det, c, &searched);
     if (se) return se;
     em_log(EM_LOG_DISPATCH, "cuDNN %s: searched, algorithm %d (%zu bytes of workspace) for %s", dir_names[dir], c->algo,
            c->memory, text);
     char entry[96];
     int n = snprintf(entry, sizeof entry, "algo %d memory %zu\n", c->algo, c->memory);
+    /* a search squeezed below the limit by a full device is this process's, not the key's */
+    if (searched < limit) em_log(EM_LOG_CACHE, "cuDNN choice not stored: searched within %zu of %zu bytes", searched,
+                                 limit);
     em_rt_lock();
-    if (cache && em_jit_cache_put(cache, &key, entry, (size_t)n)) {
+    if (cache && searched == limit && em_jit_cache_put(cache, &key, entry, (size_t)n)) {
       em_log(EM_LOG_CACHE, "cuDNN choice not stored: %s", em_last_error());
       em_clear_error();
     }
