@@ -495,6 +495,12 @@ static void test_unit_axis_all_padding(void **state) {
   p.bias = 1;
   forward_case(&p, 1, 6);
   training_case(&p, 7, 1e-4);
+  spec f = conv(2, 1, 2, 3, 1, 5, 3, 1, 1, 1); /* the same on the first axis (H = 1) */
+  f.in[0] = 1, f.k[0] = 1, f.s[0] = 3;
+  f.bias = 1;
+  forward_case(&f, 1, 10);
+  f.nsp = 3, f.in[2] = 4, f.k[2] = 2, f.s[2] = 1, f.d[2] = 1, f.pb[2] = f.pe[2] = 0; /* 3-D, D = 1 */
+  forward_case(&f, 1, 11);
   spec q = conv(3, 1, 2, 2, 1, 3, 3, 1, 1, 1); /* 3-D with its last axis of one element */
   q.in[2] = 1, q.k[2] = 1, q.s[2] = 2, q.pe[2] = 0; /* (1 + 1 - 1) / 2 + 1 = 1, at -1 */
   q.pb[2] = 1;
@@ -717,6 +723,65 @@ static void test_two_threads_one_device(void **state) {
       rg_free(&t[i]);
     }
   }
+  if (live_descriptors()) fail_msg("%zu descriptors left behind", live_descriptors());
+}
+
+/* The handle's stream is per call: two threads issuing on two streams of one device at once
+ * (em_cudnn_conv directly) each find their result on their own stream after syncing it; a
+ * call issued on the other thread's stream would leave it unwritten (the double runs work at
+ * its stream's synchronisation). */
+typedef struct streamer {
+  int id, bad;
+  char msg[200];
+} streamer;
+
+static void *stream_work(void *arg) {
+  streamer *w = arg;
+  em_device dev = em_cuda(0);
+  em_stream *st = NULL;
+  enum { L = 64 };
+  float hx[L], hy[L], hw = (float)(w->id + 2);
+  void *dx = NULL, *dw = NULL, *dy = NULL;
+  for (int i = 0; i < L; i++) hx[i] = (float)(i % 7) - 3;
+  if (em_stream_create(dev, &st) || em_malloc(dev, sizeof hx, &dx) || em_malloc(dev, sizeof hw, &dw) ||
+      em_malloc(dev, sizeof hy, &dy) || em_memcpy_h2d(dev, dx, hx, sizeof hx, st) ||
+      em_memcpy_h2d(dev, dw, &hw, sizeof hw, st)) {
+    snprintf(w->msg, sizeof w->msg, "set-up: %s", em_last_error());
+    w->bad = 1;
+  }
+  for (int r = 0; r < 150 && !w->bad; r++) {
+    em_cudnn_geom g = {.dt = EM_F32, .nd = 1, .n = 1, .ci = 1, .co = 1, .groups = 1};
+    g.img[0] = g.out[0] = L - w->id * (r % 2), g.k[0] = g.stride[0] = g.dil[0] = 1;
+    memset(hy, 0, sizeof hy);
+    if (em_cudnn_conv(dev, st, EM_CUDNN_FWD, &g, dx, dw, dy, 0, NULL) ||
+        em_memcpy_d2h(dev, hy, dy, (size_t)g.out[0] * sizeof(float), st) || em_stream_sync(dev, st)) {
+      snprintf(w->msg, sizeof w->msg, "round %d: %s", r, em_last_error());
+      w->bad = 1;
+      break;
+    }
+    for (int i = 0; i < g.out[0] && !w->bad; i++)
+      if (hy[i] != hx[i] * hw) {
+        snprintf(w->msg, sizeof w->msg, "round %d: y[%d] = %g, want %g", r, i, hy[i], hx[i] * hw);
+        w->bad = 1;
+      }
+  }
+  em_stream_sync(dev, st);
+  if (dx) em_free(dev, dx);
+  if (dw) em_free(dev, dw);
+  if (dy) em_free(dev, dy);
+  if (st) em_stream_destroy(st);
+  return NULL;
+}
+
+static void test_two_streams_one_handle(void **state) {
+  (void)state;
+  if (!use_doubles("9.0")) skip();
+  streamer w[2] = {{.id = 0}, {.id = 1}};
+  pthread_t th[2];
+  for (int i = 0; i < 2; i++) assert_int_equal(pthread_create(&th[i], NULL, stream_work, &w[i]), 0);
+  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  for (int i = 0; i < 2; i++)
+    if (w[i].bad) fail_msg("thread %d: %s", i, w[i].msg);
   if (live_descriptors()) fail_msg("%zu descriptors left behind", live_descriptors());
 }
 
@@ -1172,6 +1237,7 @@ int main(void) {
       cmocka_unit_test(test_directions_have_their_own_keys),
       cmocka_unit_test(test_key_separates_settings),
       cmocka_unit_test(test_two_threads_one_device),
+      cmocka_unit_test(test_two_streams_one_handle),
       cmocka_unit_test(test_memory_table_eviction),
       cmocka_unit_test(test_disk_cache_cases),
       cmocka_unit_test(test_workspace_edges),
