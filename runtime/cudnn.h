@@ -31,8 +31,9 @@ typedef enum em_cudnn_dir {
  * reason. Loads the library and makes the device's handle on first call. */
 int em_cudnn_usable(em_device dev, em_dtype dt, char *why, size_t cap);
 
-/* Whether cuDNN takes this geometry (it has no asymmetric padding, needs at
- * least 2 spatial axes in its descriptors, int dimensions): 1, or 0 and why. */
+/* Whether cuDNN takes this geometry (it has no asymmetric or negative
+ * padding, needs at least 2 spatial axes in its descriptors, int dimensions
+ * and element counts): 1, or 0 and why. */
 int em_cudnn_takes(const em_cudnn_geom *g, char *why, size_t cap);
 
 /* Runs one direction: fwd (a = x, b = w, out = y), bwd data (a = dy,
