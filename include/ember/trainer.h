@@ -40,12 +40,41 @@ extern "C" {
 typedef struct em_trainer em_trainer;
 typedef struct em_learner em_learner; /* learner.h */
 
+/* Dynamic loss scaling for half-precision training: the gradients are taken of the loss times
+ * a scale S, so that small gradients survive f16's range, and divided by S before the
+ * learners use them. A step whose scaled gradients are not all finite (S too large) is
+ * skipped by the learners it concerns (their parameters, state and counters stay as they
+ * were), and S is multiplied by backoff_factor; after growth_interval consecutive clean
+ * steps S is multiplied by growth_factor. The defaults are PyTorch's GradScaler's. The
+ * state (S, the clean-step count, the skipped steps) is saved in checkpoints. */
+typedef enum em_loss_scale_mode {
+  EM_LOSS_SCALE_AUTO = 0,     /* dynamic when precision is EM_F16, none otherwise */
+  EM_LOSS_SCALE_DYNAMIC = 1,
+  EM_LOSS_SCALE_NONE = 2
+} em_loss_scale_mode;
+typedef struct em_loss_scaling {
+  em_loss_scale_mode mode;
+  double init_scale;          /* 0: 65536 (2^16) */
+  double growth_factor;       /* 0: 2 (> 1) */
+  double backoff_factor;      /* 0: 0.5 (in (0, 1)) */
+  int64_t growth_interval;    /* 0: 2000 clean steps */
+  double min_scale;           /* 0: 1. A skip that would take S below it fails the step with
+                               * EM_ERR_NOT_FINITE: gradients that overflow even unscaled are
+                               * divergence, not underflow protection */
+} em_loss_scaling;
+
 /* How the trainer runs. Zero-initialised: the CPU, fast mode, samples
  * counted from the first feed. */
 typedef struct em_trainer_options {
   em_device device;           /* where both executors run */
   em_mode mode;               /* EM_MODE_PORTABLE: bitwise equal on every device (exec.h) */
   int threads;                /* CPU threads (em_set_num_threads); 0: leave as it is */
+  /* Mixed precision. EM_F32 (0): the graph runs as it was built. EM_F16 or EM_BF16: before
+   * the gradients are taken, em_graph_autocast runs the graph's products and convolutions in
+   * that dtype (inputs cast to it, results cast back to f32: softmax, losses, norms and
+   * reductions stay f32) while the parameters stay f32 (the learners' master weights). */
+  em_dtype precision;
+  em_loss_scaling loss_scaling; /* zero-initialised: dynamic for EM_F16, none otherwise */
 } em_trainer_options;
 
 /* A trainer for `loss` over `graph`'s parameters.
