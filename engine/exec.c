@@ -580,7 +580,7 @@ static em_status run_on_host(const em_op_args *a, em_device dev, em_tensor **in,
   em_status s = EM_OK;
   for (int i = 0; i < a->n_in && !s; i++) s = em_tensor_to_device(in[i], em_cpu(), &hin[i]);
   for (int i = 0; i < a->n_out && !s; i++) s = em_tensor_empty(em_cpu(), &a->out[i], &hout[i]);
-  if (!s) s = a->def->cpu(&ha, hin, hout);
+  if (!s) s = em_op_call(&ha, hin, hout, a->def->cpu);
   for (int i = 0; i < a->n_out && !s; i++)
     if ((s = em_tensor_to_device(hout[i], dev, &out[i]))) s = output_failed(s, i, &a->out[i]);
   for (int i = 0; i < a->n_in && !s; i++)
@@ -678,7 +678,8 @@ static em_status choose_layouts(em_exec *e, const step *p, const em_node *n, con
                                 em_layout_choice *lc) {
   if (e->dev.kind != EM_DEVICE_CPU || e->mode == EM_MODE_PORTABLE || e->cl_off) return EM_OK;
   const int out_may = p->out0 >= 0 && e->cl_may[p->out0];
-  if (n->op->layout) {
+  /* an op computing half dtypes through f32 (engine/half.c) converts contiguous tensors */
+  if (n->op->layout && !((n->op->half & EM_HALF_VIA_F32) && em_op_half_dtype(a) != EM_F32)) {
     em_status s = n->op->layout(a, in, out_may, lc);
     if (s) return s;
     if (lc->out_channels_last && !out_may && a->out[0].ndim >= 3)
@@ -716,7 +717,7 @@ static em_status run_step(em_exec *e, run_state *r, int st) {
   em_op_report road = {""};
   if (e->dev.kind == EM_DEVICE_CUDA) a.report = &road;
   memset(out_shapes, 0, sizeof out_shapes);
-  em_status s = n->op->infer(&a);
+  em_status s = em_op_infer(&a);
   em_layout_choice lc = {0, 0};
   if (!s) s = choose_layouts(e, p, n, &a, in, &lc);
   if (!s && ((e->training && n->op->state_inputs) || p->writes)) s = protect_state_inputs(e, n, &a, in, copies);
@@ -749,10 +750,10 @@ static em_status run_step(em_exec *e, run_state *r, int st) {
     }
   e->stats.channels_last_steps += lc.out_channels_last;
   if (!s) {
-    if (e->dev.kind == EM_DEVICE_CPU) s = n->op->cpu(&a, in, out);
+    if (e->dev.kind == EM_DEVICE_CPU) s = em_op_call(&a, in, out, n->op->cpu);
     else {
       uint64_t lookups = p->kernels.lookups;
-      s = n->op->gpu ? n->op->gpu(&a, in, out) : EM_ERR_USE_CPU;
+      s = n->op->gpu ? em_op_call(&a, in, out, n->op->gpu) : EM_ERR_USE_CPU;
       e->stats.kernel_lookups += p->kernels.lookups - lookups;
       /* The road of this run, none included (portable mode reports none): a road of an earlier
        * run in another mode must not stay in em_exec_describe. */

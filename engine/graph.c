@@ -373,7 +373,7 @@ static em_status apply_checked(em_graph *g, const em_op_def *def, const char *op
   em_op_args a = {.def = def, .attrs = attrs, .n_attrs = n_attrs, .n_in = n_inputs, .in = in, .n_out = n_outputs,
                   .out = out};
   memset(out, 0, sizeof(em_shape) * 8);
-  em_status s = def->infer(&a);
+  em_status s = em_op_infer(&a);
   if (s) return s;
 
   int id = em_graph_add_node(g, EM_NODE_OP, n_outputs);
@@ -549,7 +549,7 @@ em_status em_node_infer(const em_graph *g, int node, const em_shape *in, em_shap
   em_op_args a = {.def = n->op, .attrs = n->attrs, .n_attrs = n->n_attrs, .n_in = n->n_in, .in = in,
                   .n_out = n->n_out, .out = out, .node = node};
   memset(out, 0, sizeof(em_shape) * (size_t)n->n_out);
-  em_status s = n->op->infer(&a);
+  em_status s = em_op_infer(&a);
   if (own && own != few) free(own);
   return s;
 }

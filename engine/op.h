@@ -148,7 +148,32 @@ typedef struct em_op_def {
    * contiguous, outputs are contiguous (every op but a few). An op that
    * says so must give the same results either way. Last member (see attrs). */
   em_status (*layout)(const em_op_args *a, em_tensor *const *in, int out_may, em_layout_choice *c);
+  /* f16 and bf16 (engine/half.c): EM_HALF_VIA_F32 says the op also takes inputs of ONE half
+   * dtype wherever its f32 form takes f32 (mixing f32 and half floats is refused): `infer`
+   * sees them as f32 and every f32 output becomes the half dtype, and the op computes on f32
+   * copies of its half inputs, rounding each result to the half dtype once. So products and
+   * convolutions accumulate in f32, as tensor cores do. EM_HALF_GPU_NATIVE in addition: the
+   * gpu member takes the half tensors itself (cuBLAS and cuDNN compute them on tensor cores)
+   * and calls em_half_via_f32 for what it does not take. 0: f16/bf16 as the op's infer says
+   * (the shape ops move them; most ops refuse them). Last member (see attrs). */
+  unsigned half;
 } em_op_def;
+
+enum { EM_HALF_VIA_F32 = 1u, EM_HALF_GPU_NATIVE = 2u };
+
+/* The op's infer, with def->half's f32 view of half inputs (engine/half.c). Every infer
+ * call goes through it. */
+em_status em_op_infer(em_op_args *a);
+/* The half dtype of this application (EM_F16 or EM_BF16), or EM_F32 when none: the dtype of
+ * its first half input. */
+em_dtype em_op_half_dtype(const em_op_args *a);
+/* Runs kernel k (the op's cpu or gpu member) on f32 copies of the half inputs and rounds
+ * its f32 outputs into out[] (of the half dtype); k itself when no input is half. On
+ * a->dev and a->stream; the copies are freed before it returns (stream-ordered). */
+em_status em_half_via_f32(const em_op_args *a, em_tensor *const *in, em_tensor *const *out, em_op_kernel k);
+/* How the executor calls a member: through em_half_via_f32 for a def->half op (the gpu
+ * member itself where EM_HALF_GPU_NATIVE), else k directly. */
+em_status em_op_call(const em_op_args *a, em_tensor *const *in, em_tensor *const *out, em_op_kernel k);
 
 /* Channels-last tensors (engine/layout.c): rank >= 3, dense, axis 1 innermost
  * and the others in order (NHWC memory under an NCHW shape). A tensor whose

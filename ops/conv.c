@@ -1235,7 +1235,7 @@ const em_op_def em_ops_conv[] = {
    /* output_padding and output_shape are read only to refuse them with a precise message */
    .attrs = EM_ATTRS("group", "kernel_shape", "strides", "dilations", "pads", "auto_pad", "output_padding",
                      "output_shape"),
-   .infer = conv_infer, .cpu = conv_cpu, .gpu = conv_gpu, .backward = conv_backward, .layout = conv_layout},
+   .infer = conv_infer, .cpu = conv_cpu, .gpu = conv_gpu, .backward = conv_backward, .layout = conv_layout, .half = EM_HALF_VIA_F32},
   {.name = "convolution_transpose",
    .doc = "transposed convolution of x [N,C,s...] with w [C,M/group,k...] (+ bias [M]); attrs "
           "strides, dilations, pads, auto_pad, group, kernel_shape, output_padding, output_shape",
@@ -1243,7 +1243,7 @@ const em_op_def em_ops_conv[] = {
    .attrs = EM_ATTRS("group", "kernel_shape", "strides", "dilations", "pads", "auto_pad", "output_padding",
                      "output_shape"),
    .infer = conv_transpose_infer, .cpu = conv_transpose_cpu, .gpu = conv_transpose_gpu,
-   .backward = conv_transpose_backward},
+   .backward = conv_transpose_backward, .half = EM_HALF_VIA_F32},
   /* the gradient ops receive the forward's attributes wholesale, plus transpose */
   {.name = "_conv_grad_input",
    .doc = "gradient of convolution (transpose 0) or convolution_transpose (1) for x: (dy, w, x); "
@@ -1251,17 +1251,17 @@ const em_op_def em_ops_conv[] = {
    .min_inputs = 3, .max_inputs = 3, .n_outputs = 1, .no_grad = 0, .state_inputs = 0, .inplace = 0,
    .attrs = EM_ATTRS("group", "kernel_shape", "strides", "dilations", "pads", "auto_pad", "output_padding",
                      "output_shape", "transpose"),
-   .infer = grad_input_infer, .cpu = grad_input_cpu, .gpu = grad_input_gpu, .backward = NULL},
+   .infer = grad_input_infer, .cpu = grad_input_cpu, .gpu = grad_input_gpu, .backward = NULL, .half = EM_HALF_VIA_F32},
   {.name = "_conv_grad_weight",
    .doc = "gradient of convolution (transpose 0) or convolution_transpose (1) for w: (x, dy, w); "
           "the forward's attrs + transpose",
    .min_inputs = 3, .max_inputs = 3, .n_outputs = 1, .no_grad = 0, .state_inputs = 0, .inplace = 0,
    .attrs = EM_ATTRS("group", "kernel_shape", "strides", "dilations", "pads", "auto_pad", "output_padding",
                      "output_shape", "transpose"),
-   .infer = grad_weight_infer, .cpu = grad_weight_cpu, .gpu = grad_weight_gpu, .backward = NULL},
+   .infer = grad_weight_infer, .cpu = grad_weight_cpu, .gpu = grad_weight_gpu, .backward = NULL, .half = EM_HALF_VIA_F32},
   {.name = "_conv_grad_bias", .doc = "gradient of a convolution's bias: dy summed over N and the spatial axes",
    .min_inputs = 1, .max_inputs = 1, .n_outputs = 1, .no_grad = 0, .state_inputs = 0, .inplace = 0,
-   .attrs = EM_NO_ATTRS, .infer = grad_bias_infer, .cpu = grad_bias_cpu, .gpu = grad_bias_gpu, .backward = NULL},
+   .attrs = EM_NO_ATTRS, .infer = grad_bias_infer, .cpu = grad_bias_cpu, .gpu = grad_bias_gpu, .backward = NULL, .half = EM_HALF_VIA_F32},
 };
 const size_t em_ops_conv_count = sizeof em_ops_conv / sizeof em_ops_conv[0];
 

@@ -194,6 +194,18 @@ EM_API em_status em_graph_states(const em_graph *g, em_var *vars, size_t cap, si
  * em_exec_run_into. */
 EM_API em_status em_gradients(em_graph *g, em_var y, const em_var *xs, int n, em_var *grads);
 
+/* Mixed precision (engine/autocast.c): runs every matmul, gemm, convolution and
+ * convolution_transpose of g whose inputs are f32 in `dtype` (EM_F16 or EM_BF16): their
+ * float inputs are cast to it, they compute with f32 accumulation, and their results are
+ * cast back to f32, so the values keep their em_var, name and f32 dtype and everything
+ * else (softmax, losses, norms, reductions, element-wise ops) stays f32. Parameters stay
+ * f32: their gradients arrive in f32 through the casts (the learners keep f32 master
+ * weights). Ops with f64 or half inputs are left as they are; a second call converts
+ * nothing more. Call it before em_gradients (the gradients of a converted op are then
+ * half products too). *converted (may be NULL): how many ops it changed. On failure (no
+ * memory) the graph stays valid with the ops converted so far. */
+EM_API em_status em_graph_autocast(em_graph *g, em_dtype dtype, int *converted);
+
 #ifdef __cplusplus
 }
 #endif

@@ -71,5 +71,13 @@ static const oc_case cases[] = {
    2, {OC_ATTR_S("auto_pad", "SAME_LOWER"), OC_ATTR_IS("strides", 2, 2)}, .grad = 1, .tol = CONV_TOL},
   {"convolution_transpose", "output_shape", 2, {OC_F32(-1, 1, 2, 2, 4, 4), OC_F32(-1, 1, 2, 3, 3, 3)},
    2, {OC_ATTR_IS("strides", 2, 2), OC_ATTR_IS("output_shape", 8, 9)}, .grad = 1, .tol = CONV_TOL},
+  /* f16 and bf16 (engine/half.c; cuDNN in fast mode): within one rounding of the result */
+  {"convolution", "2d f16 pads bias", 3,
+   {OC_IN(EM_F16, -1, 1, 2, 3, 9, 11), OC_IN(EM_F16, -1, 1, 4, 3, 3, 3), OC_IN(EM_F16, -1, 1, 4)}, 1,
+   {OC_ATTR_IS("pads", 1, 1, 1, 1)}, .tol = 2e-3},
+  {"convolution", "2d bf16 strides groups", 2, {OC_IN(EM_BF16, -1, 1, 2, 4, 8, 8), OC_IN(EM_BF16, -1, 1, 6, 2, 3, 3)},
+   2, {OC_ATTR_IS("strides", 2, 2), OC_ATTR_I("group", 2)}, .tol = 1e-2},
+  {"convolution_transpose", "2d f16", 2, {OC_IN(EM_F16, -1, 1, 1, 4, 5, 5), OC_IN(EM_F16, -1, 1, 4, 3, 3, 3)}, 1,
+   {OC_ATTR_IS("strides", 2, 2)}, .tol = 2e-3},
 };
 OC_REGISTER(conv, cases)

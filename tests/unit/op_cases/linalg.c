@@ -107,5 +107,12 @@ static const oc_case cases[] = {
    {OC_ATTR_F("alpha", -1.5), OC_ATTR_F("beta", 0.25)}, .grad = 1},
   {"gemm", "f64 transposed c full", 3, {OC_F64(-1, 1, 5, 4), OC_F64(-1, 1, 3, 5), OC_F64(-1, 1, 4, 3)}, 2,
    {OC_ATTR_I("transA", 1), OC_ATTR_I("transB", 1)}, .grad = 1},
+  /* f16 and bf16 (engine/half.c: f32 accumulation, one rounding; cuBLAS GemmEx in fast mode):
+   * the fast mode may differ from the CPU by one rounding of the result */
+  {"matmul", "f16", 2, {OC_IN(EM_F16, -1, 1, 13, 17), OC_IN(EM_F16, -1, 1, 17, 11)}, .tol = 2e-3},
+  {"matmul", "bf16 batch broadcast", 2, {OC_IN(EM_BF16, -1, 1, 2, 1, 9, 40), OC_IN(EM_BF16, -1, 1, 3, 40, 6)},
+   .tol = 1e-2},
+  {"gemm", "f16 c row transB", 3, {OC_IN(EM_F16, -1, 1, 6, 33), OC_IN(EM_F16, -1, 1, 7, 33), OC_IN(EM_F16, -1, 1, 7)},
+   3, {OC_ATTR_I("transB", 1), OC_ATTR_F("alpha", 0.5), OC_ATTR_F("beta", -2)}, .tol = 2e-3},
 };
 OC_REGISTER(linalg, cases)
