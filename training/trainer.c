@@ -73,6 +73,9 @@ API em_status em_trainer_create(em_graph *graph, em_var loss, em_var metric, em_
   if (s) return em_fail_context(s, "em_trainer_create");
   if (opt.mode != EM_MODE_FAST && opt.mode != EM_MODE_PORTABLE)
     return em_fail(EM_ERR_INVALID_ARGUMENT, "em_trainer_create: unknown mode %d", (int)opt.mode);
+  if (opt.precision != EM_F32 && opt.precision != EM_F16 && opt.precision != EM_BF16)
+    return em_fail(EM_ERR_INVALID_ARGUMENT, "em_trainer_create: precision %s (%d); it must be f32, f16 or bf16",
+                   em_dtype_name(opt.precision), (int)opt.precision);
   if (opt.threads > 0 && (s = em_set_num_threads(opt.threads))) return s;
 
   em_trainer *t = calloc(1, sizeof *t);
@@ -89,6 +92,12 @@ API em_status em_trainer_create(em_graph *graph, em_var loss, em_var metric, em_
   memcpy(t->learners, learners, sizeof *t->learners * (size_t)n_learners);
   t->n_learners = n_learners;
 
+  /* Mixed precision before anything is added: the products and convolutions of the model and
+   * the loss run in half, the parameters stay f32 (the learners' master weights). */
+  if (opt.precision != EM_F32 && (s = em_graph_autocast(graph, opt.precision, NULL))) {
+    s = em_fail_context(s, "em_trainer_create: precision %s", em_dtype_name(opt.precision));
+    goto fail;
+  }
   if ((s = mean_of(graph, loss, "loss", &t->loss_mean))) goto fail;
   t->metric_mean = -1;
   if (t->has_metric && (s = mean_of(graph, metric, "metric", &t->metric_mean))) goto fail;

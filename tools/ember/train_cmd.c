@@ -47,6 +47,7 @@ static char *settings_json(const train_opts *o, double mean, double std) {
   if (j) json_object_set_new(j, "norm", json_pack("[f,f]", mean, std));
   if (j) json_object_set_new(j, "batch_norm", json_boolean(o->batch_norm));
   if (j) json_object_set_new(j, "mode", json_string(o->mode));
+  if (j) json_object_set_new(j, "precision", json_string(o->precision));
   if (j) json_object_set_new(j, "random_crop", json_integer(o->random_crop));
   if (j) json_object_set_new(j, "random_flip", json_boolean(o->random_flip));
   if (j) json_object_set_new(j, "min_delta", json_real(o->min_delta));
@@ -115,13 +116,14 @@ static int settings_apply(json_t *j, train_opts *o, char *why, size_t cap) {
   for (size_t i = 0; i < sizeof required / sizeof required[0]; i++)
     if (settings_key(j, required[i].key, required[i].type, 0, &v, why, cap)) return -1;
   /* Keys later versions added: an older checkpoint has no batch_norm (off),
-   * no mode (the command line's is taken), no augmentation (off), no
+   * no mode (the command line's is taken), no precision (fp32), no augmentation (off), no
    * min_delta, no l2 (0). One of another type is refused, not read as
    * absent: a run saved with flips must not resume without them. */
-  json_t *bn, *mode, *crop, *flip, *min_delta, *l2, *version, *seqs;
+  json_t *bn, *mode, *precision, *crop, *flip, *min_delta, *l2, *version, *seqs;
   if (settings_key(j, "settings_version", KEY_INT, 1, &version, why, cap) ||
       settings_key(j, "batch_norm", KEY_BOOL, 1, &bn, why, cap) ||
       settings_key(j, "mode", KEY_STRING, 1, &mode, why, cap) ||
+      settings_key(j, "precision", KEY_STRING, 1, &precision, why, cap) ||
       settings_key(j, "random_crop", KEY_INT, 1, &crop, why, cap) ||
       settings_key(j, "random_flip", KEY_BOOL, 1, &flip, why, cap) ||
       settings_key(j, "min_delta", KEY_NUMBER, 1, &min_delta, why, cap) ||
@@ -155,6 +157,7 @@ static int settings_apply(json_t *j, train_opts *o, char *why, size_t cap) {
   }
   o->batch_norm = json_is_true(bn);
   if (mode) o->mode = json_string_value(mode);
+  o->precision = precision ? json_string_value(precision) : "fp32";
   o->l2 = l2 ? json_number_value(l2) : 0;
   o->random_crop = crop ? json_integer_value(crop) : 0;
   o->random_flip = json_is_true(flip);
@@ -182,7 +185,7 @@ static const char *const run_settings[] = {
     "--model",      "--channels",   "--hidden",   "--batch-norm", "--dropout",       "--random-crop",
     "--random-flip", "--seed",      "--learner",  "--lr",         "--momentum",      "--weight-decay", "--l2",
     "--schedule",   "--warmup",     "--batch",    "--train-samples", "--validation", "--patience",
-    "--min-delta",  "--mode",       "--epochs",   "--input-dim", "--max-steps", "--classes", NULL};
+    "--min-delta",  "--mode",       "--precision", "--epochs",   "--input-dim", "--max-steps", "--classes", NULL};
 
 /* The saved settings, checked as the command line's are, replace o's; an
  * option the command line gave with another value is refused. Returns 0 or
@@ -341,7 +344,10 @@ int ember_train(int argc, char **argv) {
     rc = s == EM_ERR_INVALID_ARGUMENT ? EXIT_USAGE : EXIT_SOFTWARE;
     goto done;
   }
-  em_trainer_options to = {.device = dev, .mode = !strcmp(o.mode, "portable") ? EM_MODE_PORTABLE : EM_MODE_FAST};
+  em_trainer_options to = {.device = dev, .mode = !strcmp(o.mode, "portable") ? EM_MODE_PORTABLE : EM_MODE_FAST,
+                           .precision = !strcmp(o.precision, "fp16")   ? EM_F16
+                                        : !strcmp(o.precision, "bf16") ? EM_BF16
+                                                                       : EM_F32};
   if ((s = em_trainer_create(m.g, m.loss, m.error, &learner, 1, &to, &t))) {
     fprintf(stderr, "ember train: the trainer: %s\n", em_last_error());
     rc = ember_exit_code(s);
@@ -354,7 +360,7 @@ int ember_train(int argc, char **argv) {
   if (data.validation) fprintf(info, "; %lld held out for validation", (long long)em_dataset_samples(data.validation));
   if (o.random_crop) fprintf(info, "; random crops (padding %lld)", (long long)o.random_crop);
   if (o.random_flip) fprintf(info, "; random flips");
-  fprintf(info, "; %s mode\n", o.mode);
+  fprintf(info, "; %s mode, %s\n", o.mode, o.precision);
   if (saved) {
     if ((s = em_trainer_restore_checkpoint(t, o.checkpoint, data.train_src))) {
       fprintf(stderr, "ember train: --resume: %s\n", em_last_error());

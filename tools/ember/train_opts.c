@@ -20,6 +20,7 @@ void train_opts_defaults(train_opts *o) {
       .batch = 64,
       .device = "auto",
       .mode = "fast",
+      .precision = "fp32",
       .learner = "adam",
       .lr = NAN,
       .momentum = NAN,
@@ -45,6 +46,7 @@ typedef struct opt {
 
 static const char *const models[] = {"mlp", "lenet", "resnet20", "lstm", NULL};
 static const char *const modes[] = {"fast", "portable", NULL};
+static const char *const precisions[] = {"fp32", "fp16", "bf16", NULL};
 static const char *const learners[] = {"sgd",      "momentum", "nesterov", "adagrad", "rmsprop", "adadelta",
                                        "adam",     "adamw",    "fsadagrad", NULL};
 static const char *const schedules[] = {"constant", "cosine", "step", NULL};
@@ -80,6 +82,8 @@ static const opt table[] = {
      0, NULL},
     {"--mode", "MODE", "fast or portable (bitwise equal on every device; default fast)", T_STR, OFF(mode), BOTH, 0, 0,
      modes},
+    {"--precision", "P", "fp32, or fp16 / bf16: products and convolutions in half precision, f32 master weights "
+     "(fp16 with dynamic loss scaling; default fp32)", T_STR, OFF(precision), CMD_TRAIN, 0, 0, precisions},
     {"--checkpoint", "FILE", "train: written after every epoch; eval: the model to evaluate", T_STR, OFF(checkpoint),
      BOTH, 0, 0, NULL},
     {"--resume", NULL, "continue from --checkpoint when it exists, with its settings (below)", T_FLAG, OFF(resume),
@@ -124,7 +128,8 @@ static const char *cmd_name(unsigned cmd) { return cmd == CMD_TRAIN ? "train" : 
 void train_opts_help(unsigned cmd, FILE *out) {
   if (cmd == CMD_TRAIN)
     fputs("usage: ember train [--model mlp|lenet|resnet20|lstm] [--data DIR] [--epochs N] [--batch B]\n"
-          "                   [--device auto|cpu|cuda:N] [--mode fast|portable] [--checkpoint FILE [--resume]]\n"
+          "                   [--device auto|cpu|cuda:N] [--mode fast|portable] [--precision fp32|fp16|bf16]\n"
+          "                   [--checkpoint FILE [--resume]]\n"
           "                   [--json] [--learner NAME] [--lr X] ...\n\n"
           "Trains a model of the zoo on the IDX data set in DIR (Fashion-MNIST by default: train-images-idx3-ubyte,\n"
           "train-labels-idx1-ubyte, t10k-*, gzipped or not) with softmax cross entropy, reports the\n"

@@ -10,7 +10,7 @@
 #define CMD_EVAL 2u
 
 typedef struct train_opts {
-  const char *model, *data, *device, *mode, *checkpoint, *learner, *schedule;
+  const char *model, *data, *device, *mode, *precision, *checkpoint, *learner, *schedule;
   int64_t epochs, batch, seed, threads, train_samples, test_samples, validation, patience, report_every;
   int64_t random_crop;             /* training images: pad by this much, then a random crop back (0: off) */
   int64_t channels[2], hidden[2];   /* the model's widths (0: the zoo's defaults) */
