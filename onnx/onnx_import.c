@@ -74,6 +74,7 @@
 /* dtype masks for the translation table (input 0's dtype). */
 #define D(t) (1u << (t))
 #define DT_FLT (D(EM_F32) | D(EM_F64))
+#define DT_HALF (D(EM_F16) | D(EM_BF16)) /* the ops that compute them through f32 (engine/half.c) */
 #define DT_INT (D(EM_I32) | D(EM_I64))
 #define DT_NUM (DT_FLT | DT_INT)
 #define DT_CMP (DT_NUM | D(EM_U8) | D(EM_BOOL))
@@ -2253,8 +2254,8 @@ static const tr trs[] = {
   {"Constant", tr_constant, NULL, "value,value_float,value_floats,value_int,value_ints", DT_ANY,
     "constant (import time)"},
   {"ConstantOfShape", tr_constant_of_shape, NULL, "value", DT_ANY, "constant (import time, shape folded)"},
-  SAME("Conv", "convolution", CONV_ATTRS, DT_FLT),
-  SAME("ConvTranspose", "convolution_transpose", CONV_ATTRS ",output_padding,output_shape", DT_FLT),
+  SAME("Conv", "convolution", CONV_ATTRS, DT_FLT | DT_HALF),
+  SAME("ConvTranspose", "convolution_transpose", CONV_ATTRS ",output_padding,output_shape", DT_FLT | DT_HALF),
   SAME("Cos", "cos", "", DT_FLT),
   SAME("Cosh", "cosh", "", DT_FLT),
   {"CumSum", tr_cumsum, NULL, "exclusive,reverse", DT_NUM, "cumsum (axis folded)"},
@@ -2276,7 +2277,7 @@ static const tr trs[] = {
     "lowered: where(one_hot(indices), data, 0) + reduce_sum"},
   SAME("GatherND", "gather_nd", "batch_dims", DT_NUM),
   SAME("Gelu", "gelu", "approximate", DT_FLT),
-  SAME("Gemm", "gemm", "alpha,beta,transA,transB", DT_FLT),
+  SAME("Gemm", "gemm", "alpha,beta,transA,transB", DT_FLT | DT_HALF),
   SAME("GlobalAveragePool", "global_average_pool", "", DT_FLT),
   SAME("GlobalMaxPool", "global_max_pool", "", DT_FLT),
   SAME("Greater", "greater", "", DT_CMP),
@@ -2298,7 +2299,7 @@ static const tr trs[] = {
   SAME("LessOrEqual", "less_equal", "", DT_CMP),
   SAME("Log", "log", "", DT_FLT),
   {"LogSoftmax", tr_softmax, "log_softmax", "axis", DT_FLT, "log_softmax (opset < 13: flatten, reshape_like)"},
-  SAME("MatMul", "matmul", "", DT_NUM),
+  SAME("MatMul", "matmul", "", DT_NUM | DT_HALF),
   {"Max", tr_chain, "max", "", DT_NUM, "max, chained"},
   {"MaxPool", tr_maxpool, "max_pool", POOL_ATTRS ",storage_order", DT_FLT, "max_pool (no Indices output)"},
   {"Mean", tr_mean, NULL, "", DT_FLT, "add chained, div"},

@@ -295,6 +295,40 @@ static void test_cnn(void **state) {
   em_graph_free(g);
 }
 
+/* A mixed-precision graph (em_graph_autocast): the casts around each product and convolution
+ * export as Cast nodes and the products in the half dtype, so the file computes what Ember
+ * did; it re-imports to the same bits (f16 and bf16), and onnxruntime runs the f16 one (its
+ * CPU provider computes f16 products in f32 and rounds once, as Ember does: a scaled tolerance
+ * of a few f16 roundings for the differing summation orders). */
+static void test_mixed_precision(void **state) {
+  (void)state;
+  for (int half = 0; half < 2; half++) {
+    em_var x, outs[3];
+    em_graph *g = cnn(&x, outs);
+    int converted = 0;
+    CHECK(em_graph_autocast(g, half ? EM_BF16 : EM_F16, &converted));
+    assert_int_equal(converted, 2); /* the convolution and the gemm */
+    em_tensor *xv = pattern(4, (int64_t[]){3, 2, 10, 10}, 2);
+    em_feed f = {x, xv};
+    const char *label = half ? "cnn_bf16" : "cnn_f16";
+    void *bytes;
+    size_t size;
+    CHECK(em_onnx_export_buffer(g, outs, 3, NULL, &bytes, &size));
+    em_tensor *want[3], *got[3];
+    run_both(g, outs, 3, &f, 1, bytes, size, EM_MODE_PORTABLE, label, want, got);
+    for (int j = 0; j < 3; j++) expect_same_bits(got[j], want[j], label, j);
+    if (!half) {
+      em_named_tensor in[1];
+      named_feeds(g, &f, 1, in);
+      ts_ort_keep(&cases, label, NULL, 5e-3, bytes, size, in, 1, want, 3);
+    }
+    for (int j = 0; j < 3; j++) em_tensor_release(got[j]), em_tensor_release(want[j]);
+    free(bytes);
+    em_tensor_release(xv);
+    em_graph_free(g);
+  }
+}
+
 /* Shape ops, concat, slices, reductions, comparisons, casts, the
  * attributes ONNX takes as inputs, and the ops written as two nodes. */
 static void test_shapes_and_more(void **state) {
@@ -1189,6 +1223,7 @@ int main(void) {
   }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_mlp),           cmocka_unit_test(test_cnn),
+      cmocka_unit_test(test_mixed_precision),
       cmocka_unit_test(test_shapes_and_more), cmocka_unit_test(test_resize_antialias),
       cmocka_unit_test(test_unusual_graphs), cmocka_unit_test(test_recurrent_as_one_node),
       cmocka_unit_test(test_recurrent_fallbacks), cmocka_unit_test(test_recurrent_record_checked),
