@@ -402,12 +402,61 @@ static void test_autocast_keeps_f64_and_round_trips(void **state) {
   em_graph_free(m.g);
 }
 
+/* A parameter used by two products (tied weights: y = (x W) W^T) gets a cast per use; its
+ * gradient, the sum of both uses, is summed in f32 and matches the f32 graph's within the
+ * half roundings. An integer product is left alone. */
+static void test_autocast_tied_and_integer(void **state) {
+  (void)state;
+  double got[2][48];
+  for (int mp = 0; mp < 2; mp++) {
+    em_graph *g = NULL;
+    assert_int_equal(em_graph_create(&g), EM_OK);
+    em_var x, w, xi, wi, a, y, yi, loss, dw;
+    em_init init = {.kind = EM_INIT_UNIFORM, .scale = 1, .seed = 8};
+    assert_int_equal(em_input(g, "x", EM_F32, 2, (int64_t[]){3, 6}, &x), EM_OK);
+    assert_int_equal(em_parameter(g, "w", EM_F32, 2, (int64_t[]){6, 8}, &init, &w), EM_OK);
+    assert_int_equal(em_input(g, "xi", EM_I32, 2, (int64_t[]){2, 2}, &xi), EM_OK);
+    assert_int_equal(em_input(g, "wi", EM_I32, 2, (int64_t[]){2, 2}, &wi), EM_OK);
+    assert_int_equal(em_apply(g, "matmul", (em_var[]){x, w}, 2, NULL, 0, &a, 1), EM_OK);
+    const em_attr tb = AI("transpose_b", 1);
+    assert_int_equal(em_apply(g, "matmul", (em_var[]){a, w}, 2, &tb, 1, &y, 1), EM_OK);
+    assert_int_equal(em_apply(g, "matmul", (em_var[]){xi, wi}, 2, NULL, 0, &yi, 1), EM_OK);
+    assert_int_equal(em_apply(g, "reduce_sum", &y, 1, NULL, 0, &loss, 1), EM_OK);
+    if (mp) {
+      int converted = 0;
+      assert_int_equal(em_graph_autocast(g, EM_F16, &converted), EM_OK);
+      assert_int_equal(converted, 2); /* not the integer product */
+    }
+    em_dtype t;
+    assert_int_equal(em_var_info(g, yi, &t, NULL, NULL), EM_OK);
+    assert_int_equal(t, EM_I32);
+    assert_int_equal(em_gradients(g, loss, &w, 1, &dw), EM_OK);
+    em_tensor *xv = ot_rand(EM_F32, 2, (int64_t[]){3, 6}, 9, -1, 1), *out = NULL;
+    em_exec *e = NULL;
+    assert_int_equal(em_exec_create(g, &dw, 1, em_cpu(), &e), EM_OK);
+    em_feed f = {x, xv};
+    if (em_exec_run(e, &f, 1, &out)) fail_msg("tied weights: %s", em_last_error());
+    int64_t n = 0;
+    double *v = ot_values(out, &n);
+    assert_int_equal(n, 48);
+    memcpy(got[mp], v, sizeof got[mp]);
+    free(v);
+    em_tensor_release(out), em_tensor_release(xv);
+    em_exec_free(e);
+    em_graph_free(g);
+  }
+  double scale = 0;
+  for (int i = 0; i < 48; i++) scale = fmax(scale, fabs(got[0][i]));
+  ot_expect_close(got[1], got[0], 48, 4e-3 * scale, 0, "tied weights' gradient, f16 vs f32");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_matmul_half_cpu),      cmocka_unit_test(test_matmul_half_gpu),
       cmocka_unit_test(test_gemm_half),            cmocka_unit_test(test_conv_half),
       cmocka_unit_test(test_mixed_dtypes_refused), cmocka_unit_test(test_autocast_cpu),
       cmocka_unit_test(test_autocast_gpu),         cmocka_unit_test(test_autocast_keeps_f64_and_round_trips),
+      cmocka_unit_test(test_autocast_tied_and_integer),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
