@@ -147,3 +147,16 @@ em_status em_ops_on_host_copies(em_device dev, em_host_copy *c, int n, em_stream
   for (int i = 0; i < n; i++) free(c[i].host);
   return st;
 }
+
+em_status em_ops_half_via_f32(const em_op_args *a, em_tensor *const *in, em_tensor *const *out, em_op_kernel k,
+                              const char *why) {
+  if (a->report) a->report->path[0] = '\0'; /* so only the f32 member's own report is taken below */
+  em_status s = em_half_via_f32(a, in, out, k);
+  if (!s && !a->portable && a->report) {
+    char inner[sizeof a->report->path];
+    memcpy(inner, a->report->path, sizeof inner); /* what the f32 member reported */
+    em_op_report_path(a, "%s on f32 copies (%s)%s%s", em_dtype_name(em_op_half_dtype(a)), why, inner[0] ? ": " : "",
+                      inner);
+  }
+  return s;
+}

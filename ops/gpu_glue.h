@@ -57,6 +57,13 @@ em_status em_ops_scratch_upload(const em_op_args *a, const void *host, size_t by
  * for the launch (em_ops_scratch_upload) only when the launch will happen. */
 em_status em_ops_kernel_ready(const em_op_args *a, const char *kernel);
 
+/* The f32 road of a half application in an EM_HALF_GPU_NATIVE op's gpu member, where its
+ * library (cuBLAS, cuDNN) does not take it: em_half_via_f32 with k (the member itself, which
+ * sees f32 then), and in fast mode the road reported as "f16 on f32 copies (why): <the f32
+ * road>". Portable mode reports nothing, as for every op. */
+em_status em_ops_half_via_f32(const em_op_args *a, em_tensor *const *in, em_tensor *const *out, em_op_kernel k,
+                              const char *why);
+
 /* Up to EM_OPS_MAX_DIMS dims of an elementwise op's output, with each
  * operand's strides in elements (0 on a broadcast axis), coalesced: adjacent
  * axes that are contiguous for every operand merge, size-1 axes go. A kernel

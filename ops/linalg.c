@@ -48,6 +48,7 @@
 #include "../kernels/gemm_math.h"
 #include "blas.h"
 #include "dnnl.h"
+#include "gpu_glue.h"
 #include "linalg.h"
 #include "op.h"
 
@@ -570,6 +571,18 @@ static void result_strides(const mm_geom *g, int64_t *st) {
   }
 }
 
+/* A half product (EM_HALF_GPU_NATIVE): cuBLAS on the half tensors where it takes them (f16 /
+ * bf16 operands and output, f32 accumulation, tensor cores), else the member `self` on f32
+ * copies, with the reason reported. The f32 run of self never comes back here. */
+static em_status half_product(const em_op_args *a, em_tensor *const *in, em_tensor *const *out,
+                              const em_linalg_gemm *q, em_op_kernel self) {
+  char why[200];
+  if (em_linalg_half_takes(a, q, why, sizeof why)) return em_linalg_gemm_gpu(a, q);
+  return em_ops_half_via_f32(a, in, out, self, why);
+}
+
+static int half_dtype(em_dtype dt) { return dt == EM_F16 || dt == EM_BF16; }
+
 /* The GPU runs the same products as matmul_cpu (the same fold), each element
  * summed as the portable CPU GEMM sums it. */
 static em_status matmul_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
@@ -590,6 +603,7 @@ static em_status matmul_gpu(const em_op_args *a, em_tensor *const *in, em_tensor
     memcpy(q.sy, g.b_stride, sizeof q.sy);
     result_strides(&g, q.sc);
   }
+  if (half_dtype(q.dt)) return half_product(a, in, out, &q, matmul_gpu);
   return em_linalg_gemm_gpu(a, &q);
 }
 
@@ -729,6 +743,7 @@ static em_status mm_grad_gpu(const em_op_args *a, em_tensor *const *in, em_tenso
     memcpy(q.sy, x_dy ? other_st : dy_st, sizeof q.sy);
     memcpy(q.sc, which == 0 ? g.a_stride : g.b_stride, sizeof q.sc);
   }
+  if (half_dtype(q.dt)) return half_product(a, in, out, &q, mm_grad_gpu);
   return em_linalg_gemm_gpu(a, &q);
 }
 
@@ -827,6 +842,7 @@ static em_status gemm_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *
     q.cin_rs = rows == 1 ? 0 : cols;
     q.cin_cs = cols == 1 ? 0 : 1;
   }
+  if (half_dtype(q.dt)) return half_product(a, in, out, &q, gemm_gpu);
   return em_linalg_gemm_gpu(a, &q);
 }
 
@@ -896,20 +912,22 @@ const em_op_def em_ops_linalg[] = {
    .doc = "numpy matmul (1-D operands promoted, batch axes broadcast); attrs transpose_a, transpose_b (INT, 0)",
    .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
    .infer = matmul_infer, .cpu = matmul_cpu, .gpu = matmul_gpu, .backward = matmul_backward,
-   .attrs = EM_ATTRS("transpose_a", "transpose_b"), .half = EM_HALF_VIA_F32},
+   .attrs = EM_ATTRS("transpose_a", "transpose_b"), .half = EM_HALF_VIA_F32 | EM_HALF_GPU_NATIVE},
   {.name = "gemm",
    .doc = "ONNX Gemm: alpha*op(a)@op(b) + beta*c, c broadcast; attrs alpha, beta (FLOAT, 1), transA, transB (INT, 0)",
    .min_inputs = 2, .max_inputs = 3, .n_outputs = 1,
    .infer = gemm_infer, .cpu = gemm_cpu, .gpu = gemm_gpu, .backward = gemm_backward,
-   .attrs = EM_ATTRS("alpha", "beta", "transA", "transB"), .half = EM_HALF_VIA_F32},
+   .attrs = EM_ATTRS("alpha", "beta", "transA", "transB"), .half = EM_HALF_VIA_F32 | EM_HALF_GPU_NATIVE},
   {.name = "_matmul_grad",
    .doc = "gradient of matmul/gemm into a (which=0) or b (which=1), summed over broadcast batches; attrs which, "
           "transpose_a, transpose_b, alpha",
    .min_inputs = 3, .max_inputs = 3, .n_outputs = 1,
-   .infer = mm_grad_infer, .cpu = mm_grad_cpu, .gpu = mm_grad_gpu, .attrs = EM_ATTRS("which", "transpose_a", "transpose_b", "alpha"), .half = EM_HALF_VIA_F32},
+   .infer = mm_grad_infer, .cpu = mm_grad_cpu, .gpu = mm_grad_gpu, .attrs = EM_ATTRS("which", "transpose_a", "transpose_b", "alpha"),
+   .half = EM_HALF_VIA_F32 | EM_HALF_GPU_NATIVE},
   {.name = "_gemm_c_grad",
    .doc = "gemm's gradient into c: beta * dy summed to c's shape; attr beta (FLOAT, 1)",
    .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
+   /* a sum of dy's rows or columns, no product: nothing for cuBLAS, so its half form is the f32 one */
    .infer = gemm_c_grad_infer, .cpu = gemm_c_grad_cpu, .gpu = gemm_c_grad_gpu, .attrs = EM_ATTRS("beta"), .half = EM_HALF_VIA_F32},
 };
 const size_t em_ops_linalg_count = sizeof em_ops_linalg / sizeof em_ops_linalg[0];

@@ -14,7 +14,8 @@
  * products are added into C in batch order (row-major over those axes), the
  * first one replacing what C held. */
 typedef struct em_linalg_gemm {
-  em_dtype dt;                  /* f32, f64, i32, i64 (integers: wrapping, alpha 1, beta 0) */
+  em_dtype dt;                  /* f32, f64, i32, i64 (integers: wrapping, alpha 1, beta 0); f16 and bf16
+                                 * through cuBLAS only (em_linalg_half_takes) */
   int tx, ty;
   int64_t m, n, k, ldx, ldy, ldc;
   double alpha, beta;           /* beta != 0 only with cin (a single product) */
@@ -40,6 +41,11 @@ em_status em_linalg_gemm_cpu(const em_op_args *a, const em_linalg_gemm *g);
 em_status em_linalg_gemm_gpu(const em_op_args *a, const em_linalg_gemm *g);
 /* Whether a's products of dtype dt go through cuBLAS (1), or why not (0). */
 int em_linalg_uses_cublas(const em_op_args *a, em_dtype dt, char *why, size_t cap);
+/* For g of dtype f16 or bf16 (the gpu members of EM_HALF_GPU_NATIVE ops): 1 when
+ * em_linalg_gemm_gpu runs it through cuBLAS as it is (fast mode, the device has tensor cores
+ * for the dtype, cuBLAS takes the sizes); else 0 and why, and the member computes on f32
+ * copies instead (em_ops_half_via_f32), as portable mode always does. */
+int em_linalg_half_takes(const em_op_args *a, const em_linalg_gemm *g, char *why, size_t cap);
 
 /* dc[rows, cols] = beta * dy[m, n] summed to c's broadcast shape (em_gemm_c_grad_<dtype>). */
 em_status em_linalg_c_grad_gpu(const em_op_args *a, const void *dy, void *dc, int64_t m, int64_t n, int64_t rows,

@@ -13,6 +13,9 @@
 #include "error.h"
 #include "gpu_glue.h"
 #include "linalg.h"
+#include "shape_gpu.h"
+
+static int is_half(em_dtype dt) { return dt == EM_F16 || dt == EM_BF16; }
 
 /* Tile of one block (kernels/gemm.cu: 16 x 16 threads, 8 x 8 outputs each
  * for 4-byte types, 4 x 4 for 8-byte ones). */
@@ -227,10 +230,24 @@ static int cublas_form(const em_linalg_gemm *g, const batch *b, em_cublas_gemm *
 
 /* cuBLAS for one pass; gemm's c input (g->cin, broadcast over rows or
  * columns) is first put into C as beta * c by Ember's kernel with k = 0,
- * then added to (cuBLAS beta 1). */
+ * then added to (cuBLAS beta 1). f16 and bf16 have no Ember kernel: C gets
+ * an exact broadcast copy of c (the shape family's strided copy of 2-byte
+ * elements) and cuBLAS scales it by beta itself, so alpha * sum + beta * c is
+ * computed in f32 and rounded once, as the f32 road does; em_linalg_half_takes
+ * has made sure cuBLAS takes the sizes. */
 static em_status cublas_batch(const em_op_args *a, const em_linalg_gemm *g, const batch *b) {
   em_cublas_gemm q;
-  if (!cublas_form(g, b, &q)) {
+  if (is_half(g->dt)) {
+    if (!cublas_form(g, b, &q)) return em_op_fail(a, "internal: a %s product cuBLAS does not take reached cuBLAS",
+                                                  em_dtype_name(g->dt));
+    q.beta = b->later ? 1.0 : 0.0;
+    if (g->cin && !b->later) {
+      const int64_t dims[2] = {g->m, g->n}, ds[2] = {g->ldc, 1}, ss[2] = {g->cin_rs, g->cin_cs};
+      em_status s = em_shape_gpu_copy(a, b->c, g->cin, 2, dims, ds, ss, em_dtype_size(g->dt));
+      if (s) return s;
+      q.beta = g->beta;
+    }
+  } else if (!cublas_form(g, b, &q)) {
     /* Every pass has the same sizes, so the whole product takes this road: say so. */
     em_op_report_path(a, "Ember's kernels: cuBLAS does not take these sizes (m %lld, n %lld, k %lld, leading "
                       "dimensions %lld, %lld, %lld)", (long long)g->m, (long long)g->n, (long long)b->k,
@@ -238,13 +255,15 @@ static em_status cublas_batch(const em_op_args *a, const em_linalg_gemm *g, cons
     return kernel_batch(a, g, b);
   }
   q.tf32 = a->tf32;
-  q.beta = b->later ? 1.0 : 0.0;
-  if (g->cin && !b->later) {
-    batch fill = *b;
-    fill.k = 0;
-    em_status s = kernel_batch(a, g, &fill);
-    if (s) return s;
-    q.beta = 1.0;
+  if (!is_half(g->dt)) {
+    q.beta = b->later ? 1.0 : 0.0;
+    if (g->cin && !b->later) {
+      batch fill = *b;
+      fill.k = 0;
+      em_status s = kernel_batch(a, g, &fill);
+      if (s) return s;
+      q.beta = 1.0;
+    }
   }
   size_t es = em_dtype_size(g->dt);
   for (int64_t z0 = 0; z0 < b->z; z0 += 0x7fffffff) {
@@ -268,10 +287,52 @@ int em_linalg_uses_cublas(const em_op_args *a, em_dtype dt, char *why, size_t ca
   return em_cublas_usable(a->dev, dt, why, cap);
 }
 
+int em_linalg_half_takes(const em_op_args *a, const em_linalg_gemm *g, char *why, size_t cap) {
+  if (a->portable) {
+    snprintf(why, cap, "portable mode: Ember's own kernels on f32 copies, the CPU's bits");
+    return 0;
+  }
+  if (!em_linalg_uses_cublas(a, g->dt, why, cap)) return 0;
+  if (g->m == 0 || g->n == 0) return 1; /* nothing to write: the walk does nothing */
+  axes v;
+  coalesce(g, &v);
+  int64_t k = g->k;
+  for (int i = 0; i < v.n; i++)
+    if (v.d[i] == 0) {
+      if (!summed(&v, i)) return 1; /* no targets */
+      k = 0;
+    }
+  /* k = 0 writes beta * c or zeros, which the f32 road's kernel does (cublas_form keeps it
+   * from cuBLAS); so do sizes or leading dimensions cuBLAS does not take. Every pass of the
+   * walk has the sizes of this one. */
+  batch b = {.k = k};
+  em_cublas_gemm q;
+  if (k == 0) {
+    snprintf(why, cap, "an empty sum (k = 0), which cuBLAS is not given");
+    return 0;
+  }
+  if (!cublas_form(g, &b, &q)) {
+    snprintf(why, cap, "cuBLAS does not take these sizes (m %lld, n %lld, k %lld, leading dimensions %lld, %lld, "
+             "%lld)", (long long)g->m, (long long)g->n, (long long)k, (long long)g->ldx, (long long)g->ldy,
+             (long long)g->ldc);
+    return 0;
+  }
+  return 1;
+}
+
 em_status em_linalg_gemm_gpu(const em_op_args *a, const em_linalg_gemm *g) {
+  char why[200];
+  if (is_half(g->dt)) {
+    if (!em_linalg_half_takes(a, g, why, sizeof why))
+      return em_op_fail(a, "internal: a %s product reached the cuBLAS road, which does not take it: %s",
+                        em_dtype_name(g->dt), why);
+    char version[32];
+    em_cublas_library(version, sizeof version);
+    em_op_report_path(a, "cuBLAS %s (%s, f32 accumulation)", version, em_dtype_name(g->dt));
+    return walk(a, g, cublas_batch);
+  }
   const char *kernel = gemm_kernel(g->dt);
   if (!kernel) return em_op_fail(a, "no GPU GEMM for dtype %s", em_dtype_name(g->dt));
-  char why[200];
   if (em_linalg_uses_cublas(a, g->dt, why, sizeof why)) {
     char version[32];
     em_cublas_library(version, sizeof version);

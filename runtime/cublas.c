@@ -50,6 +50,8 @@ enum {
   CUBLAS_GEMM_DEFAULT = -1,
   CUDA_R_32F = 0,
   CUDA_R_64F = 1,
+  CUDA_R_16F = 2,
+  CUDA_R_16BF = 14,
   LIB_MAJOR_VERSION = 0, /* libraryPropertyType */
   LIB_MINOR_VERSION = 1,
   LIB_PATCH_LEVEL = 2,
@@ -256,15 +258,35 @@ int em_cublas_usable(em_device dev, em_dtype dt, char *why, size_t cap) {
     snprintf(why, cap, "EMBER_CUBLAS=0");
     return 0;
   }
-  if (dt != EM_F32 && dt != EM_F64) {
-    snprintf(why, cap, "cuBLAS is used for f32 and f64 products; this one is %s", em_dtype_name(dt));
+  if (dt != EM_F32 && dt != EM_F64 && dt != EM_F16 && dt != EM_BF16) {
+    snprintf(why, cap, "cuBLAS is used for f32 and f64 products (f16 and bf16 with tensor cores); this one is %s",
+             em_dtype_name(dt));
     return 0;
   }
   em_gpu *g;
   blas_device *d = device_of(dev, &g, why, cap);
   if (!d) return 0;
   snprintf(why, cap, "%s", d->why); /* the reason either way: what supports it, or why not */
+  if (d->usable && (dt == EM_F16 || dt == EM_BF16)) return em_cublas_half_supports(dt, g->cc, why, cap);
   return d->usable;
+}
+
+int em_cublas_half_supports(em_dtype dt, int cc, char *why, size_t cap) {
+  /* cuBLAS computes f16 from CC 5.3 and takes bf16 on some older devices too, but without
+   * tensor cores (f16 ones from Volta, 7.0; bf16 ones from Ampere, 8.0) such a product is no
+   * faster than Ember's f32 road, and cuBLAS's bf16 support below 8.0 varies by release and
+   * device: CUBLAS_STATUS_NOT_SUPPORTED for a bf16 cublasGemmStridedBatchedEx on a P100
+   * (6.0) with CUDA 11.3 while a T4 (7.5) ran it (pytorch/pytorch#57773). So half products go
+   * to cuBLAS only where the tensor cores for their dtype are. */
+  const int need = dt == EM_F16 ? 70 : 80;
+  if (cc < need) {
+    snprintf(why, cap, "%s products take the f32 road on CC %d.%d: tensor cores for %s start at CC %d.%d (%s)",
+             em_dtype_name(dt), cc / 10, cc % 10, em_dtype_name(dt), need / 10, need % 10,
+             dt == EM_F16 ? "Volta" : "Ampere");
+    return 0;
+  }
+  snprintf(why, cap, "CC %d.%d has %s tensor cores", cc / 10, cc % 10, em_dtype_name(dt));
+  return 1;
 }
 
 #define API __attribute__((visibility("default")))
@@ -286,8 +308,13 @@ em_status em_cublas_gemm_run(em_device dev, em_stream *s, const em_cublas_gemm *
   em_gpu *gpu;
   blas_device *d = device_of(dev, &gpu, why, sizeof why);
   if (!d || !d->usable) return em_fail(EM_ERR_INTERNAL, "em_cublas_gemm_run on a device cuBLAS is not used for");
-  int f64 = g->dt == EM_F64, type = f64 ? CUDA_R_64F : CUDA_R_32F;
-  int compute = f64 ? CUBLAS_COMPUTE_64F : g->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  /* f16 and bf16: operands and output of that type, f32 accumulation (COMPUTE_32F, alpha and
+   * beta as float), each result rounded once into C: cublasGemmEx's type table (CUDA_R_16F /
+   * CUDA_R_16BF inputs with the same C under CUBLAS_COMPUTE_32F). CUBLAS_GEMM_DEFAULT: since
+   * cuBLAS 11 tensor-core algorithms are chosen without a _TENSOR_OP algorithm or math mode. */
+  int f64 = g->dt == EM_F64, half = g->dt == EM_F16 || g->dt == EM_BF16;
+  int type = f64 ? CUDA_R_64F : g->dt == EM_F16 ? CUDA_R_16F : g->dt == EM_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+  int compute = f64 ? CUBLAS_COMPUTE_64F : g->tf32 && !half ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   double alpha = g->alpha, beta = g->beta;
   float alpha_f = (float)alpha, beta_f = (float)beta;
   const void *pa = f64 ? (const void *)&alpha : (const void *)&alpha_f;
@@ -323,7 +350,7 @@ em_status em_cublas_gemm_run(em_device dev, em_stream *s, const em_cublas_gemm *
   if (st)
     r = em_fail(EM_ERR_CUDA, "%s failed: %s (m %d, n %d, k %d, lda %d, ldb %d, ldc %d, batch %d, %s%s) on CUDA device %d",
                 call, status_text(st), g->m, g->n, g->k, g->lda, g->ldb, g->ldc, g->batch, em_dtype_name(g->dt),
-                g->tf32 ? ", TF32" : "", gpu->ordinal);
+                half ? ", f32 accumulation" : g->tf32 ? ", TF32" : "", gpu->ordinal);
   return r;
 }
 

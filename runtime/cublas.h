@@ -15,7 +15,7 @@
  * + beta C for `batch` products `stride_*` elements apart (batch 1: a plain
  * GEMM). dt is the type of A, B and C; alpha and beta are converted to it. */
 typedef struct em_cublas_gemm {
-  em_dtype dt;            /* EM_F32 or EM_F64 */
+  em_dtype dt;            /* EM_F32, EM_F64, or EM_F16 / EM_BF16 (f32 accumulation, one rounding into C) */
   int ta, tb;             /* op(A) = A^T, op(B) = B^T */
   int m, n, k;            /* op(A) is m x k, op(B) k x n, C m x n */
   const void *a, *b;
@@ -24,15 +24,22 @@ typedef struct em_cublas_gemm {
   long long stride_a, stride_b, stride_c;
   int batch;
   double alpha, beta;
-  int tf32;               /* f32 products may round their inputs to TF32 (tensor cores): only when asked */
+  int tf32;               /* f32 products may round their inputs to TF32 (tensor cores): only when asked;
+                           * ignored for the other dtypes */
 } em_cublas_gemm;
 
 /* Whether products of dtype dt on dev go through cuBLAS: 1, or 0 with the
  * reason in why (no library, EMBER_CUBLAS=0, the library does not support
- * this device or driver, a dtype it is not used for, the handle could not
- * be made). Loads the library and makes the device's handle on the first
- * call; the answer for a device does not change until em_shutdown. */
+ * this device or driver, a dtype it is not used for, no tensor cores for a
+ * half dtype (em_cublas_half_supports), the handle could not be made).
+ * Loads the library and makes the device's handle on the first call; the
+ * answer for a device does not change until em_shutdown. */
 int em_cublas_usable(em_device dev, em_dtype dt, char *why, size_t cap);
+
+/* The rule for f16 and bf16 products alone, a pure function of the compute capability cc: 1
+ * where the device has tensor cores for dt (f16 from 7.0, bf16 from 8.0), else 0 and why (the
+ * product then runs on f32 copies: engine/half.c). em_cublas_usable applies it. */
+int em_cublas_half_supports(em_dtype dt, int cc, char *why, size_t cap);
 
 /* Issues g on stream s of dev (which em_cublas_usable accepted). Any device
  * memory cuBLAS needs for its workspace comes from the device's caching
