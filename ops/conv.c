@@ -88,6 +88,7 @@
 #include "op.h"
 #include "spatial.h"
 #include "conv_gpu.h"
+#include "gpu_glue.h"
 #include "../kernels/conv_math.h"
 
 #define SP 3                    /* spatial axes as handled internally */
@@ -1030,13 +1031,25 @@ static em_status conv_own(const em_op_args *a, const conv_geom *gm, em_tensor *c
                     em_tensor_data(out[0]));
 }
 
+/* f16 and bf16 in a gpu member (EM_HALF_GPU_NATIVE): 1 when cuDNN takes them as they are;
+ * else 0 and *st is the member `self` run on f32 copies, with the reason reported. */
+static int half_road(const em_op_args *a, em_tensor *const *in, em_tensor *const *out, const cm_geom *c,
+                     em_op_kernel self, em_status *st) {
+  const em_dtype dt = em_tensor_dtype(in[0]);
+  char why[200];
+  if ((dt != EM_F16 && dt != EM_BF16) || em_conv_gpu_half_takes(a, c, why, sizeof why)) return 1;
+  *st = em_ops_half_via_f32(a, in, out, self, why);
+  return 0;
+}
+
 static em_status conv_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
   conv_geom gm;
   em_shape y;
   em_status st = run_geom(a, 0, in, 0, 1, &gm, &y);
   if (st) return st;
   const cm_geom c = to_cm(&gm);
-  return em_conv_gpu_fwd(a, em_tensor_dtype(in[0]) == EM_F64, &c, em_tensor_data(in[0]), em_tensor_data(in[1]),
+  if (!half_road(a, in, out, &c, conv_gpu, &st)) return st;
+  return em_conv_gpu_fwd(a, em_tensor_dtype(in[0]), &c, em_tensor_data(in[0]), em_tensor_data(in[1]),
                          a->n_in == 3 ? em_tensor_data(in[2]) : NULL, em_tensor_data(out[0]));
 }
 
@@ -1061,7 +1074,8 @@ static em_status conv_transpose_gpu(const em_op_args *a, em_tensor *const *in, e
   em_status st = run_geom(a, 1, in, 0, 1, &gm, &y);
   if (st) return st;
   const cm_geom c = to_cm(&gm);
-  return em_conv_gpu_adj(a, em_tensor_dtype(in[0]) == EM_F64, &c, em_tensor_data(in[0]), em_tensor_data(in[1]),
+  if (!half_road(a, in, out, &c, conv_transpose_gpu, &st)) return st;
+  return em_conv_gpu_adj(a, em_tensor_dtype(in[0]), &c, em_tensor_data(in[0]), em_tensor_data(in[1]),
                          a->n_in == 3 ? em_tensor_data(in[2]) : NULL, em_tensor_data(out[0]));
 }
 
@@ -1147,10 +1161,11 @@ static em_status grad_input_gpu(const em_op_args *a, em_tensor *const *in, em_te
   if (!st) st = run_geom(a, t, in, 2, 1, &gm, &y);
   if (st) return st;
   const cm_geom c = to_cm(&gm);
-  int f64 = em_tensor_dtype(in[0]) == EM_F64;
+  if (!half_road(a, in, out, &c, grad_input_gpu, &st)) return st;
+  const em_dtype dt = em_tensor_dtype(in[0]);
   const void *dy = em_tensor_data(in[0]), *w = em_tensor_data(in[1]);
-  if (!t) return em_conv_gpu_adj(a, f64, &c, dy, w, NULL, em_tensor_data(out[0]));
-  return em_conv_gpu_fwd(a, f64, &c, dy, w, NULL, em_tensor_data(out[0]));
+  if (!t) return em_conv_gpu_adj(a, dt, &c, dy, w, NULL, em_tensor_data(out[0]));
+  return em_conv_gpu_fwd(a, dt, &c, dy, w, NULL, em_tensor_data(out[0]));
 }
 
 /* _conv_grad_weight(x, dy, w) */
@@ -1180,8 +1195,9 @@ static em_status grad_weight_gpu(const em_op_args *a, em_tensor *const *in, em_t
   if (!st) st = run_geom(a, t, in, 0, 2, &gm, &y);
   if (st) return st;
   const cm_geom c = to_cm(&gm);
+  if (!half_road(a, in, out, &c, grad_weight_gpu, &st)) return st;
   const void *x = em_tensor_data(in[0]), *dy = em_tensor_data(in[1]);
-  return em_conv_gpu_wgrad(a, em_tensor_dtype(in[0]) == EM_F64, &c, t ? dy : x, t ? x : dy, em_tensor_data(out[0]));
+  return em_conv_gpu_wgrad(a, em_tensor_dtype(in[0]), &c, t ? dy : x, t ? x : dy, em_tensor_data(out[0]));
 }
 
 /* _conv_grad_bias(dy) */
@@ -1223,7 +1239,7 @@ static em_status grad_bias_cpu(const em_op_args *a, em_tensor *const *in, em_ten
 static em_status grad_bias_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
   int64_t n, ch, P;
   bias_grad_dims(in[0], &n, &ch, &P);
-  return em_conv_gpu_bias_grad(a, em_tensor_dtype(in[0]) == EM_F64, em_tensor_data(in[0]), n, ch, P,
+  return em_conv_gpu_bias_grad(a, em_tensor_dtype(in[0]), em_tensor_data(in[0]), n, ch, P,
                                em_tensor_data(out[0]));
 }
 
@@ -1235,7 +1251,8 @@ const em_op_def em_ops_conv[] = {
    /* output_padding and output_shape are read only to refuse them with a precise message */
    .attrs = EM_ATTRS("group", "kernel_shape", "strides", "dilations", "pads", "auto_pad", "output_padding",
                      "output_shape"),
-   .infer = conv_infer, .cpu = conv_cpu, .gpu = conv_gpu, .backward = conv_backward, .layout = conv_layout, .half = EM_HALF_VIA_F32},
+   .infer = conv_infer, .cpu = conv_cpu, .gpu = conv_gpu, .backward = conv_backward, .layout = conv_layout,
+   .half = EM_HALF_VIA_F32 | EM_HALF_GPU_NATIVE},
   {.name = "convolution_transpose",
    .doc = "transposed convolution of x [N,C,s...] with w [C,M/group,k...] (+ bias [M]); attrs "
           "strides, dilations, pads, auto_pad, group, kernel_shape, output_padding, output_shape",
@@ -1243,7 +1260,7 @@ const em_op_def em_ops_conv[] = {
    .attrs = EM_ATTRS("group", "kernel_shape", "strides", "dilations", "pads", "auto_pad", "output_padding",
                      "output_shape"),
    .infer = conv_transpose_infer, .cpu = conv_transpose_cpu, .gpu = conv_transpose_gpu,
-   .backward = conv_transpose_backward, .half = EM_HALF_VIA_F32},
+   .backward = conv_transpose_backward, .half = EM_HALF_VIA_F32 | EM_HALF_GPU_NATIVE},
   /* the gradient ops receive the forward's attributes wholesale, plus transpose */
   {.name = "_conv_grad_input",
    .doc = "gradient of convolution (transpose 0) or convolution_transpose (1) for x: (dy, w, x); "
@@ -1251,17 +1268,21 @@ const em_op_def em_ops_conv[] = {
    .min_inputs = 3, .max_inputs = 3, .n_outputs = 1, .no_grad = 0, .state_inputs = 0, .inplace = 0,
    .attrs = EM_ATTRS("group", "kernel_shape", "strides", "dilations", "pads", "auto_pad", "output_padding",
                      "output_shape", "transpose"),
-   .infer = grad_input_infer, .cpu = grad_input_cpu, .gpu = grad_input_gpu, .backward = NULL, .half = EM_HALF_VIA_F32},
+   .infer = grad_input_infer, .cpu = grad_input_cpu, .gpu = grad_input_gpu, .backward = NULL,
+   .half = EM_HALF_VIA_F32 | EM_HALF_GPU_NATIVE},
   {.name = "_conv_grad_weight",
    .doc = "gradient of convolution (transpose 0) or convolution_transpose (1) for w: (x, dy, w); "
           "the forward's attrs + transpose",
    .min_inputs = 3, .max_inputs = 3, .n_outputs = 1, .no_grad = 0, .state_inputs = 0, .inplace = 0,
    .attrs = EM_ATTRS("group", "kernel_shape", "strides", "dilations", "pads", "auto_pad", "output_padding",
                      "output_shape", "transpose"),
-   .infer = grad_weight_infer, .cpu = grad_weight_cpu, .gpu = grad_weight_gpu, .backward = NULL, .half = EM_HALF_VIA_F32},
+   .infer = grad_weight_infer, .cpu = grad_weight_cpu, .gpu = grad_weight_gpu, .backward = NULL,
+   .half = EM_HALF_VIA_F32 | EM_HALF_GPU_NATIVE},
   {.name = "_conv_grad_bias", .doc = "gradient of a convolution's bias: dy summed over N and the spatial axes",
    .min_inputs = 1, .max_inputs = 1, .n_outputs = 1, .no_grad = 0, .state_inputs = 0, .inplace = 0,
-   .attrs = EM_NO_ATTRS, .infer = grad_bias_infer, .cpu = grad_bias_cpu, .gpu = grad_bias_gpu, .backward = NULL, .half = EM_HALF_VIA_F32},
+   /* a sum of dy, no convolution: nothing for cuDNN, so its half form is the f32 one */
+   .attrs = EM_NO_ATTRS, .infer = grad_bias_infer, .cpu = grad_bias_cpu, .gpu = grad_bias_gpu, .backward = NULL,
+   .half = EM_HALF_VIA_F32},
 };
 const size_t em_ops_conv_count = sizeof em_ops_conv / sizeof em_ops_conv[0];
 

@@ -9,8 +9,10 @@
 #include "ember.h"
 #include "error.h"
 #include "gpu_glue.h"
+#include "shape_gpu.h"
 
-static const char *pick(int f64, const char *k32, const char *k64) { return f64 ? k64 : k32; }
+static const char *pick(em_dtype dt, const char *k32, const char *k64) { return dt == EM_F64 ? k64 : k32; }
+static int is_half(em_dtype dt) { return dt == EM_F16 || dt == EM_BF16; }
 
 /* Pointers to the geometry's 22 scalars, in CM_GEOM_PARAMS's order, at args[0..21]. */
 static void geom_args(const cm_geom *gm, void **args) {
@@ -44,80 +46,114 @@ static int spatial_axes(const cm_geom *gm, int *first) {
   return 3 - f;
 }
 
-/* Whether cuDNN runs this computation (1), else 0 with the road reported. */
-static int via_cudnn(const em_op_args *a, int f64, const cm_geom *gm, em_cudnn_geom *g) {
-  char why[200];
-  if (a->portable) return 0;
-  if (!em_cudnn_usable(a->dev, f64 ? EM_F64 : EM_F32, why, sizeof why)) {
-    em_op_report_path(a, "Ember's kernels: %s", why);
+/* Whether cuDNN takes this computation (1), else 0 and why; g: its geometry for cuDNN. */
+static int cudnn_takes(const em_op_args *a, em_dtype dt, const cm_geom *gm, em_cudnn_geom *g, char *why, size_t cap) {
+  if (a->portable) {
+    snprintf(why, cap, "portable mode: Ember's own kernels%s", is_half(dt) ? " on f32 copies, the CPU's bits" : "");
     return 0;
   }
+  if (!em_cudnn_usable(a->dev, dt, why, cap)) return 0;
   int first;
-  *g = (em_cudnn_geom){.dt = f64 ? EM_F64 : EM_F32, .nd = spatial_axes(gm, &first), .n = gm->n, .ci = gm->ci,
+  *g = (em_cudnn_geom){.dt = dt, .nd = spatial_axes(gm, &first), .n = gm->n, .ci = gm->ci,
                        .co = gm->co, .groups = gm->g};
   for (int i = 0; i < g->nd; i++) {
     int j = first + i;
     g->img[i] = gm->img[j], g->out[i] = gm->col[j], g->k[i] = gm->k[j], g->stride[i] = gm->s[j];
     g->dil[i] = gm->d[j], g->pad[i] = gm->pb[j];
   }
-  if (!em_cudnn_takes(g, why, sizeof why)) {
-    em_op_report_path(a, "Ember's kernels: cuDNN does not take it: %s", why);
+  char geom_why[160];
+  if (!em_cudnn_takes(g, geom_why, sizeof geom_why)) {
+    snprintf(why, cap, "cuDNN does not take it: %s", geom_why);
     return 0;
   }
   return 1;
 }
 
-static em_status run_cudnn(const em_op_args *a, em_cudnn_dir dir, const em_cudnn_geom *g, const void *in0,
-                           const void *in1, void *out) {
-  static const char *const names[3] = {"forward", "backward data", "backward filter"};
-  int algo = -1;
-  em_status s = em_cudnn_conv(a->dev, a->stream, dir, g, in0, in1, out, a->tf32, &algo);
-  if (s) return em_fail_context(s, "op '%s'", a->def->name);
-  em_op_report_path(a, "cuDNN, %s algorithm %d%s", names[dir], algo, a->tf32 && g->dt == EM_F32 ? " (TF32 allowed)" : "");
-  return EM_OK;
+/* Whether cuDNN runs this f32 or f64 computation (1), else 0 with the road reported
+ * (portable mode reports none). */
+static int via_cudnn(const em_op_args *a, em_dtype dt, const cm_geom *gm, em_cudnn_geom *g) {
+  char why[200];
+  if (cudnn_takes(a, dt, gm, g, why, sizeof why)) return 1;
+  if (!a->portable) em_op_report_path(a, "Ember's kernels: %s", why);
+  return 0;
 }
 
-/* out [n, ch, P] += bias [ch] after cuDNN (which adds none). */
-static em_status add_bias(const em_op_args *a, int f64, void *out, const void *bias, int64_t n, int64_t ch, int64_t P) {
-  if (!bias) return EM_OK;
+int em_conv_gpu_half_takes(const em_op_args *a, const cm_geom *gm, char *why, size_t cap) {
+  em_cudnn_geom g;
+  return cudnn_takes(a, em_op_half_dtype(a), gm, &g, why, cap);
+}
+
+/* out [n, ch, P] = bias [ch] broadcast, an exact copy (the shape family's strided copy of
+ * 2-byte elements), for cuDNN to add its result to (beta 1): a half convolution's bias. */
+static em_status put_bias(const em_op_args *a, em_dtype dt, void *out, const void *bias, int64_t n, int64_t ch,
+                          int64_t P) {
+  const int64_t dims[3] = {n, ch, P}, ds[3] = {ch * P, P, 1}, ss[3] = {0, 1, 0};
+  return em_shape_gpu_copy(a, out, bias, 3, dims, ds, ss, em_dtype_size(dt));
+}
+
+/* One direction through cuDNN. A bias (out [n, ch, P] += bias [ch]; cuDNN adds none): for f32
+ * and f64 Ember's kernel after cuDNN; for f16 and bf16, which have no such kernel, the bias
+ * put into out first and cuDNN's blend (beta 1) adding the convolution to it in f32, so the
+ * sum is rounded once, as the f32 road rounds it. */
+static em_status run_cudnn(const em_op_args *a, em_cudnn_dir dir, const em_cudnn_geom *g, const void *in0,
+                           const void *in1, void *out, const void *bias, int64_t n, int64_t ch, int64_t P) {
+  static const char *const names[3] = {"forward", "backward data", "backward filter"};
+  const int half = is_half(g->dt);
+  em_status s = EM_OK;
+  if (bias && half && (s = put_bias(a, g->dt, out, bias, n, ch, P))) return s;
+  int algo = -1;
+  s = em_cudnn_conv_blend(a->dev, a->stream, dir, g, in0, in1, out, bias && half ? 1.0 : 0.0, a->tf32, &algo);
+  if (s) return em_fail_context(s, "op '%s'", a->def->name);
+  if (half)
+    em_op_report_path(a, "cuDNN, %s algorithm %d (%s, f32 accumulation, tensor-op math)", names[dir], algo,
+                      em_dtype_name(g->dt));
+  else
+    em_op_report_path(a, "cuDNN, %s algorithm %d%s", names[dir], algo,
+                      a->tf32 && g->dt == EM_F32 ? " (TF32 allowed)" : "");
+  if (!bias || half) return EM_OK;
   long long nn = n, cc = ch, pp = P;
   void *args[] = {&out, &bias, &nn, &cc, &pp};
-  return em_ops_launch_1d(a, pick(f64, "em_conv_add_bias_f32", "em_conv_add_bias_f64"), (size_t)(n * ch * P), args);
+  return em_ops_launch_1d(a, pick(g->dt, "em_conv_add_bias_f32", "em_conv_add_bias_f64"), (size_t)(n * ch * P), args);
 }
 
-em_status em_conv_gpu_fwd(const em_op_args *a, int f64, const cm_geom *gm, const void *x, const void *w,
+/* A half dtype reaching Ember's kernels: the op's gpu member asks em_conv_gpu_half_takes
+ * first and takes the f32 road where it says no, so this is a bug. */
+static em_status no_half_kernel(const em_op_args *a, em_dtype dt) {
+  return em_op_fail(a, "internal: a %s convolution reached Ember's kernels, which have no %s form (the op should "
+                    "have taken the f32 road: em_conv_gpu_half_takes)", em_dtype_name(dt), em_dtype_name(dt));
+}
+
+em_status em_conv_gpu_fwd(const em_op_args *a, em_dtype dt, const cm_geom *gm, const void *x, const void *w,
                           const void *bias, void *y) {
   em_cudnn_geom g;
-  if (via_cudnn(a, f64, gm, &g)) {
-    em_status s = run_cudnn(a, EM_CUDNN_FWD, &g, x, w, y);
-    return s ? s : add_bias(a, f64, y, bias, gm->n, gm->co, cm_prod3(gm->col));
-  }
+  if (via_cudnn(a, dt, gm, &g)) return run_cudnn(a, EM_CUDNN_FWD, &g, x, w, y, bias, gm->n, gm->co, cm_prod3(gm->col));
+  if (is_half(dt)) return no_half_kernel(a, dt);
   const void *p[4] = {x, w, bias, y};
-  return launch_geom(a, pick(f64, "em_conv_fwd_f32", "em_conv_fwd_f64"), cm_fwd_count(gm), p, 4, gm);
+  return launch_geom(a, pick(dt, "em_conv_fwd_f32", "em_conv_fwd_f64"), cm_fwd_count(gm), p, 4, gm);
 }
 
-em_status em_conv_gpu_adj(const em_op_args *a, int f64, const cm_geom *gm, const void *dy, const void *w,
+em_status em_conv_gpu_adj(const em_op_args *a, em_dtype dt, const cm_geom *gm, const void *dy, const void *w,
                           const void *bias, void *dx) {
   em_cudnn_geom g;
-  if (via_cudnn(a, f64, gm, &g)) {
-    em_status s = run_cudnn(a, EM_CUDNN_BWD_DATA, &g, dy, w, dx);
-    return s ? s : add_bias(a, f64, dx, bias, gm->n, gm->ci, cm_prod3(gm->img));
-  }
+  if (via_cudnn(a, dt, gm, &g))
+    return run_cudnn(a, EM_CUDNN_BWD_DATA, &g, dy, w, dx, bias, gm->n, gm->ci, cm_prod3(gm->img));
+  if (is_half(dt)) return no_half_kernel(a, dt);
   const void *p[4] = {dy, w, bias, dx};
-  return launch_geom(a, pick(f64, "em_conv_adj_f32", "em_conv_adj_f64"), cm_adj_count(gm), p, 4, gm);
+  return launch_geom(a, pick(dt, "em_conv_adj_f32", "em_conv_adj_f64"), cm_adj_count(gm), p, 4, gm);
 }
 
-em_status em_conv_gpu_wgrad(const em_op_args *a, int f64, const cm_geom *gm, const void *img, const void *col,
+em_status em_conv_gpu_wgrad(const em_op_args *a, em_dtype dt, const cm_geom *gm, const void *img, const void *col,
                             void *dw) {
   em_cudnn_geom g;
-  if (via_cudnn(a, f64, gm, &g)) return run_cudnn(a, EM_CUDNN_BWD_FILTER, &g, img, col, dw);
+  if (via_cudnn(a, dt, gm, &g)) return run_cudnn(a, EM_CUDNN_BWD_FILTER, &g, img, col, dw, NULL, 0, 0, 0);
+  if (is_half(dt)) return no_half_kernel(a, dt);
   const void *p[3] = {img, col, dw};
-  return launch_geom(a, pick(f64, "em_conv_wgrad_f32", "em_conv_wgrad_f64"), cm_wgrad_count(gm), p, 3, gm);
+  return launch_geom(a, pick(dt, "em_conv_wgrad_f32", "em_conv_wgrad_f64"), cm_wgrad_count(gm), p, 3, gm);
 }
 
-em_status em_conv_gpu_bias_grad(const em_op_args *a, int f64, const void *dy, int64_t n, int64_t ch, int64_t P,
+em_status em_conv_gpu_bias_grad(const em_op_args *a, em_dtype dt, const void *dy, int64_t n, int64_t ch, int64_t P,
                                 void *db) {
   long long nn = n, cc = ch, pp = P;
   void *args[] = {&dy, &db, &nn, &cc, &pp};
-  return em_ops_launch_1d(a, pick(f64, "em_conv_bias_grad_f32", "em_conv_bias_grad_f64"), (size_t)ch, args);
+  return em_ops_launch_1d(a, pick(dt, "em_conv_bias_grad_f32", "em_conv_bias_grad_f64"), (size_t)ch, args);
 }

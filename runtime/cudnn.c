@@ -46,9 +46,12 @@ enum {
   CUDNN_STATUS_SUCCESS = 0,
   CUDNN_DATA_FLOAT = 0,
   CUDNN_DATA_DOUBLE = 1,
+  CUDNN_DATA_HALF = 2,
+  CUDNN_DATA_BFLOAT16 = 9,
   CUDNN_TENSOR_NCHW = 0,
   CUDNN_CROSS_CORRELATION = 1,
   CUDNN_DEFAULT_MATH = 0, /* TF32 allowed for float on CC 8.0+ */
+  CUDNN_TENSOR_OP_MATH = 1,
   CUDNN_FMA_MATH = 3,     /* FMA kernels only: no TF32 */
   CUDNN_DETERMINISTIC = 1,
 };
@@ -293,15 +296,33 @@ int em_cudnn_usable(em_device dev, em_dtype dt, char *why, size_t cap) {
     snprintf(why, cap, "EMBER_CUDNN=0");
     return 0;
   }
-  if (dt != EM_F32 && dt != EM_F64) {
-    snprintf(why, cap, "cuDNN is used for f32 and f64 convolutions; this one is %s", em_dtype_name(dt));
+  if (dt != EM_F32 && dt != EM_F64 && dt != EM_F16 && dt != EM_BF16) {
+    snprintf(why, cap, "cuDNN is used for f32 and f64 convolutions (f16 and bf16 with tensor cores); this one is %s",
+             em_dtype_name(dt));
     return 0;
   }
   em_gpu *g;
   dnn_device *d = device_of(dev, &g, why, cap);
   if (!d) return 0;
   snprintf(why, cap, "%s", d->why); /* the reason either way: what supports it, or why not */
+  if (d->usable && (dt == EM_F16 || dt == EM_BF16)) return em_cudnn_half_supports(dt, g->cc, why, cap);
   return d->usable;
+}
+
+int em_cudnn_half_supports(em_dtype dt, int cc, char *why, size_t cap) {
+  /* PSEUDO_HALF_CONFIG runs on any device cuDNN supports and PSEUDO_BFLOAT16_CONFIG needs
+   * Ampere (cudnnConvolutionForward's table of supported configurations), but tensor cores for
+   * f16 start with Volta (7.0): below it a half convolution through cuDNN would be no faster
+   * than Ember's f32 road, which rounds the same way. */
+  const int need = dt == EM_F16 ? 70 : 80;
+  if (cc < need) {
+    snprintf(why, cap, "%s convolutions take the f32 road on CC %d.%d: tensor cores for %s start at CC %d.%d (%s)",
+             em_dtype_name(dt), cc / 10, cc % 10, em_dtype_name(dt), need / 10, need % 10,
+             dt == EM_F16 ? "Volta" : "Ampere");
+    return 0;
+  }
+  snprintf(why, cap, "CC %d.%d has %s tensor cores", cc / 10, cc % 10, em_dtype_name(dt));
+  return 1;
 }
 
 int em_cudnn_takes(const em_cudnn_geom *g, char *why, size_t cap) {
@@ -375,9 +396,16 @@ static void packed_strides(int nb, const int *dims, int *strides) {
   for (int i = nb - 2; i >= 0; i--) strides[i] = strides[i + 1] * dims[i + 1];
 }
 
+static int is_half(em_dtype dt) { return dt == EM_F16 || dt == EM_BF16; }
+
 static int descs_make(const em_cudnn_geom *g, int tf32, descs *s, const char **call) {
   memset(s, 0, sizeof *s);
-  int lead = g->nd == 1, sp = g->nd + lead, nb = sp + 2, type = g->dt == EM_F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+  int lead = g->nd == 1, sp = g->nd + lead, nb = sp + 2;
+  int type = g->dt == EM_F64 ? CUDNN_DATA_DOUBLE : g->dt == EM_F16 ? CUDNN_DATA_HALF
+           : g->dt == EM_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+  /* Half data with a FLOAT convolution: PSEUDO_HALF_CONFIG / PSEUDO_BFLOAT16_CONFIG, products
+   * summed in f32 and each result rounded once (TRUE_HALF_CONFIG would sum in f16). */
+  int compute = is_half(g->dt) ? CUDNN_DATA_FLOAT : type;
   int xd[5], yd[5], wd[5], xs[5], ys[5], pad[3], str[3], dil[3];
   xd[0] = yd[0] = (int)g->n, xd[1] = (int)g->ci, yd[1] = (int)g->co;
   wd[0] = (int)g->co, wd[1] = (int)(g->ci / g->groups);
@@ -403,12 +431,14 @@ static int descs_make(const em_cudnn_geom *g, int tf32, descs *s, const char **c
   *call = "cudnnSetFilterNdDescriptor";
   if ((st = D.filter_nd(s->w, type, CUDNN_TENSOR_NCHW, nb, wd))) return st;
   *call = "cudnnSetConvolutionNdDescriptor";
-  if ((st = D.conv_nd(s->conv, sp, pad, str, dil, CUDNN_CROSS_CORRELATION, type))) return st;
+  if ((st = D.conv_nd(s->conv, sp, pad, str, dil, CUDNN_CROSS_CORRELATION, compute))) return st;
   *call = "cudnnSetConvolutionGroupCount";
   if ((st = D.group_count(s->conv, (int)g->groups))) return st;
-  /* FMA_MATH keeps f32 exact (DEFAULT_MATH lets CC 8.0+ use TF32: cuDNN API, cudnnMathType_t). */
+  /* FMA_MATH keeps f32 exact (DEFAULT_MATH lets CC 8.0+ use TF32: cuDNN API, cudnnMathType_t).
+   * Half data: TENSOR_OP_MATH, tensor cores being the point of it; their sums stay f32. */
   *call = "cudnnSetConvolutionMathType";
-  return D.math_type(s->conv, g->dt == EM_F32 && tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH);
+  return D.math_type(s->conv, is_half(g->dt) ? CUDNN_TENSOR_OP_MATH
+                              : g->dt == EM_F32 && tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH);
 }
 
 /* ------------------------------------------------ algorithm choices --- */
@@ -445,7 +475,8 @@ static void key_text(const em_gpu *gpu, em_cudnn_dir dir, const em_cudnn_geom *g
                   (long long)g->img[i], (long long)g->out[i], (long long)g->k[i], (long long)g->stride[i],
                   (long long)g->dil[i], (long long)g->pad[i]);
   if (n > 0 && (size_t)n < cap)
-    snprintf(buf + n, cap - (size_t)n, "; math %s; workspace %zu MiB; %s", g->dt == EM_F32 && tf32 ? "tf32" : "exact",
+    snprintf(buf + n, cap - (size_t)n, "; math %s; workspace %zu MiB; %s",
+             is_half(g->dt) ? "tensor-op, f32 accumulation" : g->dt == EM_F32 && tf32 ? "tf32" : "exact",
              limit >> 20, det ? "deterministic" : "any");
 }
 
@@ -485,17 +516,31 @@ static int disk_parse(const char *p, size_t n, choice *c) {
   return 0;
 }
 
+/* Bytes of the output of one direction (y, dx or dw). */
+static size_t out_bytes(em_cudnn_dir dir, const em_cudnn_geom *g) {
+  int64_t n = dir == EM_CUDNN_BWD_FILTER ? g->co * (g->ci / g->groups) : g->n * (dir == EM_CUDNN_FWD ? g->co : g->ci);
+  for (int i = 0; i < g->nd; i++) n *= dir == EM_CUDNN_FWD ? g->out[i] : dir == EM_CUDNN_BWD_DATA ? g->img[i] : g->k[i];
+  return (size_t)n * em_dtype_size(g->dt);
+}
+
 /* The search: runs the candidates on these buffers and keeps the fastest
- * that succeeded, fits the limit and (if asked) is deterministic.
+ * that succeeded, fits the limit and (if asked) is deterministic. out NULL:
+ * the caller's output holds what the convolution adds to (beta != 0), which
+ * the trials would overwrite, so they write a scratch buffer of its size.
  * *searched: the workspace it had (less than the limit when the device
  * had less free). */
-static em_status search(dnn_device *d, em_gpu *gpu, em_device dev, em_cudnn_dir dir, const descs *s,
-                        const void *a, const void *b, void *out, size_t limit, int det, choice *c,
+static em_status search(dnn_device *d, em_gpu *gpu, em_device dev, em_cudnn_dir dir, const em_cudnn_geom *g,
+                        const descs *s, const void *a, const void *b, void *out, size_t limit, int det, choice *c,
                         size_t *searched) {
   enum { MAX_ALGOS = 16 };
   algo_perf perf[MAX_ALGOS];
   int returned = 0;
-  void *ws = NULL;
+  void *ws = NULL, *scratch = NULL;
+  if (!out) {
+    em_status os = em_malloc(dev, out_bytes(dir, g), &scratch);
+    if (os) return em_fail_context(os, "a %zu-byte output for the cuDNN search", out_bytes(dir, g));
+    out = scratch;
+  }
   size_t ws_bytes = limit;
   em_status es = ws_bytes ? em_malloc(dev, ws_bytes, &ws) : EM_OK;
   while (es == EM_ERR_OUT_OF_MEMORY) { /* a smaller search space rather than none; last, no workspace at all */
@@ -503,7 +548,10 @@ static em_status search(dnn_device *d, em_gpu *gpu, em_device dev, em_cudnn_dir 
     ws_bytes = ws_bytes > (1u << 20) ? ws_bytes / 2 : 0;
     es = ws_bytes ? em_malloc(dev, ws_bytes, &ws) : EM_OK;
   }
-  if (es) return em_fail_context(es, "a %zu-byte cuDNN search workspace", ws_bytes);
+  if (es) {
+    if (scratch) em_free(dev, scratch);
+    return em_fail_context(es, "a %zu-byte cuDNN search workspace", ws_bytes);
+  }
   *searched = ws_bytes;
   const void *da = dir == EM_CUDNN_BWD_DATA ? (const void *)s->w : (const void *)s->x;
   const void *db = dir == EM_CUDNN_FWD ? (const void *)s->w : (const void *)s->y;
@@ -512,6 +560,7 @@ static em_status search(dnn_device *d, em_gpu *gpu, em_device dev, em_cudnn_dir 
   int st = D.find[dir](d->handle, da, dir == EM_CUDNN_BWD_DATA ? b : a, db, dir == EM_CUDNN_BWD_DATA ? a : b, s->conv,
                        dout, out, MAX_ALGOS, &returned, perf, ws, ws_bytes);
   em_free(dev, ws);
+  if (scratch) em_free(dev, scratch); /* as the workspace: reused only by work issued after the search */
   atomic_fetch_add(&searches, 1);
   if (st)
     return em_fail(EM_ERR_CUDA, "%s failed: %s on CUDA device %d", find_names[dir], status_text(st), gpu->ordinal);
@@ -556,7 +605,7 @@ static em_status choose(dnn_device *d, em_gpu *gpu, em_device dev, em_cudnn_dir 
     free(data);
     em_clear_error();
     size_t searched = 0;
-    em_status se = search(d, gpu, dev, dir, s, a, b, out, limit, det, c, &searched);
+    em_status se = search(d, gpu, dev, dir, g, s, a, b, out, limit, det, c, &searched);
     if (se) return se;
     em_log(EM_LOG_DISPATCH, "cuDNN %s: searched, algorithm %d (%zu bytes of workspace) for %s", dir_names[dir], c->algo,
            c->memory, text);
@@ -580,11 +629,13 @@ static em_status choose(dnn_device *d, em_gpu *gpu, em_device dev, em_cudnn_dir 
 
 /* Issues the chosen algorithm (the descriptors' math type: TF32 only when asked). */
 static int run_algo(dnn_device *d, em_cudnn_dir dir, const em_cudnn_geom *g, const descs *ds, const void *a,
-                    const void *b, void *out, int algo, void *ws, size_t ws_bytes) {
-  double one = 1, zero = 0;
-  float onef = 1, zerof = 0;
+                    const void *b, void *out, int algo, void *ws, size_t ws_bytes, double blend) {
+  /* alpha and beta: double for double data, float for float and half data (the scaling
+   * parameters' reference), so a half blend is computed in f32 before the one rounding */
+  double one = 1, bd = blend;
+  float onef = 1, bf = (float)blend;
   const void *alpha = g->dt == EM_F64 ? (const void *)&one : (const void *)&onef;
-  const void *beta = g->dt == EM_F64 ? (const void *)&zero : (const void *)&zerof;
+  const void *beta = g->dt == EM_F64 ? (const void *)&bd : (const void *)&bf;
   switch (dir) {
   case EM_CUDNN_FWD:
     return D.run[dir](d->handle, alpha, ds->x, a, ds->w, b, ds->conv, algo, ws, ws_bytes, beta, ds->y, out);
@@ -597,6 +648,11 @@ static int run_algo(dnn_device *d, em_cudnn_dir dir, const em_cudnn_geom *g, con
 
 em_status em_cudnn_conv(em_device dev, em_stream *s, em_cudnn_dir dir, const em_cudnn_geom *g, const void *a,
                         const void *b, void *out, int tf32, int *algo_out) {
+  return em_cudnn_conv_blend(dev, s, dir, g, a, b, out, 0.0, tf32, algo_out);
+}
+
+em_status em_cudnn_conv_blend(em_device dev, em_stream *s, em_cudnn_dir dir, const em_cudnn_geom *g, const void *a,
+                              const void *b, void *out, double beta, int tf32, int *algo_out) {
   char why[256];
   em_gpu *gpu;
   dnn_device *d = device_of(dev, &gpu, why, sizeof why);
@@ -610,11 +666,11 @@ em_status em_cudnn_conv(em_device dev, em_stream *s, em_cudnn_dir dir, const em_
   pthread_mutex_lock(&d->lock); /* the handle's stream is per call */
   int st = D.set_stream(d->handle, em_stream_handle(s));
   if (!st) st = descs_make(g, tf32, &ds, &call);
-  if (!st) r = choose(d, gpu, dev, dir, g, &ds, tf32, a, b, out, &c);
+  if (!st) r = choose(d, gpu, dev, dir, g, &ds, tf32, a, b, beta != 0.0 ? NULL : out, &c);
   if (!st && !r && c.memory) r = em_malloc(dev, c.memory, &ws);
   if (!st && !r) {
     call = run_names[dir];
-    st = run_algo(d, dir, g, &ds, a, b, out, c.algo, ws, c.memory);
+    st = run_algo(d, dir, g, &ds, a, b, out, c.algo, ws, c.memory, beta);
   }
   pthread_mutex_unlock(&d->lock);
   if (ws) em_free(dev, ws); /* as Ember's kernels' scratch: reused only by work issued after this */

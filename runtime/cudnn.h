@@ -15,7 +15,7 @@
 /* A convolution in NCHW (NCDHW) memory, 1 to 3 spatial axes, cross-
  * correlation (what every framework calls convolution), symmetric padding. */
 typedef struct em_cudnn_geom {
-  em_dtype dt;              /* EM_F32 or EM_F64 */
+  em_dtype dt;              /* EM_F32, EM_F64, or EM_F16 / EM_BF16 (f32 accumulation on tensor cores) */
   int nd;                   /* spatial axes, 1..3 */
   int64_t n, ci, co, groups;
   int64_t img[3], out[3], k[3], stride[3], dil[3], pad[3];
@@ -28,8 +28,14 @@ typedef enum em_cudnn_dir {
 } em_cudnn_dir;
 
 /* Whether convolutions of dtype dt on dev go through cuDNN: 1, or 0 with the
- * reason. Loads the library and makes the device's handle on first call. */
+ * reason (for f16 and bf16 also em_cudnn_half_supports). Loads the library
+ * and makes the device's handle on first call. */
 int em_cudnn_usable(em_device dev, em_dtype dt, char *why, size_t cap);
+
+/* The rule for f16 and bf16 convolutions alone, a pure function of the compute capability:
+ * 1 where the device has tensor cores for dt (f16 from 7.0, bf16 from 8.0), else 0 and why
+ * (the convolution then runs on f32 copies: engine/half.c). */
+int em_cudnn_half_supports(em_dtype dt, int cc, char *why, size_t cap);
 
 /* Whether cuDNN takes this geometry (it has no asymmetric or negative
  * padding, needs at least 2 spatial axes in its descriptors, int dimensions
@@ -45,6 +51,13 @@ int em_cudnn_takes(const em_cudnn_geom *g, char *why, size_t cap);
  * *algo_out (may be NULL) receives the algorithm's number for reports. */
 em_status em_cudnn_conv(em_device dev, em_stream *s, em_cudnn_dir dir, const em_cudnn_geom *g, const void *a,
                         const void *b, void *out, int tf32, int *algo_out);
+/* The same with out = result + beta * out (cuDNN's blend, computed in the convolution's f32
+ * or f64 before out's one rounding): a half convolution's bias, put into out first. With
+ * beta != 0 a search runs its trials on a scratch output, so out keeps what it holds. f16 and
+ * bf16 descriptors take PSEUDO_HALF_CONFIG / PSEUDO_BFLOAT16_CONFIG (a FLOAT convolution
+ * descriptor) with CUDNN_TENSOR_OP_MATH. */
+em_status em_cudnn_conv_blend(em_device dev, em_stream *s, em_cudnn_dir dir, const em_cudnn_geom *g, const void *a,
+                              const void *b, void *out, double beta, int tf32, int *algo_out);
 
 /* The support rule alone: cuDNN major.minor.patch built for CUDA
  * `built_for` (cudnnGetCudartVersion) against a driver and a device of
