@@ -297,11 +297,20 @@ int em_linalg_half_takes(const em_op_args *a, const em_linalg_gemm *g, char *why
   axes v;
   coalesce(g, &v);
   int64_t k = g->k;
-  for (int i = 0; i < v.n; i++)
+  int sums = 0;
+  for (int i = 0; i < v.n; i++) {
     if (v.d[i] == 0) {
       if (!summed(&v, i)) return 1; /* no targets */
       k = 0;
     }
+    sums |= summed(&v, i) && v.d[i] > 1;
+  }
+  /* A sum over a broadcast batch axis adds several products into C in batch order: in a half
+   * C every addition would round, where the f32 road rounds the whole sum once. */
+  if (sums && k > 0) {
+    snprintf(why, cap, "a sum over a broadcast batch axis, which cuBLAS would add up in %s", em_dtype_name(g->dt));
+    return 0;
+  }
   /* k = 0 writes beta * c or zeros, which the f32 road's kernel does (cublas_form keeps it
    * from cuBLAS); so do sizes or leading dimensions cuBLAS does not take. Every pass of the
    * walk has the sizes of this one. */
