@@ -644,7 +644,7 @@ test-gpu-double: all
 
 # An archive of bin/ember, libember and the shared libraries they load, for a
 # GPU machine without our Debian packages (tests/gpu/README.md).
-gpu-bundle: lib tools tests $(BUILD)/bin/bench_gpu
+gpu-bundle: lib tools tests $(BUILD)/bin/bench_gpu $(BUILD)/bin/bench_fast
 	@bash build-tools/gpu_bundle.sh $(BUILD) .device
 
 # What training on a lent GPU needs (tests/gpu/train_machine.sh): ember, its
@@ -657,6 +657,12 @@ $(BUILD)/bin/bench_gpu: bench/bench_gpu.c bench/bench_common.h bench/mlp_graph.h
 	@mkdir -p $(@D)
 	$(say) LINK $@
 	$(Q)$(CC) -std=c11 -O2 -Iinclude $< $(LIB_A) $(LDFLAGS_ALL) $(LIBS) -o $@
+
+# The fast-mode GPU benchmarks of issue 13 (bench/run_fast.sh), likewise.
+$(BUILD)/bin/bench_fast: bench/bench_fast.c bench/bench_common.h $(LIB_A)
+	@mkdir -p $(@D)
+	$(say) LINK $@
+	$(Q)$(CC) -std=c11 -O2 -Wall -Wextra -Werror -Iinclude $< $(LIB_A) $(LDFLAGS_ALL) $(LIBS) -o $@
 
 # The demo installs what is missing first (build-tools/deps.sh: the
 # Fashion-MNIST package too), then builds, then runs.
