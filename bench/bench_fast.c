@@ -261,7 +261,7 @@ static void bench_gemm(void) {
       free(c);
       check_result(key, err / scale, vs[v].tol);
       print_path(e, "matmul", "R", key);
-      printf("R %s_tflops %.3f\n", key, flop / time_exec(e, f, 2, 1, reps) / 1e12);
+      printf("R %s_tflops %.4g\n", key, flop / time_exec(e, f, 2, 1, reps) / 1e12);
       fflush(stdout);
       em_tensor_release(ta);
       em_tensor_release(tb);

@@ -131,7 +131,7 @@ def bench_gemm():
                 gen = torch.Generator().manual_seed(10)
                 a = (torch.rand(n, n, generator=gen) * 2 - 1).to(dev, dt)
                 b = (torch.rand(n, n, generator=gen) * 2 - 1).to(dev, dt)
-                emit(f"{key}_tflops", f"{2 * n ** 3 / timed(lambda: a @ b, reps) / 1e12:.3f}")
+                emit(f"{key}_tflops", f"{2 * n ** 3 / timed(lambda: a @ b, reps) / 1e12:.4g}")
 
             guarded(key, run)
     set_tf32(False)
