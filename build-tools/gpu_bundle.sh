@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make gpu-bundle`: packs what `make test-gpu` needs for a GPU machine that
 # has none of our Debian packages and no registry to get them from (the lent
-# GPU machines of tests/gpu/README.md): bin/ember, bin/bench_gpu, the GPU
+# GPU machines of tests/gpu/README.md): bin/ember, bin/bench_gpu, bin/bench_fast, the GPU
 # test programs, lib/libember.so and every shared library they load that is not part of the C library itself, in one
 # compressed archive. On the GPU machine:
 #   mkdir -p /tmp/ember && tar -xzf .device/ember-gpu.tar.gz -C /tmp/ember
@@ -30,8 +30,11 @@ else
   # The test programs that compare every op, the training (the engine's, the
   # learners' and the model zoo's) and the ONNX node tests between the CPU and
   # the GPU (tests/gpu/run.sh runs them), with the node tests' data.
-  cp "$build/bin/bench_gpu" "$stage/bin/"
-  programs+=("$build/bin/bench_gpu")
+  # the GPU benchmarks (bench/run_gpu.sh, bench/run_fast.sh)
+  for b in bench_gpu bench_fast; do
+    cp "$build/bin/$b" "$stage/bin/"
+    programs+=("$build/bin/$b")
+  done
   for t in test_ops_devices test_train_devices test_learners test_layers test_onnx_conformance; do
     cp "$build/tests/unit/$t" "$stage/tests/unit/"
     programs+=("$build/tests/unit/$t")
