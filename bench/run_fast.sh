@@ -107,7 +107,11 @@ if [ $dry = 1 ]; then
 else
   out=bench/results/fast-$date-$commit$suffix.md
 fi
-info="host: $(uname -n), $(getconf _NPROCESSORS_ONLN) CPUs; command: bash bench/run_fast.sh $orig_args
+tree=""
+if [ ! -f "$build/BUNDLE.txt" ] && [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null | head -1)" ]; then
+  tree="; the working tree had uncommitted changes"
+fi
+info="host: $(uname -n), $(getconf _NPROCESSORS_ONLN) CPUs; command: bash bench/run_fast.sh $orig_args$tree
 Ember's loader path additions for cuBLAS/cuDNN: ${libdirs:-none}${EMBER_LIBCUBLAS:+; EMBER_LIBCUBLAS=$EMBER_LIBCUBLAS}${EMBER_LIBCUDNN:+; EMBER_LIBCUDNN=$EMBER_LIBCUDNN}${EMBER_LIBCUDA:+; EMBER_LIBCUDA=$EMBER_LIBCUDA}"
 "$py" bench/fast_report.py "$out" "$date" "$commit" "$dry" "$info" "${files[@]}" || exit 1
 exit $status
