@@ -613,9 +613,11 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
   return remove(path);
 }
 
-/* Runs this program again with `args`, the environment plus `env` (NAME=value
- * entries overriding), and returns the time just before the spawn; the
- * child's "C key value" lines go into keys/vals (up to cap). */
+/* Runs this program again as a child (--child what), with the environment
+ * plus `env` (NAME=value entries overriding); co gets the time just before
+ * the spawn and the child's "C key value" lines. A child that fails is
+ * reported (R start_<what>_check FAIL) and -1 returned: the benchmarks
+ * already measured stay in the output. */
 typedef struct child_out {
   double t_spawn;
   int n;
@@ -623,7 +625,7 @@ typedef struct child_out {
   char val[64][160];
 } child_out;
 
-static void spawn_child(const char *what, const char *const *env, int n_env, child_out *co) {
+static int spawn_child(const char *what, const char *const *env, int n_env, child_out *co) {
   char self[4096];
   ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
   if (len <= 0) {
@@ -682,10 +684,13 @@ static void spawn_child(const char *what, const char *const *env, int n_env, chi
   if (in) fclose(in);
   int status = 0;
   waitpid(pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status)) {
+  if (!WIFEXITED(status) || WEXITSTATUS(status)) { /* its stderr said why */
     fprintf(stderr, "bench_fast: the child (%s) failed (status %d)\n", what, status);
-    exit(1);
+    printf("R start_%s_check FAIL\n", what);
+    g_failed = 1;
+    return -1;
   }
+  return 0;
 }
 
 static double child_time(const child_out *co, const char *key) {
@@ -721,7 +726,11 @@ static void bench_start(void) {
     snprintf(cache_env, sizeof cache_env, "EMBER_CACHE_DIR=%s", dir);
     const char *env[] = {"EMBER_FORCE=cubin", cache_env};
     child_out co;
-    spawn_child("first-kernel", env, 2, &co);
+    if (spawn_child("first-kernel", env, 2, &co)) { /* reported; the cuDNN part may still run */
+      nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+      runs = 0;
+      break;
+    }
     total[r] = (child_time(&co, "t_first") - co.t_spawn) * 1e3;
     to_main[r] = (child_time(&co, "t_main") - co.t_spawn) * 1e3;
     driver[r] = (child_time(&co, "t_driver") - child_time(&co, "t_main")) * 1e3;
@@ -733,11 +742,13 @@ static void bench_start(void) {
         if (!strcmp(co.key[i], "module")) printf("R start_module %s\n", co.val[i]);
     nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
   }
-  printf("R start_first_kernel_ms %.2f\n", bc_median(total, runs));
-  printf("R start_exec_to_main_ms %.2f\n", bc_median(to_main, runs));
-  printf("R start_driver_init_ms %.2f\n", bc_median(driver, runs));
-  printf("R start_context_ms %.2f\n", bc_median(ctx, runs));
-  printf("R start_plan_load_run_ms %.2f\n", bc_median(kernel, runs));
+  if (runs) {
+    printf("R start_first_kernel_ms %.2f\n", bc_median(total, runs));
+    printf("R start_exec_to_main_ms %.2f\n", bc_median(to_main, runs));
+    printf("R start_driver_init_ms %.2f\n", bc_median(driver, runs));
+    printf("R start_context_ms %.2f\n", bc_median(ctx, runs));
+    printf("R start_plan_load_run_ms %.2f\n", bc_median(kernel, runs));
+  }
   fflush(stdout);
 
   /* The cuDNN search: a cold process (empty cache) then a warm one (the
@@ -754,9 +765,11 @@ static void bench_start(void) {
     snprintf(cache_env, sizeof cache_env, "EMBER_CACHE_DIR=%s", dir);
     const char *env[] = {cache_env};
     child_out c1, c2;
-    spawn_child("conv", env, 1, &c1);
-    int files = count_files(dir);
-    spawn_child("conv", env, 1, &c2);
+    int files = -1;
+    if (spawn_child("conv", env, 1, &c1) || (files = count_files(dir), spawn_child("conv", env, 1, &c2))) {
+      nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+      return;
+    }
     cold[r] = (child_time(&c1, "t_first") - c1.t_spawn) * 1e3;
     warm[r] = (child_time(&c2, "t_first") - c2.t_spawn) * 1e3;
     cold_run[r] = (child_time(&c1, "t_first") - child_time(&c1, "t_ready")) * 1e3;
