@@ -87,6 +87,9 @@ L += [f"- date: {date}", f"- commit: {commit}",
       f"- sizes: {text(E, 'size')}; rounds: {len(rounds)} (Ember and PyTorch as separate processes, back to back, "
       "the first alternating)"]
 L += [f"- {line}" for line in info.split("\n") if line]
+for lib in ("cublas", "cudnn"):
+    if text(E, f"{lib}_used", "1") != "1":
+        L += [f"- **Ember did not use {lib}** ({text(E, f'{lib}_why')}): its rows measure Ember's own kernels"]
 if any(d.get("torch") in ("unavailable", "no_cuda") for d in T):
     L += ["- **PyTorch did not run** (" + text(T, "torch") + "): no ratios"]
 

@@ -67,16 +67,12 @@ done
 libdirs=""
 if [ -z "${EMBER_LIBCUBLAS:-}${EMBER_LIBCUDNN:-}" ]; then
   libdirs=$("$py" - 2>/dev/null <<'PY'
-import importlib, os
+import glob, os
+import nvidia  # the namespace of NVIDIA's pip packages: nvidia/cu13/lib (CUDA 13 wheels), nvidia/cudnn/lib, ...
 dirs = []
-for m in ("nvidia.cublas", "nvidia.cudnn", "nvidia.cuda_nvrtc"):
-    try:
-        mod = importlib.import_module(m)
-    except ImportError:
-        continue
-    for base in list(getattr(mod, "__path__", [])):
-        d = os.path.join(base, "lib")
-        if os.path.isdir(d) and d not in dirs:
+for base in nvidia.__path__:
+    for d in sorted(glob.glob(os.path.join(base, "*", "lib"))):
+        if (glob.glob(os.path.join(d, "libcublas.so*")) or glob.glob(os.path.join(d, "libcudnn.so*"))) and d not in dirs:
             dirs.append(d)
 print(":".join(dirs))
 PY
