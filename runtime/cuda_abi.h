@@ -8,6 +8,7 @@
 #define EMBER_CUDA_ABI_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef int CUresult;
 typedef int CUdevice;
@@ -19,6 +20,11 @@ typedef struct CUstream_st *CUstream;
 typedef struct CUlinkState_st *CUlinkState;
 typedef struct CUevent_st *CUevent;
 typedef struct { unsigned char bytes[16]; } CUuuid;
+/* Graphs (CUDA 10.0+): a captured graph, its executable form, a node. */
+typedef struct CUgraph_st *CUgraph;
+typedef struct CUgraphExec_st *CUgraphExec;
+typedef struct CUgraphNode_st *CUgraphNode;
+typedef uint64_t cuuint64_t;
 
 /* CUresult values (cuda.h, enum cudaError_enum). */
 enum {
@@ -40,6 +46,7 @@ enum {
   CUDA_ERROR_UNSUPPORTED_PTX_VERSION = 222,
   CUDA_ERROR_JIT_COMPILATION_DISABLED = 223,
   CUDA_ERROR_INVALID_HANDLE = 400,
+  CUDA_ERROR_ILLEGAL_STATE = 401,
   CUDA_ERROR_NOT_FOUND = 500,
   CUDA_ERROR_NOT_READY = 600,
   CUDA_ERROR_ILLEGAL_ADDRESS = 700,
@@ -48,6 +55,15 @@ enum {
   CUDA_ERROR_NOT_SUPPORTED = 801,
   CUDA_ERROR_SYSTEM_DRIVER_MISMATCH = 803,
   CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE = 804,
+  CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900,
+  CUDA_ERROR_STREAM_CAPTURE_INVALIDATED = 901,
+  CUDA_ERROR_STREAM_CAPTURE_MERGE = 902,
+  CUDA_ERROR_STREAM_CAPTURE_UNMATCHED = 903,
+  CUDA_ERROR_STREAM_CAPTURE_UNJOINED = 904,
+  CUDA_ERROR_STREAM_CAPTURE_ISOLATION = 905,
+  CUDA_ERROR_STREAM_CAPTURE_IMPLICIT = 906,
+  CUDA_ERROR_CAPTURED_EVENT = 907,
+  CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD = 908,
   CUDA_ERROR_UNKNOWN = 999
 };
 
@@ -65,6 +81,14 @@ enum {
 
 /* cuMemHostAlloc flags (cuda.h CU_MEMHOSTALLOC_*). */
 enum { CU_MEMHOSTALLOC_PORTABLE = 0x01, CU_MEMHOSTALLOC_DEVICEMAP = 0x02, CU_MEMHOSTALLOC_WRITECOMBINED = 0x04 };
+
+/* CUstreamCaptureMode (CUDA 10.1+: the argument of cuStreamBeginCapture_v2;
+ * the CUDA 10.0 cuStreamBeginCapture has none and behaves as GLOBAL). */
+enum { CU_STREAM_CAPTURE_MODE_GLOBAL = 0, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1, CU_STREAM_CAPTURE_MODE_RELAXED = 2 };
+typedef int CUstreamCaptureMode;
+/* CUstreamCaptureStatus. */
+enum { CU_STREAM_CAPTURE_STATUS_NONE = 0, CU_STREAM_CAPTURE_STATUS_ACTIVE = 1, CU_STREAM_CAPTURE_STATUS_INVALIDATED = 2 };
+typedef int CUstreamCaptureStatus;
 
 /* CUjit_option values. */
 enum {
@@ -146,5 +170,25 @@ typedef CUresult (*PFN_cuEventDestroy)(CUevent e);
 typedef CUresult (*PFN_cuLaunchKernel)(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
                                        unsigned bx, unsigned by, unsigned bz, unsigned shmem,
                                        CUstream s, void **params, void **extra);
+/* Stream capture and graphs, each with the driver that first exports it
+ * (cuda.h of that release): cuStreamBeginCapture(hStream) 10.0, its _v2 with
+ * a mode 10.1 (cuda.h then maps the plain name to _v2; the plain symbol keeps
+ * the 10.0 ABI); cuStreamEndCapture, cuStreamIsCapturing, cuGraphLaunch,
+ * cuGraphExecDestroy, cuGraphDestroy 10.0; cuStreamGetCaptureInfo 10.1 (this
+ * three-argument ABI; the _v2/_v3 symbols add outputs); cuGraphInstantiate
+ * with the error node and log 10.0 (_v2, same ABI, 11.0; cuda.h 12.0 maps the
+ * name to cuGraphInstantiateWithFlags, the symbols keep their ABI);
+ * cuGraphInstantiateWithFlags 11.4. */
+typedef CUresult (*PFN_cuStreamBeginCapture_v1)(CUstream s);
+typedef CUresult (*PFN_cuStreamBeginCapture)(CUstream s, CUstreamCaptureMode mode);
+typedef CUresult (*PFN_cuStreamEndCapture)(CUstream s, CUgraph *graph);
+typedef CUresult (*PFN_cuStreamIsCapturing)(CUstream s, CUstreamCaptureStatus *status);
+typedef CUresult (*PFN_cuStreamGetCaptureInfo)(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id);
+typedef CUresult (*PFN_cuGraphInstantiate)(CUgraphExec *exec, CUgraph graph, CUgraphNode *error_node, char *log,
+                                           size_t log_size);
+typedef CUresult (*PFN_cuGraphInstantiateWithFlags)(CUgraphExec *exec, CUgraph graph, unsigned long long flags);
+typedef CUresult (*PFN_cuGraphLaunch)(CUgraphExec exec, CUstream s);
+typedef CUresult (*PFN_cuGraphExecDestroy)(CUgraphExec exec);
+typedef CUresult (*PFN_cuGraphDestroy)(CUgraph graph);
 
 #endif

@@ -73,7 +73,16 @@
   X(cuEventQuery, NULL)                                        \
   X(cuEventElapsedTime_v2, "cuEventElapsedTime")               \
   X(cuEventDestroy_v2, "cuEventDestroy")                       \
-  X(cuLaunchKernel, NULL)
+  X(cuLaunchKernel, NULL)                                      \
+  X(cuStreamBeginCapture_v2, "cuStreamBeginCapture")          \
+  X(cuStreamEndCapture, NULL)                                  \
+  X(cuStreamIsCapturing, NULL)                                 \
+  X(cuStreamGetCaptureInfo, NULL)                              \
+  X(cuGraphInstantiate_v2, "cuGraphInstantiate")               \
+  X(cuGraphInstantiateWithFlags, NULL)                         \
+  X(cuGraphLaunch, NULL)                                       \
+  X(cuGraphExecDestroy, NULL)                                  \
+  X(cuGraphDestroy, NULL)
 
 typedef enum fc_entry {
 #define FC_ENUM(name, plain) FC_##name,
@@ -270,6 +279,42 @@ CUresult fc_run_ctx(const struct CUctx_st *ctx);
 /* Says what went wrong, on stderr ("fakecuda: ...") and to the test hook
  * fakecuda_last_error: the driver API has no channel for the why. */
 void fc_note_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Flags of a valid stream (CU_STREAM_NON_BLOCKING is 1); 0 for the legacy stream. */
+unsigned fc_stream_flags(CUstream s);
+/* Makes the pending operation `seq` wait for `dep` as well (no-op when
+ * either has run). */
+CUresult fc_op_after(unsigned long long seq, unsigned long long dep);
+
+/* --------------------------------------------------- stream capture --- */
+
+/* Stream capture and graphs (fakecuda_graph.c). fc_enqueue asks
+ * fc_capture_intercept about every operation: 0 means issue it as usual;
+ * 1 means it was taken, with *r CUDA_SUCCESS (recorded into the stream's
+ * capture, which now owns the payload) or the error (the caller releases
+ * the payload): 901 on an invalidated capture, 906 for the legacy stream
+ * while a blocking stream of its context captures. */
+int fc_capture_intercept(CUstream s, const struct CUctx_st *ctx, fc_op_fn run, void (*release)(void *), void *payload,
+                         const char *what, CUresult *r);
+/* CU_STREAM_CAPTURE_STATUS_* of stream s (NONE for the legacy stream). */
+int fc_capture_status(CUstream s);
+/* Invalidates the capture of s, saying why (fc_note_error), and returns
+ * CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED for the call that did it. */
+CUresult fc_capture_refuse(CUstream s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A call that waits for stream s (NULL/legacy: the legacy stream) or, with
+ * whole_ctx, for all of ctx: the error, with the captures it would wait for
+ * invalidated, or CUDA_SUCCESS. */
+CUresult fc_capture_sync_check(CUstream s, const struct CUctx_st *ctx, int whole_ctx, const char *call);
+/* A "potentially unsafe" call (cuMemAlloc, cuMemFree, ...) under the capture
+ * modes' rule: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED with the captures that
+ * forbid it invalidated, or CUDA_SUCCESS. */
+CUresult fc_capture_unsafe_check(const struct CUctx_st *ctx, const char *call);
+/* A destroyed stream's capture is dropped (its handle may be reused). */
+void fc_capture_forget_stream(CUstream s);
+/* Captures, graphs and executable graphs of ctx (NULL: all). */
+void fc_graph_release(const struct CUctx_st *ctx);
+/* 1 when [p, p + n) lies in one live pinned host allocation (fakecuda_memory.c). */
+int fc_mem_is_pinned(const void *p, size_t n);
 
 /* -------------------------------------------------------- execution --- */
 

@@ -229,6 +229,9 @@ static CUresult mem_alloc(CUdeviceptr *p, size_t bytes) {
   if (r != CUDA_SUCCESS) return r;
   /* cuda.h: "If bytesize is 0, cuMemAlloc() returns CUDA_ERROR_INVALID_VALUE". */
   if (!p || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  /* cudaMalloc is the driver documentation's example of a "potentially
+   * unsafe" call during capture (cuThreadExchangeStreamCaptureMode). */
+  if ((r = fc_capture_unsafe_check(ctx, "cuMemAlloc")) != CUDA_SUCCESS) return r;
   fc_device *d = fc_ctx_device(ctx);
   if (bytes > d->mem_total) return CUDA_ERROR_OUT_OF_MEMORY;
   size_t charged = (bytes + ALLOC_ALIGN - 1) / ALLOC_ALIGN * ALLOC_ALIGN;
@@ -271,6 +274,9 @@ static CUresult mem_free(CUdeviceptr p) {
   if (r != CUDA_SUCCESS) return r;
   size_t i = find_base(p);
   if (i == SIZE_MAX) return CUDA_ERROR_INVALID_VALUE;
+  /* Unsafe like cuMemAlloc [U: as the allocating call's twin; it also waits
+   * for the device, which the modes' rule covers in GLOBAL and THREAD_LOCAL]. */
+  if ((r = fc_capture_unsafe_check(ctx, "cuMemFree")) != CUDA_SUCCESS) return r;
   r = fc_run_ctx(ctx);
   if (ctx->sticky) return ctx->sticky;
   i = find_base(p);
@@ -311,6 +317,7 @@ static CUresult host_alloc(void **pp, size_t bytes, unsigned flags) {
   CUresult r = fc_current_ctx(&ctx);
   if (r != CUDA_SUCCESS) return r;
   if (!pp || bytes == 0 || (flags & ~0x7u)) return CUDA_ERROR_INVALID_VALUE;
+  if ((r = fc_capture_unsafe_check(ctx, "cuMemHostAlloc")) != CUDA_SUCCESS) return r; /* [U] as cuMemAlloc */
   if (bytes > SIZE_MAX - 2 * GUARD || !grow_allocs()) return CUDA_ERROR_OUT_OF_MEMORY;
   unsigned char *block = malloc(bytes + 2 * GUARD), *host = block + GUARD;
   if (!block) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -334,6 +341,11 @@ static fc_alloc *pinned_holding(const void *p) {
   for (size_t i = 0; i < n_allocs; i++)
     if (allocs[i].pinned && c >= allocs[i].host && (size_t)(c - allocs[i].host) < allocs[i].size) return &allocs[i];
   return NULL;
+}
+
+int fc_mem_is_pinned(const void *p, size_t n) {
+  const fc_alloc *a = p ? pinned_holding(p) : NULL;
+  return a && n <= a->size - (size_t)((const unsigned char *)p - a->host);
 }
 
 /* cuMemHostGetDevicePointer_v2 (cuda.h): flags must be 0 ("for now, it must
@@ -366,6 +378,7 @@ static CUresult host_free(void *p) {
   if (r != CUDA_SUCCESS) return r;
   fc_alloc *a = p ? pinned_holding(p) : NULL;
   if (!a || a->host != p) return CUDA_ERROR_INVALID_VALUE;
+  if ((r = fc_capture_unsafe_check(ctx, "cuMemFreeHost")) != CUDA_SUCCESS) return r; /* [U] as cuMemFree */
   r = fc_run_ctx(a->ctx);
   a = pinned_holding(p); /* the work run may not free it, but look again */
   if (a) drop_alloc((size_t)(a - allocs));
@@ -383,6 +396,10 @@ typedef struct copy_op {
   void *host_dst;         /* DTOH: written when the copy runs */
   unsigned char *staged;  /* HTOD: the host bytes, taken at the call */
   size_t n;
+  /* Captured into a graph: the pinned host bytes are read (HTOD) when the
+   * copy runs, at every replay, as a graph's memcpy node does. */
+  const void *host_src;
+  int captured;
 } copy_op;
 
 static void copy_release(void *p) {
@@ -402,7 +419,12 @@ static CUresult copy_run(void *p, char *msg, size_t cap) {
     snprintf(msg, cap, "a copy of %zu bytes: its device memory was freed before the copy ran", c->n);
     return CUDA_ERROR_ILLEGAL_ADDRESS;
   }
-  if (c->dir == HTOD) memcpy(d->host + (c->dst - d->base), c->staged, c->n);
+  const void *pinned = !c->captured ? NULL : c->dir == HTOD ? c->host_src : c->host_dst;
+  if (pinned && !fc_mem_is_pinned(pinned, c->n)) {
+    snprintf(msg, cap, "a graph's copy of %zu bytes: its pinned host memory was freed before the copy ran", c->n);
+    return CUDA_ERROR_ILLEGAL_ADDRESS;
+  }
+  if (c->dir == HTOD) memcpy(d->host + (c->dst - d->base), c->captured ? c->host_src : c->staged, c->n);
   else if (c->dir == DTOH) memcpy(c->host_dst, s->host + (c->src - s->base), c->n);
   else memmove(d->host + (c->dst - d->base), s->host + (c->src - s->base), c->n);
   return CUDA_SUCCESS;
@@ -422,10 +444,20 @@ static CUresult copy(int dir, void *host_dst, const void *host_src, CUdeviceptr 
   if (n == 0) return CUDA_SUCCESS;
   if ((dir == HTOD && !host_src) || (dir == DTOH && !host_dst)) return CUDA_ERROR_INVALID_VALUE;
   if ((dir != DTOH && !find_range(dst, n)) || (dir != HTOD && !find_range(src, n))) return CUDA_ERROR_INVALID_VALUE;
+  /* Captured: the graph keeps the host address and uses it at every
+   * replay, which only pinned memory allows [S: an asynchronous copy from
+   * pageable memory is staged and waited for by the driver, a
+   * synchronisation that capture refuses: "operation not permitted when
+   * stream is capturing" (PyTorch, CUDA.jl reports); cudaGraphs need
+   * pinned host buffers]. */
+  int captured = !wait && fc_capture_status(stream) == CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  if (captured && dir != DTOD && !fc_mem_is_pinned(dir == HTOD ? host_src : host_dst, n))
+    return fc_capture_refuse(stream, "%s of %zu bytes %s pageable host memory during stream capture",
+                             dir == HTOD ? "cuMemcpyHtoDAsync" : "cuMemcpyDtoHAsync", n, dir == HTOD ? "from" : "to");
   copy_op *c = calloc(1, sizeof *c);
   if (!c) return CUDA_ERROR_OUT_OF_MEMORY;
-  *c = (copy_op){dir, dst, src, host_dst, NULL, n};
-  if (dir == HTOD) {
+  *c = (copy_op){dir, dst, src, host_dst, NULL, n, captured && dir == HTOD ? host_src : NULL, captured};
+  if (dir == HTOD && !captured) {
     c->staged = malloc(n);
     if (!c->staged) {
       free(c);

@@ -152,6 +152,13 @@ CUresult fc_enqueue(CUstream s, fc_op_fn run, void (*release)(void *), void *pay
   struct CUctx_st *ctx;
   CUresult r = fc_current_ctx(&ctx);
   if (r == CUDA_SUCCESS && !fc_stream_is_valid(s)) r = CUDA_ERROR_INVALID_HANDLE;
+  /* A capturing stream records the operation instead (fakecuda_graph.c). */
+  CUresult taken_r = CUDA_SUCCESS;
+  if (r == CUDA_SUCCESS && fc_capture_intercept(s, ctx, run, release, payload, what, &taken_r)) {
+    if (taken_r != CUDA_SUCCESS && release) release(payload);
+    if (seq_out) *seq_out = 0;
+    return taken_r;
+  }
   fc_op *op = r == CUDA_SUCCESS ? calloc(1, sizeof *op) : NULL;
   if (r == CUDA_SUCCESS && (!op || grow((void ***)&ops, &cap_ops, n_ops + 1) != 0)) r = CUDA_ERROR_OUT_OF_MEMORY;
   if (r != CUDA_SUCCESS) {
@@ -184,6 +191,16 @@ CUresult fc_enqueue(CUstream s, fc_op_fn run, void (*release)(void *), void *pay
   ops[n_ops++] = op;
   if (seq_out) *seq_out = op->seq;
   return CUDA_SUCCESS;
+}
+
+unsigned fc_stream_flags(CUstream s) {
+  size_t i = s && s != STREAM_LEGACY ? stream_index(s) : SIZE_MAX;
+  return i == SIZE_MAX ? 0 : streams[i]->flags;
+}
+
+CUresult fc_op_after(unsigned long long seq, unsigned long long dep) {
+  fc_op *op = find_op(seq);
+  return op && add_dep(op, dep) != 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
 }
 
 /* --------------------------------------------------------------- run --- */
@@ -384,6 +401,7 @@ static CUresult stream_create(CUstream *out, unsigned flags) {
 static CUresult stream_destroy(CUstream s) {
   size_t i = s ? stream_index(s) : SIZE_MAX;
   if (i == SIZE_MAX) return CUDA_ERROR_INVALID_HANDLE;
+  fc_capture_forget_stream(s); /* [U: what the driver does with a capture whose stream goes] */
   free(streams[i]);
   streams[i] = streams[--n_streams];
   return CUDA_SUCCESS;
@@ -401,9 +419,21 @@ static CUresult stream_last(CUstream s, unsigned long long *last) {
   return CUDA_SUCCESS;
 }
 
+/* Waiting for a capturing stream (or for the legacy stream while a blocking
+ * stream captures) is refused and invalidates the capture (CUDA Programming
+ * Guide, "Prohibited and Unhandled Operations": "It is invalid to
+ * synchronize or query the execution status of a stream which is being
+ * captured"). */
+static CUresult stream_wait_check(CUstream s, const char *call) {
+  struct CUctx_st *ctx;
+  CUresult r = fc_current_ctx(&ctx);
+  return r != CUDA_SUCCESS ? r : fc_capture_sync_check(s, ctx, 0, call);
+}
+
 static CUresult stream_synchronize(CUstream s) {
   unsigned long long last;
   CUresult r = stream_last(s, &last);
+  if (r == CUDA_SUCCESS) r = stream_wait_check(s, "cuStreamSynchronize");
   return r != CUDA_SUCCESS ? r : fc_sync_op(last);
 }
 
@@ -413,6 +443,7 @@ static CUresult stream_synchronize(CUstream s) {
 static CUresult stream_query(CUstream s) {
   unsigned long long last;
   CUresult r = stream_last(s, &last);
+  if (r == CUDA_SUCCESS) r = stream_wait_check(s, "cuStreamQuery");
   if (r != CUDA_SUCCESS) return r;
   if (!find_op(last)) return CUDA_SUCCESS;
   r = fc_sync_op(last);
@@ -422,6 +453,11 @@ static CUresult stream_query(CUstream s) {
 static CUresult ctx_synchronize(void) {
   struct CUctx_st *ctx;
   CUresult r = fc_current_ctx(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  /* "It is also invalid to ... synchronize a broader handle which
+   * encompasses an active stream capture, such as a device or context
+   * handle" (Programming Guide, as above). */
+  r = fc_capture_sync_check(NULL, ctx, 1, "cuCtxSynchronize");
   if (r != CUDA_SUCCESS) return r;
   r = fc_run_ctx(ctx);
   return ctx->sticky ? ctx->sticky : r;
@@ -490,6 +526,12 @@ static CUresult event_record(CUevent he, CUstream s) {
   if (!fc_stream_is_valid(s)) return CUDA_ERROR_INVALID_HANDLE;
   if (fc_stream_ctx(s) != e->ctx) return CUDA_ERROR_INVALID_HANDLE;
   if (e->ctx != ctx) return CUDA_ERROR_INVALID_CONTEXT; /* [U] */
+  /* Event nodes, cross-stream forks and joins of a capture are not modelled:
+   * refused so that a gap shows (README, "Stream capture"). */
+  if (fc_capture_status(s) != CU_STREAM_CAPTURE_STATUS_NONE) {
+    fc_note_error("cuEventRecord on a capturing stream: event nodes are not modelled by the double");
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
   record_op *rec = malloc(sizeof *rec);
   if (!rec) return CUDA_ERROR_OUT_OF_MEMORY;
   *rec = (record_op){he, 0};
@@ -517,6 +559,10 @@ static CUresult stream_wait_event(CUstream s, CUevent he, unsigned flags) {
    * stream capture" (cuda.h), which the double does not model. */
   if (flags) return CUDA_ERROR_INVALID_VALUE;
   if (s == STREAM_PER_THREAD) return CUDA_ERROR_NOT_SUPPORTED;
+  if (fc_capture_status(s) != CU_STREAM_CAPTURE_STATUS_NONE) {
+    fc_note_error("cuStreamWaitEvent on a capturing stream: cross-stream capture is not modelled by the double");
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
   unsigned long long seq;
   CUresult r = fc_enqueue(s, wait_run, NULL, NULL, "cuStreamWaitEvent", &seq);
   if (r != CUDA_SUCCESS || e->done) return r;
