@@ -60,6 +60,17 @@ static const char *resolve(em_cuda_api *a) {
   REQ(cuStreamDestroy, "cuStreamDestroy_v2", "cuStreamDestroy")
   REQ(cuStreamSynchronize, NULL, "cuStreamSynchronize")
   REQ(cuLaunchKernel, NULL, "cuLaunchKernel")
+  /* Capture: the plain cuStreamBeginCapture symbol keeps the 10.0 ABI
+   * without a mode, so each name goes to its own field. */
+  OPT(cuStreamBeginCapture, NULL, "cuStreamBeginCapture_v2")
+  OPT(cuStreamBeginCapture_v1, NULL, "cuStreamBeginCapture")
+  OPT(cuStreamEndCapture, NULL, "cuStreamEndCapture")
+  OPT(cuStreamIsCapturing, NULL, "cuStreamIsCapturing")
+  OPT(cuGraphInstantiate, "cuGraphInstantiate_v2", "cuGraphInstantiate")
+  OPT(cuGraphInstantiateWithFlags, NULL, "cuGraphInstantiateWithFlags")
+  OPT(cuGraphLaunch, NULL, "cuGraphLaunch")
+  OPT(cuGraphExecDestroy, NULL, "cuGraphExecDestroy")
+  OPT(cuGraphDestroy, NULL, "cuGraphDestroy")
 #undef REQ
 #undef OPT
   return NULL;

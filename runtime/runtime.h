@@ -60,6 +60,17 @@ typedef struct em_cuda_api {
   PFN_cuStreamDestroy cuStreamDestroy;
   PFN_cuStreamSynchronize cuStreamSynchronize;
   PFN_cuLaunchKernel cuLaunchKernel;
+  /* Stream capture and graphs (cuda_graph.c), all optional: absent before
+   * CUDA 10.0; the begin with a mode (_v2) and the flags instantiate later. */
+  PFN_cuStreamBeginCapture cuStreamBeginCapture;        /* cuStreamBeginCapture_v2, CUDA 10.1 */
+  PFN_cuStreamBeginCapture_v1 cuStreamBeginCapture_v1;  /* the CUDA 10.0 ABI: no mode (GLOBAL) */
+  PFN_cuStreamEndCapture cuStreamEndCapture;
+  PFN_cuStreamIsCapturing cuStreamIsCapturing;
+  PFN_cuGraphInstantiate cuGraphInstantiate;            /* _v2 (11.0) or the plain 10.0 symbol: one ABI */
+  PFN_cuGraphInstantiateWithFlags cuGraphInstantiateWithFlags; /* CUDA 11.4 */
+  PFN_cuGraphLaunch cuGraphLaunch;
+  PFN_cuGraphExecDestroy cuGraphExecDestroy;
+  PFN_cuGraphDestroy cuGraphDestroy;
 } em_cuda_api;
 
 struct em_kernel {

@@ -1,0 +1,41 @@
+/* CUDA graphs for the executor (internal): capture the work issued on a
+ * stream, instantiate it once, replay it with one cuGraphLaunch. Capture
+ * needs a driver of CUDA 10.0 or newer and a stream of Ember's own (the
+ * legacy default stream cannot capture). While a capture runs, the calls
+ * stream capture forbids (a synchronisation, a synchronous or pageable
+ * copy, cuMemAlloc / cuMemFree) invalidate it: em_cuda_graph_end then fails
+ * naming the rule, and the caller runs eagerly instead. */
+#ifndef EMBER_CUDA_GRAPH_H
+#define EMBER_CUDA_GRAPH_H
+
+#include <stddef.h>
+
+#include "ember/device.h"
+#include "ember/runtime.h"
+#include "ember/status.h"
+
+typedef struct em_cuda_graph em_cuda_graph;
+
+/* 1 when device dev can capture and replay graphs; else 0 with the reason
+ * in why ("the driver (CUDA 9.2) has no stream capture: cuStreamBeginCapture
+ * needs CUDA 10.0 ..."). */
+int em_cuda_graph_supported(em_device dev, char *why, size_t cap);
+
+/* Starts capturing stream s (not NULL: Ember's own stream) of dev, in
+ * THREAD_LOCAL mode where the driver has modes (10.1+): other threads'
+ * allocations do not disturb it; the 10.0 entry point captures as GLOBAL. */
+em_status em_cuda_graph_begin(em_device dev, em_stream *s);
+
+/* Ends the capture of s and instantiates it. On failure (an invalidated
+ * capture: EM_ERR_UNSUPPORTED, the message naming the rule; a driver error:
+ * EM_ERR_CUDA) nothing is returned and s is no longer capturing. */
+em_status em_cuda_graph_end(em_device dev, em_stream *s, em_cuda_graph **out);
+
+/* Replays the graph on s (the work runs in capture order, after what s
+ * already holds). */
+em_status em_cuda_graph_launch(em_cuda_graph *g, em_stream *s);
+
+/* Frees the graph (launches still pending complete). NULL is a no-op. */
+void em_cuda_graph_free(em_cuda_graph *g);
+
+#endif
