@@ -17,7 +17,8 @@
  *
  * em_learner_sumsq_f32: tensor b's sum of squares, block b of EM_LRN_LANES
  * threads; em_learner_scales_f32 (1 thread) computes the [n, 2] factors
- * from the sums. */
+ * from the sums ([n, 3] with skip: dynamic loss scaling's skip flags, which
+ * em_learner_update_f32 reads from its scales of `cols` columns). */
 #include "em_kernel.h"
 #include "learner_math.h"
 
@@ -32,15 +33,17 @@ EM_DEVICE int em_lrn_tensor_of(const em_i64 *tab, int k, em_i64 b) {
   return lo;
 }
 
-EM_GLOBAL void em_learner_update_f32(int rule, const float *h, const float *scales, const em_i64 *tab, int k) {
+EM_GLOBAL void em_learner_update_f32(int rule, const float *h, const float *scales, int cols, const em_i64 *tab,
+                                     int k) {
   const int i = em_lrn_tensor_of(tab, k, EM_BID_X);
+  if (em_lrn_skips(scales, cols, i)) return; /* dynamic loss scaling skips the step: nothing written */
   const em_i64 *e = tab + (em_i64)i * EM_LRN_TAB;
   const em_i64 n = e[EM_LRN_TAB_N], j0 = (EM_BID_X - e[EM_LRN_TAB_BLOCK0]) * EM_LRN_CHUNK;
   const em_i64 j1 = n - j0 < EM_LRN_CHUNK ? n : j0 + EM_LRN_CHUNK;
   float *p = EM_DEVICE_ADDR(float, e[EM_LRN_TAB_P]), *s0 = EM_DEVICE_ADDR(float, e[EM_LRN_TAB_S0]);
   float *s1 = EM_DEVICE_ADDR(float, e[EM_LRN_TAB_S1]);
   const float *g = EM_DEVICE_ADDR(const float, e[EM_LRN_TAB_G]);
-  const em_lrn_t t = em_lrn_tensor(h, scales[2 * i], scales[2 * i + 1]);
+  const em_lrn_t t = em_lrn_tensor(h, scales[cols * i], scales[cols * i + 1]);
   float d0 = 0.0f, d1 = 0.0f;
   for (em_i64 j = j0 + EM_TID_X; j < j1; j += EM_BDIM_X)
     em_lrn_step(rule, h, &t, &p[j], g[j], s0 ? &s0[j] : &d0, s1 ? &s1[j] : &d1);
@@ -70,7 +73,8 @@ EM_GLOBAL void em_learner_sumsq_f32(float *y, const em_i64 *tab) {
   if (EM_TID_X == 0) y[EM_BID_X] = r;
 }
 
-EM_GLOBAL void em_learner_scales_f32(const float *h, int larc, int n, const float *sp, const float *sg, float *out) {
+EM_GLOBAL void em_learner_scales_f32(const float *h, int larc, int skip, int n, const float *sp, const float *sg,
+                                     float *out) {
   if (EM_BID_X != 0 || EM_TID_X != 0) return;
-  em_lrn_scales(h, larc, n, sp, sg, out);
+  em_lrn_scales(h, larc, skip, n, sp, sg, out);
 }

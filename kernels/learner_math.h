@@ -23,7 +23,9 @@ enum {
 };
 
 /* The hyperparameter vector (f32, EM_LRN_H_COUNT entries). Slots a rule
- * does not use are 0. */
+ * does not use are 0. Its length is part of the hyperparameter input's
+ * shape f32[16], which graphs saved in checkpoints hold: a new entry takes
+ * a spare slot, never a new one (ops/learner.c asserts the 16). */
 enum {
   EM_LRN_H_LR,       /* learning rate of this step (schedules, warmup, cosine; per-sample scaling) */
   EM_LRN_H_MU,       /* momentum, nesterov, fsadagrad: mu; adam(w): beta1 */
@@ -41,7 +43,10 @@ enum {
   EM_LRN_H_CLIPN,    /* clipping by global norm (0: none): read by _learner_scales */
   EM_LRN_H_ETA,      /* LARC's trust coefficient: read by _learner_scales */
   EM_LRN_H_LARC_WD,  /* LARC's weight decay (weight_decay + l2): read by _learner_scales */
-  EM_LRN_H_SPARE,
+  EM_LRN_H_UNSCALE,  /* the gradients' multiplier from loss scaling, 1 / S (the trainer's dynamic loss scaling,
+                      * trainer.h): read by _learner_scales, which folds it into every tensor's multiplier
+                      * before clipping, LARC and the rule see the gradient. 1 without loss scaling; 0 (the
+                      * slot was spare before) counts as 1, so a vector written without it keeps its meaning */
   EM_LRN_H_COUNT
 };
 
@@ -204,27 +209,48 @@ EM_HD float em_lrn_fold_lanes(double *lanes) {
   return (float)lanes[0];
 }
 
-/* _learner_scales: per tensor i the gradient multiplier (clipping by global
- * norm) and the learning-rate factor (LARC) from the sums of squares of
- * the parameters (sp, only with LARC) and of the gradients (sg), in binary64
- * in index order, rounded to f32 once. larc: 0 none, 1 clip, 2 scale. Out:
- * out[2i] = gmul, out[2i + 1] = lrmul. One thread does it all: k is the
- * number of tensors of one learner, and the sums came from _learner_sumsq. */
-EM_HD void em_lrn_scales(const float *h, int larc, int k, const float *sp, const float *sg, float *out) {
-  double gmul = 1.0;
+/* 1 when x is neither inf nor NaN (by its bits: the same test on every
+ * device and under any compiler flag). */
+EM_HD int em_lrn_finite(float x) { return (em_as_uint(x) & 0x7f800000u) != 0x7f800000u; }
+
+/* _learner_scales: per tensor i the gradient multiplier (loss scaling's
+ * 1 / S, clipping by global norm) and the learning-rate factor (LARC) from
+ * the sums of squares of the parameters (sp, only with LARC) and of the
+ * gradients (sg), in binary64 in index order, rounded to f32 once. larc:
+ * 0 none, 1 clip, 2 scale. Out, cols = 2 + skip values per tensor:
+ * out[cols i] = gmul, out[cols i + 1] = lrmul, and with skip
+ * out[cols i + 2] = 1 when any sg[j] (j < k) is inf or NaN, else 0: the
+ * learner's update leaves every tensor and slot as it was (dynamic loss
+ * scaling skips the step, trainer.h; the trainer reads the same sums and
+ * so makes the same decision). One thread does it all: k is the number of
+ * tensors of one learner, and the sums came from _learner_sumsq.
+ *
+ * The sums are those of the scaled gradients S g: the gradients' global
+ * norm is sqrt(total) / S, and the multiplier min(clip / norm, 1) / S. With
+ * S a power of two every one of these products is exact (absent overflow
+ * and subnormals), so a scaled step gives the bits of an unscaled one; with
+ * h[UNSCALE] = 1 (no scaling) the arithmetic is the one before it existed. */
+EM_HD void em_lrn_scales(const float *h, int larc, int skip, int k, const float *sp, const float *sg, float *out) {
+  const int cols = skip ? 3 : 2;
+  const double u = h[EM_LRN_H_UNSCALE] > 0.0f ? (double)h[EM_LRN_H_UNSCALE] : 1.0;
+  double gmul = u;
   const double clipn = (double)h[EM_LRN_H_CLIPN];
   if (clipn > 0.0) {
     double total = 0.0;
     for (int i = 0; i < k; i++) total = total + (double)sg[i];
-    const double c = clipn / (em__sqrt_hw_d(total) + 1e-6);
+    const double c = clipn / (em__sqrt_hw_d(total) * u + 1e-6);
     /* A NaN norm (a NaN gradient) makes every gradient NaN, as PyTorch's clip_grad_norm_ does: taking
      * the else branch would let the finite entries through unclipped. An infinite norm gives 0. */
-    gmul = total != total ? total : (c < 1.0 ? c : 1.0);
+    gmul = total != total ? total : (c < 1.0 ? c : 1.0) * u;
   }
+  float skipped = 0.0f;
+  for (int i = 0; skip && i < k; i++)
+    if (!em_lrn_finite(sg[i])) skipped = 1.0f;
   const double lr = (double)h[EM_LRN_H_LR], eta = (double)h[EM_LRN_H_ETA], wd = (double)h[EM_LRN_H_LARC_WD];
   for (int i = 0; i < k; i++) {
     double r = 1.0;
     if (larc) {
+      /* gmul includes 1 / S: gn is the norm of the gradient the rule applies. */
       const double wn = em__sqrt_hw_d((double)sp[i]), gn = em__sqrt_hw_d((double)sg[i]) * gmul;
       if (wn > 0.0 && gn > 0.0) {
         const double local = eta * wn / (gn + wd * wn);
@@ -232,9 +258,15 @@ EM_HD void em_lrn_scales(const float *h, int larc, int k, const float *sp, const
         else r = local;
       }
     }
-    out[2 * i] = (float)gmul;
-    out[2 * i + 1] = (float)r;
+    out[cols * i] = (float)gmul;
+    out[cols * i + 1] = (float)r;
+    if (skip) out[cols * i + 2] = skipped;
   }
 }
+
+/* The update's reading of tensor i's row of a scales input of cols
+ * columns (2: no skip column, a constant of ones or _learner_scales without
+ * skip; 3: with it): 1 when the learner skips this step. */
+EM_HD int em_lrn_skips(const float *scales, int cols, int i) { return cols > 2 && scales[cols * i + 2] != 0.0f; }
 
 #endif

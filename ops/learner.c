@@ -13,9 +13,19 @@
  *                    of learner_math.h (256 lanes in binary64, a tree).
  *   _learner_scales  inputs (h, [sp f32[n],] sg f32[n]) (_learner_sumsq of
  *                    the parameters, with LARC, and of the gradients),
- *                    attributes n and larc (0 none, 1 clip, 2 scale);
- *                    outputs f32[n, 2]: per tensor the gradient multiplier
- *                    of clipping by global norm and LARC's rate factor.
+ *                    attributes n, larc (0 none, 1 clip, 2 scale) and skip
+ *                    (0 default, 1); outputs f32[n, 2 + skip]: per tensor
+ *                    the gradient multiplier (loss scaling's 1 / S,
+ *                    h[EM_LRN_H_UNSCALE], times clipping by global norm's),
+ *                    LARC's rate factor and, with skip, the skip flag: 1
+ *                    on every row when a gradient's sum of squares is inf
+ *                    or NaN (dynamic loss scaling: the learner skips the
+ *                    step, kernels/learner_math.h em_lrn_scales).
+ *
+ * An _update_ op's scales are f32[n, 2] or f32[n, 3]: a row whose third
+ * column is non-zero leaves its parameter and slots as they were, bitwise
+ * (the step is skipped where it runs, inside the executor run that computed
+ * the gradients: no round trip to the host).
  *
  * h is the step's f32 hyperparameter vector (kernels/learner_math.h
  * EM_LRN_H_*), fed by the learner; scales is _learner_scales' output or a
@@ -60,8 +70,9 @@ static em_status update_infer(em_op_args *a) {
                       2 + slots, (long long)n, (long long)(2 + (2 + slots) * n), a->n_in);
   if ((s = check_h(a))) return s;
   const em_shape *sc = &a->in[1];
-  if (sc->dtype != EM_F32 || sc->ndim != 2 || sc->dims[0] != n || sc->dims[1] != 2)
-    return em_op_fail(a, "input 1 (scales) must be f32[%lld, 2]", (long long)n);
+  if (sc->dtype != EM_F32 || sc->ndim != 2 || sc->dims[0] != n || (sc->dims[1] != 2 && sc->dims[1] != 3))
+    return em_op_fail(a, "input 1 (scales) must be f32[%lld, 2] or f32[%lld, 3] (with the skip flags)",
+                      (long long)n, (long long)n);
   for (int64_t i = 0; i < n; i++) {
     const em_shape *p = &a->in[2 + i];
     if (p->dtype != EM_F32) return em_op_fail(a, "parameter %lld is %s: learners update f32 parameters",
@@ -135,8 +146,10 @@ static em_status update_cpu(const em_op_args *a, em_tensor *const *in, em_tensor
   const int rule = rule_of(a->def), slots = em_lrn_slots(rule);
   const int64_t n = em_attr_int(a, "n", 1);
   const float *h = em_tensor_data(in[0]), *sc = em_tensor_data(in[1]);
+  const int cols = (int)em_tensor_shape(in[1])[1];
   for (int64_t i = 0; i < n; i++) {
-    const em_lrn_t t = em_lrn_tensor(h, sc[2 * i], sc[2 * i + 1]);
+    if (em_lrn_skips(sc, cols, (int)i)) continue; /* a skipped step: nothing written */
+    const em_lrn_t t = em_lrn_tensor(h, sc[cols * i], sc[cols * i + 1]);
     float *p = em_tensor_data(in[2 + i]);
     const float *g = em_tensor_data(in[2 + n + i]);
     float *s0 = slots > 0 ? em_tensor_data(in[2 + 2 * n + i]) : NULL;
@@ -155,8 +168,11 @@ static em_status scales_infer(em_op_args *a) {
   int64_t n;
   em_status s = read_n(a, &n);
   if (s) return s;
-  int64_t larc = em_attr_int(a, "larc", 0);
+  int64_t larc = em_attr_int(a, "larc", 0), skip = em_attr_int(a, "skip", 0);
   if (larc < 0 || larc > 2) return em_op_fail(a, "attribute larc must be 0 (none), 1 (clip) or 2 (scale)");
+  if (skip != 0 && skip != 1)
+    return em_op_fail(a, "attribute skip is %lld: 0 (no skip flags) or 1 (a third column, 1 where the step skips)",
+                      (long long)skip);
   if (a->n_in != (larc ? 3 : 2))
     return em_op_fail(a, "takes h, %sthe gradients' sums of squares: %d inputs, %d given",
                       larc ? "the parameters' and " : "", larc ? 3 : 2, a->n_in);
@@ -167,14 +183,15 @@ static em_status scales_infer(em_op_args *a) {
   a->out[0].dtype = EM_F32;
   a->out[0].ndim = 2;
   a->out[0].dims[0] = n;
-  a->out[0].dims[1] = 2;
+  a->out[0].dims[1] = 2 + skip;
   return EM_OK;
 }
 
 static em_status scales_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
   const int n = (int)em_attr_int(a, "n", 1), larc = (int)em_attr_int(a, "larc", 0);
+  const int skip = (int)em_attr_int(a, "skip", 0);
   const float *sp = larc ? em_tensor_data(in[1]) : NULL, *sg = em_tensor_data(in[larc ? 2 : 1]);
-  em_lrn_scales(em_tensor_data(in[0]), larc, n, sp, sg, em_tensor_data(out[0]));
+  em_lrn_scales(em_tensor_data(in[0]), larc, skip, n, sp, sg, em_tensor_data(out[0]));
   return EM_OK;
 }
 
@@ -206,7 +223,7 @@ static em_status sumsq_cpu(const em_op_args *a, em_tensor *const *in, em_tensor 
 
 #define UPDATE(rule_name, slots_doc)                                                                       \
   {.name = "_update_" rule_name,                                                                           \
-   .doc = "learner.h's " rule_name " rule over n parameters in place: inputs (h f32[16], scales f32[n,2], " \
+   .doc = "learner.h's " rule_name " rule over n parameters in place: inputs (h f32[16], scales f32[n,2|3], " \
           "params, grads" slots_doc "); output f32[0]",                                                     \
    .min_inputs = 4, .max_inputs = EM_MAX_INPUTS, .n_outputs = 1, .infer = update_infer, .cpu = update_cpu, \
    .gpu = em_learner_update_gpu, .attrs = EM_ATTRS("n"), .writes_input = update_writes}
@@ -222,10 +239,11 @@ const em_op_def em_ops_learner[] = {
     UPDATE("adamw", ", slots m, v"),
     UPDATE("fsadagrad", ", slots s, b"),
     {.name = "_learner_scales",
-     .doc = "per tensor (clipping's gradient multiplier, LARC's rate factor) from h f32[16] and sums of squares "
-            "f32[n] ([params' if larc,] grads'): attrs n, larc (0 none, 1 clip, 2 scale); output f32[n,2]",
+     .doc = "per tensor (the gradient multiplier of loss scaling and clipping, LARC's rate factor[, skip flag]) "
+            "from h f32[16] and sums of squares f32[n] ([params' if larc,] grads'): attrs n, larc (0 none, 1 clip, "
+            "2 scale), skip (0, 1: a third column, 1 when a gradient is not finite); output f32[n,2+skip]",
      .min_inputs = 2, .max_inputs = 3, .n_outputs = 1, .infer = scales_infer, .cpu = scales_cpu,
-     .gpu = em_learner_scales_gpu, .attrs = EM_ATTRS("n", "larc")},
+     .gpu = em_learner_scales_gpu, .attrs = EM_ATTRS("n", "larc", "skip")},
     {.name = "_learner_sumsq",
      .doc = "sums of squares f32[m] of m f32 tensors, each in 256 lanes in double folded as a tree",
      .min_inputs = 1, .max_inputs = EM_MAX_INPUTS, .n_outputs = 1, .infer = sumsq_infer, .cpu = sumsq_cpu,
@@ -233,6 +251,7 @@ const em_op_def em_ops_learner[] = {
 };
 const size_t em_ops_learner_count = sizeof em_ops_learner / sizeof em_ops_learner[0];
 
+_Static_assert(EM_LRN_H_COUNT == 16, "the hyperparameter vector keeps 16 entries (saved graphs' input shape)");
 _Static_assert(sizeof em_ops_learner / sizeof em_ops_learner[0] == EM_LRN_RULES + 2,
                "one _update_ op per rule of kernels/learner_math.h, in its order, then the two helpers");
 

@@ -21,7 +21,12 @@
  * _learner_sumsq likewise: one launch over a table of (address, size), a
  * block of EM_LRN_LANES threads per tensor, and one copy (before:
  * ceil(k / 15) launches). _learner_scales is one thread computing every
- * tensor's factors in index order (em_lrn_scales), no table. */
+ * tensor's factors in index order (em_lrn_scales), no table.
+ *
+ * Dynamic loss scaling's skip (trainer.h) costs no launch and no copy: the
+ * update kernel reads each tensor's skip flag from the scales (a third
+ * column, `cols` = 3) on the device and its blocks return before touching
+ * anything. */
 #include "learner_gpu.h"
 
 #include <stdint.h>
@@ -84,17 +89,17 @@ em_status em_learner_update_gpu(const em_op_args *a, em_tensor *const *in, em_te
   }
   const void *h = em_tensor_data(in[0]), *sc = em_tensor_data(in[1]);
   void *dtab = NULL;
-  int k = (int)n;
-  void *args[] = {&rule, &h, &sc, &dtab, &k};
+  int k = (int)n, cols = (int)em_tensor_shape(in[1])[1]; /* 3: the skip flags of dynamic loss scaling */
+  void *args[] = {&rule, &h, &sc, &cols, &dtab, &k};
   return launch_with_table(a, "em_learner_update_f32", tab, n, (unsigned)blocks, 256, &dtab, args);
 }
 
 em_status em_learner_scales_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
-  int larc = (int)em_attr_int(a, "larc", 0), n = (int)em_attr_int(a, "n", 1);
+  int larc = (int)em_attr_int(a, "larc", 0), n = (int)em_attr_int(a, "n", 1), skip = (int)em_attr_int(a, "skip", 0);
   const void *h = em_tensor_data(in[0]), *sp = larc ? em_tensor_data(in[1]) : NULL;
   const void *sg = em_tensor_data(in[larc ? 2 : 1]);
   void *o = em_tensor_data(out[0]);
-  void *args[] = {&h, &larc, &n, &sp, &sg, &o};
+  void *args[] = {&h, &larc, &skip, &n, &sp, &sg, &o};
   return em_ops_launch(a, "em_learner_scales_f32", (em_dim3){1, 1, 1}, (em_dim3){1, 1, 1}, 0, args);
 }
 
