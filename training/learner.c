@@ -15,6 +15,7 @@
 
 #include "ember.h"
 #include "error.h"
+#include "learner_internal.h"
 #include "schedule_internal.h"
 #include "../kernels/learner_math.h"
 
@@ -36,6 +37,10 @@ struct em_learner {
   em_tensor *h;               /* the feed's tensor (host, f32[EM_LRN_H_COUNT]) */
   uint64_t steps, samples;
   double smoothed;            /* fsadagrad: CNTK's smoothedCount */
+  /* Dynamic loss scaling (em_learner_attach_scaled): the gradients are
+   * those of the loss times S; unscale = 1 / S goes to h[EM_LRN_H_UNSCALE]. */
+  int loss_scaled;
+  double unscale;
 };
 
 static const char *const kind_names[] = {"sgd",      "momentum", "nesterov", "adagrad",  "rmsprop",
@@ -264,16 +269,23 @@ static em_status slot_value(em_learner *l, em_graph *g, int i, int slot, em_var 
 }
 
 /* The scales input: _learner_scales over the sums when clipping by global
- * norm or LARC is on, else a constant of ones. */
-static em_status scales_value(em_learner *l, em_graph *g, const em_var *grads, em_var *out) {
+ * norm or LARC is on, or with loss scaling (grad_sumsq >= 0: the trainer's
+ * sums of these gradients, and the skip flags: every step needs the 1 / S
+ * multiplier and the finiteness test), else a constant of ones (f32[n, 2],
+ * as graphs saved before loss scaling hold it). */
+static em_status scales_value(em_learner *l, em_graph *g, const em_var *grads, em_var grad_sumsq, em_var *out) {
   int n = l->n;
-  if (l->cfg.clip_norm > 0 || l->cfg.larc) {
+  if (l->cfg.clip_norm > 0 || l->cfg.larc || grad_sumsq >= 0) {
     int larc = (int)l->cfg.larc;
     em_var in[3] = {l->h_input};
     em_status s = larc ? em_apply(g, "_learner_sumsq", l->params, n, NULL, 0, &in[1], 1) : EM_OK;
-    if (!s) s = em_apply(g, "_learner_sumsq", grads, n, NULL, 0, &in[larc ? 2 : 1], 1);
-    em_attr at[2] = {{.name = "n", .type = EM_ATTR_INT, .i = n}, {.name = "larc", .type = EM_ATTR_INT, .i = larc}};
-    if (!s) s = em_apply(g, "_learner_scales", in, larc ? 3 : 2, at, 2, out, 1);
+    if (grad_sumsq >= 0) in[larc ? 2 : 1] = grad_sumsq;
+    else if (!s) s = em_apply(g, "_learner_sumsq", grads, n, NULL, 0, &in[larc ? 2 : 1], 1);
+    em_attr at[3] = {{.name = "n", .type = EM_ATTR_INT, .i = n},
+                     {.name = "larc", .type = EM_ATTR_INT, .i = larc},
+                     {.name = "skip", .type = EM_ATTR_INT, .i = 1}};
+    /* Without loss scaling the node is the one of before (no skip attribute). */
+    if (!s) s = em_apply(g, "_learner_scales", in, larc ? 3 : 2, at, grad_sumsq >= 0 ? 3 : 2, out, 1);
     return s;
   }
   float *ones = malloc(sizeof(float) * 2 * (size_t)n);
@@ -334,7 +346,7 @@ static em_status check_params(const em_learner *l, em_graph *g, const em_var *gr
   return EM_OK;
 }
 
-API em_status em_learner_attach(em_learner *l, em_graph *g, const em_var *grads, em_var *update) {
+static em_status attach(em_learner *l, em_graph *g, const em_var *grads, em_var grad_sumsq, em_var *update) {
   if (!l || !g || !grads || !update) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_learner_attach: NULL argument");
   if (l->g) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_learner_attach: learner '%s' is attached already", l->name);
   em_status s = check_params(l, g, grads);
@@ -350,7 +362,7 @@ API em_status em_learner_attach(em_learner *l, em_graph *g, const em_var *grads,
   if (!s && !in) s = em_fail(EM_ERR_OUT_OF_MEMORY, "no memory for a learner's inputs");
   if (!s) {
     in[0] = l->h_input;
-    s = scales_value(l, g, grads, &in[1]);
+    s = scales_value(l, g, grads, grad_sumsq, &in[1]);
   }
   for (int i = 0; i < n && !s; i++) {
     in[2 + i] = l->params[i];
@@ -364,8 +376,25 @@ API em_status em_learner_attach(em_learner *l, em_graph *g, const em_var *grads,
   free(in);
   if (s) return em_fail_context(s, "em_learner_attach: learner '%s'", l->name);
   l->g = g;
+  l->loss_scaled = grad_sumsq >= 0;
+  l->unscale = 1.0;
   *update = l->update;
   return EM_OK;
+}
+
+API em_status em_learner_attach(em_learner *l, em_graph *g, const em_var *grads, em_var *update) {
+  return attach(l, g, grads, -1, update);
+}
+
+em_status em_learner_attach_scaled(em_learner *l, em_graph *g, const em_var *grads, em_var grad_sumsq,
+                                   em_var *update) {
+  if (grad_sumsq < 0)
+    return em_fail(EM_ERR_INVALID_ARGUMENT, "em_learner_attach: loss scaling needs the gradients' sums of squares");
+  return attach(l, g, grads, grad_sumsq, update);
+}
+
+void em_learner_set_grad_unscale(em_learner *l, double unscale) {
+  if (l) l->unscale = unscale;
 }
 
 /* ------------------------------------------------------------------ steps --- */
@@ -431,6 +460,7 @@ static void hyper(const em_learner *l, uint64_t mb, double *h) {
   h[EM_LRN_H_CLIPN] = c->clip_norm;
   h[EM_LRN_H_ETA] = c->larc ? c->larc_eta : 0;
   h[EM_LRN_H_LARC_WD] = c->weight_decay + c->l2;
+  h[EM_LRN_H_UNSCALE] = l->loss_scaled ? l->unscale : 1;
 }
 
 API em_status em_learner_feed(em_learner *l, uint64_t minibatch_samples, em_feed *out) {

@@ -76,10 +76,18 @@ API em_status em_trainer_create(em_graph *graph, em_var loss, em_var metric, em_
   if (opt.precision != EM_F32 && opt.precision != EM_F16 && opt.precision != EM_BF16)
     return em_fail(EM_ERR_INVALID_ARGUMENT, "em_trainer_create: precision %s (%d); it must be f32, f16 or bf16",
                    em_dtype_name(opt.precision), (int)opt.precision);
-  if (opt.threads > 0 && (s = em_set_num_threads(opt.threads))) return s;
 
   em_trainer *t = calloc(1, sizeof *t);
   if (!t) return em_fail(EM_ERR_OUT_OF_MEMORY, "em_trainer_create: out of memory");
+  /* Checked before anything changes (the thread count, the graph). */
+  if ((s = em_trainer_scaling_options(t, &opt))) {
+    free(t);
+    return s;
+  }
+  if (opt.threads > 0 && (s = em_set_num_threads(opt.threads))) {
+    free(t);
+    return s;
+  }
   t->g = graph;
   t->opt = opt;
   t->loss = loss;
@@ -139,6 +147,8 @@ API void em_trainer_free(em_trainer *t) {
   em_exec_free(t->train);
   em_exec_free(t->eval);
   em_trainer_free_updates(t);
+  em_tensor_release(t->scale_feed);
+  free(t->skipped);
   free(t->learners);
   free(t);
 }
@@ -206,17 +216,27 @@ API em_status em_trainer_train_minibatch(em_trainer *t, const em_feed *feeds, in
   em_minibatch_result r = {0};
   em_status s = count_samples(feeds, n_feeds, "em_trainer_train_minibatch", &r.samples);
   if (s) return s;
-  em_feed extra[EM_TRAINER_MAX_LEARNERS];
-  int n_extra = 0;
-  if ((s = em_trainer_hyper_feeds(t, r.samples, extra, &n_extra))) return s;
-  s = run_step(t, t->train, t->n_train_out, feeds, n_feeds, extra, n_extra, t->gsumsq_host, &r);
-  em_trainer_release_hyper_feeds(extra, n_extra);
+  em_feed extra[EM_TRAINER_MAX_LEARNERS + 1];
+  int n_extra = 0, n_scale = 0;
+  /* The loss scale first: it sets the learners' 1 / S that their feeds carry. */
+  if ((s = em_trainer_scaling_feed(t, extra, &n_scale))) return s;
+  if ((s = em_trainer_hyper_feeds(t, r.samples, extra + n_scale, &n_extra))) return s;
+  s = run_step(t, t->train, t->n_train_out, feeds, n_feeds, extra, n_scale + n_extra, t->gsumsq_host, &r);
+  em_trainer_release_hyper_feeds(extra + n_scale, n_extra);
   if (s) return em_fail_context(s, "em_trainer_train_minibatch (step %llu)", (unsigned long long)t->steps + 1);
   /* A diverged step is not counted, so the accounting (and a checkpoint
    * of it) stays finite; its updates ran, which the message says. */
   if ((s = em_trainer_check_finite(t, r.loss, t->steps + 1))) return em_fail_context(s, "em_trainer_train_minibatch");
-  /* The updates happened: the learners' host counters move on. */
-  if ((s = em_trainer_learners_stepped(t, r.samples))) return s;
+  /* The updates happened: the learners' host counters move on. With loss
+   * scaling, only those of the learners that did not skip, and S moves;
+   * a skipped step still counts below (its minibatch was consumed and its
+   * loss is real; trainer.h). */
+  if (t->scaling) {
+    if ((s = em_trainer_scaling_step(t, r.samples, t->steps + 1)))
+      return em_fail_context(s, "em_trainer_train_minibatch");
+  } else if ((s = em_trainer_learners_stepped(t, r.samples))) {
+    return s;
+  }
   t->steps++;
   t->samples += r.samples;
   t->epoch_minibatches++;
@@ -255,6 +275,8 @@ API em_status em_trainer_get_totals(const em_trainer *t, em_trainer_totals *out)
       .test_samples = t->test_samples,
       .test_loss = t->test_samples ? t->test_loss_sum / (double)t->test_samples : NAN,
       .test_metric = t->has_metric && t->test_samples ? t->test_metric_sum / (double)t->test_samples : NAN,
+      .loss_scale = t->scaling ? t->scale : NAN,
+      .skipped_steps = t->scaling ? t->skipped_steps : 0,
   };
   return EM_OK;
 }

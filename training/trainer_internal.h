@@ -38,6 +38,20 @@ struct em_trainer {
    * (+inf before the first), its epoch (0: none) and the epochs since. */
   double best_metric;
   int64_t best_epoch, epochs_since_best;
+  /* Dynamic loss scaling (trainer.h em_loss_scaling, trainer_scaling.c).
+   * scaling: on (DYNAMIC, or AUTO with precision EM_F16). ls: the options
+   * with their defaults filled in. scale_input: the graph input
+   * "trainer.loss_scale" (the loss's dtype, shape []) the gradients' loss is
+   * multiplied by, fed from scale_feed. scale: S; scale_clean: clean steps
+   * since the last skip or growth; skipped_steps: steps some learner
+   * skipped, ever; skipped: per learner, the last step's decision. */
+  int scaling;
+  em_loss_scaling ls;
+  em_var scale_input;
+  em_tensor *scale_feed;
+  double scale;
+  uint64_t scale_clean, skipped_steps;
+  unsigned char *skipped;
 };
 
 double em_trainer_now(void);
@@ -52,7 +66,23 @@ em_status em_trainer_hyper_feeds(em_trainer *t, uint64_t samples, em_feed *feeds
 void em_trainer_release_hyper_feeds(em_feed *feeds, int n);
 em_status em_trainer_learners_stepped(em_trainer *t, uint64_t samples);
 /* EM_ERR_NOT_FINITE naming step and what when the loss or a gradient's sum
- * of squares (gsumsq_host, fetched by the step) is NaN or inf. */
+ * of squares (gsumsq_host, fetched by the step) is NaN or inf. With loss
+ * scaling the loss only: a gradient that is not finite is a skip. */
 em_status em_trainer_check_finite(const em_trainer *t, double loss, uint64_t step);
+
+/* trainer_scaling.c: dynamic loss scaling. _options: resolves and checks
+ * options->loss_scaling into t (em_trainer_create, before anything is
+ * built). _loss: the value whose gradients the learners take (loss_mean,
+ * or loss_mean * S with scaling). _feed: before a step, the S feed (out:
+ * one feed, or none without scaling: *n = 0) and each learner's 1 / S.
+ * _step: after a step's run whose loss is finite: which learners skip
+ * (from gsumsq_host), their counters, S; fails (EM_ERR_NOT_FINITE,
+ * changing nothing) when S would fall below min_scale. _reset: a fresh
+ * state (S = init_scale). */
+em_status em_trainer_scaling_options(em_trainer *t, const em_trainer_options *o);
+em_status em_trainer_scaling_loss(em_trainer *t, em_var *loss);
+em_status em_trainer_scaling_feed(em_trainer *t, em_feed *feed, int *n);
+em_status em_trainer_scaling_step(em_trainer *t, uint64_t samples, uint64_t step);
+void em_trainer_scaling_reset(em_trainer *t);
 
 #endif

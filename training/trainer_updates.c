@@ -9,7 +9,23 @@
 
 #include "ember/learner.h"
 #include "error.h"
+#include "learner_internal.h"
 #include "trainer_internal.h"
+
+/* Each learner's gradients' sums of squares, for the check after a step
+ * (one pass over the gradients; without loss scaling the learner's own
+ * clipping by global norm keeps its sums inside its node). */
+static em_status gradient_sums(em_trainer *t) {
+  int k = 0;
+  for (int i = 0; i < t->n_learners; i++) {
+    int n = 0;
+    em_learner_params(t->learners[i], &n);
+    em_status s = em_apply(t->g, "_learner_sumsq", t->grads + k, n, NULL, 0, &t->gsumsq[i], 1);
+    if (s) return em_fail_context(s, "em_trainer_create: learner %d's gradient norms", i);
+    k += n;
+  }
+  return EM_OK;
+}
 
 em_status em_trainer_build_updates(em_trainer *t) {
   if (t->n_learners > EM_TRAINER_MAX_LEARNERS)
@@ -44,15 +60,26 @@ em_status em_trainer_build_updates(em_trainer *t) {
     }
   }
   t->n_params = k;
-  /* One em_gradients call for all of them: one backward pass in the plan. */
-  em_status s = em_gradients(t->g, t->loss_mean, t->params, t->n_params, t->grads);
+  /* One em_gradients call for all of them: one backward pass in the plan.
+   * With loss scaling, of loss_mean * S (trainer_scaling.c). */
+  em_var loss;
+  em_status s = em_trainer_scaling_loss(t, &loss);
+  if (s) return s;
+  s = em_gradients(t->g, loss, t->params, t->n_params, t->grads);
   if (s) return em_fail_context(s, "em_trainer_create: the gradients of the loss");
+  t->gsumsq = malloc(sizeof *t->gsumsq * (size_t)t->n_learners);
+  t->gsumsq_host = malloc(sizeof *t->gsumsq_host * (size_t)t->n_params);
+  if (!t->gsumsq || !t->gsumsq_host) return em_fail(EM_ERR_OUT_OF_MEMORY, "em_trainer_create: out of memory");
+  /* With loss scaling the sums come first: each learner's skip decision on
+   * the device reads the very node the trainer fetches (learner_internal.h). */
+  if (t->scaling && (s = gradient_sums(t))) return s;
   k = 0;
   for (int i = 0; i < t->n_learners; i++) {
     int n = 0;
     em_learner_params(t->learners[i], &n);
-    if ((s = em_learner_attach(t->learners[i], t->g, t->grads + k, &t->updates[i])))
-      return em_fail_context(s, "em_trainer_create: learner %d", i);
+    s = t->scaling ? em_learner_attach_scaled(t->learners[i], t->g, t->grads + k, t->gsumsq[i], &t->updates[i])
+                   : em_learner_attach(t->learners[i], t->g, t->grads + k, &t->updates[i]);
+    if (s) return em_fail_context(s, "em_trainer_create: learner %d", i);
     k += n;
   }
   /* Learners of one name share the graph's "<name>.hyperparameters" input
@@ -77,21 +104,9 @@ em_status em_trainer_build_updates(em_trainer *t) {
   free(h);
   if (s) return s;
   t->n_updates = t->n_learners;
-  /* Each learner's gradients' sums of squares, for the check after a step
-   * (one pass over the gradients; the learner's own clipping by global norm
-   * keeps its sums inside its node). */
-  t->gsumsq = malloc(sizeof *t->gsumsq * (size_t)t->n_learners);
-  t->gsumsq_host = malloc(sizeof *t->gsumsq_host * (size_t)t->n_params);
-  if (!t->gsumsq || !t->gsumsq_host) return em_fail(EM_ERR_OUT_OF_MEMORY, "em_trainer_create: out of memory");
-  k = 0;
-  for (int i = 0; i < t->n_learners; i++) {
-    int n = 0;
-    em_learner_params(t->learners[i], &n);
-    if ((s = em_apply(t->g, "_learner_sumsq", t->grads + k, n, NULL, 0, &t->gsumsq[i], 1)))
-      return em_fail_context(s, "em_trainer_create: learner %d's gradient norms", i);
-    k += n;
-  }
-  return EM_OK;
+  /* Without loss scaling the sums come after the updates, as they always
+   * have (the graph is the one of before). */
+  return t->scaling ? EM_OK : gradient_sums(t);
 }
 
 void em_trainer_free_updates(em_trainer *t) {
@@ -109,6 +124,7 @@ em_status em_trainer_check_finite(const em_trainer *t, double loss, uint64_t ste
                    "NaN or inf in the data); the step's updates ran, so the parameters may hold NaN or inf: restore "
                    "the last checkpoint",
                    (unsigned long long)step, loss);
+  if (t->scaling) return EM_OK; /* a gradient that is not finite is a skip (em_trainer_scaling_step) */
   int k = 0;
   for (int i = 0; i < t->n_learners; i++) {
     int n = 0;

@@ -135,6 +135,13 @@ typedef struct em_trainer_totals {
   /* Evaluation since em_trainer_reset_test. */
   uint64_t test_samples;
   double test_loss, test_metric;
+  /* Dynamic loss scaling (em_loss_scaling): S for the next step (NaN when
+   * scaling is off) and the training steps some learner skipped, ever (0
+   * when off). A skipped step counts in steps, samples and the epoch's
+   * loss and metric like any other: its minibatch was consumed and its loss
+   * is real; only the learners that skipped do not count it. */
+  double loss_scale;
+  uint64_t skipped_steps;
 } em_trainer_totals;
 EM_API em_status em_trainer_get_totals(const em_trainer *t, em_trainer_totals *out);
 /* Starts an epoch's accounting (resets the epoch_* fields and the clock). */
