@@ -46,7 +46,25 @@ typedef struct em_learner em_learner; /* learner.h */
  * skipped by the learners it concerns (their parameters, state and counters stay as they
  * were), and S is multiplied by backoff_factor; after growth_interval consecutive clean
  * steps S is multiplied by growth_factor. The defaults are PyTorch's GradScaler's. The
- * state (S, the clean-step count, the skipped steps) is saved in checkpoints. */
+ * state (S, the clean-step count, the skipped steps) is saved in checkpoints.
+ *
+ * How Ember does it (training/trainer_scaling.c): S is a graph input ("trainer.loss_scale")
+ * fed each step; each learner multiplies its gradients by 1 / S before clipping (by value or
+ * global norm: the norm is that of the unscaled gradients), LARC and its rule see them; a
+ * learner skips when any of its gradients' sums of squares (the trainer's divergence check's
+ * sums) is inf or NaN, decided on the device in the step's own executor run, so a skip costs
+ * no extra run or copy. The reported loss is the unscaled one. A skipped step still counts in
+ * the trainer's accounting (em_trainer_totals.skipped_steps says how many); a learner that
+ * skipped does not count it (em_learner_steps, its schedules, adam's bias correction). With S
+ * a power of two (the defaults keep it one) scaling and unscaling are exact, so an f32 run
+ * with scaling gives bitwise the parameters of one without, absent overflow and subnormals.
+ * S never grows above FLT_MAX (it is fed as f32). Every field is checked whatever the mode
+ * (em_trainer_create fails naming it): growth_factor > 1, backoff_factor in (0, 1),
+ * growth_interval >= 1, init_scale and min_scale finite and > 0, init_scale >= min_scale,
+ * init_scale <= FLT_MAX. A checkpoint of a trainer with scaling restores only into a trainer
+ * with scaling (the settings are the restoring trainer's; S, the clean count and the skips the
+ * checkpoint's); one without scaling, or written before it existed, restores into a trainer
+ * with scaling with S starting fresh at init_scale. */
 typedef enum em_loss_scale_mode {
   EM_LOSS_SCALE_AUTO = 0,     /* dynamic when precision is EM_F16, none otherwise */
   EM_LOSS_SCALE_DYNAMIC = 1,
@@ -112,7 +130,12 @@ typedef struct em_minibatch_result {
  * learners' state may hold NaN or inf: restore the last checkpoint (which
  * em_trainer_fit never writes from such a step). PyTorch trains on silently
  * (clip_grad_norm_'s error_if_nonfinite is off by default); CNTK stops on a
- * NaN criterion; Ember stops at the step. */
+ * NaN criterion; Ember stops at the step.
+ *
+ * With dynamic loss scaling (em_loss_scaling) a gradient that is not finite
+ * is no error but a skip of the learners it concerns, counted as a step;
+ * the step fails (EM_ERR_NOT_FINITE, nothing counted, S as it was) only when
+ * the loss itself is not finite or the skip would take S below min_scale. */
 EM_API em_status em_trainer_train_minibatch(em_trainer *t, const em_feed *feeds, int n_feeds,
                                             em_minibatch_result *out);
 /* One evaluation step (no update, inference mode): the loss and metric of
@@ -284,7 +307,9 @@ EM_API em_status em_trainer_save_checkpoint(em_trainer *t, const char *path, con
  * mode on any device. Everything is checked before anything changes: a
  * missing value or section, a shape mismatch or a damaged file fails
  * (EM_ERR_CORRUPT or the checkpoint's error, naming it) and leaves the
- * trainer, the graph and the source as they were. */
+ * trainer, the graph and the source as they were. Loss scaling: a
+ * checkpoint written with it is refused (EM_ERR_CORRUPT) by a trainer
+ * without it; the other way S starts at init_scale (em_loss_scaling). */
 EM_API em_status em_trainer_restore_checkpoint(em_trainer *t, const char *path, em_minibatch_source *source);
 
 /* The trainer's own host state (accounting, early stopping, the executors'
