@@ -7,7 +7,8 @@
  *    advanced), S backs off each time until the gradients are finite, and
  *    the first clean step equals an unscaled step bitwise;
  *  - growth after exactly growth_interval clean steps, the count reset by
- *    a skip; the min_scale failure (EM_ERR_NOT_FINITE, nothing counted);
+ *    a skip; the min_scale failure (EM_ERR_NOT_FINITE, nothing counted); a
+ *    non-finite loss still the divergence error (nothing counted, S kept);
  *  - a scaled run with S a power of two gives bitwise the parameters,
  *    state and losses of an unscaled run: sgd, momentum, nesterov, adam,
  *    adamw with clipping by global norm (and by value, L2), LARC;
@@ -412,6 +413,32 @@ static void test_min_scale(void **state) {
   rig_free(&r);
 }
 
+/* With loss scaling a non-finite gradient is a skip, but a non-finite loss is still divergence:
+ * EM_ERR_NOT_FINITE naming the loss, nothing counted, S as it was (x2 = inf: the loss is inf; the
+ * gradients are not finite either, so the learner skipped on the device and the model is intact). */
+static void test_non_finite_loss_is_divergence(void **state) {
+  (void)state;
+  em_trainer_options o = scaled(em_cpu(), 1024, 2);
+  rig r;
+  rig_one(&r, EM_LEARNER_ADAM, 0, &o);
+  CHECK(train(r.t, &r.m, 0, 1, NULL));
+  snap s0, s;
+  snapshot(r.m.g, &s0);
+  assert_int_equal(train(r.t, &r.m, 1, INFINITY, NULL), EM_ERR_NOT_FINITE);
+  if (!strstr(em_last_error(), "step 2: the loss is")) fail_msg("message: %s", em_last_error());
+  em_trainer_totals tot = totals(r.t);
+  assert_int_equal(tot.steps, 1);
+  assert_int_equal(tot.skipped_steps, 0);
+  assert_true(tot.loss_scale == 1024);
+  assert_int_equal(em_learner_steps(r.l[0]), 1);
+  snapshot(r.m.g, &s);
+  snap_equal(&s, &s0, "after a step whose loss was inf");
+  /* and training goes on: the clean count was not moved by the failed step (growth after step 3) */
+  CHECK(train(r.t, &r.m, 2, 1, NULL));
+  assert_true(totals(r.t).loss_scale == 2048);
+  rig_free(&r);
+}
+
 /* A scaled run (S = 1024 growing to 2048, 4096: powers of two) gives bitwise the parameters, the
  * learners' state and the losses of an unscaled run, step by step. */
 static void scaled_equals_unscaled(em_device dev) {
@@ -604,6 +631,7 @@ int main(void) {
       cmocka_unit_test(test_overflow_backs_off),
       cmocka_unit_test(test_growth),
       cmocka_unit_test(test_min_scale),
+      cmocka_unit_test(test_non_finite_loss_is_divergence),
       cmocka_unit_test(test_scaled_equals_unscaled),
       cmocka_unit_test(test_two_learners_one_skips),
       cmocka_unit_test(test_checkpoint_resume),
