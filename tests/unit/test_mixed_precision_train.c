@@ -161,6 +161,15 @@ static void mlp_reaches_fp32(em_device dev, const char *where) {
   if (!(a32 > 0.8)) fail_msg("%s: the fp32 MLP reached only %.4f: the comparison needs a model that learned", where, a32);
   if (!(a16 >= a32 - MARGIN)) fail_msg("%s: fp16 reached %.4f, fp32 %.4f (margin %.2f)", where, a16, a32, MARGIN);
   if (!(ab16 >= a32 - MARGIN)) fail_msg("%s: bf16 reached %.4f, fp32 %.4f (margin %.2f)", where, ab16, a32, MARGIN);
+  /* dynamic loss scaling ran for fp16 only (em_loss_scaling's AUTO): 2^16 at the start, halved
+   * at each skipped step (this model's weight gradients overflow f16 at 2^16 once: a sum over
+   * 64 samples of inputs near 1 times output gradients near 2^16 / 64), no growth before 2000
+   * clean steps; bf16 and fp32 have none */
+  if (t16.skipped_steps > 3 || t16.loss_scale != ldexp(65536.0, -(int)t16.skipped_steps) || !isnan(t32.loss_scale) ||
+      !isnan(tb16.loss_scale))
+    fail_msg("%s: loss scales fp16 %g (%llu skipped), fp32 %g, bf16 %g; expected 2^16 / 2^skipped (at most 3 "
+             "skipped), none, none",
+             where, t16.loss_scale, (unsigned long long)t16.skipped_steps, t32.loss_scale, tb16.loss_scale);
   /* the half runs really were other runs: their losses differ from fp32's */
   if (t16.epoch_loss == t32.epoch_loss || tb16.epoch_loss == t32.epoch_loss)
     fail_msg("%s: a half-precision run has fp32's exact loss (%.17g): nothing ran in half", where, t32.epoch_loss);
