@@ -278,15 +278,7 @@ int em_cublas_half_supports(em_dtype dt, int cc, char *why, size_t cap) {
    * device: CUBLAS_STATUS_NOT_SUPPORTED for a bf16 cublasGemmStridedBatchedEx on a P100
    * (6.0) with CUDA 11.3 while a T4 (7.5) ran it (pytorch/pytorch#57773). So half products go
    * to cuBLAS only where the tensor cores for their dtype are. */
-  const int need = dt == EM_F16 ? 70 : 80;
-  if (cc < need) {
-    snprintf(why, cap, "%s products take the f32 road on CC %d.%d: tensor cores for %s start at CC %d.%d (%s)",
-             em_dtype_name(dt), cc / 10, cc % 10, em_dtype_name(dt), need / 10, need % 10,
-             dt == EM_F16 ? "Volta" : "Ampere");
-    return 0;
-  }
-  snprintf(why, cap, "CC %d.%d has %s tensor cores", cc / 10, cc % 10, em_dtype_name(dt));
-  return 1;
+  return em_libs_half_supports(dt, cc, "products", why, cap);
 }
 
 #define API __attribute__((visibility("default")))

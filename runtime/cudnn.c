@@ -314,15 +314,7 @@ int em_cudnn_half_supports(em_dtype dt, int cc, char *why, size_t cap) {
    * Ampere (cudnnConvolutionForward's table of supported configurations), but tensor cores for
    * f16 start with Volta (7.0): below it a half convolution through cuDNN would be no faster
    * than Ember's f32 road, which rounds the same way. */
-  const int need = dt == EM_F16 ? 70 : 80;
-  if (cc < need) {
-    snprintf(why, cap, "%s convolutions take the f32 road on CC %d.%d: tensor cores for %s start at CC %d.%d (%s)",
-             em_dtype_name(dt), cc / 10, cc % 10, em_dtype_name(dt), need / 10, need % 10,
-             dt == EM_F16 ? "Volta" : "Ampere");
-    return 0;
-  }
-  snprintf(why, cap, "CC %d.%d has %s tensor cores", cc / 10, cc % 10, em_dtype_name(dt));
-  return 1;
+  return em_libs_half_supports(dt, cc, "convolutions", why, cap);
 }
 
 int em_cudnn_takes(const em_cudnn_geom *g, char *why, size_t cap) {

@@ -137,3 +137,15 @@ void em_libs_forget(void) {
   memset(found, 0, sizeof found);
   probed = 0;
 }
+
+int em_libs_half_supports(int dt, int cc, const char *what, char *why, size_t cap) {
+  const int need = dt == EM_F16 ? 70 : 80;
+  if (cc < need) {
+    snprintf(why, cap, "%s %s take the f32 road on CC %d.%d: tensor cores for %s start at CC %d.%d (%s)",
+             em_dtype_name(dt), what, cc / 10, cc % 10, em_dtype_name(dt), need / 10, need % 10,
+             dt == EM_F16 ? "Volta" : "Ampere");
+    return 0;
+  }
+  snprintf(why, cap, "CC %d.%d has %s tensor cores", cc / 10, cc % 10, em_dtype_name(dt));
+  return 1;
+}

@@ -164,6 +164,11 @@ void em_driver_unload(em_runtime *rt);
  * under $CUDA_HOME, $CUDA_PATH and /usr/local/cuda (lib64/), kept mapped
  * (RTLD_NODELETE). NULL when none loads; path holds the last one tried. */
 void *em_libs_open(const char *soname, char *path, size_t cap);
+/* Whether CC cc has tensor cores for half dtype dt (f16 from Volta, 7.0; bf16 from Ampere,
+ * 8.0), where the fast mode sends f16/bf16 `what` ("products", "convolutions") to cuBLAS or
+ * cuDNN: elsewhere such a call is no faster than Ember's f32 road, which rounds the same way.
+ * The reason, either way, in why (runtime/libs.c). */
+int em_libs_half_supports(int dt /* em_dtype */, int cc, const char *what, char *why, size_t cap);
 
 /* Forgets the CUDA library probe (libs.c), so the next query looks again. */
 void em_libs_forget(void);
