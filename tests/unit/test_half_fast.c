@@ -19,54 +19,13 @@
 #include "cudnn.h"
 #include "fakecublas/fakecublas.h"
 #include "fakecudnn/fakecudnn.h"
+#include "half_ref.h"
 #include "op_testkit.h"
 
 static em_attr AI(const char *name, int64_t v) { return (em_attr){.name = name, .type = EM_ATTR_INT, .i = v}; }
 static em_attr AF(const char *name, double v) { return (em_attr){.name = name, .type = EM_ATTR_FLOAT, .f = v}; }
 static em_attr AIS(const char *name, const int64_t *v, int n) {
   return (em_attr){.name = name, .type = EM_ATTR_INTS, .ints = v, .n = n};
-}
-
-/* ---------------------------------------------- this file's half codes --- */
-
-/* IEEE binary16 and bfloat16 to double, bit by bit (no library code). */
-static double f16_value(uint16_t h) {
-  int sign = h >> 15, e = (h >> 10) & 31, m = h & 1023;
-  double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(1024 + m, e - 25);
-  return sign ? -v : v;
-}
-static double bf16_value(uint16_t h) {
-  int sign = h >> 15, e = (h >> 7) & 255, m = h & 127;
-  double v = e == 0 ? ldexp(m, -133) : e == 255 ? (m ? NAN : INFINITY) : ldexp(128 + m, e - 134);
-  return sign ? -v : v;
-}
-/* The spacing of half values near v: what one rounding may move a result by twice. */
-static double half_ulp(em_dtype t, double v) {
-  int e;
-  frexp(fabs(v) > 0 ? fabs(v) : 1e-30, &e);
-  return t == EM_F16 ? ldexp(1.0, (e - 11 > -24 ? e - 11 : -24)) : ldexp(1.0, e - 8);
-}
-
-static double *decoded(const em_tensor *x) {
-  int64_t n = em_tensor_numel(x);
-  double *v = malloc(sizeof *v * (size_t)(n ? n : 1));
-  const uint16_t *p = em_tensor_data(x);
-  for (int64_t i = 0; i < n; i++) v[i] = em_tensor_dtype(x) == EM_F16 ? f16_value(p[i]) : bf16_value(p[i]);
-  return v;
-}
-
-/* Every element within one rounding (half an ulp) of want: the libraries accumulate in f32,
- * then round once. Plus the f32 sum's own error, which only matters where terms of size ~1
- * cancel to a result far below them: 2^-22 (a few f32 roundings of such terms). */
-static void expect_one_rounding(const em_tensor *got, em_dtype t, const double *want, int64_t n, const char *what) {
-  assert_int_equal(em_tensor_dtype(got), t);
-  assert_int_equal(em_tensor_numel(got), n);
-  double *v = decoded(got);
-  for (int64_t i = 0; i < n; i++)
-    if (!(fabs(v[i] - want[i]) <= 0.5 * half_ulp(t, want[i]) * 1.001 + 1e-6 * fabs(want[i]) + ldexp(1.0, -22)))
-      fail_msg("%s (%s): element %lld is %.9g, want %.9g within one rounding", what, em_dtype_name(t), (long long)i,
-               v[i], want[i]);
-  free(v);
 }
 
 /* ------------------------------------------------------- the doubles --- */
@@ -222,7 +181,7 @@ static void products_through_cublas(em_dtype t) {
   {
     const int64_t sa[3] = {3, 5, 33}, sb[3] = {3, 33, 7};
     em_tensor *a = ot_rand(t, 3, sa, 1, -2, 2), *b = ot_rand(t, 3, sb, 2, -2, 2), *in[2] = {a, b};
-    double *av = decoded(a), *bv = decoded(b), want[3 * 5 * 7];
+    double *av = ts_half_decoded(a), *bv = ts_half_decoded(b), want[3 * 5 * 7];
     for (int z = 0; z < 3; z++) ref_product(av + z * 165, bv + z * 231, 0, 0, 5, 7, 33, 1, NULL, 0, 0, 0, want + z * 35);
     snprintf(what, sizeof what, "matmul %s", em_dtype_name(t));
     unsigned long before = blas_calls("cublasGemmStridedBatchedEx");
@@ -231,7 +190,7 @@ static void products_through_cublas(em_dtype t) {
     expect_half_gemm(t, what);
     expect_contains(last_gemm(), "batch=3 ", what);
     expect_cublas_road(road, t, what);
-    expect_one_rounding(y, t, want, 105, what);
+    ts_expect_one_rounding(y, t, want, 105, what);
     free(av), free(bv);
     em_tensor_release(a), em_tensor_release(b), em_tensor_release(y);
   }
@@ -240,7 +199,7 @@ static void products_through_cublas(em_dtype t) {
     const int64_t sa[2] = {9, 4}, sb[2] = {9, 6}, sc_row[1] = {6}, sc_col[2] = {4, 1};
     em_tensor *a = ot_rand(t, 2, sa, 3, -1, 1), *b = ot_rand(t, 2, sb, 4, -1, 1);
     em_tensor *c = col ? ot_rand(t, 2, sc_col, 5, -1, 1) : ot_rand(t, 1, sc_row, 5, -1, 1), *in[3] = {a, b, c};
-    double *av = decoded(a), *bv = decoded(b), *cv = decoded(c), want[24];
+    double *av = ts_half_decoded(a), *bv = ts_half_decoded(b), *cv = ts_half_decoded(c), want[24];
     ref_product(av, bv, 1, 0, 4, 6, 9, 0.5, cv, col ? 4 : 1, col ? 1 : 6, 2, want);
     const em_attr at[3] = {AI("transA", 1), AF("alpha", 0.5), AF("beta", 2)};
     snprintf(what, sizeof what, "gemm %s, c a %s", em_dtype_name(t), col ? "column" : "row");
@@ -249,7 +208,7 @@ static void products_through_cublas(em_dtype t) {
     if (gemm_calls() != before + 1) fail_msg("%s: %lu cuBLAS products, want 1", what, gemm_calls() - before);
     expect_half_gemm(t, what);
     expect_cublas_road(road, t, what);
-    expect_one_rounding(y, t, want, 24, what);
+    ts_expect_one_rounding(y, t, want, 24, what);
     free(av), free(bv), free(cv);
     em_tensor_release(a), em_tensor_release(b), em_tensor_release(c), em_tensor_release(y);
   }
@@ -258,7 +217,7 @@ static void products_through_cublas(em_dtype t) {
     const int64_t sa[3] = {2, 5, 8}, sb[2] = {8, 3}, sdy[3] = {2, 5, 3};
     em_tensor *a = ot_rand(t, 3, sa, 6, -1, 1), *b = ot_rand(t, 2, sb, 7, -1, 1), *dy = ot_rand(t, 3, sdy, 8, -1, 1);
     em_tensor *in[3] = {dy, a, b};
-    double *av = decoded(a), *bv = decoded(b), *dv = decoded(dy), want[80];
+    double *av = ts_half_decoded(a), *bv = ts_half_decoded(b), *dv = ts_half_decoded(dy), want[80];
     if (which == 0) ref_product(dv, bv, 0, 1, 10, 8, 3, 1, NULL, 0, 0, 0, want); /* [10, 3] [8, 3]^T */
     else ref_product(av, dv, 1, 0, 8, 3, 10, 1, NULL, 0, 0, 0, want);            /* [10, 8]^T [10, 3] */
     const em_attr at[1] = {AI("which", which)};
@@ -268,7 +227,7 @@ static void products_through_cublas(em_dtype t) {
     if (gemm_calls() == before) fail_msg("%s: cuBLAS not called", what);
     expect_half_gemm(t, what);
     expect_cublas_road(road, t, what);
-    expect_one_rounding(y, t, want, which ? 24 : 80, what);
+    ts_expect_one_rounding(y, t, want, which ? 24 : 80, what);
     free(av), free(bv), free(dv);
     em_tensor_release(a), em_tensor_release(b), em_tensor_release(dy), em_tensor_release(y);
   }
@@ -320,7 +279,7 @@ static void expect_f32_road(em_dtype t, em_tensor *a, em_tensor *b, const double
   snprintf(head, sizeof head, "%s on f32 copies (", em_dtype_name(t));
   if (strncmp(road, head, strlen(head))) fail_msg("%s: the road is '%s'", what, road);
   expect_contains(road, reason, what);
-  expect_one_rounding(y, t, want, n, what);
+  ts_expect_one_rounding(y, t, want, n, what);
   em_tensor_release(y);
 }
 
@@ -329,7 +288,7 @@ static void test_products_fallbacks(void **state) {
   if (!use_doubles("9.0")) skip();
   const int64_t sa[2] = {4, 6}, sb[2] = {6, 3};
   em_tensor *a = ot_rand(EM_F16, 2, sa, 13, -1, 1), *b = ot_rand(EM_F16, 2, sb, 14, -1, 1);
-  double *av = decoded(a), *bv = decoded(b), want[12];
+  double *av = ts_half_decoded(a), *bv = ts_half_decoded(b), want[12];
   ref_product(av, bv, 0, 0, 4, 3, 6, 1, NULL, 0, 0, 0, want);
   /* EMBER_CUBLAS=0: the f32 copies take Ember's kernels, and the road says both */
   setenv("EMBER_CUBLAS", "0", 1);
@@ -346,7 +305,7 @@ static void test_products_fallbacks(void **state) {
     const int64_t s1[4] = {2, 1, 4, 6}, s2[4] = {1, 3, 6, 5}, sdy[4] = {2, 3, 4, 5};
     em_tensor *x = ot_rand(EM_BF16, 4, s1, 17, -1, 1), *w = ot_rand(EM_BF16, 4, s2, 18, -1, 1);
     em_tensor *dy = ot_rand(EM_BF16, 4, sdy, 19, -1, 1), *in[3] = {dy, x, w};
-    double *wv = decoded(w), *dv = decoded(dy), want2[48] = {0}, part[24];
+    double *wv = ts_half_decoded(w), *dv = ts_half_decoded(dy), want2[48] = {0}, part[24];
     for (int i = 0; i < 2; i++)
       for (int j = 0; j < 3; j++) { /* d/dx[i, 0] = sum over j of dy[i, j] w[0, j]^T */
         ref_product(dv + (i * 3 + j) * 20, wv + j * 30, 0, 1, 4, 6, 5, 1, NULL, 0, 0, 0, part);
@@ -358,7 +317,7 @@ static void test_products_fallbacks(void **state) {
     em_tensor *y = run_op(em_cuda(0), 0, "_matmul_grad", in, 3, at, 1, road, sizeof road);
     if (gemm_calls() != before && strstr(last_gemm(), "CUDA_R_16BF")) fail_msg("a summed broadcast reached cuBLAS in bf16: %s", last_gemm());
     expect_contains(road, "bf16 on f32 copies (a sum over a broadcast batch axis", "summed broadcast");
-    expect_one_rounding(y, EM_BF16, want2, 48, "_matmul_grad over a broadcast batch");
+    ts_expect_one_rounding(y, EM_BF16, want2, 48, "_matmul_grad over a broadcast batch");
     free(wv), free(dv);
     em_tensor_release(x), em_tensor_release(w), em_tensor_release(dy), em_tensor_release(y);
   }
@@ -373,7 +332,7 @@ static void test_products_fallbacks(void **state) {
   expect_half_gemm(EM_F16, "f16 on CC 7.5");
   em_tensor_release(y);
   em_tensor *a_b = ot_rand(EM_BF16, 2, sa, 22, -1, 1), *b_b = ot_rand(EM_BF16, 2, sb, 23, -1, 1);
-  av = decoded(a_b), bv = decoded(b_b);
+  av = ts_half_decoded(a_b), bv = ts_half_decoded(b_b);
   ref_product(av, bv, 0, 0, 4, 3, 6, 1, NULL, 0, 0, 0, want);
   expect_f32_road(EM_BF16, a_b, b_b, want, 12,
                   "tensor cores for bf16 start at CC 8.0 (Ampere)): cuBLAS 13.1.0", "bf16 on CC 7.5");
@@ -440,7 +399,7 @@ static void convolutions_through_cudnn(em_dtype t, int portable) {
   const int64_t pads[4] = {1, 1, 1, 1};
   em_tensor *x = ot_rand(t, 4, sx, 31, -1, 1), *w = ot_rand(t, 4, sw, 32, -1, 1), *dy = ot_rand(t, 4, sy, 33, -1, 1);
   em_tensor *bm = ot_rand(t, 1, sbm, 34, -1, 1), *bc = ot_rand(t, 1, sbc, 35, -1, 1);
-  double *xv = decoded(x), *wv = decoded(w), *dv = decoded(dy), *bmv = decoded(bm), *bcv = decoded(bc);
+  double *xv = ts_half_decoded(x), *wv = ts_half_decoded(w), *dv = ts_half_decoded(dy), *bmv = ts_half_decoded(bm), *bcv = ts_half_decoded(bc);
   double fwd[N * M * H * W], adj[N * C * H * W], wg[M * C * K * K], tr[N * C * H * W];
   for (int n = 0; n < N; n++)
     for (int o = 0; o < M; o++)
@@ -483,7 +442,7 @@ static void convolutions_through_cudnn(em_dtype t, int portable) {
     } else {
       expect_cudnn(t, road, cases[k].dir, before, what);
     }
-    expect_one_rounding(y, t, cases[k].want, cases[k].n, what);
+    ts_expect_one_rounding(y, t, cases[k].want, cases[k].n, what);
     em_tensor_release(y);
   }
   free(xv), free(wv), free(dv), free(bmv), free(bcv);
@@ -518,8 +477,8 @@ static void conv_fallback(em_dtype t, const int64_t *pads, const char *reason, c
   snprintf(head, sizeof head, "%s on f32 copies (", em_dtype_name(t));
   if (strncmp(road, head, strlen(head))) fail_msg("%s: the road is '%s'", what, road);
   expect_contains(road, reason, what);
-  double *want = decoded(c); /* the CPU's f32 road, already checked against a reference elsewhere */
-  expect_one_rounding(y, t, want, em_tensor_numel(c), what);
+  double *want = ts_half_decoded(c); /* the CPU's f32 road, already checked against a reference elsewhere */
+  ts_expect_one_rounding(y, t, want, em_tensor_numel(c), what);
   free(want);
   em_tensor_release(x), em_tensor_release(w), em_tensor_release(y), em_tensor_release(c);
 }

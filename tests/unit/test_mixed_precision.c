@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "gpu_double.h"
+#include "half_ref.h"
 #include "op_testkit.h"
 
 static em_attr AI(const char *name, int64_t v) { return (em_attr){.name = name, .type = EM_ATTR_INT, .i = v}; }
@@ -17,40 +18,11 @@ static em_attr AIS(const char *name, const int64_t *v, int n) {
   return (em_attr){.name = name, .type = EM_ATTR_INTS, .ints = v, .n = n};
 }
 
-/* ---------------------------------------------- this file's half codes --- */
-
-/* IEEE binary16 and bfloat16 to double, bit by bit (no library code). */
-static double f16_value(uint16_t h) {
-  int sign = h >> 15, e = (h >> 10) & 31, m = h & 1023;
-  double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(1024 + m, e - 25);
-  return sign ? -v : v;
-}
-static double bf16_value(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-static double half_value(em_dtype t, uint16_t h) { return t == EM_F16 ? f16_value(h) : bf16_value(h); }
-/* The spacing of half values near v: what one rounding may move a result by. */
-static double half_ulp(em_dtype t, double v) {
-  int e;
-  frexp(fabs(v) > 0 ? fabs(v) : 1e-30, &e);
-  return t == EM_F16 ? ldexp(1.0, (e - 11 > -24 ? e - 11 : -24)) : ldexp(1.0, e - 8);
-}
+/* ------------------------------------------------------------ helpers --- */
 
 /* A tensor of dtype t (f16/bf16/f32) on the CPU from doubles (Ember rounds them). */
 static em_tensor *tensor_of(em_dtype t, int ndim, const int64_t *shape, const double *v) {
   return ot_tensor(t, ndim, shape, v);
-}
-
-/* The decoded values of a half tensor on the CPU. */
-static double *decoded(const em_tensor *x) {
-  int64_t n = em_tensor_numel(x);
-  double *v = malloc(sizeof *v * (size_t)(n ? n : 1));
-  const uint16_t *p = em_tensor_data(x);
-  for (int64_t i = 0; i < n; i++) v[i] = half_value(em_tensor_dtype(x), p[i]);
-  return v;
 }
 
 /* Runs a one-op graph on dev (in portable mode when asked), returning output 0 on the CPU. */
@@ -80,26 +52,12 @@ static em_tensor *run_on(em_device dev, int portable, const char *op, em_tensor 
   return host;
 }
 
-/* Every element of got (half) within one rounding of want (computed in double from the
- * decoded inputs: the op accumulates in f32, whose error is far below a half ulp for these
- * short sums, then rounds once). */
-static void expect_one_rounding(const em_tensor *got, em_dtype t, const double *want, int64_t n, const char *what) {
-  assert_int_equal(em_tensor_dtype(got), t);
-  assert_int_equal(em_tensor_numel(got), n);
-  double *v = decoded(got);
-  for (int64_t i = 0; i < n; i++)
-    if (!(fabs(v[i] - want[i]) <= 0.5 * half_ulp(t, want[i]) * 1.001 + 1e-7 * fabs(want[i])))
-      fail_msg("%s (%s): element %lld is %.9g, want %.9g (one rounding of the f32 sum)", what, em_dtype_name(t),
-               (long long)i, v[i], want[i]);
-  free(v);
-}
-
 /* ------------------------------------------------------------ products --- */
 
 static void check_matmul(em_device dev, int portable, em_dtype t) {
   const int64_t M = 7, K = 33, N = 5, sa[2] = {M, K}, sb[2] = {K, N};
   em_tensor *a = ot_rand(t, 2, sa, 11, -2, 2), *b = ot_rand(t, 2, sb, 12, -2, 2);
-  double *av = decoded(a), *bv = decoded(b), want[35];
+  double *av = ts_half_decoded(a), *bv = ts_half_decoded(b), want[35];
   for (int64_t i = 0; i < M; i++)
     for (int64_t j = 0; j < N; j++) {
       double s = 0;
@@ -108,7 +66,7 @@ static void check_matmul(em_device dev, int portable, em_dtype t) {
     }
   em_tensor *in[2] = {a, b};
   em_tensor *y = run_on(dev, portable, "matmul", in, 2, NULL, 0);
-  expect_one_rounding(y, t, want, M * N, "matmul");
+  ts_expect_one_rounding(y, t, want, M * N, "matmul");
   /* small integers: every sum is exact in f32 and in the half dtype, so the bits must be */
   const double ia[6] = {1, 2, 3, -4, 5, 6}, ib[6] = {7, -8, 9, 10, 11, 12};
   const int64_t s23[2] = {2, 3}, s32[2] = {3, 2};
@@ -116,7 +74,7 @@ static void check_matmul(em_device dev, int portable, em_dtype t) {
   em_tensor *z = run_on(dev, portable, "matmul", in2, 2, NULL, 0);
   const double exact[4] = {1 * 7 + 2 * 9 + 3 * 11, 1 * -8 + 2 * 10 + 3 * 12, -4 * 7 + 5 * 9 + 6 * 11,
                            -4 * -8 + 5 * 10 + 6 * 12};
-  double *zv = decoded(z);
+  double *zv = ts_half_decoded(z);
   for (int i = 0; i < 4; i++)
     if (zv[i] != exact[i]) fail_msg("matmul %s of small integers: element %d is %g, want %g", em_dtype_name(t), i, zv[i], exact[i]);
   free(zv);
@@ -157,7 +115,7 @@ static void test_gemm_half(void **state) {
   for (int t = 0; t < 2; t++) {
     em_dtype dt = t ? EM_BF16 : EM_F16;
     em_tensor *a = ot_rand(dt, 2, sa, 21, -1, 1), *b = ot_rand(dt, 2, sb, 22, -1, 1), *c = ot_rand(dt, 1, sc, 23, -1, 1);
-    double *av = decoded(a), *bv = decoded(b), *cv = decoded(c), want[20];
+    double *av = ts_half_decoded(a), *bv = ts_half_decoded(b), *cv = ts_half_decoded(c), want[20];
     for (int i = 0; i < 4; i++)
       for (int j = 0; j < 5; j++) {
         double s = 0;
@@ -168,11 +126,11 @@ static void test_gemm_half(void **state) {
                            {.name = "beta", .type = EM_ATTR_FLOAT, .f = 2}};
     em_tensor *in[3] = {a, b, c};
     em_tensor *y = run_on(em_cpu(), 0, "gemm", in, 3, at, 4);
-    expect_one_rounding(y, dt, want, 20, "gemm");
+    ts_expect_one_rounding(y, dt, want, 20, "gemm");
     em_tensor_release(y);
     if (ts_use_gpu()) {
       y = run_on(em_cuda(0), 0, "gemm", in, 3, at, 4);
-      expect_one_rounding(y, dt, want, 20, "gemm on the GPU");
+      ts_expect_one_rounding(y, dt, want, 20, "gemm on the GPU");
       em_tensor_release(y);
     }
     free(av), free(bv), free(cv);
@@ -185,7 +143,7 @@ static void test_gemm_half(void **state) {
 static void check_conv(em_device dev, em_dtype t) {
   const int64_t sx[4] = {2, 3, 6, 5}, sw[4] = {4, 3, 3, 3}, sb[1] = {4};
   em_tensor *x = ot_rand(t, 4, sx, 31, -1, 1), *w = ot_rand(t, 4, sw, 32, -1, 1), *b = ot_rand(t, 1, sb, 33, -1, 1);
-  double *xv = decoded(x), *wv = decoded(w), *bv = decoded(b);
+  double *xv = ts_half_decoded(x), *wv = ts_half_decoded(w), *bv = ts_half_decoded(b);
   /* pads 1, stride 1: output 2 x 4 x 6 x 5 */
   double *want = calloc(2 * 4 * 6 * 5, sizeof *want);
   for (int n = 0; n < 2; n++)
@@ -206,7 +164,7 @@ static void check_conv(em_device dev, em_dtype t) {
   const em_attr at[1] = {AIS("pads", pads, 4)};
   em_tensor *in[3] = {x, w, b};
   em_tensor *y = run_on(dev, 0, "convolution", in, 3, at, 1);
-  expect_one_rounding(y, t, want, 2 * 4 * 6 * 5, dev.kind == EM_DEVICE_CPU ? "convolution" : "convolution on the GPU");
+  ts_expect_one_rounding(y, t, want, 2 * 4 * 6 * 5, dev.kind == EM_DEVICE_CPU ? "convolution" : "convolution on the GPU");
   free(xv), free(wv), free(bv), free(want);
   em_tensor_release(x), em_tensor_release(w), em_tensor_release(b), em_tensor_release(y);
 }
