@@ -58,13 +58,18 @@ em_status em_trainer_scaling_options(em_trainer *t, const em_trainer_options *o)
   if (!s) s = option("min_scale", in->min_scale, 1.0, &ls->min_scale);
   if (s) return s;
   ls->growth_interval = in->growth_interval == 0 ? 2000 : in->growth_interval;
-  if (!(ls->init_scale > 0 && ls->init_scale <= FLT_MAX))
+  /* S and 1 / S are both fed as f32 (the scale input, h[EM_LRN_H_UNSCALE]): below FLT_MIN S is a
+   * subnormal or 0 there and 1 / S inf, which turns the gradients into inf and NaN. */
+  if (!(ls->init_scale >= FLT_MIN && ls->init_scale <= FLT_MAX))
     return em_fail(EM_ERR_INVALID_ARGUMENT,
-                   "em_trainer_create: loss_scaling.init_scale = %g must be > 0 and at most %g (S is fed as f32)",
-                   ls->init_scale, (double)FLT_MAX);
-  if (!(ls->min_scale > 0))
-    return em_fail(EM_ERR_INVALID_ARGUMENT, "em_trainer_create: loss_scaling.min_scale = %g must be > 0",
-                   ls->min_scale);
+                   "em_trainer_create: loss_scaling.init_scale = %g must be in [%g, %g] (S and 1 / S are fed as "
+                   "f32)",
+                   ls->init_scale, (double)FLT_MIN, (double)FLT_MAX);
+  if (!(ls->min_scale >= FLT_MIN))
+    return em_fail(EM_ERR_INVALID_ARGUMENT,
+                   "em_trainer_create: loss_scaling.min_scale = %g must be at least %g (FLT_MIN: S and 1 / S are "
+                   "fed as f32)",
+                   ls->min_scale, (double)FLT_MIN);
   if (ls->init_scale < ls->min_scale)
     return em_fail(EM_ERR_INVALID_ARGUMENT,
                    "em_trainer_create: loss_scaling.init_scale = %g is below loss_scaling.min_scale = %g",

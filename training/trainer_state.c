@@ -128,9 +128,10 @@ API em_status em_trainer_state_load(em_trainer *t, const void *bytes, size_t siz
                    get_f64(p + BODY_BYTES));
   if (version == VERSION_SCALING) {
     const double scale = get_f64(p + BODY_BYTES);
-    if (!(scale > 0 && scale <= FLT_MAX))
-      return em_fail(EM_ERR_CORRUPT, "trainer state: byte %d: loss scale %g (it is > 0 and at most %g)",
-                     16 + BODY_BYTES, scale, (double)FLT_MAX);
+    /* as em_trainer_create's options: S and 1 / S are fed as f32 */
+    if (!(scale >= FLT_MIN && scale <= FLT_MAX))
+      return em_fail(EM_ERR_CORRUPT, "trainer state: byte %d: loss scale %g (it is in [%g, %g])", 16 + BODY_BYTES,
+                     scale, (double)FLT_MIN, (double)FLT_MAX);
   }
   em_status s = em_exec_set_runs(t->train, get_u64(p + 64));
   if (!s) s = em_exec_set_runs(t->eval, get_u64(p + 72));

@@ -60,11 +60,12 @@ typedef struct em_learner em_learner; /* learner.h */
  * with scaling gives bitwise the parameters of one without, absent overflow and subnormals.
  * S never grows above FLT_MAX (it is fed as f32). Every field is checked whatever the mode
  * (em_trainer_create fails naming it): growth_factor > 1, backoff_factor in (0, 1),
- * growth_interval >= 1, init_scale and min_scale finite and > 0, init_scale >= min_scale,
- * init_scale <= FLT_MAX. A checkpoint of a trainer with scaling restores only into a trainer
- * with scaling (the settings are the restoring trainer's; S, the clean count and the skips the
- * checkpoint's); one without scaling, or written before it existed, restores into a trainer
- * with scaling with S starting fresh at init_scale. */
+ * growth_interval >= 1, init_scale and min_scale at least FLT_MIN (2^-126: S and 1 / S are both
+ * fed as f32), init_scale >= min_scale, init_scale <= FLT_MAX. A checkpoint of a trainer with
+ * scaling restores only into a trainer with scaling (the settings are the restoring trainer's;
+ * S, the clean count and the skips the checkpoint's, S refused outside [FLT_MIN, FLT_MAX]); one
+ * without scaling, or written before it existed, restores into a trainer with scaling with S
+ * starting fresh at init_scale. */
 typedef enum em_loss_scale_mode {
   EM_LOSS_SCALE_AUTO = 0,     /* dynamic when precision is EM_F16, none otherwise */
   EM_LOSS_SCALE_DYNAMIC = 1,
