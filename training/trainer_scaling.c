@@ -29,6 +29,7 @@
 
 #include "ember/learner.h"
 #include "error.h"
+#include "graph_internal.h"
 #include "learner_internal.h"
 #include "trainer_internal.h"
 
@@ -109,6 +110,12 @@ em_status em_trainer_scaling_loss(em_trainer *t, em_var *loss) {
    * checkpoint of one): each trainer feeds its own S. */
   if (!em_graph_lookup(t->g, SCALE_INPUT, &t->scale_input)) {
     if ((s = em_var_info(t->g, t->scale_input, &sdt, &snd, shape))) return s;
+    /* Only an input can be fed (a parameter or state of that name would fail every step). */
+    const em_node_kind kind = t->g->nodes[t->g->values[t->scale_input].node].kind;
+    if (kind != EM_NODE_INPUT)
+      return em_fail(EM_ERR_INVALID_ARGUMENT,
+                     "em_trainer_create: the graph's value '" SCALE_INPUT "' is not an input (a parameter, state, "
+                     "constant or op result): loss scaling feeds a scalar input of that name (rename that value)");
     if (sdt != dt || snd != 0)
       return em_fail(EM_ERR_INVALID_ARGUMENT,
                      "em_trainer_create: the graph's value '" SCALE_INPUT "' is %s with %d dimensions; loss scaling "

@@ -15,7 +15,8 @@
  *  - a checkpoint written in the middle of a streak of skips resumes
  *    bitwise (S, clean count, skips, the next skip at the same step);
  *  - an f64 loss with scaling equals the unscaled run bitwise;
- *  - two scaled trainers over one graph keep their own S.
+ *  - a graph already holding "trainer.loss_scale" of another shape is
+ *    refused by name; two scaled trainers over one graph keep their own S.
  * Expected values come from unscaled runs and plain arithmetic, never from
  * the scaling code. */
 #include <float.h>
@@ -591,6 +592,46 @@ static void test_f64_loss(void **state) {
   for (int k = 0; k < 2; k++) rig_free(&r[k]);
 }
 
+/* A graph already holding "trainer.loss_scale" that is not an f32 scalar: refused by name. A
+ * parameter of that name with the right shape: not an input the trainer may feed, refused too
+ * (feeding it would overwrite a parameter, or be refused at every step). */
+static void test_foreign_scale_value(void **state) {
+  (void)state;
+  for (int c = 0; c < 3; c++) {
+    model m;
+    build(&m, 0.5);
+    em_var v;
+    if (c == 0) CHECK(em_input(m.g, "trainer.loss_scale", EM_F32, 1, (int64_t[]){1}, &v));
+    else if (c == 1) CHECK(em_input(m.g, "trainer.loss_scale", EM_F64, 0, NULL, &v));
+    else param(m.g, "trainer.loss_scale", 0, NULL, 0.5, 9, &v);
+    em_learner *l = learner(EM_LEARNER_SGD, NULL, (em_var[]){m.w1, m.b1, m.w2, m.w3}, 4, 0);
+    em_trainer_options o = scaled(em_cpu(), 1024, 10);
+    em_trainer *t = NULL;
+    em_status s = em_trainer_create(m.g, m.loss, -1, &l, 1, &o, &t);
+    if (c < 2 || s != EM_OK) {
+      if (s != EM_ERR_INVALID_ARGUMENT) fail_msg("case %d: status %d", c, (int)s);
+      if (!strstr(em_last_error(), "trainer.loss_scale")) fail_msg("case %d: message '%s'", c, em_last_error());
+    } else {
+      /* accepted: it must then train like a trainer whose S is its own, and leave that parameter be */
+      em_tensor *before, *after;
+      CHECK(em_parameter_get(m.g, v, em_cpu(), &before));
+      em_status st = train(t, &m, 0, 1, NULL);
+      CHECK(em_parameter_get(m.g, v, em_cpu(), &after));
+      float fb, fa;
+      CHECK(em_tensor_to_host(before, &fb, 4));
+      CHECK(em_tensor_to_host(after, &fa, 4));
+      em_tensor_release(before);
+      em_tensor_release(after);
+      if (st) fail_msg("a parameter named trainer.loss_scale: accepted at creation, then a step fails: %s", em_last_error());
+      if (fa != fb) fail_msg("a parameter named trainer.loss_scale: the step overwrote it (%g, was %g)", fa, fb);
+    }
+    assert_null(t == NULL ? NULL : (c < 2 ? t : NULL));
+    em_trainer_free(t);
+    em_learner_free(l);
+    em_graph_free(m.g);
+  }
+}
+
 /* Two scaled trainers over one graph (two learners of different names over the same parameters):
  * each feeds its own S; one's skips do not move the other's S. */
 static void test_two_trainers_one_graph(void **state) {
@@ -633,6 +674,7 @@ int main(void) {
       cmocka_unit_test(test_interval_one_min_equal_init),
       cmocka_unit_test(test_checkpoint_mid_streak),
       cmocka_unit_test(test_f64_loss),
+      cmocka_unit_test(test_foreign_scale_value),
       cmocka_unit_test(test_two_trainers_one_graph),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
