@@ -144,6 +144,8 @@ API int em_progress_epoch(const em_train_report *r, void *progress) {
     fprintf(p->out, "  %llu samples, %.1f s, %.0f samples/s", (unsigned long long)r->samples, r->seconds, rate(r));
     if (isfinite(r->val_loss)) fprintf(p->out, "  validation loss %.4f", r->val_loss);
     if (isfinite(r->val_metric)) fprintf(p->out, "  validation %s %.4f", p->metric_name, r->val_metric);
+    if (r->loss_scale > 0) /* NaN (no scaling) or 0 (a report made without it) print nothing */
+      fprintf(p->out, "  loss scale %g (%llu steps skipped)", r->loss_scale, (unsigned long long)r->skipped_steps);
     fputc('\n', p->out);
     fflush(p->out);
     p->last_draw = -1;
@@ -158,6 +160,10 @@ API int em_progress_epoch(const em_train_report *r, void *progress) {
     json_object_set_new(o, "samples_per_s", number(rate(r)));
     json_object_set_new(o, "val_loss", number(r->val_loss));
     json_object_set_new(o, "val_metric", number(r->val_metric));
+    if (r->loss_scale > 0) { /* present only with dynamic loss scaling */
+      json_object_set_new(o, "loss_scale", number(r->loss_scale));
+      json_object_set_new(o, "skipped_steps", json_integer((json_int_t)r->skipped_steps));
+    }
     emit(p, o);
   }
   return 0;

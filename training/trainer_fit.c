@@ -74,6 +74,8 @@ static em_train_report report_of(const em_trainer *t, const em_fit_options *o, c
       .val_loss = NAN,
       .val_metric = NAN,
       .has_metric = t->has_metric,
+      .loss_scale = tot.loss_scale,
+      .skipped_steps = tot.skipped_steps,
   };
 }
 

@@ -195,6 +195,10 @@ typedef struct em_train_report {
   /* At the end of an epoch with a validation source (else NaN). */
   double val_loss, val_metric;
   int has_metric;
+  /* Dynamic loss scaling (em_loss_scaling): the scale S now (NaN without scaling) and the
+   * training steps skipped so far, ever (em_trainer_totals). */
+  double loss_scale;
+  uint64_t skipped_steps;
 } em_train_report;
 
 /* A callback; returns 0 to go on, anything else to stop training after this
@@ -213,8 +217,8 @@ typedef enum em_progress_style {
  *    "metric":..,"samples_per_s":..,"seconds":..}
  * every `every` minibatches (0: 100), and at each epoch's end
  *   {"event":"epoch","epoch":1,"loss":..,"metric":..,"samples":..,"seconds":..,
- *    "samples_per_s":..,"val_loss":..,"val_metric":..}
- * (absent values are null). metric_name labels the metric in the bar
+ *    "samples_per_s":..,"val_loss":..,"val_metric":..[,"loss_scale":..,"skipped_steps":..]}
+ * (absent values are null; the last two only with dynamic loss scaling). metric_name labels the metric in the bar
  * ("error"; NULL: "metric"). */
 typedef struct em_progress em_progress;
 EM_API em_status em_progress_create(FILE *stream, em_progress_style style, uint64_t every, const char *metric_name,

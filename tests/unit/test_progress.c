@@ -130,6 +130,40 @@ static void test_json_without_metric_writes_null(void **state) {
   free(c.buf);
 }
 
+/* With dynamic loss scaling the epoch line carries the scale and the skipped steps, in
+ * both styles; without it (NaN, or a report that never set them) neither appears. */
+static void test_loss_scale_fields(void **state) {
+  (void)state;
+  for (int style = 0; style < 2; style++) {
+    for (int scaled = 0; scaled < 2; scaled++) {
+      capture c;
+      cap_open(&c);
+      em_progress *p;
+      assert_int_equal(em_progress_create(c.f, style ? EM_PROGRESS_BAR : EM_PROGRESS_JSON, 0, "error", &p), EM_OK);
+      em_train_report r = report(1, 10, 8);
+      r.loss_scale = scaled ? 16384 : NAN;
+      r.skipped_steps = scaled ? 2 : 0;
+      em_progress_epoch(&r, p);
+      em_progress_free(p);
+      cap_close(&c);
+      if (style == 0) {
+        json_t *o = line_json(c.buf);
+        if (scaled) {
+          assert_true(num(o, "loss_scale") == 16384);
+          assert_int_equal((int)num(o, "skipped_steps"), 2);
+        } else {
+          assert_null(json_object_get(o, "loss_scale"));
+          assert_null(json_object_get(o, "skipped_steps"));
+        }
+        json_decref(o);
+      } else if (scaled != (strstr(c.buf, "loss scale 16384 (2 steps skipped)") != NULL)) {
+        fail_msg("bar (scaled %d): %s", scaled, c.buf);
+      }
+      free(c.buf);
+    }
+  }
+}
+
 static void test_bar(void **state) {
   (void)state;
   capture c;
@@ -191,6 +225,7 @@ int main(void) {
       cmocka_unit_test(test_json_lines),
       cmocka_unit_test(test_json_without_metric_writes_null),
       cmocka_unit_test(test_bar),
+      cmocka_unit_test(test_loss_scale_fields),
       cmocka_unit_test(test_auto_on_a_file_is_json),
       cmocka_unit_test(test_refusals),
   };
