@@ -134,6 +134,17 @@ em_status em_cuda_graph_end(em_device dev, em_stream *s, em_cuda_graph **out) {
   return EM_OK;
 }
 
+int em_cuda_graph_capturing(em_device dev, em_stream *s) {
+  CUstream h = em_stream_handle(s);
+  em_gpu *g;
+  if (!h || !em_rt() || !em_rt()->cu.cuStreamIsCapturing || enter(dev, &g)) return -1;
+  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+  CUresult r = em_rt()->cu.cuStreamIsCapturing(h, &st);
+  em_gpu_leave(g);
+  if (r) return -1;
+  return st == CU_STREAM_CAPTURE_STATUS_ACTIVE ? 1 : st == CU_STREAM_CAPTURE_STATUS_NONE ? 0 : -1;
+}
+
 em_status em_cuda_graph_launch(em_cuda_graph *cg, em_stream *s) {
   if (!cg) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_cuda_graph_launch: no graph");
   em_gpu *g;

@@ -31,6 +31,11 @@ em_status em_cuda_graph_begin(em_device dev, em_stream *s);
  * EM_ERR_CUDA) nothing is returned and s is no longer capturing. */
 em_status em_cuda_graph_end(em_device dev, em_stream *s, em_cuda_graph **out);
 
+/* Whether s is capturing now: 1 active, 0 not capturing, -1 invalidated (a
+ * forbidden call since em_cuda_graph_begin), or -1 when the driver cannot
+ * say. Lets the caller name the step that invalidated a capture. */
+int em_cuda_graph_capturing(em_device dev, em_stream *s);
+
 /* Replays the graph on s (the work runs in capture order, after what s
  * already holds). */
 em_status em_cuda_graph_launch(em_cuda_graph *g, em_stream *s);

@@ -62,4 +62,40 @@ typedef struct em_copy_counts {
 } em_copy_counts;
 void em_copy_counts_get(em_copy_counts *out);
 
+/* CUDA graphs (engine/exec_graphs.c). A replay of a captured run runs no
+ * host code, so it uses exactly the device addresses the capture's
+ * allocations got: those blocks must belong to the graph for as long as it
+ * lives, and no allocation during a capture may reach the driver
+ * (cuMemAlloc / cuMemFree invalidate it). PyTorch's private pools answer
+ * the same need.
+ *
+ * A record: the size classes one eager run on this thread allocated on a
+ * device, as the most blocks of each class live at once. A pool: blocks
+ * taken from the device's allocator before the capture (em_alloc_pool_create
+ * from a record, so this may call the driver), then, between
+ * em_alloc_pool_enter and _leave, the only source and sink of this thread's
+ * em_malloc / em_free on that device: a free returns its block to the pool
+ * (later allocations of the same capture reuse it, as the eager run reused
+ * the cache); a request no free block of its class answers fails (never the
+ * driver). em_alloc_pool_free gives the blocks back to the allocator: every
+ * tensor on them must be released before, with the pool entered. */
+typedef struct em_alloc_record em_alloc_record;
+typedef struct em_alloc_pool em_alloc_pool;
+
+em_alloc_record *em_alloc_record_new(em_device dev);
+void em_alloc_record_free(em_alloc_record *r);
+/* Records this thread's allocations on r's device (NULL: stop); the counts
+ * restart at each start. */
+void em_alloc_record_start(em_alloc_record *r);
+/* Bytes the record asks a pool to reserve. */
+uint64_t em_alloc_record_bytes(const em_alloc_record *r);
+
+em_status em_alloc_pool_create(const em_alloc_record *r, em_alloc_pool **out);
+/* This thread's allocations on the pool's device come from p (NULL: leave). */
+void em_alloc_pool_enter(em_alloc_pool *p);
+uint64_t em_alloc_pool_bytes(const em_alloc_pool *p);
+/* Blocks of p in use now (0 once every tensor on it is released). */
+int em_alloc_pool_in_use(const em_alloc_pool *p);
+void em_alloc_pool_free(em_alloc_pool *p);
+
 #endif

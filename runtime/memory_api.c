@@ -36,18 +36,192 @@ static em_status allocator_of(em_device dev, em_allocator **out, em_gpu **gpu) {
   return s;
 }
 
+/* ------------------------------------------- records and graph pools --- */
+
+typedef struct rec_live { void *ptr; size_t cls; } rec_live;
+typedef struct rec_class { size_t cls; int cur, max; } rec_class;
+
+struct em_alloc_record {
+  em_device dev;
+  rec_live *live;      /* blocks allocated since the start and not freed yet */
+  int n_live, cap_live;
+  rec_class *cls;      /* per size class: live now, most live at once */
+  int n_cls, cap_cls;
+};
+
+typedef struct pool_block { void *ptr; size_t cls; int used; } pool_block;
+
+struct em_alloc_pool {
+  em_device dev;
+  pool_block *blocks;
+  int n_blocks;
+  uint64_t bytes;
+};
+
+/* This thread's record and pool (a capture is THREAD_LOCAL: other threads
+ * allocate as usual). */
+static _Thread_local em_alloc_record *t_record;
+static _Thread_local em_alloc_pool *t_pool;
+
+static int same_dev(em_device a, em_device b) { return a.kind == b.kind && a.ordinal == b.ordinal; }
+
+em_alloc_record *em_alloc_record_new(em_device dev) {
+  em_alloc_record *r = calloc(1, sizeof *r);
+  if (r) r->dev = dev;
+  return r;
+}
+
+void em_alloc_record_free(em_alloc_record *r) {
+  if (!r) return;
+  if (t_record == r) t_record = NULL;
+  free(r->live), free(r->cls), free(r);
+}
+
+void em_alloc_record_start(em_alloc_record *r) {
+  t_record = r;
+  if (!r) return;
+  r->n_live = 0;
+  r->n_cls = 0;
+}
+
+uint64_t em_alloc_record_bytes(const em_alloc_record *r) {
+  uint64_t b = 0;
+  for (int i = 0; r && i < r->n_cls; i++) b += (uint64_t)r->cls[i].cls * (uint64_t)r->cls[i].max;
+  return b;
+}
+
+static rec_class *record_class(em_alloc_record *r, size_t cls) {
+  for (int i = 0; i < r->n_cls; i++)
+    if (r->cls[i].cls == cls) return &r->cls[i];
+  if (r->n_cls == r->cap_cls) {
+    int cap = r->cap_cls ? 2 * r->cap_cls : 16;
+    rec_class *t = realloc(r->cls, sizeof *t * (size_t)cap);
+    if (!t) return NULL;
+    r->cls = t, r->cap_cls = cap;
+  }
+  r->cls[r->n_cls] = (rec_class){cls, 0, 0};
+  return &r->cls[r->n_cls++];
+}
+
+/* A failure to record (no host memory) only makes the reservation smaller:
+ * the capture then fails to allocate and the run stays eager. */
+static void record_alloc(void *ptr, size_t cls) {
+  em_alloc_record *r = t_record;
+  rec_class *c = record_class(r, cls);
+  if (!c) return;
+  if (r->n_live == r->cap_live) {
+    int cap = r->cap_live ? 2 * r->cap_live : 64;
+    rec_live *t = realloc(r->live, sizeof *t * (size_t)cap);
+    if (!t) return;
+    r->live = t, r->cap_live = cap;
+  }
+  r->live[r->n_live++] = (rec_live){ptr, cls};
+  if (++c->cur > c->max) c->max = c->cur;
+}
+
+static void record_free(void *ptr) {
+  em_alloc_record *r = t_record;
+  for (int i = r->n_live - 1; i >= 0; i--) {
+    if (r->live[i].ptr != ptr) continue;
+    rec_class *c = record_class(r, r->live[i].cls);
+    if (c) c->cur--;
+    r->live[i] = r->live[--r->n_live];
+    return;
+  }
+}
+
+em_status em_alloc_pool_create(const em_alloc_record *r, em_alloc_pool **out) {
+  *out = NULL;
+  if (!r) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_alloc_pool_create: no record");
+  em_alloc_pool *p = calloc(1, sizeof *p);
+  int n = 0;
+  for (int i = 0; i < r->n_cls; i++) n += r->cls[i].max;
+  if (!p || !(p->blocks = calloc((size_t)(n ? n : 1), sizeof *p->blocks))) {
+    free(p);
+    return em_fail(EM_ERR_OUT_OF_MEMORY, "no host memory for a graph's memory pool of %d blocks", n);
+  }
+  p->dev = r->dev;
+  em_allocator *a;
+  em_gpu *g;
+  em_status s = allocator_of(r->dev, &a, &g);
+  for (int i = 0; i < r->n_cls && !s; i++)
+    for (int k = 0; k < r->cls[i].max && !s; k++) {
+      if ((s = em_allocator_alloc(a, r->cls[i].cls, &p->blocks[p->n_blocks].ptr))) break;
+      p->blocks[p->n_blocks++].cls = r->cls[i].cls;
+      p->bytes += r->cls[i].cls;
+    }
+  if (s) {
+    em_alloc_pool_free(p);
+    return em_fail_context(s, "reserving a CUDA graph's memory pool (%llu bytes)",
+                           (unsigned long long)em_alloc_record_bytes(r));
+  }
+  *out = p;
+  return EM_OK;
+}
+
+void em_alloc_pool_enter(em_alloc_pool *p) { t_pool = p; }
+
+uint64_t em_alloc_pool_bytes(const em_alloc_pool *p) { return p ? p->bytes : 0; }
+
+int em_alloc_pool_in_use(const em_alloc_pool *p) {
+  int n = 0;
+  for (int i = 0; p && i < p->n_blocks; i++) n += p->blocks[i].used;
+  return n;
+}
+
+void em_alloc_pool_free(em_alloc_pool *p) {
+  if (!p) return;
+  if (t_pool == p) t_pool = NULL;
+  em_allocator *a;
+  em_gpu *g;
+  if (p->n_blocks && !allocator_of(p->dev, &a, &g))
+    for (int i = 0; i < p->n_blocks; i++) (void)em_allocator_free(a, p->blocks[i].ptr);
+  free(p->blocks);
+  free(p);
+}
+
+/* A free block of exactly this class (the capture repeats the eager run's
+ * requests, so its classes are the record's). */
+static em_status pool_alloc(em_alloc_pool *p, size_t bytes, void **ptr) {
+  size_t cls = em_alloc_class(bytes);
+  for (int i = 0; i < p->n_blocks; i++)
+    if (!p->blocks[i].used && p->blocks[i].cls == cls) {
+      p->blocks[i].used = 1;
+      *ptr = p->blocks[i].ptr;
+      return EM_OK;
+    }
+  return em_fail(EM_ERR_OUT_OF_MEMORY,
+                 "a CUDA graph's memory pool has no free block of %zu bytes (class %zu): the capture asked for more "
+                 "than the warm-up run it was reserved from, and cannot reach the driver (cuMemAlloc would "
+                 "invalidate the capture)",
+                 bytes, cls);
+}
+
+static int pool_free(em_alloc_pool *p, void *ptr) {
+  for (int i = 0; i < p->n_blocks; i++)
+    if (p->blocks[i].ptr == ptr && p->blocks[i].used) {
+      p->blocks[i].used = 0;
+      return 1;
+    }
+  return 0;
+}
+
 API em_status em_malloc(em_device dev, size_t bytes, void **ptr) {
   if (!ptr) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_malloc: ptr is NULL");
+  if (t_pool && same_dev(t_pool->dev, dev)) return pool_alloc(t_pool, bytes, ptr);
   em_allocator *a;
   em_gpu *g;
   em_status s = allocator_of(dev, &a, &g);
   if (s) return s;
   s = em_allocator_alloc(a, bytes, ptr);
   if (s && g) em_fail_context(s, "CUDA device %d (%s)", g->ordinal, g->info.name);
+  if (!s && t_record && same_dev(t_record->dev, dev)) record_alloc(*ptr, em_alloc_class(bytes));
   return s;
 }
 
 API em_status em_free(em_device dev, void *ptr) {
+  if (t_pool && same_dev(t_pool->dev, dev) && pool_free(t_pool, ptr)) return EM_OK;
+  if (t_record && same_dev(t_record->dev, dev)) record_free(ptr);
   em_allocator *a;
   em_gpu *g;
   em_status s = allocator_of(dev, &a, &g);
