@@ -21,8 +21,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cuda_graph.h"
 #include "devcheck.h"
 #include "error.h"
+#include "exec_graphs.h"
 #include "graph_internal.h"
 #include "kernel_cache.h"
 #include "memory.h"
@@ -130,6 +132,10 @@ struct em_exec {
   em_tensor **sc_in, **sc_copies, **sc_hin, **sc_lay;
   unsigned char *sc_wr;       /* per input: the step writes it in place in this run */
   em_exec_stats stats;
+  /* CUDA graphs (exec_graphs.c): NULL when off or on the CPU. */
+  em_exec_graphs *graphs;
+  int graphs_on;              /* em_exec_set_graphs (a CPU executor remembers it, and runs as before) */
+  int capturing;              /* this run is being captured: steps check the capture after each launch */
 };
 
 static int node_is_leaf(const em_node *n) { return n->kind != EM_NODE_OP; }
@@ -379,6 +385,38 @@ static em_status tf32_from_env(int *out) {
   return em_fail(EM_ERR_INVALID_ARGUMENT, "EMBER_TF32=%.40s: use 1 (allow TF32) or 0 (or unset it)", v);
 }
 
+/* EMBER_CUDA_GRAPHS: "1" or unset/empty on, "0" off. */
+static em_status graphs_from_env(int *out) {
+  const char *v = getenv("EMBER_CUDA_GRAPHS");
+  *out = !v || !*v || !strcmp(v, "1");
+  if (*out || !strcmp(v, "0")) return EM_OK;
+  return em_fail(EM_ERR_INVALID_ARGUMENT, "EMBER_CUDA_GRAPHS=%.40s: use 1 (CUDA graphs, the default) or 0 (or unset it)",
+                 v);
+}
+
+/* Graphs on or off: a CUDA executor's steps move to the device's executors'
+ * stream (or back to the default stream) and its graphs are made or freed. */
+static em_status graphs_switch(em_exec *e, int on) {
+  e->graphs_on = on != 0;
+  if (e->dev.kind != EM_DEVICE_CUDA || (on != 0) == (e->graphs != NULL)) return EM_OK;
+  if (on) {
+    em_status s = em_exec_graphs_create(e->dev, &e->graphs);
+    if (s) return s;
+  } else {
+    em_exec_graphs_free(e->graphs);
+    e->graphs = NULL;
+  }
+  for (int st = 0; st < e->n_steps; st++) e->steps[st].stream = em_exec_graphs_stream(e->graphs);
+  return EM_OK;
+}
+
+API em_status em_exec_set_graphs(em_exec *e, int on) {
+  if (!e) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_exec_set_graphs: NULL executor");
+  return graphs_switch(e, on);
+}
+
+API int em_exec_get_graphs(const em_exec *e) { return e ? e->graphs_on : 0; }
+
 /* EMBER_MODE: "fast", "portable", or unset/empty (fast). */
 static em_status mode_from_env(em_mode *out) {
   const char *v = getenv("EMBER_MODE");
@@ -401,9 +439,10 @@ API em_status em_exec_create(em_graph *g, const em_var *outputs, int n, em_devic
   em_status ds = em_device_check(dev);
   if (ds) return em_fail_context(ds, "em_exec_create");
   em_mode mode;
-  int tf32;
+  int tf32, graphs;
   em_status ms = mode_from_env(&mode);
   if (!ms) ms = tf32_from_env(&tf32);
+  if (!ms) ms = graphs_from_env(&graphs);
   if (ms) return ms;
   em_exec *e = calloc(1, sizeof *e);
   if (!e) return em_fail(EM_ERR_OUT_OF_MEMORY, "no memory for an executor");
@@ -420,6 +459,7 @@ API em_status em_exec_create(em_graph *g, const em_var *outputs, int n, em_devic
   }
   memcpy(e->outputs, outputs, sizeof(em_var) * (size_t)n);
   em_status s = plan(e);
+  if (!s) s = graphs_switch(e, graphs);
   if (s) {
     em_exec_free(e);
     return s;
@@ -437,6 +477,7 @@ API void em_exec_free(em_exec *e) {
    * another's on the device) is held over the drop's reads: free cannot
    * report it, and the caller may still hold the outputs it spoils, so their
    * next read does. */
+  em_exec_graphs_free(e->graphs); /* before the leaves: a pending replay still reads them */
   em_devcheck_hold_begin();
   for (int i = 0; i < e->n_leaves; i++) {
     if (!e->held[i]) continue;
@@ -529,13 +570,13 @@ static em_status bind_feed(em_exec *e, run_state *r, const em_feed *f) {
  * up to date where a device executor wrote a newer value); on a CUDA device
  * their resident copies, held from the first run to em_exec_free and
  * uploaded only when the value changed since. */
-static em_status bind_leaves(em_exec *e, run_state *r) {
+static em_status bind_leaves(em_exec *e, run_state *r, int inputs_fed) {
   em_graph *g = e->g;
   for (int i = 0; i < e->n_leaves; i++) {
     const em_node *n = &g->nodes[e->leaf_nodes[i]];
     em_var v = (em_var)n->first_value;
     if (n->kind == EM_NODE_INPUT) {
-      if (!r->val[v])
+      if (inputs_fed && !r->val[v])
         return em_fail(EM_ERR_INVALID_ARGUMENT, "em_exec_run: input '%s' (value %d) is needed but not fed",
                        n->name ? n->name : "", (int)v);
       continue;
@@ -822,22 +863,26 @@ static em_status run_plan(em_exec *e, const em_feed *feeds, int n_feeds, run_sta
   if (!r->val) return em_fail(EM_ERR_OUT_OF_MEMORY, "no memory for a run over %zu values", e->n_values);
   em_status s = EM_OK;
   for (int i = 0; i < n_feeds && !s; i++) s = bind_feed(e, r, &feeds[i]);
-  if (!s) s = bind_leaves(e, r);
+  if (!s) s = bind_leaves(e, r, 1);
   /* The device's context stays current through the steps: each launch then
    * skips its own push and pop (dispatch.c em_kernel_launch). */
   int entered = em_device_enter(e->dev);
   for (int st = 0; st < e->n_steps && !s; st++) {
     s = run_step(e, r, st);
-    if (s) {
-      const em_node *n = &e->g->nodes[e->steps[st].node];
-      s = em_fail_context(s, "running node %d (op '%s')", e->steps[st].node, n->op->name);
-    }
+    const em_node *n = &e->g->nodes[e->steps[st].node];
+    if (s) s = em_fail_context(s, "running node %d (op '%s')", e->steps[st].node, n->op->name);
+    /* A capture some call of this step invalidated (a synchronisation, a
+     * synchronous or pageable copy, an allocation): name the step, since the
+     * end of the capture can only say that something did. */
+    else if (e->capturing && em_cuda_graph_capturing(e->dev, e->steps[st].stream) != 1)
+      s = em_fail(EM_ERR_UNSUPPORTED,
+                  "node %d (op '%s') made a call stream capture forbids (a synchronisation, a synchronous or "
+                  "pageable copy, an allocation or free of device memory), invalidating the capture",
+                  e->steps[st].node, n->op->name);
   }
   em_device_leave(e->dev, entered);
   e->stats.peak_bytes = r->peak;
   e->stats.total_bytes = r->total;
-  if (!s) e->runs++;
-  e->stats.runs = e->runs;
   return s;
 }
 
@@ -898,7 +943,7 @@ static void run_free(em_exec *e, run_state *r) {
   free(r->val);
 }
 
-/* A run's result for v: computed values are handed over; a leaf (parameter,
+/* A run's results for v: computed values are handed over; a leaf (parameter,
  * state, constant, fed input) is copied, so the caller never holds the
  * graph's own storage and CPU and GPU executors behave alike. */
 static em_status output_of(em_exec *e, run_state *r, em_var v, em_tensor **out) {
@@ -909,12 +954,13 @@ static em_status output_of(em_exec *e, run_state *r, em_var v, em_tensor **out) 
   return em_tensor_to_device(r->val[v], e->dev, out);
 }
 
-API em_status em_exec_run(em_exec *e, const em_feed *feeds, int n_feeds, em_tensor **outputs) {
-  if (!e || !outputs) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_exec_run: NULL argument");
+/* One run of the plan handing back every output (new references), or none
+ * on failure; capturing: inside a CUDA graph capture (exec_graphs.c). */
+static em_status plan_fetch(em_exec *e, const em_feed *feeds, int n_feeds, int capturing, em_tensor **outputs) {
   run_state r = {0};
-  em_copy_counts mark;
-  run_begin(e, &mark);
+  e->capturing = capturing;
   em_status s = run_plan(e, feeds, n_feeds, &r);
+  e->capturing = 0;
   for (int i = 0; i < e->n_outputs; i++) outputs[i] = NULL;
   for (int i = 0; i < e->n_outputs && !s; i++) s = output_of(e, &r, e->outputs[i], &outputs[i]);
   if (s)
@@ -923,6 +969,90 @@ API em_status em_exec_run(em_exec *e, const em_feed *feeds, int n_feeds, em_tens
       outputs[i] = NULL;
     }
   run_free(e, &r);
+  return s;
+}
+
+static em_status hook_run(void *ctx, const em_feed *feeds, int n_feeds, int capturing, em_tensor **outputs) {
+  return plan_fetch(ctx, feeds, n_feeds, capturing, outputs);
+}
+
+/* Outside a capture: the leaves up to date on the device (bind_leaves'
+ * uploads), an earlier run's failed device check reported, and where each
+ * leaf lives. */
+static em_status hook_leaves(void *ctx, const void **addr) {
+  em_exec *e = ctx;
+  em_status s = em_devcheck_settle(e->dev);
+  if (s) return s;
+  run_state r = {0};
+  if (!(r.val = calloc(e->n_values ? e->n_values : 1, sizeof *r.val)))
+    return em_fail(EM_ERR_OUT_OF_MEMORY, "no memory for a run over %zu values", e->n_values);
+  s = bind_leaves(e, &r, 0);
+  for (int i = 0; i < e->n_leaves && !s; i++) {
+    const em_node *n = &e->g->nodes[e->leaf_nodes[i]];
+    addr[i] = n->kind == EM_NODE_INPUT ? NULL : em_tensor_data(r.val[n->first_value]);
+  }
+  run_free(e, &r);
+  return s;
+}
+
+/* Why this plan cannot be captured now (NULL: it can): what exec_graphs
+ * must not put in a graph. Host steps are known once a run has met them. */
+static const char *graph_refusal(const em_exec *e, char *buf, size_t cap) {
+  const em_graph *g = e->g;
+  for (int st = 0; st < e->n_steps; st++) {
+    const step *p = &e->steps[st];
+    const em_node *n = &g->nodes[p->node];
+    const char *why = p->host_why ? "runs its CPU code on host copies (host code cannot be replayed)"
+                      : p->writes ? "updates parameters or states in place (a learner's update: its per-step "
+                                    "table is uploaded from pageable host memory, and the host must learn "
+                                    "of each write)"
+                      : e->training && n->op->state_inputs ? "updates its running statistics when training (the "
+                                                             "host must learn of each write)"
+                      : e->training && !strcmp(n->op->name, "dropout") ? "draws a new mask each run from the run "
+                                                                          "counter, a launch parameter a replay "
+                                                                          "would repeat"
+                                                                        : NULL;
+    if (why) {
+      snprintf(buf, cap, "node %d (op '%s') %s", p->node, n->op->name, why);
+      return buf;
+    }
+  }
+  for (int i = 0; i < e->n_outputs; i++)
+    if (node_is_leaf(&g->nodes[g->values[e->outputs[i]].node])) {
+      snprintf(buf, cap, "output %d (value %d) is a leaf: its copy is made outside the plan", i, (int)e->outputs[i]);
+      return buf;
+    }
+  return NULL;
+}
+
+/* The outputs of one run: through the executor's CUDA graphs when on,
+ * else one eager run. */
+static em_status run_fetch(em_exec *e, const em_feed *feeds, int n_feeds, em_tensor **outputs) {
+  e->stats.graph_replayed = 0;
+  if (!e->graphs) return plan_fetch(e, feeds, n_feeds, 0, outputs);
+  char why[512];
+  const char *refusal = graph_refusal(e, why, sizeof why);
+  uint64_t config = (uint64_t)e->mode | (uint64_t)e->training << 2 | (uint64_t)e->tf32 << 3;
+  em_exec_graphs_hooks h = {e, e->n_outputs, e->n_leaves, hook_run, hook_leaves};
+  int replayed = 0;
+  em_status s = em_exec_graphs_run(e->graphs, &h, refusal, config, feeds, n_feeds, outputs, &replayed);
+  e->stats.graph_replayed = replayed;
+  em_exec_graphs_info info;
+  em_exec_graphs_info_get(e->graphs, &info);
+  e->stats.graph_captures = info.captures;
+  e->stats.graph_replays = info.replays;
+  e->stats.graphs_held = info.graphs;
+  e->stats.graph_pool_bytes = info.pool_bytes;
+  return s;
+}
+
+API em_status em_exec_run(em_exec *e, const em_feed *feeds, int n_feeds, em_tensor **outputs) {
+  if (!e || !outputs) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_exec_run: NULL argument");
+  em_copy_counts mark;
+  run_begin(e, &mark);
+  em_status s = run_fetch(e, feeds, n_feeds, outputs);
+  if (!s) e->runs++;
+  e->stats.runs = e->runs;
   run_end(e, &mark, s);
   return s;
 }
@@ -992,12 +1122,25 @@ API em_status em_exec_run_into(em_exec *e, const em_feed *feeds, int n_feeds, em
   if (!e || !outputs) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_exec_run_into: NULL argument");
   if (mode != EM_RUN_STORE && mode != EM_RUN_ACCUMULATE)
     return em_fail(EM_ERR_INVALID_ARGUMENT, "em_exec_run_into: unknown mode %d", (int)mode);
-  run_state r = {0};
   em_copy_counts mark;
   run_begin(e, &mark);
-  em_status s = run_plan(e, feeds, n_feeds, &r);
-  for (int i = 0; i < e->n_outputs && !s; i++) s = deliver(r.val[e->outputs[i]], outputs[i], mode, i);
-  run_free(e, &r);
+  em_status s;
+  if (e->graphs) { /* the graph's outputs, then delivered as an eager run's */
+    em_tensor *got[64] = {0}, **v = e->n_outputs <= 64 ? got : calloc((size_t)e->n_outputs, sizeof *v);
+    if (!v) return em_fail(EM_ERR_OUT_OF_MEMORY, "no memory for %d outputs", e->n_outputs);
+    s = run_fetch(e, feeds, n_feeds, v);
+    for (int i = 0; i < e->n_outputs && !s; i++) s = deliver(v[i], outputs[i], mode, i);
+    for (int i = 0; i < e->n_outputs; i++) em_tensor_release(v[i]);
+    if (v != got) free(v);
+  } else {
+    run_state r = {0};
+    e->stats.graph_replayed = 0;
+    s = run_plan(e, feeds, n_feeds, &r);
+    for (int i = 0; i < e->n_outputs && !s; i++) s = deliver(r.val[e->outputs[i]], outputs[i], mode, i);
+    run_free(e, &r);
+  }
+  if (!s) e->runs++;
+  e->stats.runs = e->runs;
   run_end(e, &mark, s);
   return s;
 }
@@ -1023,6 +1166,15 @@ API size_t em_exec_describe(const em_exec *e, char *buf, size_t cap) {
     if (e->steps[st].fused_into >= 0) PUT("  [fused into step %d]", e->steps[st].fused_into);
     if (e->steps[st].post) PUT("  [output 0 is %d: runs the fused steps]", (int)e->steps[st].out0);
     PUT("\n");
+  }
+  if (e->graphs_on) {
+    em_exec_graphs_info gi;
+    em_exec_graphs_info_get(e->graphs, &gi);
+    const char *why = e->dev.kind == EM_DEVICE_CPU ? "CUDA graphs need a CUDA device: runs stay eager"
+                                                   : em_exec_graphs_why(e->graphs);
+    PUT("graphs: on, %d held (pools %llu bytes), %llu captured, %llu replays, %llu eager runs, %llu failed captures%s%s\n",
+        gi.graphs, (unsigned long long)gi.pool_bytes, (unsigned long long)gi.captures, (unsigned long long)gi.replays,
+        (unsigned long long)gi.eager_runs, (unsigned long long)gi.capture_failures, why[0] ? "; eager: " : "", why);
   }
 #undef PUT
   return len;

@@ -331,6 +331,29 @@ API em_status em_stream_create(em_device dev, em_stream **out) {
   return EM_OK;
 }
 
+static pthread_mutex_t g_exec_stream_lock = PTHREAD_MUTEX_INITIALIZER;
+
+em_status em_exec_stream_get(em_device dev, em_stream **out) {
+  *out = NULL;
+  em_gpu *g;
+  em_status st = em_rt_gpu(dev, &g);
+  if (st) return st;
+  pthread_mutex_lock(&g_exec_stream_lock);
+  if (!g->exec_stream) st = em_stream_create(dev, &g->exec_stream); /* flags 0: blocking */
+  *out = g->exec_stream;
+  pthread_mutex_unlock(&g_exec_stream_lock);
+  return st;
+}
+
+/* em_shutdown, the runtime locked and g's context current: the stream goes
+ * with it. */
+void em_exec_stream_shutdown(em_runtime *rt, em_gpu *g) {
+  if (!g->exec_stream) return;
+  if (g->exec_stream->handle) rt->cu.cuStreamDestroy(g->exec_stream->handle);
+  free(g->exec_stream);
+  g->exec_stream = NULL;
+}
+
 API em_status em_stream_destroy(em_stream *s) {
   if (!s) return EM_OK;
   em_status st = EM_OK;

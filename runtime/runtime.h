@@ -102,7 +102,19 @@ typedef struct em_gpu {
   em_device_info info;
   em_module_state *modules;  /* one per module of the image table */
   em_allocator alloc;
+  /* The stream of executors that run CUDA graphs (em_exec_stream_get),
+   * made on first use: one per device, so their work stays ordered with
+   * each other's (the caching allocator hands a block freed by one
+   * executor's step to the next request, whichever executor makes it). */
+  struct em_stream *exec_stream;
 } em_gpu;
+
+/* The device's executors' stream (em_gpu.exec_stream): blocking, so the
+ * legacy stream (synchronous copies, other executors' launches) and it wait
+ * for each other; created on the first call. */
+em_status em_exec_stream_get(em_device dev, struct em_stream **out);
+struct em_runtime;
+void em_exec_stream_shutdown(struct em_runtime *rt, em_gpu *g);
 
 typedef struct em_runtime {
   em_driver_info driver;

@@ -95,6 +95,28 @@ EM_API em_mode em_exec_get_mode(const em_exec *e);
 EM_API em_status em_exec_set_tf32(em_exec *e, int allow);
 EM_API int em_exec_get_tf32(const em_exec *e);
 
+/* CUDA graphs (default on for a CUDA executor; EMBER_CUDA_GRAPHS=0 at
+ * em_exec_create turns them off, any value but 0 and 1 makes it fail). With
+ * graphs on, every step launches on the device's executors' stream (one
+ * blocking stream per device, so the legacy stream's synchronous copies
+ * still wait for it); per feed-shape key (the mode, training flag and TF32
+ * setting, then the dtype and shape of each feed) the first two runs stay
+ * eager, the third is captured into a CUDA graph with its own memory pool,
+ * and later runs replay it with one cuGraphLaunch: the feeds are copied
+ * into the graph's fixed buffers, parameters changed on the host are
+ * uploaded to their same addresses, and each output is copied out of the
+ * graph's buffer into a new tensor. The last EM_EXEC_GRAPHS_KEYS (8) keys
+ * keep graphs. Plans the capture cannot hold stay eager, with the reason in
+ * em_exec_describe and on EMBER_LOG=dispatch: a step on host copies, a
+ * learner's update or other in-place write of parameters or states,
+ * training-mode batch norm or dropout, an output that is a leaf, a driver
+ * without stream capture, or a capture a call invalidated (named by the
+ * step). A CPU executor accepts the switch and runs as before (its describe
+ * says graphs need a CUDA device). Turning graphs off frees the executor's
+ * graphs. */
+EM_API em_status em_exec_set_graphs(em_exec *e, int on);
+EM_API int em_exec_get_graphs(const em_exec *e);
+
 /* A text listing of the plan: one line per step (op, inputs, output shapes,
  * buffer reuse, and on a CUDA device "[on host copies: why]" for a step that
  * ran, or will run, its CPU code on host copies), for debugging. Returns bytes
@@ -138,6 +160,14 @@ typedef struct em_exec_stats {
    * EMBER_CHANNELS_LAST=0 keeps every value contiguous. */
   int channels_last_steps;
   uint64_t layout_copies;
+  /* CUDA graphs (em_exec_set_graphs): whether the last run replayed a
+   * captured graph (its steps then ran no host code and launched no kernel
+   * one by one), the graphs captured and replayed so far, the graphs held
+   * now and their memory pools' bytes. */
+  int graph_replayed;
+  uint64_t graph_captures, graph_replays;
+  int graphs_held;
+  uint64_t graph_pool_bytes;
 } em_exec_stats;
 EM_API em_status em_exec_stats_get(const em_exec *e, em_exec_stats *out);
 

@@ -1,0 +1,64 @@
+/* CUDA graphs for an executor (exec_graphs.c), internal to the engine.
+ *
+ * exec.c hands over its runs through two hooks and a refusal; this file
+ * owns the executor's stream, the per-feed-shape graphs, their memory pools
+ * and fixed feed buffers, and the decisions: warm up eagerly, capture once,
+ * replay, or stay eager with a reason. It knows nothing of plans or ops. */
+#ifndef EMBER_ENGINE_EXEC_GRAPHS_H
+#define EMBER_ENGINE_EXEC_GRAPHS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ember/exec.h"
+#include "ember/runtime.h"
+
+typedef struct em_exec_graphs em_exec_graphs;
+
+typedef struct em_exec_graphs_hooks {
+  void *ctx;
+  int n_outputs;
+  int n_leaves;
+  /* One run of the plan on feeds (device tensors or host ones), handing
+   * back the outputs (new references). With capturing set it runs inside
+   * a capture: it must issue no forbidden call, and may stop at the first
+   * step that invalidated the capture, naming it. */
+  em_status (*run)(void *ctx, const em_feed *feeds, int n_feeds, int capturing, em_tensor **outputs);
+  /* Outside any capture: brings the resident leaves up to date (an upload
+   * of a value changed on the host, to the same address), settles earlier
+   * device checks, and writes each leaf's device address into addr
+   * (n_leaves entries), which a replay needs unchanged. */
+  em_status (*leaves)(void *ctx, const void **addr);
+} em_exec_graphs_hooks;
+
+/* Graphs for an executor on dev (a CUDA device): the device's executors'
+ * stream (em_exec_stream_get: blocking, so the legacy stream's synchronous
+ * copies still wait for its work, and callers read outputs with them) and
+ * no graph yet. When dev cannot
+ * capture (em_cuda_graph_supported), *out still holds the stream-less
+ * state and every run stays eager with that reason. */
+em_status em_exec_graphs_create(em_device dev, em_exec_graphs **out);
+void em_exec_graphs_free(em_exec_graphs *gs);
+/* The stream every step launches on (NULL where graphs cannot run). */
+em_stream *em_exec_graphs_stream(const em_exec_graphs *gs);
+
+/* A run: eager while its key (config, then dtype and shape of each feed)
+ * has been seen fewer than 2 times, or the plan is refused (refusal: why,
+ * NULL when capturable); then one capture, kept per key (LRU of
+ * EM_EXEC_GRAPHS_KEYS); then replays. *replayed: 1 when a graph ran
+ * (captured now or before), 0 for an eager run. */
+#define EM_EXEC_GRAPHS_KEYS 8
+em_status em_exec_graphs_run(em_exec_graphs *gs, const em_exec_graphs_hooks *h, const char *refusal, uint64_t config,
+                             const em_feed *feeds, int n_feeds, em_tensor **outputs, int *replayed);
+
+/* Counters and the last reason a run stayed eager. */
+typedef struct em_exec_graphs_info {
+  uint64_t captures, replays, eager_runs, capture_failures;
+  int graphs;           /* graphs held now */
+  uint64_t pool_bytes;  /* their pools' bytes */
+} em_exec_graphs_info;
+void em_exec_graphs_info_get(const em_exec_graphs *gs, em_exec_graphs_info *out);
+/* Why the last run stayed eager ("" when it replayed or is warming up). */
+const char *em_exec_graphs_why(const em_exec_graphs *gs);
+
+#endif
