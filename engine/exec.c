@@ -28,6 +28,7 @@
 #include "graph_internal.h"
 #include "kernel_cache.h"
 #include "memory.h"
+#include "runtime.h"
 #include "tensor_internal.h"
 
 #define API __attribute__((visibility("default")))
@@ -403,7 +404,7 @@ static em_status graphs_switch(em_exec *e, int on) {
     em_status s = em_exec_graphs_create(e->dev, &e->graphs);
     if (s) return s;
   } else {
-    em_exec_graphs_free(e->graphs);
+    em_exec_graphs_free(e->graphs); /* the legacy stream waits for its stream first */
     e->graphs = NULL;
   }
   for (int st = 0; st < e->n_steps; st++) e->steps[st].stream = em_exec_graphs_stream(e->graphs);
@@ -813,7 +814,10 @@ static em_status run_step(em_exec *e, run_state *r, int st) {
         }
         em_clear_error();
         note_host_step(e, st, why[0] ? why : "its gpu member handed it to the CPU");
-        s = run_on_host(&a, e->dev, in, out, states, e->sc_hin);
+        /* its copies use the legacy stream: ordered with the step's stream both ways */
+        s = p->stream ? em_stream_join(e->dev, NULL, p->stream) : EM_OK;
+        if (!s) s = run_on_host(&a, e->dev, in, out, states, e->sc_hin);
+        if (!s && p->stream) s = em_stream_join(e->dev, p->stream, NULL);
       }
     }
   }
@@ -867,6 +871,13 @@ static em_status run_plan(em_exec *e, const em_feed *feeds, int n_feeds, run_sta
   /* The device's context stays current through the steps: each launch then
    * skips its own push and pop (dispatch.c em_kernel_launch). */
   int entered = em_device_enter(e->dev);
+  /* With CUDA graphs on, the steps launch on the executor's non-blocking
+   * stream: it waits for the binds' copies on the legacy stream first, and
+   * the legacy stream (the caller's reads, leaf outputs' copies, the next
+   * run's binds, other executors) waits for the steps after. Inside a
+   * capture the graph module orders the stream outside it. */
+  em_stream *own = e->graphs && !e->capturing ? em_exec_graphs_stream(e->graphs) : NULL;
+  if (!s && own) s = em_stream_join(e->dev, own, NULL);
   for (int st = 0; st < e->n_steps && !s; st++) {
     s = run_step(e, r, st);
     const em_node *n = &e->g->nodes[e->steps[st].node];
@@ -879,6 +890,10 @@ static em_status run_plan(em_exec *e, const em_feed *feeds, int n_feeds, run_sta
                   "node %d (op '%s') made a call stream capture forbids (a synchronisation, a synchronous or "
                   "pageable copy, an allocation or free of device memory), invalidating the capture",
                   e->steps[st].node, n->op->name);
+  }
+  if (own) {
+    em_status j = em_stream_join(e->dev, NULL, own);
+    if (!s) s = j;
   }
   em_device_leave(e->dev, entered);
   e->stats.peak_bytes = r->peak;

@@ -47,7 +47,7 @@ typedef struct entry {
 
 struct em_exec_graphs {
   em_device dev;
-  em_stream *stream;        /* the device's executors' stream; not owned */
+  em_stream *stream;        /* the executor's own stream (non-blocking) */
   int supported;
   char unsupported[320];
   entry ent[EM_EXEC_GRAPHS_KEYS];
@@ -61,6 +61,9 @@ struct em_exec_graphs {
 static uint64_t bytes_of(const em_tensor *t) { return (uint64_t)em_tensor_numel(t) * em_dtype_size(em_tensor_dtype(t)); }
 
 static void entry_drop_graph(em_exec_graphs *gs, entry *en) {
+  /* Blocks go back to the shared cache: whoever takes one next must come
+   * after the replays still pending on the stream. */
+  if (en->graph || en->outs || en->feed_buf) (void)em_stream_join(gs->dev, NULL, gs->stream);
   if (en->outs) {
     em_alloc_pool_enter(en->pool); /* the outputs' blocks go back to the pool, not the allocator */
     for (int i = 0; i < gs->n_outputs; i++) em_tensor_release(en->outs[i]);
@@ -92,10 +95,10 @@ em_status em_exec_graphs_create(em_device dev, em_exec_graphs **out) {
   gs->dev = dev;
   gs->supported = em_cuda_graph_supported(dev, gs->unsupported, sizeof gs->unsupported);
   if (gs->supported) {
-    em_status s = em_exec_stream_get(dev, &gs->stream);
+    em_status s = em_stream_create_nonblocking(dev, &gs->stream);
     if (s) {
       free(gs);
-      return em_fail_context(s, "the executors' stream of cuda:%d", dev.ordinal);
+      return em_fail_context(s, "an executor's stream on cuda:%d", dev.ordinal);
     }
   }
   *out = gs;
@@ -105,6 +108,9 @@ em_status em_exec_graphs_create(em_device dev, em_exec_graphs **out) {
 void em_exec_graphs_free(em_exec_graphs *gs) {
   if (!gs) return;
   for (int i = 0; i < gs->n_ent; i++) entry_clear(gs, &gs->ent[i]);
+  /* the legacy stream (the next user of this executor's blocks) waits for it */
+  (void)em_stream_join(gs->dev, NULL, gs->stream);
+  (void)em_stream_destroy(gs->stream);
   free(gs);
 }
 
@@ -210,9 +216,14 @@ static em_status fetch_outputs(em_exec_graphs *gs, entry *en, em_tensor **output
   return s;
 }
 
+/* After the feeds' copies (the caller joined the stream to the legacy
+ * stream before them): the graph runs, its outputs are copied out, and the
+ * legacy stream (the caller's reads, other executors) waits for all of it. */
 static em_status launch(em_exec_graphs *gs, entry *en, em_tensor **outputs) {
   em_status s = em_cuda_graph_launch(en->graph, gs->stream);
   if (!s) s = fetch_outputs(gs, en, outputs);
+  em_status j = em_stream_join(gs->dev, NULL, gs->stream);
+  if (!s) s = j;
   if (!s) gs->info.replays++;
   return s;
 }
@@ -242,6 +253,9 @@ static em_status capture(em_exec_graphs *gs, const em_exec_graphs_hooks *h, entr
                     ? EM_OK
                     : em_fail(EM_ERR_OUT_OF_MEMORY, "no memory for a CUDA graph's buffers");
   if (!s) s = em_alloc_pool_create(en->rec, &en->pool);
+  if (!s) s = h->leaves(h->ctx, en->leaf_addr);
+  /* the stream waits for the legacy stream: uploads, feeds made there */
+  if (!s) s = em_stream_join(gs->dev, gs->stream, NULL);
   for (int i = 0; i < n && !s; i++) {
     const em_feed *f = &feeds[order[i]];
     em_shape sh;
@@ -251,7 +265,6 @@ static em_status capture(em_exec_graphs *gs, const em_exec_graphs_hooks *h, entr
     if (!s) s = copy_feed(gs, f->value, en->feed_buf[i]);
     fixed[i] = (em_feed){f->var, en->feed_buf[i]};
   }
-  if (!s) s = h->leaves(h->ctx, en->leaf_addr);
   if (s) { /* no capture began: the run itself failed or memory ran out */
     free(fixed);
     entry_drop_graph(gs, en);
@@ -301,6 +314,7 @@ static em_status replay(em_exec_graphs *gs, const em_exec_graphs_hooks *h, entry
     en->seen = 0;
     return EM_ERR_UNSUPPORTED;
   }
+  s = em_stream_join(gs->dev, gs->stream, NULL); /* uploads of changed parameters, feeds made on the legacy stream */
   for (int i = 0; i < en->n_feeds && !s; i++) s = copy_feed(gs, feeds[order[i]].value, en->feed_buf[i]);
   return s ? s : launch(gs, en, outputs);
 }

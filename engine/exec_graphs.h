@@ -31,10 +31,13 @@ typedef struct em_exec_graphs_hooks {
   em_status (*leaves)(void *ctx, const void **addr);
 } em_exec_graphs_hooks;
 
-/* Graphs for an executor on dev (a CUDA device): the device's executors'
- * stream (em_exec_stream_get: blocking, so the legacy stream's synchronous
- * copies still wait for its work, and callers read outputs with them) and
- * no graph yet. When dev cannot
+/* Graphs for an executor on dev (a CUDA device): its own non-blocking
+ * stream (a blocking stream's capture would make every other thread's
+ * synchronous copy on the device fail with CUDA_ERROR_STREAM_CAPTURE_IMPLICIT)
+ * and no graph yet. The stream and the legacy stream are ordered by
+ * em_stream_join where work passes between them: exec.c before and after
+ * a run's steps and around a step on host copies, this file around a
+ * launch. When dev cannot
  * capture (em_cuda_graph_supported), *out still holds the stream-less
  * state and every run stays eager with that reason. */
 em_status em_exec_graphs_create(em_device dev, em_exec_graphs **out);

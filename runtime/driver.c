@@ -71,6 +71,10 @@ static const char *resolve(em_cuda_api *a) {
   OPT(cuGraphLaunch, NULL, "cuGraphLaunch")
   OPT(cuGraphExecDestroy, NULL, "cuGraphExecDestroy")
   OPT(cuGraphDestroy, NULL, "cuGraphDestroy")
+  OPT(cuEventCreate, NULL, "cuEventCreate")
+  OPT(cuEventRecord, NULL, "cuEventRecord")
+  OPT(cuEventDestroy, "cuEventDestroy_v2", "cuEventDestroy")
+  OPT(cuStreamWaitEvent, NULL, "cuStreamWaitEvent")
 #undef REQ
 #undef OPT
   return NULL;

@@ -307,7 +307,11 @@ API em_status em_memcpy_d2d(em_device dev, void *dst, const void *src, size_t by
   return copy(dev, dst, src, bytes, s, D2D);
 }
 
-API em_status em_stream_create(em_device dev, em_stream **out) {
+static em_status em_stream_create_flags(em_device dev, unsigned flags, em_stream **out);
+
+API em_status em_stream_create(em_device dev, em_stream **out) { return em_stream_create_flags(dev, 0, out); }
+
+static em_status em_stream_create_flags(em_device dev, unsigned flags, em_stream **out) {
   if (!out) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_stream_create: out is NULL");
   em_stream *s = calloc(1, sizeof *s);
   if (!s) return em_fail(EM_ERR_OUT_OF_MEMORY, "no memory for a stream");
@@ -320,7 +324,7 @@ API em_status em_stream_create(em_device dev, em_stream **out) {
       free(s);
       return st;
     }
-    CUresult r = em_rt()->cu.cuStreamCreate(&s->handle, 0);
+    CUresult r = em_rt()->cu.cuStreamCreate(&s->handle, flags);
     em_gpu_leave(g);
     if (r) {
       free(s);
@@ -331,27 +335,35 @@ API em_status em_stream_create(em_device dev, em_stream **out) {
   return EM_OK;
 }
 
-static pthread_mutex_t g_exec_stream_lock = PTHREAD_MUTEX_INITIALIZER;
-
-em_status em_exec_stream_get(em_device dev, em_stream **out) {
-  *out = NULL;
-  em_gpu *g;
-  em_status st = em_rt_gpu(dev, &g);
-  if (st) return st;
-  pthread_mutex_lock(&g_exec_stream_lock);
-  if (!g->exec_stream) st = em_stream_create(dev, &g->exec_stream); /* flags 0: blocking */
-  *out = g->exec_stream;
-  pthread_mutex_unlock(&g_exec_stream_lock);
+/* A non-blocking stream (CU_STREAM_NON_BLOCKING): the legacy stream and it
+ * do not wait for each other, so another thread's synchronous copy neither
+ * waits for this stream's work nor disturbs its capture; em_stream_join
+ * orders them where needed. */
+em_status em_stream_create_nonblocking(em_device dev, em_stream **out) {
+  em_status st = em_stream_create_flags(dev, 1, out);
   return st;
 }
 
-/* em_shutdown, the runtime locked and g's context current: the stream goes
- * with it. */
-void em_exec_stream_shutdown(em_runtime *rt, em_gpu *g) {
-  if (!g->exec_stream) return;
-  if (g->exec_stream->handle) rt->cu.cuStreamDestroy(g->exec_stream->handle);
-  free(g->exec_stream);
-  g->exec_stream = NULL;
+/* waiter's later work waits for what waited holds now (either may be NULL:
+ * the legacy stream): an event recorded on waited, waited on by waiter.
+ * Without the event entry points: the host waits for waited instead. */
+em_status em_stream_join(em_device dev, em_stream *waiter, em_stream *waited) {
+  if (dev.kind != EM_DEVICE_CUDA || waiter == waited) return EM_OK;
+  em_cuda_api *cu = &em_rt()->cu;
+  if (!cu->cuEventCreate || !cu->cuEventRecord || !cu->cuStreamWaitEvent || !cu->cuEventDestroy)
+    return em_stream_sync(dev, waited);
+  em_gpu *g;
+  em_status st = em_rt_gpu(dev, &g);
+  if (!st) st = em_gpu_enter(g);
+  if (st) return st;
+  CUevent ev = NULL;
+  const char *call = "cuEventCreate";
+  CUresult r = cu->cuEventCreate(&ev, 0x2 /* CU_EVENT_DISABLE_TIMING */);
+  if (!r) call = "cuEventRecord", r = cu->cuEventRecord(ev, em_stream_handle(waited));
+  if (!r) call = "cuStreamWaitEvent", r = cu->cuStreamWaitEvent(em_stream_handle(waiter), ev, 0);
+  if (ev) cu->cuEventDestroy(ev); /* released once the wait is done */
+  em_gpu_leave(g);
+  return r ? em_cuda_fail(r, call, "ordering two streams of CUDA device %d", dev.ordinal) : EM_OK;
 }
 
 API em_status em_stream_destroy(em_stream *s) {

@@ -149,7 +149,6 @@ API void em_shutdown(void) {
   for (int i = 0; i < rt->n_gpus; i++) {
     em_gpu *g = &rt->gpus[i];
     if (g->ctx && em_gpu_enter(g) == EM_OK) {
-      em_exec_stream_shutdown(rt, g);
       for (size_t m = 0; g->modules && m < rt->n_modules; m++)
         if (g->modules[m].module) rt->cu.cuModuleUnload(g->modules[m].module);
       em_gpu_leave(g);

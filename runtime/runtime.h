@@ -71,6 +71,12 @@ typedef struct em_cuda_api {
   PFN_cuGraphLaunch cuGraphLaunch;
   PFN_cuGraphExecDestroy cuGraphExecDestroy;
   PFN_cuGraphDestroy cuGraphDestroy;
+  /* Events, to order two streams (em_stream_join); optional: without them
+   * the host waits instead. */
+  PFN_cuEventCreate cuEventCreate;
+  PFN_cuEventRecord cuEventRecord;
+  PFN_cuEventDestroy cuEventDestroy;
+  PFN_cuStreamWaitEvent cuStreamWaitEvent;
 } em_cuda_api;
 
 struct em_kernel {
@@ -102,19 +108,14 @@ typedef struct em_gpu {
   em_device_info info;
   em_module_state *modules;  /* one per module of the image table */
   em_allocator alloc;
-  /* The stream of executors that run CUDA graphs (em_exec_stream_get),
-   * made on first use: one per device, so their work stays ordered with
-   * each other's (the caching allocator hands a block freed by one
-   * executor's step to the next request, whichever executor makes it). */
-  struct em_stream *exec_stream;
 } em_gpu;
 
-/* The device's executors' stream (em_gpu.exec_stream): blocking, so the
- * legacy stream (synchronous copies, other executors' launches) and it wait
- * for each other; created on the first call. */
-em_status em_exec_stream_get(em_device dev, struct em_stream **out);
-struct em_runtime;
-void em_exec_stream_shutdown(struct em_runtime *rt, em_gpu *g);
+/* Streams of executors running CUDA graphs (memory_api.c): a non-blocking
+ * stream, and one stream's later work made to wait for another's (NULL:
+ * the legacy stream) without the host waiting. */
+struct em_stream;
+em_status em_stream_create_nonblocking(em_device dev, struct em_stream **out);
+em_status em_stream_join(em_device dev, struct em_stream *waiter, struct em_stream *waited);
 
 typedef struct em_runtime {
   em_driver_info driver;
