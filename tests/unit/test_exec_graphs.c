@@ -59,6 +59,7 @@ static int teardown(void **state) {
   unsetenv("EMBER_LIBCUDA");
   unsetenv("FAKECUDA_DEVICES");
   unsetenv("FAKECUDA_DRIVER");
+  unsetenv("EMBER_FORCE");
   unsetenv("EMBER_LIBCUBLAS"), unsetenv("EMBER_CUBLAS");
   unsetenv("EMBER_LIBCUDNN"), unsetenv("EMBER_CUDNN");
   return 0;
@@ -383,6 +384,72 @@ static void test_invalidated_capture_names_the_step(void **state) {
   em_graph_free(m.g);
 }
 
+/* A learner's update writes the parameters in place (ops/learner_gpu.c
+ * also uploads a per-step table from pageable memory): refused. h is all
+ * zeros (learning rate 0), so both executors' updates leave the shared
+ * parameters as they were and the runs stay comparable. */
+static void test_learner_update_is_refused(void **state) {
+  (void)state;
+  NEED_DOUBLE(NULL);
+  model m;
+  build(&m, 0);
+  em_tensor *ht, *ones;
+  float hz[16] = {0}, on[NP * 2];
+  for (int i = 0; i < NP * 2; i++) on[i] = 1.0f;
+  CHECK(em_tensor_from_host(em_cpu(), EM_F32, 1, (int64_t[]){16}, hz, sizeof hz, &ht));
+  CHECK(em_tensor_from_host(em_cpu(), EM_F32, 2, (int64_t[]){NP, 2}, on, sizeof on, &ones));
+  em_var h, sc;
+  CHECK(em_constant(m.g, ht, &h));
+  CHECK(em_constant(m.g, ones, &sc));
+  em_tensor_release(ht), em_tensor_release(ones);
+  em_var in[2 + 2 * NP] = {h, sc};
+  for (int i = 0; i < NP; i++) in[2 + i] = m.params[i], in[2 + NP + i] = m.outs[1 + i];
+  em_attr n = {.name = "n", .type = EM_ATTR_INT, .i = NP};
+  em_var upd = apply(m.g, "_update_sgd", in, 2 + 2 * NP, &n, 1);
+  em_var outs[NOUT + 1];
+  memcpy(outs, m.outs, sizeof m.outs);
+  outs[NOUT] = upd;
+  em_exec *eager, *gr;
+  CHECK(em_exec_create(m.g, outs, NOUT + 1, gpu0(), &eager));
+  CHECK(em_exec_create(m.g, outs, NOUT + 1, gpu0(), &gr));
+  CHECK(em_exec_set_mode(eager, EM_MODE_PORTABLE));
+  CHECK(em_exec_set_mode(gr, EM_MODE_PORTABLE));
+  CHECK(em_exec_set_graphs(eager, 0));
+  for (int k = 0; k < 4; k++) {
+    em_feed f[2];
+    batch(k, 8, f, &m);
+    em_tensor *a[NOUT + 1], *b[NOUT + 1];
+    CHECK(em_exec_run(eager, f, 2, a));
+    CHECK(em_exec_run(gr, f, 2, b));
+    em_exec_stats st;
+    CHECK(em_exec_stats_get(gr, &st));
+    assert_int_equal(st.graph_replayed, 0);
+    for (int i = 0; i < NOUT; i++) assert_same_bits(a[i], b[i], "learner", k, i);
+    release_all(a, NOUT + 1), release_all(b, NOUT + 1);
+    feeds_release(f);
+  }
+  assert_describes(gr, "(op '_update_sgd') updates parameters or states in place");
+  em_exec_free(eager);
+  em_exec_free(gr);
+  em_graph_free(m.g);
+}
+
+/* EMBER_FORCE=cpu: every step runs its CPU code on host copies: refused. */
+static void test_host_steps_are_refused(void **state) {
+  (void)state;
+  NEED_DOUBLE(NULL);
+  setenv("EMBER_FORCE", "cpu", 1);
+  em_shutdown();
+  model m;
+  build(&m, 0);
+  em_exec *eager = executor(&m, 0, EM_MODE_PORTABLE), *gr = executor(&m, 1, EM_MODE_PORTABLE);
+  run_refused(&m, gr, eager, "runs its CPU code on host copies");
+  em_exec_free(eager);
+  em_exec_free(gr);
+  em_graph_free(m.g);
+  unsetenv("EMBER_FORCE");
+}
+
 /* A CUDA 9.2 driver has no stream capture: eager, with the reason. */
 static void test_old_driver_stays_eager(void **state) {
   (void)state;
@@ -472,6 +539,8 @@ int main(void) {
       cmocka_unit_test_teardown(test_dropout_in_training_is_refused, teardown),
       cmocka_unit_test_teardown(test_leaf_output_is_refused, teardown),
       cmocka_unit_test_teardown(test_invalidated_capture_names_the_step, teardown),
+      cmocka_unit_test_teardown(test_learner_update_is_refused, teardown),
+      cmocka_unit_test_teardown(test_host_steps_are_refused, teardown),
       cmocka_unit_test_teardown(test_old_driver_stays_eager, teardown),
       cmocka_unit_test_teardown(test_free_releases_graphs_and_pools, teardown),
   };
