@@ -878,6 +878,8 @@ static em_status run_plan(em_exec *e, const em_feed *feeds, int n_feeds, run_sta
    * capture the graph module orders the stream outside it. */
   em_stream *own = e->graphs && !e->capturing ? em_exec_graphs_stream(e->graphs) : NULL;
   if (!s && own) s = em_stream_join(e->dev, own, NULL);
+  /* blocks the steps free are cached under the stream (em_alloc_stream) */
+  const void *was = own ? em_alloc_stream(own) : NULL;
   for (int st = 0; st < e->n_steps && !s; st++) {
     s = run_step(e, r, st);
     const em_node *n = &e->g->nodes[e->steps[st].node];
@@ -892,6 +894,7 @@ static em_status run_plan(em_exec *e, const em_feed *feeds, int n_feeds, run_sta
                   e->steps[st].node, n->op->name);
   }
   if (own) {
+    em_alloc_stream(was);
     em_status j = em_stream_join(e->dev, NULL, own);
     if (!s) s = j;
   }

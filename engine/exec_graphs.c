@@ -204,8 +204,11 @@ static em_status fetch_outputs(em_exec_graphs *gs, entry *en, em_tensor **output
     em_shape sh;
     em_shape_of(en->outs[i], &sh);
     s = em_tensor_empty(gs->dev, &sh, &outputs[i]);
-    if (!s)
-      s = em_memcpy_d2d(gs->dev, em_tensor_data(outputs[i]), em_tensor_data(en->outs[i]), (size_t)bytes_of(en->outs[i]),
+  }
+  /* the new blocks came from the legacy stream's side of the cache */
+  if (!s) s = em_stream_join(gs->dev, gs->stream, NULL);
+  for (int i = 0; i < gs->n_outputs && !s; i++) {
+    s = em_memcpy_d2d(gs->dev, em_tensor_data(outputs[i]), em_tensor_data(en->outs[i]), (size_t)bytes_of(en->outs[i]),
                         gs->stream);
   }
   if (s)
@@ -254,17 +257,18 @@ static em_status capture(em_exec_graphs *gs, const em_exec_graphs_hooks *h, entr
                     : em_fail(EM_ERR_OUT_OF_MEMORY, "no memory for a CUDA graph's buffers");
   if (!s) s = em_alloc_pool_create(en->rec, &en->pool);
   if (!s) s = h->leaves(h->ctx, en->leaf_addr);
-  /* the stream waits for the legacy stream: uploads, feeds made there */
-  if (!s) s = em_stream_join(gs->dev, gs->stream, NULL);
   for (int i = 0; i < n && !s; i++) {
     const em_feed *f = &feeds[order[i]];
     em_shape sh;
     em_shape_of(f->value, &sh);
     en->feed_var[i] = f->var;
     s = em_tensor_empty(gs->dev, &sh, &en->feed_buf[i]);
-    if (!s) s = copy_feed(gs, f->value, en->feed_buf[i]);
     fixed[i] = (em_feed){f->var, en->feed_buf[i]};
   }
+  /* the stream waits for the legacy stream: uploads, feeds made there, the
+   * last users of the blocks just taken */
+  if (!s) s = em_stream_join(gs->dev, gs->stream, NULL);
+  for (int i = 0; i < n && !s; i++) s = copy_feed(gs, feeds[order[i]].value, en->feed_buf[i]);
   if (s) { /* no capture began: the run itself failed or memory ran out */
     free(fixed);
     entry_drop_graph(gs, en);

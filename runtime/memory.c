@@ -131,10 +131,23 @@ static int backend_alloc(em_allocator *a, size_t bytes, void **p, char *why, siz
   return err;
 }
 
-/* Takes a cached block of exactly this class, if any. */
+static _Thread_local const void *t_stream;
+
+const void *em_alloc_stream(const void *stream) {
+  const void *old = t_stream;
+  t_stream = stream;
+  return old;
+}
+
+/* The stream a block is cached under (stream-aware allocators only). */
+static const void *stream_of(const em_allocator *a) { return a->backend.streams ? t_stream : NULL; }
+
+/* Takes a cached block of exactly this class, freed under this thread's
+ * stream, if any. */
 static void *take_cached(em_allocator *a, size_t cls) {
+  const void *stream = stream_of(a);
   for (size_t i = 0; i < a->cached_count; i++) {
-    if (a->cached[i].size != cls) continue;
+    if (a->cached[i].size != cls || a->cached[i].stream != stream) continue;
     void *p = a->cached[i].ptr;
     a->cached[i] = a->cached[--a->cached_count];
     a->stats.bytes_cached -= cls;
@@ -212,6 +225,7 @@ em_status em_allocator_free(em_allocator *a, void *ptr) {
     if (room && a->cached_count < a->cached_cap) {
       a->cached[a->cached_count].ptr = ptr;
       a->cached[a->cached_count].size = cls;
+      a->cached[a->cached_count].stream = stream_of(a);
       a->cached_count++;
       a->stats.bytes_cached += cls;
       cached = 1;

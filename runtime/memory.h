@@ -18,9 +18,21 @@ typedef struct em_alloc_backend {
   void *ctx;
   int caching;            /* keep freed blocks for reuse */
   size_t cache_limit;     /* most bytes the cache holds (beyond: released at once); 0: no limit */
+  int streams;            /* stream-aware (a CUDA device's): see em_alloc_stream */
 } em_alloc_backend;
 
-typedef struct em_alloc_block { void *ptr; size_t size; } em_alloc_block;
+typedef struct em_alloc_block { void *ptr; size_t size; const void *stream; } em_alloc_block;
+
+/* The stream this thread's work is issued on now (NULL: the legacy stream),
+ * for stream-aware allocators: a block freed while it is set is cached
+ * under that stream and handed out again only to requests made under the
+ * same stream, because work queued on it may still read the block. Work
+ * of two streams is ordered only where someone joins them (em_stream_join);
+ * an executor with CUDA graphs sets its stream around its steps, so a block
+ * one of its steps freed never goes to another thread's legacy-stream
+ * work still racing with it (nor the other way round). Returns the
+ * previous value. */
+const void *em_alloc_stream(const void *stream);
 
 typedef struct em_allocator {
   pthread_mutex_t lock;

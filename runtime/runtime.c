@@ -76,7 +76,7 @@ static void cpu_release(void *ctx, void *ptr) {
 static em_allocator cpu_allocator;
 static pthread_once_t cpu_allocator_once = PTHREAD_ONCE_INIT;
 static void cpu_allocator_init(void) {
-  em_allocator_init(&cpu_allocator, (em_alloc_backend){cpu_alloc, cpu_release, NULL, 1, (size_t)1 << 30});
+  em_allocator_init(&cpu_allocator, (em_alloc_backend){cpu_alloc, cpu_release, NULL, 1, (size_t)1 << 30, 0});
 }
 em_allocator *em_cpu_allocator(void) {
   pthread_once(&cpu_allocator_once, cpu_allocator_init);
@@ -124,7 +124,7 @@ static em_runtime *rt_create(void) {
     em_gpu *g = &rt->gpus[i];
     g->modules = calloc(rt->n_modules ? rt->n_modules : 1, sizeof *g->modules);
     for (size_t m = 0; g->modules && m < rt->n_modules; m++) g->modules[m].name = rt->modules[m];
-    em_allocator_init(&g->alloc, (em_alloc_backend){gpu_alloc, gpu_release, g, 1, 0});
+    em_allocator_init(&g->alloc, (em_alloc_backend){gpu_alloc, gpu_release, g, 1, 0, 1});
   }
   return rt;
 }

@@ -118,7 +118,7 @@ static fixture *fixture_limited(int caching, uint64_t capacity, size_t cache_lim
   fixture *f = calloc(1, sizeof *f);
   assert_non_null(f);
   f->m = mock_new(capacity);
-  em_allocator_init(&f->a, (em_alloc_backend){mock_alloc, mock_release, f->m, caching, cache_limit});
+  em_allocator_init(&f->a, (em_alloc_backend){mock_alloc, mock_release, f->m, caching, cache_limit, 0});
   return f;
 }
 
@@ -668,6 +668,40 @@ static void test_threads_keep_totals_consistent(void **state) {
   fixture_free(f);
 }
 
+/* A stream-aware allocator (a CUDA device's) hands a cached block only to a
+ * request made under the stream it was freed under (em_alloc_stream): work
+ * queued on that stream may still read it. A plain one ignores streams. */
+static void test_cache_is_per_stream(void **state) {
+  (void)state;
+  for (int aware = 0; aware <= 1; aware++) {
+    fixture *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    f->m = mock_new(1 << 20);
+    em_allocator_init(&f->a, (em_alloc_backend){mock_alloc, mock_release, f->m, 1, 0, aware});
+    int s1, s2; /* two streams' identities */
+    void *p, *q, *r;
+    assert_null(em_alloc_stream(&s1));
+    assert_int_equal(em_allocator_alloc(&f->a, 1000, &p), EM_OK);
+    assert_int_equal(em_allocator_free(&f->a, p), EM_OK); /* cached under s1 */
+    assert_ptr_equal(em_alloc_stream(&s2), &s1);
+    assert_int_equal(em_allocator_alloc(&f->a, 1000, &q), EM_OK);
+    if (aware) assert_ptr_not_equal(q, p); /* s2 must not take s1's block */
+    else assert_ptr_equal(q, p);
+    em_alloc_stream(NULL);
+    assert_int_equal(em_allocator_alloc(&f->a, 1000, &r), EM_OK);
+    if (aware) assert_ptr_not_equal(r, p); /* nor the legacy stream */
+    em_alloc_stream(&s1);
+    void *t;
+    assert_int_equal(em_allocator_alloc(&f->a, 1000, &t), EM_OK);
+    assert_ptr_equal(t, aware ? p : t); /* s1 takes its own block back */
+    em_alloc_stream(NULL);
+    assert_int_equal(em_allocator_free(&f->a, q), EM_OK);
+    assert_int_equal(em_allocator_free(&f->a, r), EM_OK);
+    assert_int_equal(em_allocator_free(&f->a, t), EM_OK);
+    fixture_free(f);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_class_by_hand),
@@ -675,6 +709,7 @@ int main(void) {
       cmocka_unit_test(test_class_waste_bound),
       cmocka_unit_test(test_too_large_is_refused),
       cmocka_unit_test(test_freed_block_is_reused_for_its_class),
+      cmocka_unit_test(test_cache_is_per_stream),
       cmocka_unit_test(test_stats_by_hand),
       cmocka_unit_test(test_bad_free_is_an_invalid_argument),
       cmocka_unit_test(test_oom_releases_cache_then_retries_once),
