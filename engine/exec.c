@@ -560,8 +560,18 @@ static em_status bind_feed(em_exec *e, run_state *r, const em_feed *f) {
   }
   em_tensor *t = (em_tensor *)f->value;
   int same_dev = em_tensor_device(t).kind == e->dev.kind && em_tensor_device(t).ordinal == e->dev.ordinal;
+  em_stream *own = e->graphs && !e->capturing ? em_exec_graphs_stream(e->graphs) : NULL;
   if (same_dev && em_tensor_is_contiguous(t)) t = em_tensor_retain(t);
-  else if ((s = em_tensor_to_device(f->value, e->dev, &t))) return em_fail_context(s, "feeding input '%s'", name);
+  else if (own && em_tensor_device(t).kind == EM_DEVICE_CPU && em_tensor_is_contiguous(t)) {
+    /* on the executor's stream, without waiting: the driver stages pageable
+     * memory at the call, so the caller may reuse its tensor at once */
+    em_shape sh;
+    em_shape_of(f->value, &sh);
+    if (!(s = em_tensor_empty(e->dev, &sh, &t)) &&
+        (s = em_memcpy_h2d(e->dev, em_tensor_data(t), em_tensor_data(f->value), (size_t)tensor_bytes(t), own)))
+      em_tensor_release(t);
+    if (s) return em_fail_context(s, "feeding input '%s'", name);
+  } else if ((s = em_tensor_to_device(f->value, e->dev, &t))) return em_fail_context(s, "feeding input '%s'", name);
   em_tensor_release(r->val[f->var]);
   r->val[f->var] = t;
   return EM_OK;
@@ -865,21 +875,22 @@ static em_status run_plan(em_exec *e, const em_feed *feeds, int n_feeds, run_sta
   if (settled) return settled;
   r->val = calloc(e->n_values ? e->n_values : 1, sizeof *r->val);
   if (!r->val) return em_fail(EM_ERR_OUT_OF_MEMORY, "no memory for a run over %zu values", e->n_values);
+  /* With CUDA graphs on, the run issues on the executor's non-blocking
+   * stream: host feeds are copied there, the steps launch there, and the
+   * blocks it takes and frees are its stream's (em_alloc_stream). The
+   * stream waits for the legacy stream's copies (uploads of parameters,
+   * feeds made there) before the steps, and the legacy stream (the
+   * caller's reads, leaf outputs' copies, other executors) waits for the
+   * steps after. Inside a capture the graph module orders the stream. */
+  em_stream *own = e->graphs && !e->capturing ? em_exec_graphs_stream(e->graphs) : NULL;
+  const void *was = own ? em_alloc_stream(own) : NULL;
   em_status s = EM_OK;
   for (int i = 0; i < n_feeds && !s; i++) s = bind_feed(e, r, &feeds[i]);
   if (!s) s = bind_leaves(e, r, 1);
   /* The device's context stays current through the steps: each launch then
    * skips its own push and pop (dispatch.c em_kernel_launch). */
   int entered = em_device_enter(e->dev);
-  /* With CUDA graphs on, the steps launch on the executor's non-blocking
-   * stream: it waits for the binds' copies on the legacy stream first, and
-   * the legacy stream (the caller's reads, leaf outputs' copies, the next
-   * run's binds, other executors) waits for the steps after. Inside a
-   * capture the graph module orders the stream outside it. */
-  em_stream *own = e->graphs && !e->capturing ? em_exec_graphs_stream(e->graphs) : NULL;
   if (!s && own) s = em_stream_join(e->dev, own, NULL);
-  /* blocks the steps free are cached under the stream (em_alloc_stream) */
-  const void *was = own ? em_alloc_stream(own) : NULL;
   for (int st = 0; st < e->n_steps && !s; st++) {
     s = run_step(e, r, st);
     const em_node *n = &e->g->nodes[e->steps[st].node];
