@@ -386,12 +386,13 @@ static em_status tf32_from_env(int *out) {
   return em_fail(EM_ERR_INVALID_ARGUMENT, "EMBER_TF32=%.40s: use 1 (allow TF32) or 0 (or unset it)", v);
 }
 
-/* EMBER_CUDA_GRAPHS: "1" or unset/empty on, "0" off. */
+/* EMBER_CUDA_GRAPHS: "1" on, "0" or unset/empty off. Off by default: the capture path has
+ * run on the libcuda double only, and it moves an executor onto its own stream. */
 static em_status graphs_from_env(int *out) {
   const char *v = getenv("EMBER_CUDA_GRAPHS");
-  *out = !v || !*v || !strcmp(v, "1");
-  if (*out || !strcmp(v, "0")) return EM_OK;
-  return em_fail(EM_ERR_INVALID_ARGUMENT, "EMBER_CUDA_GRAPHS=%.40s: use 1 (CUDA graphs, the default) or 0 (or unset it)",
+  *out = v && !strcmp(v, "1");
+  if (*out || !v || !*v || !strcmp(v, "0")) return EM_OK;
+  return em_fail(EM_ERR_INVALID_ARGUMENT, "EMBER_CUDA_GRAPHS=%.40s: use 1 (CUDA graphs) or 0 (the default; or unset it)",
                  v);
 }
 

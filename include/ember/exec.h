@@ -95,8 +95,8 @@ EM_API em_mode em_exec_get_mode(const em_exec *e);
 EM_API em_status em_exec_set_tf32(em_exec *e, int allow);
 EM_API int em_exec_get_tf32(const em_exec *e);
 
-/* CUDA graphs (default on for a CUDA executor; EMBER_CUDA_GRAPHS=0 at
- * em_exec_create turns them off, any value but 0 and 1 makes it fail). With
+/* CUDA graphs (off by default: em_exec_set_graphs(e, 1), or EMBER_CUDA_GRAPHS=1
+ * at em_exec_create; any value but 0 and 1 makes it fail). With
  * graphs on, every step launches on the device's executors' stream (one
  * blocking stream per device, so the legacy stream's synchronous copies
  * still wait for it); per feed-shape key (the mode, training flag and TF32

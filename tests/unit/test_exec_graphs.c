@@ -415,6 +415,7 @@ static void test_learner_update_is_refused(void **state) {
   CHECK(em_exec_set_mode(eager, EM_MODE_PORTABLE));
   CHECK(em_exec_set_mode(gr, EM_MODE_PORTABLE));
   CHECK(em_exec_set_graphs(eager, 0));
+  CHECK(em_exec_set_graphs(gr, 1));
   for (int k = 0; k < 4; k++) {
     em_feed f[2];
     batch(k, 8, f, &m);
@@ -480,6 +481,32 @@ static void test_old_driver_stays_eager(void **state) {
  * in the driver and the device's bytes in use are those before the
  * executor. Turning graphs off frees them too. A CPU executor takes the
  * switch and runs as before. */
+/* Graphs are optional: off for a new executor unless EMBER_CUDA_GRAPHS=1; any other value
+ * than 0 and 1 is refused, naming it. */
+static void test_off_by_default_and_env(void **state) {
+  (void)state;
+  NEED_DOUBLE(NULL);
+  model m;
+  build(&m, 0);
+  const char *vals[4] = {NULL, "0", "1", "yes"};
+  const int want[4] = {0, 0, 1, -1};
+  for (int i = 0; i < 4; i++) {
+    if (vals[i]) setenv("EMBER_CUDA_GRAPHS", vals[i], 1);
+    else unsetenv("EMBER_CUDA_GRAPHS");
+    em_exec *e = NULL;
+    em_status s = em_exec_create(m.g, m.outs, NOUT, gpu0(), &e);
+    if (want[i] < 0) {
+      assert_int_equal(s, EM_ERR_INVALID_ARGUMENT);
+      if (!strstr(em_last_error(), "EMBER_CUDA_GRAPHS")) fail_msg("the refusal should name the variable: %s", em_last_error());
+    } else {
+      CHECK(s);
+      assert_int_equal(em_exec_get_graphs(e), want[i]);
+      em_exec_free(e);
+    }
+  }
+  unsetenv("EMBER_CUDA_GRAPHS");
+}
+
 static void test_free_releases_graphs_and_pools(void **state) {
   (void)state;
   NEED_DOUBLE(NULL);
@@ -543,6 +570,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_host_steps_are_refused, teardown),
       cmocka_unit_test_teardown(test_old_driver_stays_eager, teardown),
       cmocka_unit_test_teardown(test_free_releases_graphs_and_pools, teardown),
+      cmocka_unit_test_teardown(test_off_by_default_and_env, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
