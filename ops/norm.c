@@ -47,7 +47,7 @@
  * norm's per-channel folds over the rows (n, c) of a channel, n ascending;
  * layer norm's parameter gradients per column, rows ascending; LRN's window
  * sums channels ascending. So the CPU and every GPU give the same bits in
- * both modes, except LRN's power: libm's pow in the fast mode, and in portable
+ * both modes (batch norm in the fast mode: cuDNN's sums, within tolerance), except LRN's power: libm's pow in the fast mode, and in portable
  * mode kernels/norm_math.h's nm_pow_d, which the kernels always use. Dropout's
  * counter-based mask generator is in norm_math.h too, shared with the kernels. */
 #include <math.h>
@@ -917,7 +917,9 @@ static em_status dropout_backward(em_graph *g, const em_op_args *a, const em_var
 /* The gpu members: the same attribute and shape checks as the CPU members,
  * then kernels/norm.cu through ops/norm_gpu.c, which repeat the CPU's sums
  * in the CPU's order (bitwise equal in both modes; LRN's power in portable
- * mode only, see norm_math.h). */
+ * mode only, see norm_math.h). In the fast mode batch normalisation and its
+ * training gradient go through cuDNN where the device may use it (norm_gpu.c's
+ * em_norm_gpu_bn_cudnn): equal to the CPU within tolerance, not bitwise. */
 
 static int is_f64(const em_op_args *a) { return a->in[0].dtype == EM_F64; }
 
@@ -938,6 +940,10 @@ static em_status bn_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *co
   int f64 = is_f64(a);
   const void *x = em_tensor_data(in[0]);
   void *rmean = em_tensor_data(in[3]), *rvar = em_tensor_data(in[4]);
+  em_status cs;
+  if (em_norm_gpu_bn_cudnn(a, f64, &g, p.eps, p.momentum, x, em_tensor_data(out[0]), em_tensor_data(in[1]),
+                           em_tensor_data(in[2]), rmean, rvar, &cs))
+    return cs;
   em_norm_gpu_stats st;
   s = a->training ? em_norm_gpu_batch_stats(a, f64, x, &g, p.eps, &st)
                   : em_norm_gpu_running_stats(a, f64, rmean, rvar, g.c, p.eps, &st);
@@ -957,6 +963,10 @@ static em_status bng_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *c
   em_norm_gpu_nc g = nc_of(in[0], 1);
   int f64 = is_f64(a);
   const void *x = em_tensor_data(in[0]);
+  em_status cs;
+  if (em_norm_gpu_bn_grad_cudnn(a, f64, &g, p.eps, x, em_tensor_data(in[1]), em_tensor_data(in[4]),
+                                em_tensor_data(out[0]), em_tensor_data(out[1]), em_tensor_data(out[2]), &cs))
+    return cs;
   em_norm_gpu_stats st;
   s = a->training ? em_norm_gpu_batch_stats(a, f64, x, &g, p.eps, &st)
                   : em_norm_gpu_running_stats(a, f64, em_tensor_data(in[2]), em_tensor_data(in[3]), g.c, p.eps, &st);

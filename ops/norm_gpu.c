@@ -5,7 +5,10 @@
 
 #include <stdio.h>
 
+#include "cudnn.h"
+#include "cudnn_norm_pool.h"
 #include "ember.h"
+#include "error.h"
 #include "gpu_glue.h"
 
 /* kernel "<base>_f32" or "<base>_f64" over n items, 1-D grid-stride. */
@@ -196,4 +199,59 @@ em_status em_norm_gpu_dropout(const em_op_args *a, int f64, const void *x, void 
   long long nn = n, k = (long long)key, t = (long long)thr;
   void *args[] = {&x, &y, &nn, &k, &t, &scale};
   return launch(a, "em_norm_dropout", f64, n, args);
+}
+
+/* ------------------------------------------------------------- cuDNN --- */
+
+/* Whether cuDNN runs this batch normalisation (1, *cg its problem), else 0 with the road
+ * reported (portable mode reports none). */
+static int bn_via_cudnn(const em_op_args *a, int f64, const em_norm_gpu_nc *g, double eps, em_cudnn_bn *cg) {
+  if (a->portable) return 0;
+  char why[256], geom[200];
+  em_dtype dt = f64 ? EM_F64 : EM_F32;
+  *cg = (em_cudnn_bn){.dt = dt, .n = g->n, .c = g->c, .inner = g->inner, .eps = eps};
+  if (!em_cudnn_usable(a->dev, dt, why, sizeof why)) {
+    em_op_report_path(a, "Ember's kernels: %s", why);
+    return 0;
+  }
+  if (!em_cudnn_bn_takes(cg, geom, sizeof geom)) {
+    em_op_report_path(a, "Ember's kernels: cuDNN does not take it: %s", geom);
+    return 0;
+  }
+  return 1;
+}
+
+int em_norm_gpu_bn_cudnn(const em_op_args *a, int f64, const em_norm_gpu_nc *g, double eps, double momentum,
+                         const void *x, void *y, const void *scale, const void *bias, void *rmean, void *rvar,
+                         em_status *status) {
+  em_cudnn_bn cg;
+  if (!bn_via_cudnn(a, f64, g, eps, &cg)) return 0;
+  /* ONNX's momentum weighs the old running value, cuDNN's exponentialAverageFactor the batch's */
+  em_status s = a->training ? em_cudnn_bn_training(a->dev, a->stream, &cg, 1.0 - momentum, x, y, scale, bias, rmean,
+                                                   rvar)
+                            : em_cudnn_bn_inference(a->dev, a->stream, &cg, x, y, scale, bias, rmean, rvar);
+  if (s) s = em_fail_context(s, "op '%s'", a->def->name);
+  else em_op_report_path(a, "cuDNN %s, batch normalization (%s)", em_cudnn_version_text(),
+                         a->training ? "training" : "inference");
+  *status = s;
+  return 1;
+}
+
+int em_norm_gpu_bn_grad_cudnn(const em_op_args *a, int f64, const em_norm_gpu_nc *g, double eps, const void *x,
+                              const void *scale, const void *dy, void *dx, void *dscale, void *dbias,
+                              em_status *status) {
+  if (!a->training) {
+    /* the affine map of the running statistics: cudnnBatchNormalizationBackward has no such mode */
+    if (!a->portable)
+      em_op_report_path(a, "Ember's kernels: an inference-mode gradient (cuDNN's batch normalization backward "
+                           "differentiates through the batch statistics only)");
+    return 0;
+  }
+  em_cudnn_bn cg;
+  if (!bn_via_cudnn(a, f64, g, eps, &cg)) return 0;
+  em_status s = em_cudnn_bn_backward(a->dev, a->stream, &cg, x, dy, scale, dx, dscale, dbias);
+  if (s) s = em_fail_context(s, "op '%s'", a->def->name);
+  else em_op_report_path(a, "cuDNN %s, batch normalization backward (training)", em_cudnn_version_text());
+  *status = s;
+  return 1;
 }

@@ -50,4 +50,18 @@ em_status em_norm_gpu_lrn_grad(const em_op_args *a, int f64, const void *x, cons
 em_status em_norm_gpu_dropout(const em_op_args *a, int f64, const void *x, void *y, int64_t n, uint64_t key,
                               uint64_t thr, double scale);
 
+/* Batch normalisation through cuDNN in the fast mode (runtime/cudnn_norm_pool.c), where the device
+ * may use it and cuDNN takes the problem: 1 when cuDNN ran it (*status: its result, the road
+ * reported as "cuDNN <version>, batch normalization (...)"), 0 when Ember's kernels must run
+ * (the road reported with the reason, except in portable mode, which never uses cuDNN).
+ * Forward: inference from the running statistics, or training (y from the batch statistics, the
+ * running ones updated in place with momentum's ONNX meaning). The gradient: training only,
+ * through the batch statistics, which cuDNN recomputes from x. */
+int em_norm_gpu_bn_cudnn(const em_op_args *a, int f64, const em_norm_gpu_nc *g, double eps, double momentum,
+                         const void *x, void *y, const void *scale, const void *bias, void *rmean, void *rvar,
+                         em_status *status);
+int em_norm_gpu_bn_grad_cudnn(const em_op_args *a, int f64, const em_norm_gpu_nc *g, double eps, const void *x,
+                              const void *scale, const void *dy, void *dx, void *dscale, void *dbias,
+                              em_status *status);
+
 #endif

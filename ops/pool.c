@@ -34,7 +34,10 @@
  * The per-window arithmetic (argmax, mean, a window's gradient share) and the window tables are
  * kernels/pool_math.h's, shared with kernels/pool.cu: the GPU computes each output the same way
  * and gathers each input's gradient from its windows in the order this file scatters them, so
- * the GPU gives the CPU's bits in both modes. */
+ * the GPU gives the CPU's bits in both modes where it runs Ember's kernels. In the fast mode the
+ * window pools go through cuDNN where it expresses the geometry (ops/pool_gpu.c): within
+ * tolerance, and a tied max window's gradient goes to one of its maxima, not necessarily the
+ * first (ops/README.md). */
 #ifndef POOL_T
 #include <math.h>
 #include <omp.h>
@@ -346,8 +349,8 @@ static em_status avg_grad_gpu(const em_op_args *a, em_tensor *const *in, em_tens
   pm_geom g;
   em_status st = run_geom_pm(a, 0, in[1], &g);
   return st ? st : em_pool_gpu_avg_grad(a, em_tensor_dtype(in[0]) == EM_F64, &g,
-                                        (int)em_attr_int(a, "count_include_pad", 0), em_tensor_data(in[0]),
-                                        em_tensor_data(out[0]));
+                                        (int)em_attr_int(a, "count_include_pad", 0), em_tensor_data(in[1]),
+                                        em_tensor_data(in[0]), em_tensor_data(out[0]));
 }
 
 /* ---------------------------------------------------------- global pools --- */

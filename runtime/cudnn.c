@@ -675,6 +675,45 @@ em_status em_cudnn_conv_blend(em_device dev, em_stream *s, em_cudnn_dir dir, con
   return r;
 }
 
+/* --------------------------------------------- for cudnn_norm_pool.c --- */
+
+void *em_cudnn_library(void) {
+  pthread_mutex_lock(&D.lock);
+  void *lib = D.lib;
+  pthread_mutex_unlock(&D.lock);
+  return lib;
+}
+
+const char *em_cudnn_version_text(void) { return D.version; }
+
+const char *em_cudnn_status_text(int status) { return status_text(status); }
+
+em_status em_cudnn_enter(em_device dev, em_stream *s, em_cudnn_use *u) {
+  char why[256];
+  em_gpu *gpu;
+  memset(u, 0, sizeof *u);
+  dnn_device *d = device_of(dev, &gpu, why, sizeof why);
+  if (!d || !d->usable) return em_fail(EM_ERR_INTERNAL, "cuDNN called on a device it is not used for");
+  if (em_gpu_enter(gpu)) return em_fail_context(EM_ERR_CUDA, "cuDNN on CUDA device %d", gpu->ordinal);
+  pthread_mutex_lock(&d->lock);
+  int st = D.set_stream(d->handle, em_stream_handle(s));
+  if (st) {
+    pthread_mutex_unlock(&d->lock);
+    em_gpu_leave(gpu);
+    return em_fail(EM_ERR_CUDA, "cudnnSetStream failed: %s on CUDA device %d", status_text(st), gpu->ordinal);
+  }
+  *u = (em_cudnn_use){.handle = d->handle, .ordinal = gpu->ordinal, .priv = d, .priv_gpu = gpu};
+  return EM_OK;
+}
+
+void em_cudnn_leave(em_cudnn_use *u) {
+  dnn_device *d = u->priv;
+  if (!d) return;
+  pthread_mutex_unlock(&d->lock);
+  em_gpu_leave(u->priv_gpu);
+  u->priv = u->priv_gpu = NULL;
+}
+
 void em_cudnn_shutdown(struct em_runtime *rt) {
   pthread_mutex_lock(&D.lock);
   for (int i = 0; i < MAX_DEVICES; i++) {

@@ -76,4 +76,21 @@ uint64_t em_cudnn_searches(void);
 struct em_runtime;
 void em_cudnn_shutdown(struct em_runtime *rt);
 
+/* For the rest of Ember's cuDNN glue (cudnn_norm_pool.c): the library and a device's handle.
+ * em_cudnn_library: the loaded library's dlopen handle (NULL before em_cudnn_usable said yes;
+ * a new one after em_shutdown may be another file, so bindings are keyed on it);
+ * em_cudnn_version_text: "9.19.0"; em_cudnn_status_text: cudnnGetErrorString's name of a status.
+ * em_cudnn_enter makes dev's context current, locks its handle (one call at a time: the
+ * handle's stream is per call) and sets the stream; em_cudnn_leave undoes it. */
+typedef struct em_cudnn_use {
+  void *handle;      /* cudnnHandle_t */
+  int ordinal;       /* the CUDA device, for messages */
+  void *priv, *priv_gpu;
+} em_cudnn_use;
+void *em_cudnn_library(void);
+const char *em_cudnn_version_text(void);
+const char *em_cudnn_status_text(int status);
+em_status em_cudnn_enter(em_device dev, em_stream *s, em_cudnn_use *u);
+void em_cudnn_leave(em_cudnn_use *u);
+
 #endif
