@@ -477,6 +477,7 @@ static void run_path(const char *path) {
         }
         const results *want = &g_refs[2 * i + m];
         for (int k = 0; k < want->n; k++) {
+          if (c->ties && m == EM_MODE_FAST && !strncmp(want->what[k], "dx", 2)) continue; /* op_cases.h: ties */
           const char *diff = compare(r.t[k], want->t[k], m == EM_MODE_PORTABLE, case_tol(c), buf, sizeof buf);
           if (diff) {
             print_error("%s %s (%s, cuda:%d, %s): %s\n", case_name(&g_cases[i], name, sizeof name), want->what[k],
