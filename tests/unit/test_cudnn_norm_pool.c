@@ -523,6 +523,31 @@ static void test_max_pool_ties(void **state) {
   em_graph_free(g);
 }
 
+/* A NaN is its window's maximum (CUDNN_PROPAGATE_NAN), as on the CPU; the others are exact. */
+static void test_max_pool_nan(void **state) {
+  (void)state;
+  if (!use_doubles()) skip();
+  const int64_t xs[4] = {1, 1, 4, 4}, k[2] = {2, 2}, s[2] = {2, 2};
+  const double xv[16] = {1, NAN, 0, 2, 1, 0, 2, 5, 3, 3, 0, 0, 7, 3, 0, -1};
+  const double want[4] = {NAN, 5, 7, 0};
+  em_graph *g;
+  em_var x, y;
+  assert_int_equal(em_graph_create(&g), EM_OK);
+  assert_int_equal(em_input(g, "x", EM_F32, 4, xs, &x), EM_OK);
+  em_attr at[2] = {AIS("kernel_shape", k, 2), AIS("strides", s, 2)};
+  assert_int_equal(em_apply(g, "max_pool", &x, 1, at, 2, &y, 1), EM_OK);
+  em_exec *e;
+  assert_int_equal(em_exec_create(g, &y, 1, em_cuda(0), &e), EM_OK);
+  em_tensor *xt = ot_tensor(EM_F32, 4, xs, xv), *o = NULL;
+  em_feed f = {x, xt};
+  if (em_exec_run(e, &f, 1, &o)) fail_msg("run: %s", em_last_error());
+  expect_road(e, "max_pool", "cuDNN 9.19.0, max pooling (MAX_DETERMINISTIC)", "NaN");
+  ot_expect_values(o, want, 4, 0, "max pool with a NaN");
+  em_tensor_release(o), em_tensor_release(xt);
+  em_exec_free(e);
+  em_graph_free(g);
+}
+
 /* Geometries cuDNN's pooling descriptor cannot express keep Ember's kernels, say why and make
  * no cuDNN pooling call; the results are the CPU's. */
 static void test_pool_fallbacks(void **state) {
@@ -707,6 +732,7 @@ int main(void) {
       cmocka_unit_test(test_bn_running_statistics),
       cmocka_unit_test(test_pools_through_cudnn),
       cmocka_unit_test(test_max_pool_ties),
+      cmocka_unit_test(test_max_pool_nan),
       cmocka_unit_test(test_pool_fallbacks),
       cmocka_unit_test(test_portable_and_unserved),
       cmocka_unit_test(test_failures_named),
