@@ -268,10 +268,10 @@ static void decide(em_runtime *rt, em_gpu *g, dnn_device *d) {
   pthread_mutex_init(&d->lock, NULL);
   decide_once(rt, g, d);
   if (d->usable)
-    em_log(EM_LOG_DISPATCH, "device %d (%s, CC %d.%d): convolutions through cuDNN %s", g->ordinal, g->info.name,
+    em_log(EM_LOG_DISPATCH, "device %d (%s, CC %d.%d): convolutions, batch norm and pooling through cuDNN %s", g->ordinal, g->info.name,
            g->cc / 10, g->cc % 10, D.version);
   else
-    em_log(EM_LOG_DISPATCH, "device %d (%s, CC %d.%d): convolutions through Ember's kernels: %s", g->ordinal,
+    em_log(EM_LOG_DISPATCH, "device %d (%s, CC %d.%d): convolutions, batch norm and pooling through Ember's kernels: %s", g->ordinal,
            g->info.name, g->cc / 10, g->cc % 10, d->why);
 }
 
