@@ -32,6 +32,7 @@
 
 #include "ember.h"
 #include "gpu_double.h"
+#include "loss_scaling_rig.h"
 
 #define CHECK(call)                                                        \
   do {                                                                     \
@@ -41,175 +42,6 @@
 
 static int g_gpus;
 
-/* ------------------------------------------------------------ model --- */
-
-/* y = tanh(x w1^T + b1) w2^T + x2 w3^T, per-sample loss (y - t)^2.
- * x [N, 4], x2 [N, 2], w1 [5, 4], b1 [5], w2 [1, 5], w3 [1, 2]. */
-typedef struct model {
-  em_graph *g;
-  em_var x, x2, t, w1, b1, w2, w3, loss;
-} model;
-
-static uint64_t lcg(uint64_t *s) {
-  *s = *s * 6364136223846793005ull + 1442695040888963407ull;
-  return *s >> 40;
-}
-static float uniform(uint64_t *s) { return (float)((double)lcg(s) / 8388608.0 - 1.0); } /* [-1, 1) */
-
-static void param(em_graph *g, const char *name, int nd, const int64_t *shape, double scale, uint64_t seed,
-                  em_var *out) {
-  int64_t n = 1;
-  for (int i = 0; i < nd; i++) n *= shape[i];
-  float v[32];
-  uint64_t s = seed;
-  for (int64_t i = 0; i < n; i++) v[i] = (float)(scale * uniform(&s));
-  em_tensor *t;
-  CHECK(em_tensor_from_host(em_cpu(), EM_F32, nd, shape, v, sizeof(float) * (size_t)n, &t));
-  em_init init = {.kind = EM_INIT_FROM_DATA, .data = t};
-  CHECK(em_parameter(g, name, EM_F32, nd, shape, &init, out));
-  em_tensor_release(t);
-}
-
-/* w3_scale: the size of w3's entries (1e-10 with x2 of 1e10: the two-learner test). */
-static void build(model *m, double w3_scale) {
-  CHECK(em_graph_create(&m->g));
-  CHECK(em_input(m->g, "x", EM_F32, 2, (int64_t[]){-1, 4}, &m->x));
-  CHECK(em_input(m->g, "x2", EM_F32, 2, (int64_t[]){-1, 2}, &m->x2));
-  CHECK(em_input(m->g, "t", EM_F32, 2, (int64_t[]){-1, 1}, &m->t));
-  param(m->g, "w1", 2, (int64_t[]){5, 4}, 0.5, 11, &m->w1);
-  param(m->g, "b1", 1, (int64_t[]){5}, 0.1, 12, &m->b1);
-  param(m->g, "w2", 2, (int64_t[]){1, 5}, 0.5, 13, &m->w2);
-  param(m->g, "w3", 2, (int64_t[]){1, 2}, w3_scale, 14, &m->w3);
-  em_attr tb = {.name = "transpose_b", .type = EM_ATTR_INT, .i = 1};
-  em_var a, z, h, y2, y3, y;
-  CHECK(em_apply(m->g, "matmul", (em_var[]){m->x, m->w1}, 2, &tb, 1, &a, 1));
-  CHECK(em_apply(m->g, "add", (em_var[]){a, m->b1}, 2, NULL, 0, &z, 1));
-  CHECK(em_apply(m->g, "tanh", &z, 1, NULL, 0, &h, 1));
-  CHECK(em_apply(m->g, "matmul", (em_var[]){h, m->w2}, 2, &tb, 1, &y2, 1));
-  CHECK(em_apply(m->g, "matmul", (em_var[]){m->x2, m->w3}, 2, &tb, 1, &y3, 1));
-  CHECK(em_apply(m->g, "add", (em_var[]){y2, y3}, 2, NULL, 0, &y, 1));
-  CHECK(em_apply(m->g, "squared_error", (em_var[]){y, m->t}, 2, NULL, 0, &m->loss, 1));
-}
-
-/* Minibatch `step` (deterministic) of n samples; x2 times x2_mul. */
-typedef struct batch {
-  em_tensor *x, *x2, *t;
-  em_feed f[3];
-} batch;
-
-static void batch_make(const model *m, int step, int n, double x2_mul, batch *b) {
-  float x[16 * 4], x2[16 * 2], t[16];
-  uint64_t s = 1000 + (uint64_t)step;
-  for (int i = 0; i < n; i++) {
-    for (int j = 0; j < 4; j++) x[4 * i + j] = uniform(&s);
-    for (int j = 0; j < 2; j++) x2[2 * i + j] = (float)(x2_mul * uniform(&s));
-    t[i] = 2.0f * uniform(&s);
-  }
-  CHECK(em_tensor_from_host(em_cpu(), EM_F32, 2, (int64_t[]){n, 4}, x, sizeof(float) * 4 * (size_t)n, &b->x));
-  CHECK(em_tensor_from_host(em_cpu(), EM_F32, 2, (int64_t[]){n, 2}, x2, sizeof(float) * 2 * (size_t)n, &b->x2));
-  CHECK(em_tensor_from_host(em_cpu(), EM_F32, 2, (int64_t[]){n, 1}, t, sizeof(float) * (size_t)n, &b->t));
-  b->f[0] = (em_feed){m->x, b->x};
-  b->f[1] = (em_feed){m->x2, b->x2};
-  b->f[2] = (em_feed){m->t, b->t};
-}
-
-static void batch_free(batch *b) {
-  em_tensor_release(b->x);
-  em_tensor_release(b->x2);
-  em_tensor_release(b->t);
-}
-
-/* Trains minibatch `step` (8 samples); returns the status, *r its result. */
-static em_status train(em_trainer *t, const model *m, int step, double x2_mul, em_minibatch_result *r) {
-  batch b;
-  batch_make(m, step, 8, x2_mul, &b);
-  em_status s = em_trainer_train_minibatch(t, b.f, 3, r);
-  batch_free(&b);
-  return s;
-}
-
-/* Every parameter and state of g (learner slots included), in creation order, as one float array. */
-typedef struct snap {
-  float v[256];
-  size_t n;
-} snap;
-
-static void snapshot(const em_graph *g, snap *out) {
-  em_var vars[32];
-  size_t np, ns;
-  CHECK(em_graph_parameters(g, vars, 32, &np));
-  CHECK(em_graph_states(g, vars + np, 32 - np, &ns));
-  out->n = 0;
-  for (size_t i = 0; i < np + ns; i++) {
-    em_tensor *p;
-    CHECK(em_parameter_get(g, vars[i], em_cpu(), &p));
-    size_t k = (size_t)em_tensor_numel(p);
-    assert_true(out->n + k <= sizeof out->v / sizeof out->v[0]);
-    CHECK(em_tensor_to_host(p, out->v + out->n, sizeof(float) * k));
-    out->n += k;
-    em_tensor_release(p);
-  }
-}
-
-static void snap_equal(const snap *a, const snap *b, const char *what) {
-  if (a->n != b->n) fail_msg("%s: %zu values against %zu", what, a->n, b->n);
-  for (size_t i = 0; i < a->n; i++)
-    if (memcmp(&a->v[i], &b->v[i], sizeof(float)))
-      fail_msg("%s: value %zu is %.9g, %.9g expected (bitwise)", what, i, a->v[i], b->v[i]);
-}
-
-static em_learner *learner(em_learner_kind kind, const char *name, const em_var *params, int n, double clip_norm) {
-  em_learner_config cfg;
-  CHECK(em_learner_defaults(kind, kind == EM_LEARNER_SGD || kind == EM_LEARNER_MOMENTUM ? 0.05 : 0.01, &cfg));
-  cfg.clip_norm = clip_norm;
-  em_learner *l;
-  CHECK(em_learner_create(&cfg, name, params, n, &l));
-  return l;
-}
-
-static em_trainer_options scaled(em_device dev, double init, int64_t interval) {
-  return (em_trainer_options){.device = dev,
-                              .mode = EM_MODE_PORTABLE,
-                              .loss_scaling = {.mode = EM_LOSS_SCALE_DYNAMIC, .init_scale = init,
-                                               .growth_interval = interval}};
-}
-
-static em_trainer_totals totals(const em_trainer *t) {
-  em_trainer_totals tot;
-  CHECK(em_trainer_get_totals(t, &tot));
-  return tot;
-}
-
-/* A trainer over all four parameters with one learner. */
-typedef struct rig {
-  model m;
-  em_learner *l[2];
-  int n_l;
-  em_trainer *t;
-} rig;
-
-static void rig_one(rig *r, em_learner_kind kind, double clip_norm, const em_trainer_options *o) {
-  build(&r->m, 0.5);
-  r->n_l = 1;
-  r->l[0] = learner(kind, NULL, (em_var[]){r->m.w1, r->m.b1, r->m.w2, r->m.w3}, 4, clip_norm);
-  CHECK(em_trainer_create(r->m.g, r->m.loss, -1, r->l, 1, o, &r->t));
-}
-
-/* Two learners: "a" (momentum) over w3, "b" (adam) over the rest; w3's gradient is 1e10 times the
- * others' when x2_mul is 1e10 (w3 is 1e-10 then, so y stays of order 1). */
-static void rig_two(rig *r, double w3_scale, const em_trainer_options *o) {
-  build(&r->m, w3_scale);
-  r->n_l = 2;
-  r->l[0] = learner(EM_LEARNER_MOMENTUM, "a", &r->m.w3, 1, 0);
-  r->l[1] = learner(EM_LEARNER_ADAM, "b", (em_var[]){r->m.w1, r->m.b1, r->m.w2}, 3, 0);
-  CHECK(em_trainer_create(r->m.g, r->m.loss, -1, r->l, 2, o, &r->t));
-}
-
-static void rig_free(rig *r) {
-  em_trainer_free(r->t);
-  for (int i = 0; i < r->n_l; i++) em_learner_free(r->l[i]);
-  em_graph_free(r->m.g);
-}
 
 /* ------------------------------------------------------------ tests --- */
 
@@ -236,8 +68,8 @@ static void test_options(void **state) {
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     model m;
-    build(&m, 0.5);
-    em_learner *l = learner(EM_LEARNER_SGD, NULL, &m.w1, 1, 0);
+    ls_build(&m, 0.5);
+    em_learner *l = ls_learner(EM_LEARNER_SGD, NULL, &m.w1, 1, 0);
     em_trainer_options o = {.loss_scaling = bad[i].ls};
     em_trainer *t = (em_trainer *)&m; /* must come back NULL */
     assert_int_equal(em_trainer_create(m.g, m.loss, -1, &l, 1, &o, &t), EM_ERR_INVALID_ARGUMENT);
@@ -255,12 +87,12 @@ static void test_options(void **state) {
                {EM_LOSS_SCALE_AUTO, EM_F16, 1},    {EM_LOSS_SCALE_NONE, EM_F16, 0}};
   for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
     model m;
-    build(&m, 0.5);
-    em_learner *l = learner(EM_LEARNER_SGD, NULL, (em_var[]){m.w1, m.b1, m.w2, m.w3}, 4, 0);
+    ls_build(&m, 0.5);
+    em_learner *l = ls_learner(EM_LEARNER_SGD, NULL, (em_var[]){m.w1, m.b1, m.w2, m.w3}, 4, 0);
     em_trainer_options o = {.precision = modes[i].precision, .loss_scaling = {.mode = modes[i].mode}};
     em_trainer *t;
     CHECK(em_trainer_create(m.g, m.loss, -1, &l, 1, &o, &t));
-    em_trainer_totals tot = totals(t);
+    em_trainer_totals tot = ls_totals(t);
     if (modes[i].on) assert_true(tot.loss_scale == 65536.0);
     else assert_true(isnan(tot.loss_scale));
     assert_int_equal(tot.skipped_steps, 0);
@@ -276,20 +108,20 @@ static void test_options(void **state) {
 static void overflow_backs_off(em_device dev) {
   const em_learner_kind kinds[] = {EM_LEARNER_SGD, EM_LEARNER_MOMENTUM, EM_LEARNER_ADAM};
   for (size_t q = 0; q < sizeof kinds / sizeof kinds[0]; q++) {
-    em_trainer_options o = scaled(dev, 0x1p120, 1000);
+    em_trainer_options o = ls_scaled(dev, 0x1p120, 1000);
     rig r, ref;
-    rig_one(&r, kinds[q], 0, &o);
+    ls_rig_one(&r, kinds[q], 0, &o);
     em_trainer_options plain = {.device = dev, .mode = EM_MODE_PORTABLE};
-    rig_one(&ref, kinds[q], 0, &plain);
+    ls_rig_one(&ref, kinds[q], 0, &plain);
     snap s0, s;
-    snapshot(r.m.g, &s0);
+    ls_snapshot(r.m.g, &s0);
     double expect = 0x1p120;
     int skips = 0;
     for (;;) {
       em_minibatch_result res;
-      CHECK(train(r.t, &r.m, 0, 1, &res));
+      CHECK(ls_train(r.t, &r.m, 0, 1, &res));
       assert_true(isfinite(res.loss));
-      em_trainer_totals tot = totals(r.t);
+      em_trainer_totals tot = ls_totals(r.t);
       assert_int_equal(tot.steps, (uint64_t)skips + 1);
       assert_int_equal(tot.samples, 8 * ((uint64_t)skips + 1)); /* a skipped minibatch counts */
       if (tot.skipped_steps == (uint64_t)skips) break;
@@ -297,23 +129,23 @@ static void overflow_backs_off(em_device dev) {
       assert_int_equal(tot.skipped_steps, (uint64_t)skips);
       expect *= 0.5;
       if (tot.loss_scale != expect) fail_msg("after skip %d S = %g, %g expected", skips, tot.loss_scale, expect);
-      snapshot(r.m.g, &s);
-      snap_equal(&s, &s0, "a skipped step");
+      ls_snapshot(r.m.g, &s);
+      ls_snap_equal(&s, &s0, "a skipped step");
       assert_int_equal(em_learner_steps(r.l[0]), 0);
       assert_int_equal(em_learner_samples(r.l[0]), 0);
       assert_true(skips < 120);
     }
     /* the sums of squares of gradients of order 1 overflow f32 until S^2 is below about 2^128 */
     if (skips < 40) fail_msg("%s: %d skips from 2^120", em_learner_kind_name(kinds[q]), skips);
-    assert_true(totals(r.t).loss_scale == expect); /* no growth: one clean step of 1000 */
+    assert_true(ls_totals(r.t).loss_scale == expect); /* no growth: one clean step of 1000 */
     assert_int_equal(em_learner_steps(r.l[0]), 1);
-    CHECK(train(ref.t, &ref.m, 0, 1, NULL));
-    snapshot(r.m.g, &s);
+    CHECK(ls_train(ref.t, &ref.m, 0, 1, NULL));
+    ls_snapshot(r.m.g, &s);
     assert_memory_not_equal(s.v, s0.v, sizeof(float) * s.n); /* the clean step moved the model */
-    snapshot(ref.m.g, &s0);
-    snap_equal(&s, &s0, "the first clean step against an unscaled step");
-    rig_free(&r);
-    rig_free(&ref);
+    ls_snapshot(ref.m.g, &s0);
+    ls_snap_equal(&s, &s0, "the first clean step against an unscaled step");
+    ls_rig_free(&r);
+    ls_rig_free(&ref);
   }
 }
 
@@ -326,91 +158,91 @@ static void test_overflow_backs_off(void **state) {
  * backoff 2^-60 takes it to 2^40 at once, then interval 2: 2^41 after 2 clean steps, 2^42 after 4. */
 static void test_growth(void **state) {
   (void)state;
-  em_trainer_options o = scaled(em_cpu(), 0x1p100, 2);
+  em_trainer_options o = ls_scaled(em_cpu(), 0x1p100, 2);
   o.loss_scaling.backoff_factor = 0x1p-60;
   rig r;
-  rig_one(&r, EM_LEARNER_ADAM, 0, &o);
+  ls_rig_one(&r, EM_LEARNER_ADAM, 0, &o);
   const double want[] = {0x1p40, 0x1p40, 0x1p41, 0x1p41, 0x1p42, 0x1p42, 0x1p43};
   for (int i = 0; i < 7; i++) {
-    CHECK(train(r.t, &r.m, i, 1, NULL));
-    em_trainer_totals tot = totals(r.t);
+    CHECK(ls_train(r.t, &r.m, i, 1, NULL));
+    em_trainer_totals tot = ls_totals(r.t);
     if (tot.loss_scale != want[i]) fail_msg("after step %d S = %g, %g expected", i + 1, tot.loss_scale, want[i]);
     assert_int_equal(tot.skipped_steps, 1);
     assert_int_equal(em_learner_steps(r.l[0]), (uint64_t)i);
   }
-  rig_free(&r);
+  ls_rig_free(&r);
   /* growth_interval 1, growth 2^30, backoff 2^-50 from 2^70: a skip (2^20), clean steps grow S
    * (2^50, 2^80) until it overflows again (gradients of order 1 fit up to S = 2^64): 2^30. */
-  o = scaled(em_cpu(), 0x1p70, 1);
+  o = ls_scaled(em_cpu(), 0x1p70, 1);
   o.loss_scaling.growth_factor = 0x1p30;
   o.loss_scaling.backoff_factor = 0x1p-50;
-  rig_one(&r, EM_LEARNER_SGD, 0, &o);
+  ls_rig_one(&r, EM_LEARNER_SGD, 0, &o);
   const double want2[] = {0x1p20, 0x1p50, 0x1p80, 0x1p30, 0x1p60, 0x1p90, 0x1p40};
   const uint64_t skips2[] = {1, 1, 1, 2, 2, 2, 3};
   for (int i = 0; i < 7; i++) {
-    CHECK(train(r.t, &r.m, i, 1, NULL));
-    em_trainer_totals tot = totals(r.t);
+    CHECK(ls_train(r.t, &r.m, i, 1, NULL));
+    em_trainer_totals tot = ls_totals(r.t);
     if (tot.loss_scale != want2[i] || tot.skipped_steps != skips2[i])
       fail_msg("after step %d S = %g (%g expected), %llu skipped (%llu)", i + 1, tot.loss_scale, want2[i],
                (unsigned long long)tot.skipped_steps, (unsigned long long)skips2[i]);
   }
-  rig_free(&r);
+  ls_rig_free(&r);
   /* A skip in the middle of an interval resets the clean count: interval 3 from 1024, two clean
    * steps, then a minibatch whose w3 gradient overflows (x2 of 1e15): 512, and 3 more clean steps
    * (not 1) before it grows back to 1024. */
-  o = scaled(em_cpu(), 1024, 3);
-  rig_two(&r, 1e-10, &o);
+  o = ls_scaled(em_cpu(), 1024, 3);
+  ls_rig_two(&r, 1e-10, &o);
   const double x2[] = {1, 1, 1e15, 1, 1, 1, 1};
   const double want3[] = {1024, 1024, 512, 512, 512, 1024, 1024};
   for (int i = 0; i < 7; i++) {
-    CHECK(train(r.t, &r.m, i, x2[i], NULL));
-    em_trainer_totals tot = totals(r.t);
+    CHECK(ls_train(r.t, &r.m, i, x2[i], NULL));
+    em_trainer_totals tot = ls_totals(r.t);
     if (tot.loss_scale != want3[i] || tot.skipped_steps != (i >= 2))
       fail_msg("after step %d S = %g (%g expected), %llu skipped", i + 1, tot.loss_scale, want3[i],
                (unsigned long long)tot.skipped_steps);
   }
   assert_int_equal(em_learner_steps(r.l[0]), 6);
   assert_int_equal(em_learner_steps(r.l[1]), 7);
-  rig_free(&r);
+  ls_rig_free(&r);
 }
 
 /* A skip that would take S below min_scale fails the step: EM_ERR_NOT_FINITE naming min_scale,
  * nothing counted, the learner (which skipped on the device) untouched. */
 static void test_min_scale(void **state) {
   (void)state;
-  em_trainer_options o = scaled(em_cpu(), 0x1p120, 10);
+  em_trainer_options o = ls_scaled(em_cpu(), 0x1p120, 10);
   o.loss_scaling.min_scale = 0x1p119;
   rig r;
-  rig_one(&r, EM_LEARNER_MOMENTUM, 0, &o);
+  ls_rig_one(&r, EM_LEARNER_MOMENTUM, 0, &o);
   snap s0, s;
-  snapshot(r.m.g, &s0);
-  CHECK(train(r.t, &r.m, 0, 1, NULL)); /* 2^120 skips: 2^119 is still >= min */
-  em_trainer_totals before = totals(r.t);
+  ls_snapshot(r.m.g, &s0);
+  CHECK(ls_train(r.t, &r.m, 0, 1, NULL)); /* 2^120 skips: 2^119 is still >= min */
+  em_trainer_totals before = ls_totals(r.t);
   assert_true(before.loss_scale == 0x1p119);
   em_minibatch_result res = {.samples = 77};
-  assert_int_equal(train(r.t, &r.m, 1, 1, &res), EM_ERR_NOT_FINITE);
+  assert_int_equal(ls_train(r.t, &r.m, 1, 1, &res), EM_ERR_NOT_FINITE);
   const char *msg = em_last_error();
   if (!strstr(msg, "min_scale") || !strstr(msg, "step 2") || !strstr(msg, "learner 0"))
     fail_msg("message: %s", msg);
   assert_int_equal(res.samples, 77);
-  em_trainer_totals after = totals(r.t);
+  em_trainer_totals after = ls_totals(r.t);
   assert_int_equal(after.steps, 1);
   assert_int_equal(after.samples, 8);
   assert_int_equal(after.skipped_steps, 1);
   assert_true(after.loss_scale == 0x1p119);
   assert_true(after.epoch_loss == before.epoch_loss);
   assert_int_equal(em_learner_steps(r.l[0]), 0);
-  snapshot(r.m.g, &s);
-  snap_equal(&s, &s0, "after the min_scale failure");
-  rig_free(&r);
+  ls_snapshot(r.m.g, &s);
+  ls_snap_equal(&s, &s0, "after the min_scale failure");
+  ls_rig_free(&r);
 
   /* init = min: the first overflow fails at once */
-  o = scaled(em_cpu(), 0x1p120, 10);
+  o = ls_scaled(em_cpu(), 0x1p120, 10);
   o.loss_scaling.min_scale = 0x1p120;
-  rig_one(&r, EM_LEARNER_SGD, 0, &o);
-  assert_int_equal(train(r.t, &r.m, 0, 1, NULL), EM_ERR_NOT_FINITE);
-  assert_int_equal(totals(r.t).steps, 0);
-  rig_free(&r);
+  ls_rig_one(&r, EM_LEARNER_SGD, 0, &o);
+  assert_int_equal(ls_train(r.t, &r.m, 0, 1, NULL), EM_ERR_NOT_FINITE);
+  assert_int_equal(ls_totals(r.t).steps, 0);
+  ls_rig_free(&r);
 }
 
 /* With loss scaling a non-finite gradient is a skip, but a non-finite loss is still divergence:
@@ -418,25 +250,25 @@ static void test_min_scale(void **state) {
  * gradients are not finite either, so the learner skipped on the device and the model is intact). */
 static void test_non_finite_loss_is_divergence(void **state) {
   (void)state;
-  em_trainer_options o = scaled(em_cpu(), 1024, 2);
+  em_trainer_options o = ls_scaled(em_cpu(), 1024, 2);
   rig r;
-  rig_one(&r, EM_LEARNER_ADAM, 0, &o);
-  CHECK(train(r.t, &r.m, 0, 1, NULL));
+  ls_rig_one(&r, EM_LEARNER_ADAM, 0, &o);
+  CHECK(ls_train(r.t, &r.m, 0, 1, NULL));
   snap s0, s;
-  snapshot(r.m.g, &s0);
-  assert_int_equal(train(r.t, &r.m, 1, INFINITY, NULL), EM_ERR_NOT_FINITE);
+  ls_snapshot(r.m.g, &s0);
+  assert_int_equal(ls_train(r.t, &r.m, 1, INFINITY, NULL), EM_ERR_NOT_FINITE);
   if (!strstr(em_last_error(), "step 2: the loss is")) fail_msg("message: %s", em_last_error());
-  em_trainer_totals tot = totals(r.t);
+  em_trainer_totals tot = ls_totals(r.t);
   assert_int_equal(tot.steps, 1);
   assert_int_equal(tot.skipped_steps, 0);
   assert_true(tot.loss_scale == 1024);
   assert_int_equal(em_learner_steps(r.l[0]), 1);
-  snapshot(r.m.g, &s);
-  snap_equal(&s, &s0, "after a step whose loss was inf");
+  ls_snapshot(r.m.g, &s);
+  ls_snap_equal(&s, &s0, "after a step whose loss was inf");
   /* and training goes on: the clean count was not moved by the failed step (growth after step 3) */
-  CHECK(train(r.t, &r.m, 2, 1, NULL));
-  assert_true(totals(r.t).loss_scale == 2048);
-  rig_free(&r);
+  CHECK(ls_train(r.t, &r.m, 2, 1, NULL));
+  assert_true(ls_totals(r.t).loss_scale == 2048);
+  ls_rig_free(&r);
 }
 
 /* A scaled run (S = 1024 growing to 2048, 4096: powers of two) gives bitwise the parameters, the
@@ -457,7 +289,7 @@ static void scaled_equals_unscaled(em_device dev) {
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     rig r[2];
     for (int k = 0; k < 2; k++) {
-      build(&r[k].m, 0.5);
+      ls_build(&r[k].m, 0.5);
       em_learner_config cfg;
       CHECK(em_learner_defaults(cases[c].kind, 0.02, &cfg));
       cfg.clip_norm = cases[c].clip_norm;
@@ -466,27 +298,27 @@ static void scaled_equals_unscaled(em_device dev) {
       cfg.larc = cases[c].larc;
       r[k].n_l = 1;
       CHECK(em_learner_create(&cfg, NULL, (em_var[]){r[k].m.w1, r[k].m.b1, r[k].m.w2, r[k].m.w3}, 4, &r[k].l[0]));
-      em_trainer_options o = k ? scaled(dev, 1024, 2) : (em_trainer_options){.device = dev, .mode = EM_MODE_PORTABLE};
+      em_trainer_options o = k ? ls_scaled(dev, 1024, 2) : (em_trainer_options){.device = dev, .mode = EM_MODE_PORTABLE};
       CHECK(em_trainer_create(r[k].m.g, r[k].m.loss, -1, r[k].l, 1, &o, &r[k].t));
     }
     for (int i = 0; i < 6; i++) {
       em_minibatch_result res[2];
-      for (int k = 0; k < 2; k++) CHECK(train(r[k].t, &r[k].m, i, 1, &res[k]));
+      for (int k = 0; k < 2; k++) CHECK(ls_train(r[k].t, &r[k].m, i, 1, &res[k]));
       if (memcmp(&res[0].loss, &res[1].loss, sizeof(double)))
         fail_msg("case %zu step %d: loss %.17g scaled, %.17g unscaled", c, i, res[1].loss, res[0].loss);
       snap s0, s1;
-      snapshot(r[0].m.g, &s0);
-      snapshot(r[1].m.g, &s1);
+      ls_snapshot(r[0].m.g, &s0);
+      ls_snapshot(r[1].m.g, &s1);
       char what[96];
       snprintf(what, sizeof what, "case %zu (%s) step %d, scaled against unscaled", c,
                em_learner_kind_name(cases[c].kind), i + 1);
-      snap_equal(&s1, &s0, what);
+      ls_snap_equal(&s1, &s0, what);
     }
-    em_trainer_totals tot = totals(r[1].t);
+    em_trainer_totals tot = ls_totals(r[1].t);
     assert_true(tot.loss_scale == 8192); /* 1024 * 2^3: grown after steps 2, 4, 6 */
     assert_int_equal(tot.skipped_steps, 0);
-    assert_true(isnan(totals(r[0].t).loss_scale));
-    for (int k = 0; k < 2; k++) rig_free(&r[k]);
+    assert_true(isnan(ls_totals(r[0].t).loss_scale));
+    for (int k = 0; k < 2; k++) ls_rig_free(&r[k]);
   }
 }
 
@@ -498,35 +330,35 @@ static void test_scaled_equals_unscaled(void **state) {
 /* Two learners, only "a" (over w3, whose gradient is 1e10 times larger) overflows at S = 2^50: "a"
  * skips (w3 and its momentum unchanged, its steps at 0), "b" steps; S halves. At 2^20 both step. */
 static void two_learners(em_device dev, snap *out) {
-  em_trainer_options o = scaled(dev, 0x1p50, 1000);
+  em_trainer_options o = ls_scaled(dev, 0x1p50, 1000);
   o.loss_scaling.backoff_factor = 0x1p-30;
   rig r;
-  rig_two(&r, 1e-10, &o);
+  ls_rig_two(&r, 1e-10, &o);
   snap s0, s;
-  snapshot(r.m.g, &s0);
+  ls_snapshot(r.m.g, &s0);
   em_minibatch_result res;
-  CHECK(train(r.t, &r.m, 0, 1e10, &res));
+  CHECK(ls_train(r.t, &r.m, 0, 1e10, &res));
   assert_true(isfinite(res.loss));
-  em_trainer_totals tot = totals(r.t);
+  em_trainer_totals tot = ls_totals(r.t);
   assert_int_equal(tot.skipped_steps, 1);
   assert_true(tot.loss_scale == 0x1p20);
   assert_int_equal(em_learner_steps(r.l[0]), 0);
   assert_int_equal(em_learner_steps(r.l[1]), 1);
-  snapshot(r.m.g, &s);
+  ls_snapshot(r.m.g, &s);
   /* Creation order: parameters w1 (20), b1 (5), w2 (5), w3 (2), then states: w3.a.b (2), then
    * w1, b1, w2's adam m and v. */
   assert_int_equal(s.n, 32 + 2 + 2 * 30);
   assert_memory_equal(&s.v[30], &s0.v[30], sizeof(float) * 4);     /* w3 and its momentum */
   assert_memory_not_equal(&s.v[0], &s0.v[0], sizeof(float) * 30);  /* w1, b1, w2 moved */
   assert_memory_not_equal(&s.v[34], &s0.v[34], sizeof(float) * 60); /* adam's moments too */
-  CHECK(train(r.t, &r.m, 1, 1e10, NULL));
-  tot = totals(r.t);
+  CHECK(ls_train(r.t, &r.m, 1, 1e10, NULL));
+  tot = ls_totals(r.t);
   assert_int_equal(tot.skipped_steps, 1);
   assert_int_equal(em_learner_steps(r.l[0]), 1);
   assert_int_equal(em_learner_steps(r.l[1]), 2);
-  snapshot(r.m.g, out);
+  ls_snapshot(r.m.g, out);
   assert_memory_not_equal(&out->v[30], &s0.v[30], sizeof(float) * 4);
-  rig_free(&r);
+  ls_rig_free(&r);
 }
 
 static void test_two_learners_one_skips(void **state) {
@@ -538,56 +370,56 @@ static void test_two_learners_one_skips(void **state) {
 /* Saving mid-run (after a skip, between growths) and resuming continues bitwise: parameters, state,
  * S, its clean count (the next growth comes at the same step) and the skip count. */
 static void resume(em_device dev, const char *path, snap *out) {
-  em_trainer_options o = scaled(dev, 0x1p100, 3);
+  em_trainer_options o = ls_scaled(dev, 0x1p100, 3);
   o.loss_scaling.backoff_factor = 0x1p-60;
   rig a, b;
-  rig_two(&a, 0.5, &o);
-  for (int i = 0; i < 5; i++) CHECK(train(a.t, &a.m, i, 1, NULL)); /* skip, then 4 clean: S 2^40, 2^41 */
-  assert_true(totals(a.t).loss_scale == 0x1p41);
+  ls_rig_two(&a, 0.5, &o);
+  for (int i = 0; i < 5; i++) CHECK(ls_train(a.t, &a.m, i, 1, NULL)); /* skip, then 4 clean: S 2^40, 2^41 */
+  assert_true(ls_totals(a.t).loss_scale == 0x1p41);
   CHECK(em_trainer_save_checkpoint(a.t, path, NULL, NULL, 0));
-  rig_two(&b, 0.5, &o);
+  ls_rig_two(&b, 0.5, &o);
   CHECK(em_trainer_restore_checkpoint(b.t, path, NULL));
-  em_trainer_totals ta = totals(a.t), tb = totals(b.t);
+  em_trainer_totals ta = ls_totals(a.t), tb = ls_totals(b.t);
   assert_true(tb.loss_scale == ta.loss_scale);
   assert_int_equal(tb.skipped_steps, 1);
   assert_int_equal(tb.steps, 5);
   for (int i = 5; i < 10; i++) {
-    CHECK(train(a.t, &a.m, i, 1, NULL));
-    CHECK(train(b.t, &b.m, i, 1, NULL));
-    ta = totals(a.t);
-    tb = totals(b.t);
+    CHECK(ls_train(a.t, &a.m, i, 1, NULL));
+    CHECK(ls_train(b.t, &b.m, i, 1, NULL));
+    ta = ls_totals(a.t);
+    tb = ls_totals(b.t);
     if (ta.loss_scale != tb.loss_scale) fail_msg("step %d: S %g resumed, %g", i + 1, tb.loss_scale, ta.loss_scale);
     snap sa, sb;
-    snapshot(a.m.g, &sa);
-    snapshot(b.m.g, &sb);
-    snap_equal(&sb, &sa, "the resumed run");
+    ls_snapshot(a.m.g, &sa);
+    ls_snapshot(b.m.g, &sb);
+    ls_snap_equal(&sb, &sa, "the resumed run");
   }
   assert_true(ta.loss_scale == 0x1p43); /* grown at steps 7 and 10 (clean 2 of 3 was saved) */
   assert_true(ta.epoch_loss == tb.epoch_loss);
-  snapshot(a.m.g, out);
-  rig_free(&b);
+  ls_snapshot(a.m.g, out);
+  ls_rig_free(&b);
 
   /* Into a trainer without loss scaling: refused, nothing changed. */
   em_trainer_options plain = {.device = dev, .mode = EM_MODE_PORTABLE};
   rig c;
-  rig_two(&c, 0.5, &plain);
+  ls_rig_two(&c, 0.5, &plain);
   snap s0, s1;
-  snapshot(c.m.g, &s0);
+  ls_snapshot(c.m.g, &s0);
   assert_int_equal(em_trainer_restore_checkpoint(c.t, path, NULL), EM_ERR_CORRUPT);
   if (!strstr(em_last_error(), "loss scaling")) fail_msg("message: %s", em_last_error());
-  snapshot(c.m.g, &s1);
-  snap_equal(&s1, &s0, "a refused restore");
-  assert_int_equal(totals(c.t).steps, 0);
+  ls_snapshot(c.m.g, &s1);
+  ls_snap_equal(&s1, &s0, "a refused restore");
+  assert_int_equal(ls_totals(c.t).steps, 0);
   /* A checkpoint without loss scaling into a trainer with it: S starts fresh (init_scale). */
-  CHECK(train(c.t, &c.m, 0, 1, NULL));
+  CHECK(ls_train(c.t, &c.m, 0, 1, NULL));
   CHECK(em_trainer_save_checkpoint(c.t, path, NULL, NULL, 0));
   CHECK(em_trainer_restore_checkpoint(a.t, path, NULL));
-  em_trainer_totals t2 = totals(a.t);
+  em_trainer_totals t2 = ls_totals(a.t);
   assert_int_equal(t2.steps, 1);
   assert_true(t2.loss_scale == 0x1p100);
   assert_int_equal(t2.skipped_steps, 0);
-  rig_free(&c);
-  rig_free(&a);
+  ls_rig_free(&c);
+  ls_rig_free(&a);
   unlink(path);
 }
 
@@ -613,14 +445,14 @@ static void test_gpu_equals_cpu(void **state) {
   snap c, g;
   two_learners(em_cpu(), &c);
   two_learners(em_cuda(0), &g);
-  snap_equal(&g, &c, "two learners, the GPU against the CPU");
+  ls_snap_equal(&g, &c, "two learners, the GPU against the CPU");
   char path[] = "/tmp/test_loss_scaling_XXXXXX";
   int fd = mkstemp(path);
   assert_true(fd >= 0);
   close(fd);
   resume(em_cpu(), path, &c);
   resume(em_cuda(0), path, &g);
-  snap_equal(&g, &c, "resumed, the GPU against the CPU");
+  ls_snap_equal(&g, &c, "resumed, the GPU against the CPU");
   assert_true(ts_double_calls("cuLaunchKernel") != 0); /* the steps ran on the double (-1: a real driver) */
 }
 

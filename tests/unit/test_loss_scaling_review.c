@@ -33,6 +33,7 @@
 
 #include "ember.h"
 #include "gpu_double.h"
+#include "loss_scaling_rig.h"
 
 #define CHECK(call)                                                        \
   do {                                                                     \
@@ -42,175 +43,6 @@
 
 static int g_gpus;
 
-/* ------------------------------------------------------------ model --- */
-
-/* y = tanh(x w1^T + b1) w2^T + x2 w3^T, per-sample loss (y - t)^2.
- * x [N, 4], x2 [N, 2], w1 [5, 4], b1 [5], w2 [1, 5], w3 [1, 2]. */
-typedef struct model {
-  em_graph *g;
-  em_var x, x2, t, w1, b1, w2, w3, loss;
-} model;
-
-static uint64_t lcg(uint64_t *s) {
-  *s = *s * 6364136223846793005ull + 1442695040888963407ull;
-  return *s >> 40;
-}
-static float uniform(uint64_t *s) { return (float)((double)lcg(s) / 8388608.0 - 1.0); } /* [-1, 1) */
-
-static void param(em_graph *g, const char *name, int nd, const int64_t *shape, double scale, uint64_t seed,
-                  em_var *out) {
-  int64_t n = 1;
-  for (int i = 0; i < nd; i++) n *= shape[i];
-  float v[32];
-  uint64_t s = seed;
-  for (int64_t i = 0; i < n; i++) v[i] = (float)(scale * uniform(&s));
-  em_tensor *t;
-  CHECK(em_tensor_from_host(em_cpu(), EM_F32, nd, shape, v, sizeof(float) * (size_t)n, &t));
-  em_init init = {.kind = EM_INIT_FROM_DATA, .data = t};
-  CHECK(em_parameter(g, name, EM_F32, nd, shape, &init, out));
-  em_tensor_release(t);
-}
-
-/* w3_scale: the size of w3's entries (1e-10 with x2 of 1e10: the two-learner test). */
-static void build(model *m, double w3_scale) {
-  CHECK(em_graph_create(&m->g));
-  CHECK(em_input(m->g, "x", EM_F32, 2, (int64_t[]){-1, 4}, &m->x));
-  CHECK(em_input(m->g, "x2", EM_F32, 2, (int64_t[]){-1, 2}, &m->x2));
-  CHECK(em_input(m->g, "t", EM_F32, 2, (int64_t[]){-1, 1}, &m->t));
-  param(m->g, "w1", 2, (int64_t[]){5, 4}, 0.5, 11, &m->w1);
-  param(m->g, "b1", 1, (int64_t[]){5}, 0.1, 12, &m->b1);
-  param(m->g, "w2", 2, (int64_t[]){1, 5}, 0.5, 13, &m->w2);
-  param(m->g, "w3", 2, (int64_t[]){1, 2}, w3_scale, 14, &m->w3);
-  em_attr tb = {.name = "transpose_b", .type = EM_ATTR_INT, .i = 1};
-  em_var a, z, h, y2, y3, y;
-  CHECK(em_apply(m->g, "matmul", (em_var[]){m->x, m->w1}, 2, &tb, 1, &a, 1));
-  CHECK(em_apply(m->g, "add", (em_var[]){a, m->b1}, 2, NULL, 0, &z, 1));
-  CHECK(em_apply(m->g, "tanh", &z, 1, NULL, 0, &h, 1));
-  CHECK(em_apply(m->g, "matmul", (em_var[]){h, m->w2}, 2, &tb, 1, &y2, 1));
-  CHECK(em_apply(m->g, "matmul", (em_var[]){m->x2, m->w3}, 2, &tb, 1, &y3, 1));
-  CHECK(em_apply(m->g, "add", (em_var[]){y2, y3}, 2, NULL, 0, &y, 1));
-  CHECK(em_apply(m->g, "squared_error", (em_var[]){y, m->t}, 2, NULL, 0, &m->loss, 1));
-}
-
-/* Minibatch `step` (deterministic) of n samples; x2 times x2_mul. */
-typedef struct batch {
-  em_tensor *x, *x2, *t;
-  em_feed f[3];
-} batch;
-
-static void batch_make(const model *m, int step, int n, double x2_mul, batch *b) {
-  float x[16 * 4], x2[16 * 2], t[16];
-  uint64_t s = 1000 + (uint64_t)step;
-  for (int i = 0; i < n; i++) {
-    for (int j = 0; j < 4; j++) x[4 * i + j] = uniform(&s);
-    for (int j = 0; j < 2; j++) x2[2 * i + j] = (float)(x2_mul * uniform(&s));
-    t[i] = 2.0f * uniform(&s);
-  }
-  CHECK(em_tensor_from_host(em_cpu(), EM_F32, 2, (int64_t[]){n, 4}, x, sizeof(float) * 4 * (size_t)n, &b->x));
-  CHECK(em_tensor_from_host(em_cpu(), EM_F32, 2, (int64_t[]){n, 2}, x2, sizeof(float) * 2 * (size_t)n, &b->x2));
-  CHECK(em_tensor_from_host(em_cpu(), EM_F32, 2, (int64_t[]){n, 1}, t, sizeof(float) * (size_t)n, &b->t));
-  b->f[0] = (em_feed){m->x, b->x};
-  b->f[1] = (em_feed){m->x2, b->x2};
-  b->f[2] = (em_feed){m->t, b->t};
-}
-
-static void batch_free(batch *b) {
-  em_tensor_release(b->x);
-  em_tensor_release(b->x2);
-  em_tensor_release(b->t);
-}
-
-/* Trains minibatch `step` (8 samples); returns the status, *r its result. */
-static em_status train(em_trainer *t, const model *m, int step, double x2_mul, em_minibatch_result *r) {
-  batch b;
-  batch_make(m, step, 8, x2_mul, &b);
-  em_status s = em_trainer_train_minibatch(t, b.f, 3, r);
-  batch_free(&b);
-  return s;
-}
-
-/* Every parameter and state of g (learner slots included), in creation order, as one float array. */
-typedef struct snap {
-  float v[256];
-  size_t n;
-} snap;
-
-static void snapshot(const em_graph *g, snap *out) {
-  em_var vars[32];
-  size_t np, ns;
-  CHECK(em_graph_parameters(g, vars, 32, &np));
-  CHECK(em_graph_states(g, vars + np, 32 - np, &ns));
-  out->n = 0;
-  for (size_t i = 0; i < np + ns; i++) {
-    em_tensor *p;
-    CHECK(em_parameter_get(g, vars[i], em_cpu(), &p));
-    size_t k = (size_t)em_tensor_numel(p);
-    assert_true(out->n + k <= sizeof out->v / sizeof out->v[0]);
-    CHECK(em_tensor_to_host(p, out->v + out->n, sizeof(float) * k));
-    out->n += k;
-    em_tensor_release(p);
-  }
-}
-
-static void snap_equal(const snap *a, const snap *b, const char *what) {
-  if (a->n != b->n) fail_msg("%s: %zu values against %zu", what, a->n, b->n);
-  for (size_t i = 0; i < a->n; i++)
-    if (memcmp(&a->v[i], &b->v[i], sizeof(float)))
-      fail_msg("%s: value %zu is %.9g, %.9g expected (bitwise)", what, i, a->v[i], b->v[i]);
-}
-
-static em_learner *learner(em_learner_kind kind, const char *name, const em_var *params, int n, double clip_norm) {
-  em_learner_config cfg;
-  CHECK(em_learner_defaults(kind, kind == EM_LEARNER_SGD || kind == EM_LEARNER_MOMENTUM ? 0.05 : 0.01, &cfg));
-  cfg.clip_norm = clip_norm;
-  em_learner *l;
-  CHECK(em_learner_create(&cfg, name, params, n, &l));
-  return l;
-}
-
-static em_trainer_options scaled(em_device dev, double init, int64_t interval) {
-  return (em_trainer_options){.device = dev,
-                              .mode = EM_MODE_PORTABLE,
-                              .loss_scaling = {.mode = EM_LOSS_SCALE_DYNAMIC, .init_scale = init,
-                                               .growth_interval = interval}};
-}
-
-static em_trainer_totals totals(const em_trainer *t) {
-  em_trainer_totals tot;
-  CHECK(em_trainer_get_totals(t, &tot));
-  return tot;
-}
-
-/* A trainer over all four parameters with one learner. */
-typedef struct rig {
-  model m;
-  em_learner *l[2];
-  int n_l;
-  em_trainer *t;
-} rig;
-
-static void rig_one(rig *r, em_learner_kind kind, double clip_norm, const em_trainer_options *o) {
-  build(&r->m, 0.5);
-  r->n_l = 1;
-  r->l[0] = learner(kind, NULL, (em_var[]){r->m.w1, r->m.b1, r->m.w2, r->m.w3}, 4, clip_norm);
-  CHECK(em_trainer_create(r->m.g, r->m.loss, -1, r->l, 1, o, &r->t));
-}
-
-/* Two learners: "a" (momentum) over w3, "b" (adam) over the rest; w3's gradient is 1e10 times the
- * others' when x2_mul is 1e10 (w3 is 1e-10 then, so y stays of order 1). */
-static void rig_two(rig *r, double w3_scale, const em_trainer_options *o) {
-  build(&r->m, w3_scale);
-  r->n_l = 2;
-  r->l[0] = learner(EM_LEARNER_MOMENTUM, "a", &r->m.w3, 1, 0);
-  r->l[1] = learner(EM_LEARNER_ADAM, "b", (em_var[]){r->m.w1, r->m.b1, r->m.w2}, 3, 0);
-  CHECK(em_trainer_create(r->m.g, r->m.loss, -1, r->l, 2, o, &r->t));
-}
-
-static void rig_free(rig *r) {
-  em_trainer_free(r->t);
-  for (int i = 0; i < r->n_l; i++) em_learner_free(r->l[i]);
-  em_graph_free(r->m.g);
-}
 
 /* ------------------------------------------------------------ tests --- */
 
@@ -241,7 +73,7 @@ static void learner_record(const em_learner *l, unsigned char *out, size_t *n) {
  * overflow: minibatch 1 is skipped, S backs off to 2^40 and minibatch 2 is clean. The reference is an
  * unscaled run over minibatches 0 and 2 only. */
 static void every_kind_skip(em_device dev, em_learner_kind kind, snap *out) {
-  em_trainer_options o = scaled(dev, 0x1p40, 1);
+  em_trainer_options o = ls_scaled(dev, 0x1p40, 1);
   o.loss_scaling.growth_factor = 0x1p40;
   o.loss_scaling.backoff_factor = 0x1p-40;
   rig r, ref;
@@ -249,52 +81,52 @@ static void every_kind_skip(em_device dev, em_learner_kind kind, snap *out) {
   rig *rs[2] = {&r, &ref};
   const em_trainer_options *os[2] = {&o, &plain};
   for (int k = 0; k < 2; k++) {
-    build(&rs[k]->m, 0.5);
+    ls_build(&rs[k]->m, 0.5);
     rs[k]->n_l = 1;
     rs[k]->l[0] = full_learner(kind, NULL, (em_var[]){rs[k]->m.w1, rs[k]->m.b1, rs[k]->m.w2, rs[k]->m.w3}, 4);
     CHECK(em_trainer_create(rs[k]->m.g, rs[k]->m.loss, -1, rs[k]->l, 1, os[k], &rs[k]->t));
   }
   const char *kn = em_learner_kind_name(kind);
-  CHECK(train(r.t, &r.m, 0, 1, NULL));
-  CHECK(train(ref.t, &ref.m, 0, 1, NULL));
-  assert_true(totals(r.t).loss_scale == 0x1p80);
-  assert_int_equal(totals(r.t).skipped_steps, 0);
+  CHECK(ls_train(r.t, &r.m, 0, 1, NULL));
+  CHECK(ls_train(ref.t, &ref.m, 0, 1, NULL));
+  assert_true(ls_totals(r.t).loss_scale == 0x1p80);
+  assert_int_equal(ls_totals(r.t).skipped_steps, 0);
   snap s0, s1;
   unsigned char rec0[64], rec1[64];
   size_t n0, n1;
-  snapshot(r.m.g, &s0);
+  ls_snapshot(r.m.g, &s0);
   learner_record(r.l[0], rec0, &n0);
   em_minibatch_result res;
-  CHECK(train(r.t, &r.m, 1, 1, &res));
+  CHECK(ls_train(r.t, &r.m, 1, 1, &res));
   assert_true(isfinite(res.loss));
-  em_trainer_totals tot = totals(r.t);
+  em_trainer_totals tot = ls_totals(r.t);
   if (tot.skipped_steps != 1 || tot.loss_scale != 0x1p40)
     fail_msg("%s: step 2 at S = 2^80 did not skip (%llu skips, S %g)", kn, (unsigned long long)tot.skipped_steps,
              tot.loss_scale);
   assert_int_equal(tot.steps, 2);
   assert_int_equal(tot.samples, 16);
-  snapshot(r.m.g, &s1);
+  ls_snapshot(r.m.g, &s1);
   char what[96];
   snprintf(what, sizeof what, "%s: a skipped step (parameters and every slot)", kn);
-  snap_equal(&s1, &s0, what);
+  ls_snap_equal(&s1, &s0, what);
   learner_record(r.l[0], rec1, &n1);
   assert_int_equal(n0, n1);
   if (memcmp(rec0, rec1, n0)) fail_msg("%s: the learner's host record moved on a skipped step", kn);
   assert_int_equal(em_learner_steps(r.l[0]), 1);
   assert_int_equal(em_learner_samples(r.l[0]), 8);
   /* the next clean step is the unscaled run's second step */
-  CHECK(train(r.t, &r.m, 2, 1, NULL));
-  CHECK(train(ref.t, &ref.m, 2, 1, NULL));
-  snapshot(r.m.g, &s0);
-  snapshot(ref.m.g, &s1);
+  CHECK(ls_train(r.t, &r.m, 2, 1, NULL));
+  CHECK(ls_train(ref.t, &ref.m, 2, 1, NULL));
+  ls_snapshot(r.m.g, &s0);
+  ls_snapshot(ref.m.g, &s1);
   snprintf(what, sizeof what, "%s: after the skip, against an unscaled run without that minibatch", kn);
-  snap_equal(&s0, &s1, what);
+  ls_snap_equal(&s0, &s1, what);
   learner_record(r.l[0], rec0, &n0);
   learner_record(ref.l[0], rec1, &n1);
   if (n0 != n1 || memcmp(rec0, rec1, n0)) fail_msg("%s: the learner's host record differs from the unscaled run's", kn);
   *out = s0;
-  rig_free(&r);
-  rig_free(&ref);
+  ls_rig_free(&r);
+  ls_rig_free(&ref);
 }
 
 static const em_learner_kind all_kinds[] = {EM_LEARNER_SGD,      EM_LEARNER_MOMENTUM, EM_LEARNER_NESTEROV,
@@ -309,7 +141,7 @@ static void test_every_kind_skips_bitwise(void **state) {
     if (g_gpus) {
       snap g;
       every_kind_skip(em_cuda(0), all_kinds[i], &g);
-      snap_equal(&g, &c, em_learner_kind_name(all_kinds[i]));
+      ls_snap_equal(&g, &c, em_learner_kind_name(all_kinds[i]));
     }
   }
   if (g_gpus) assert_true(ts_double_calls("cuLaunchKernel") != 0); /* the GPU runs were on a device */
@@ -322,32 +154,32 @@ static void test_larc_skip(void **state) {
   (void)state;
   const em_larc_policy pol[] = {EM_LARC_CLIP, EM_LARC_SCALE};
   for (int p = 0; p < 2; p++) {
-    em_trainer_options o = scaled(em_cpu(), 0x1p40, 1);
+    em_trainer_options o = ls_scaled(em_cpu(), 0x1p40, 1);
     o.loss_scaling.growth_factor = 0x1p40;
     o.loss_scaling.backoff_factor = 0x1p-40;
     const em_trainer_options plain = {.device = em_cpu(), .mode = EM_MODE_PORTABLE};
     rig r[2];
     for (int k = 0; k < 2; k++) {
-      build(&r[k].m, 0.5);
+      ls_build(&r[k].m, 0.5);
       r[k].n_l = 1;
-      r[k].l[0] = learner(EM_LEARNER_MOMENTUM, NULL, (em_var[]){r[k].m.w1, r[k].m.b1, r[k].m.w2, r[k].m.w3}, 4, 0.1);
+      r[k].l[0] = ls_learner(EM_LEARNER_MOMENTUM, NULL, (em_var[]){r[k].m.w1, r[k].m.b1, r[k].m.w2, r[k].m.w3}, 4, 0.1);
       CHECK(em_learner_larc(r[k].l[0], pol[p], 0.01));
       CHECK(em_trainer_create(r[k].m.g, r[k].m.loss, -1, r[k].l, 1, k ? &plain : &o, &r[k].t));
     }
     snap a, b;
-    CHECK(train(r[0].t, &r[0].m, 0, 1, NULL));
-    snapshot(r[0].m.g, &a);
-    CHECK(train(r[0].t, &r[0].m, 1, 1, NULL)); /* skipped */
-    assert_int_equal(totals(r[0].t).skipped_steps, 1);
-    snapshot(r[0].m.g, &b);
-    snap_equal(&b, &a, "LARC: a skipped step");
-    CHECK(train(r[0].t, &r[0].m, 2, 1, NULL));
-    CHECK(train(r[1].t, &r[1].m, 0, 1, NULL));
-    CHECK(train(r[1].t, &r[1].m, 2, 1, NULL));
-    snapshot(r[0].m.g, &a);
-    snapshot(r[1].m.g, &b);
-    snap_equal(&a, &b, "LARC: scaled with a skip against unscaled");
-    for (int k = 0; k < 2; k++) rig_free(&r[k]);
+    CHECK(ls_train(r[0].t, &r[0].m, 0, 1, NULL));
+    ls_snapshot(r[0].m.g, &a);
+    CHECK(ls_train(r[0].t, &r[0].m, 1, 1, NULL)); /* skipped */
+    assert_int_equal(ls_totals(r[0].t).skipped_steps, 1);
+    ls_snapshot(r[0].m.g, &b);
+    ls_snap_equal(&b, &a, "LARC: a skipped step");
+    CHECK(ls_train(r[0].t, &r[0].m, 2, 1, NULL));
+    CHECK(ls_train(r[1].t, &r[1].m, 0, 1, NULL));
+    CHECK(ls_train(r[1].t, &r[1].m, 2, 1, NULL));
+    ls_snapshot(r[0].m.g, &a);
+    ls_snapshot(r[1].m.g, &b);
+    ls_snap_equal(&a, &b, "LARC: scaled with a skip against unscaled");
+    for (int k = 0; k < 2; k++) ls_rig_free(&r[k]);
   }
 }
 
@@ -361,17 +193,17 @@ static void test_tiny_scales_refused(void **state) {
   } bad[] = {{0x1p-140, 0x1p-140, "init_scale"}, {0x1p-127, 0x1p-127, "init_scale"}, {1, 0x1p-200, "min_scale"}};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     model m;
-    build(&m, 0.5);
-    em_learner *l = learner(EM_LEARNER_SGD, NULL, (em_var[]){m.w1, m.b1, m.w2, m.w3}, 4, 0);
-    em_trainer_options o = scaled(em_cpu(), bad[i].init, 10);
+    ls_build(&m, 0.5);
+    em_learner *l = ls_learner(EM_LEARNER_SGD, NULL, (em_var[]){m.w1, m.b1, m.w2, m.w3}, 4, 0);
+    em_trainer_options o = ls_scaled(em_cpu(), bad[i].init, 10);
     o.loss_scaling.min_scale = bad[i].min;
     em_trainer *t = NULL;
     em_status s = em_trainer_create(m.g, m.loss, -1, &l, 1, &o, &t);
     if (s == EM_OK) {
       /* accepted: then training must not poison the model */
-      em_status st = train(t, &m, 0, 1, NULL);
+      em_status st = ls_train(t, &m, 0, 1, NULL);
       snap sn;
-      snapshot(m.g, &sn);
+      ls_snapshot(m.g, &sn);
       for (size_t j = 0; j < sn.n; j++)
         if (!isfinite(sn.v[j]))
           fail_msg("case %zu: init_scale %g, min_scale %g accepted and one step (status %d) made value %zu %g", i,
@@ -385,14 +217,14 @@ static void test_tiny_scales_refused(void **state) {
   }
   /* the smallest allowed: FLT_MIN as both */
   rig r;
-  em_trainer_options o = scaled(em_cpu(), FLT_MIN, 10);
+  em_trainer_options o = ls_scaled(em_cpu(), FLT_MIN, 10);
   o.loss_scaling.min_scale = FLT_MIN;
-  rig_one(&r, EM_LEARNER_SGD, 0, &o);
-  CHECK(train(r.t, &r.m, 0, 1, NULL));
+  ls_rig_one(&r, EM_LEARNER_SGD, 0, &o);
+  CHECK(ls_train(r.t, &r.m, 0, 1, NULL));
   snap sn;
-  snapshot(r.m.g, &sn);
+  ls_snapshot(r.m.g, &sn);
   for (size_t j = 0; j < sn.n; j++) assert_true(isfinite(sn.v[j]));
-  rig_free(&r);
+  ls_rig_free(&r);
 }
 
 /* A version-2 trainer record (trainer_state.c) whose S was edited: refused (EM_ERR_CORRUPT naming the
@@ -400,9 +232,9 @@ static void test_tiny_scales_refused(void **state) {
 static void test_edited_scale_refused(void **state) {
   (void)state;
   rig r;
-  em_trainer_options o = scaled(em_cpu(), 1024, 3);
-  rig_one(&r, EM_LEARNER_ADAM, 0, &o);
-  CHECK(train(r.t, &r.m, 0, 1, NULL));
+  em_trainer_options o = ls_scaled(em_cpu(), 1024, 3);
+  ls_rig_one(&r, EM_LEARNER_ADAM, 0, &o);
+  CHECK(ls_train(r.t, &r.m, 0, 1, NULL));
   void *b;
   size_t n;
   CHECK(em_trainer_state_save(r.t, &b, &n));
@@ -420,12 +252,12 @@ static void test_edited_scale_refused(void **state) {
     free(e);
     if (s != EM_ERR_CORRUPT) fail_msg("S = %g: loaded (status %d)", bad[i], (int)s);
     if (!strstr(em_last_error(), "loss scale")) fail_msg("S = %g: message '%s'", bad[i], em_last_error());
-    assert_true(totals(r.t).loss_scale == 1024);
-    assert_int_equal(totals(r.t).steps, 1);
+    assert_true(ls_totals(r.t).loss_scale == 1024);
+    assert_int_equal(ls_totals(r.t).steps, 1);
   }
   free(b);
-  CHECK(train(r.t, &r.m, 1, 1, NULL));
-  rig_free(&r);
+  CHECK(ls_train(r.t, &r.m, 1, 1, NULL));
+  ls_rig_free(&r);
 }
 
 /* Growth stops at the largest power of two f32 holds (2^127: 2^128 is above FLT_MAX), and a
@@ -441,12 +273,12 @@ static void test_growth_cap(void **state) {
     CHECK(em_graph_create(&g));
     CHECK(em_input(g, "x", EM_F32, 2, (int64_t[]){-1, 1}, &x));
     CHECK(em_input(g, "t", EM_F32, 2, (int64_t[]){-1, 1}, &tv));
-    param(g, "w", 2, (int64_t[]){1, 1}, 0.5, 3, &w);
+    ls_param(g, "w", 2, (int64_t[]){1, 1}, 0.5, 3, &w);
     em_attr tb = {.name = "transpose_b", .type = EM_ATTR_INT, .i = 1};
     CHECK(em_apply(g, "matmul", (em_var[]){x, w}, 2, &tb, 1, &y, 1));
     CHECK(em_apply(g, "squared_error", (em_var[]){y, tv}, 2, NULL, 0, &loss, 1));
-    em_learner *l = learner(EM_LEARNER_ADAM, NULL, &w, 1, 0);
-    em_trainer_options o = scaled(em_cpu(), cases[c].init, 1);
+    em_learner *l = ls_learner(EM_LEARNER_ADAM, NULL, &w, 1, 0);
+    em_trainer_options o = ls_scaled(em_cpu(), cases[c].init, 1);
     o.loss_scaling.growth_factor = cases[c].growth;
     o.loss_scaling.min_scale = cases[c].init;
     em_trainer *t;
@@ -460,13 +292,13 @@ static void test_growth_cap(void **state) {
       em_minibatch_result res;
       CHECK(em_trainer_train_minibatch(t, f, 2, &res));
       assert_true(res.loss == 0);
-      em_trainer_totals tot = totals(t);
+      em_trainer_totals tot = ls_totals(t);
       if (!(tot.loss_scale <= FLT_MAX) || tot.skipped_steps)
         fail_msg("case %zu step %d: S = %g (FLT_MAX %g), %llu skips", c, i + 1, tot.loss_scale, (double)FLT_MAX,
                  (unsigned long long)tot.skipped_steps);
     }
-    if (totals(t).loss_scale != cases[c].last)
-      fail_msg("case %zu: S = %.17g, %.17g expected", c, totals(t).loss_scale, cases[c].last);
+    if (ls_totals(t).loss_scale != cases[c].last)
+      fail_msg("case %zu: S = %.17g, %.17g expected", c, ls_totals(t).loss_scale, cases[c].last);
     assert_int_equal(em_learner_steps(l), 12);
     em_tensor_release(xt);
     em_tensor_release(tt);
@@ -482,27 +314,27 @@ static void test_growth_cap(void **state) {
  * failure (2^9 < min), nothing counted. */
 static void test_interval_one_min_equal_init(void **state) {
   (void)state;
-  em_trainer_options o = scaled(em_cpu(), 0x1p10, 1);
+  em_trainer_options o = ls_scaled(em_cpu(), 0x1p10, 1);
   o.loss_scaling.min_scale = 0x1p10;
   rig r;
-  rig_two(&r, 1e-10, &o);
+  ls_rig_two(&r, 1e-10, &o);
   const double x2[] = {1, 1, 1e15, 1e15};
   const double want[] = {0x1p11, 0x1p12, 0x1p11, 0x1p10};
   for (int i = 0; i < 4; i++) {
-    CHECK(train(r.t, &r.m, i, x2[i], NULL));
-    em_trainer_totals tot = totals(r.t);
+    CHECK(ls_train(r.t, &r.m, i, x2[i], NULL));
+    em_trainer_totals tot = ls_totals(r.t);
     if (tot.loss_scale != want[i]) fail_msg("step %d: S = %g, %g expected", i + 1, tot.loss_scale, want[i]);
   }
-  assert_int_equal(totals(r.t).skipped_steps, 2);
+  assert_int_equal(ls_totals(r.t).skipped_steps, 2);
   assert_int_equal(em_learner_steps(r.l[0]), 2); /* "a" (w3) skipped twice */
   assert_int_equal(em_learner_steps(r.l[1]), 4);
-  assert_int_equal(train(r.t, &r.m, 4, 1e15, NULL), EM_ERR_NOT_FINITE);
-  em_trainer_totals tot = totals(r.t);
+  assert_int_equal(ls_train(r.t, &r.m, 4, 1e15, NULL), EM_ERR_NOT_FINITE);
+  em_trainer_totals tot = ls_totals(r.t);
   assert_int_equal(tot.steps, 4);
   assert_true(tot.loss_scale == 0x1p10);
   assert_int_equal(tot.skipped_steps, 2);
   assert_int_equal(em_learner_steps(r.l[1]), 4); /* nothing counted, also for the learner that stepped */
-  rig_free(&r);
+  ls_rig_free(&r);
 }
 
 /* A checkpoint written in the middle of a streak of skips (S = 2^120: about 60 skips before the
@@ -513,36 +345,36 @@ static void mid_streak(em_device dev, snap *out) {
   int fd = mkstemp(path);
   assert_true(fd >= 0);
   close(fd);
-  em_trainer_options o = scaled(dev, 0x1p120, 4);
+  em_trainer_options o = ls_scaled(dev, 0x1p120, 4);
   rig a, b;
-  rig_one(&a, EM_LEARNER_ADAMW, 0, &o);
-  for (int i = 0; i < 5; i++) CHECK(train(a.t, &a.m, i, 1, NULL));
-  assert_int_equal(totals(a.t).skipped_steps, 5);
-  assert_true(totals(a.t).loss_scale == 0x1p115);
+  ls_rig_one(&a, EM_LEARNER_ADAMW, 0, &o);
+  for (int i = 0; i < 5; i++) CHECK(ls_train(a.t, &a.m, i, 1, NULL));
+  assert_int_equal(ls_totals(a.t).skipped_steps, 5);
+  assert_true(ls_totals(a.t).loss_scale == 0x1p115);
   CHECK(em_trainer_save_checkpoint(a.t, path, NULL, NULL, 0));
-  rig_one(&b, EM_LEARNER_ADAMW, 0, &o);
+  ls_rig_one(&b, EM_LEARNER_ADAMW, 0, &o);
   CHECK(em_trainer_restore_checkpoint(b.t, path, NULL));
   unlink(path);
   int clean_at = -1;
   for (int i = 5; i < 80; i++) {
-    CHECK(train(a.t, &a.m, i, 1, NULL));
-    CHECK(train(b.t, &b.m, i, 1, NULL));
-    em_trainer_totals ta = totals(a.t), tb = totals(b.t);
+    CHECK(ls_train(a.t, &a.m, i, 1, NULL));
+    CHECK(ls_train(b.t, &b.m, i, 1, NULL));
+    em_trainer_totals ta = ls_totals(a.t), tb = ls_totals(b.t);
     if (ta.loss_scale != tb.loss_scale || ta.skipped_steps != tb.skipped_steps || ta.steps != tb.steps)
       fail_msg("step %d: resumed S %g skips %llu, running S %g skips %llu", i + 1, tb.loss_scale,
                (unsigned long long)tb.skipped_steps, ta.loss_scale, (unsigned long long)ta.skipped_steps);
     if (clean_at < 0 && ta.skipped_steps == (uint64_t)i) clean_at = i;
     assert_int_equal(em_learner_steps(a.l[0]), em_learner_steps(b.l[0]));
     snap sa, sb;
-    snapshot(a.m.g, &sa);
-    snapshot(b.m.g, &sb);
-    snap_equal(&sb, &sa, "resumed mid-streak");
+    ls_snapshot(a.m.g, &sa);
+    ls_snapshot(b.m.g, &sb);
+    ls_snap_equal(&sb, &sa, "resumed mid-streak");
   }
   assert_true(clean_at > 5);
-  assert_int_equal(em_learner_steps(a.l[0]), 80 - totals(a.t).skipped_steps); /* skips after growths too */
-  snapshot(a.m.g, out);
-  rig_free(&a);
-  rig_free(&b);
+  assert_int_equal(em_learner_steps(a.l[0]), 80 - ls_totals(a.t).skipped_steps); /* skips after growths too */
+  ls_snapshot(a.m.g, out);
+  ls_rig_free(&a);
+  ls_rig_free(&b);
 }
 
 static void test_checkpoint_mid_streak(void **state) {
@@ -551,7 +383,7 @@ static void test_checkpoint_mid_streak(void **state) {
   mid_streak(em_cpu(), &c);
   if (g_gpus) {
     mid_streak(em_cuda(0), &g);
-    snap_equal(&g, &c, "mid-streak resume, the GPU against the CPU");
+    ls_snap_equal(&g, &c, "mid-streak resume, the GPU against the CPU");
   }
 }
 
@@ -561,14 +393,14 @@ static void test_f64_loss(void **state) {
   (void)state;
   rig r[2];
   for (int k = 0; k < 2; k++) {
-    build(&r[k].m, 0.5);
+    ls_build(&r[k].m, 0.5);
     em_attr to = {.name = "to", .type = EM_ATTR_INT, .i = EM_F64};
     em_var l64;
     CHECK(em_apply(r[k].m.g, "cast", &r[k].m.loss, 1, &to, 1, &l64, 1));
     r[k].m.loss = l64;
     r[k].n_l = 1;
-    r[k].l[0] = learner(EM_LEARNER_ADAM, NULL, (em_var[]){r[k].m.w1, r[k].m.b1, r[k].m.w2, r[k].m.w3}, 4, 0);
-    em_trainer_options o = k ? scaled(em_cpu(), 0x1p20, 2) : (em_trainer_options){.mode = EM_MODE_PORTABLE};
+    r[k].l[0] = ls_learner(EM_LEARNER_ADAM, NULL, (em_var[]){r[k].m.w1, r[k].m.b1, r[k].m.w2, r[k].m.w3}, 4, 0);
+    em_trainer_options o = k ? ls_scaled(em_cpu(), 0x1p20, 2) : (em_trainer_options){.mode = EM_MODE_PORTABLE};
     CHECK(em_trainer_create(r[k].m.g, r[k].m.loss, -1, r[k].l, 1, &o, &r[k].t));
   }
   em_var sv;
@@ -580,16 +412,16 @@ static void test_f64_loss(void **state) {
   assert_int_equal(dt, EM_F64);
   for (int i = 0; i < 6; i++) {
     em_minibatch_result res[2];
-    for (int k = 0; k < 2; k++) CHECK(train(r[k].t, &r[k].m, i, 1, &res[k]));
+    for (int k = 0; k < 2; k++) CHECK(ls_train(r[k].t, &r[k].m, i, 1, &res[k]));
     if (memcmp(&res[0].loss, &res[1].loss, sizeof(double)))
       fail_msg("step %d: loss %.17g scaled, %.17g unscaled", i + 1, res[1].loss, res[0].loss);
     snap a, b;
-    snapshot(r[0].m.g, &a);
-    snapshot(r[1].m.g, &b);
-    snap_equal(&b, &a, "f64 loss, scaled against unscaled");
+    ls_snapshot(r[0].m.g, &a);
+    ls_snapshot(r[1].m.g, &b);
+    ls_snap_equal(&b, &a, "f64 loss, scaled against unscaled");
   }
-  assert_true(totals(r[1].t).loss_scale == 0x1p23);
-  for (int k = 0; k < 2; k++) rig_free(&r[k]);
+  assert_true(ls_totals(r[1].t).loss_scale == 0x1p23);
+  for (int k = 0; k < 2; k++) ls_rig_free(&r[k]);
 }
 
 /* A graph already holding "trainer.loss_scale" that is not an f32 scalar: refused by name. A
@@ -599,13 +431,13 @@ static void test_foreign_scale_value(void **state) {
   (void)state;
   for (int c = 0; c < 3; c++) {
     model m;
-    build(&m, 0.5);
+    ls_build(&m, 0.5);
     em_var v;
     if (c == 0) CHECK(em_input(m.g, "trainer.loss_scale", EM_F32, 1, (int64_t[]){1}, &v));
     else if (c == 1) CHECK(em_input(m.g, "trainer.loss_scale", EM_F64, 0, NULL, &v));
-    else param(m.g, "trainer.loss_scale", 0, NULL, 0.5, 9, &v);
-    em_learner *l = learner(EM_LEARNER_SGD, NULL, (em_var[]){m.w1, m.b1, m.w2, m.w3}, 4, 0);
-    em_trainer_options o = scaled(em_cpu(), 1024, 10);
+    else ls_param(m.g, "trainer.loss_scale", 0, NULL, 0.5, 9, &v);
+    em_learner *l = ls_learner(EM_LEARNER_SGD, NULL, (em_var[]){m.w1, m.b1, m.w2, m.w3}, 4, 0);
+    em_trainer_options o = ls_scaled(em_cpu(), 1024, 10);
     em_trainer *t = NULL;
     em_status s = em_trainer_create(m.g, m.loss, -1, &l, 1, &o, &t);
     if (c < 2 || s != EM_OK) {
@@ -615,7 +447,7 @@ static void test_foreign_scale_value(void **state) {
       /* accepted: it must then train like a trainer whose S is its own, and leave that parameter be */
       em_tensor *before, *after;
       CHECK(em_parameter_get(m.g, v, em_cpu(), &before));
-      em_status st = train(t, &m, 0, 1, NULL);
+      em_status st = ls_train(t, &m, 0, 1, NULL);
       CHECK(em_parameter_get(m.g, v, em_cpu(), &after));
       float fb, fa;
       CHECK(em_tensor_to_host(before, &fb, 4));
@@ -637,19 +469,19 @@ static void test_foreign_scale_value(void **state) {
 static void test_two_trainers_one_graph(void **state) {
   (void)state;
   model m;
-  build(&m, 1e-10);
+  ls_build(&m, 1e-10);
   const em_var ps[4] = {m.w1, m.b1, m.w2, m.w3};
-  em_learner *la = learner(EM_LEARNER_SGD, "first", ps, 4, 0);
-  em_learner *lb = learner(EM_LEARNER_SGD, "second", ps, 4, 0);
-  em_trainer_options oa = scaled(em_cpu(), 0x1p10, 1000), ob = scaled(em_cpu(), 0x1p30, 1000);
+  em_learner *la = ls_learner(EM_LEARNER_SGD, "first", ps, 4, 0);
+  em_learner *lb = ls_learner(EM_LEARNER_SGD, "second", ps, 4, 0);
+  em_trainer_options oa = ls_scaled(em_cpu(), 0x1p10, 1000), ob = ls_scaled(em_cpu(), 0x1p30, 1000);
   em_trainer *ta, *tb;
   CHECK(em_trainer_create(m.g, m.loss, -1, &la, 1, &oa, &ta));
   CHECK(em_trainer_create(m.g, m.loss, -1, &lb, 1, &ob, &tb));
   /* x2 1e10 with w3 1e-10: w3's gradient is about 1e10; its square times S^2 overflows at 2^30
    * (1e20 * 2^60 = 1e38 ... 1e20 * 1.2e18 = 1.2e38 < FLT_MAX: use 1e12) */
-  CHECK(train(tb, &m, 0, 1e12, NULL));
-  CHECK(train(ta, &m, 0, 1e12, NULL));
-  em_trainer_totals a = totals(ta), b = totals(tb);
+  CHECK(ls_train(tb, &m, 0, 1e12, NULL));
+  CHECK(ls_train(ta, &m, 0, 1e12, NULL));
+  em_trainer_totals a = ls_totals(ta), b = ls_totals(tb);
   if (a.skipped_steps != 0 || a.loss_scale != 0x1p10)
     fail_msg("trainer a: %llu skips, S %g (expected 0, 2^10)", (unsigned long long)a.skipped_steps, a.loss_scale);
   if (b.skipped_steps != 1 || b.loss_scale != 0x1p29)
@@ -698,9 +530,9 @@ static void test_fit_with_skips(void **state) {
   float x[N * 4], x2[N * 2], tt[N];
   uint64_t sd = 77;
   for (int i = 0; i < N; i++) {
-    for (int j = 0; j < 4; j++) x[4 * i + j] = uniform(&sd);
-    for (int j = 0; j < 2; j++) x2[2 * i + j] = uniform(&sd);
-    tt[i] = uniform(&sd);
+    for (int j = 0; j < 4; j++) x[4 * i + j] = ls_uniform(&sd);
+    for (int j = 0; j < 2; j++) x2[2 * i + j] = ls_uniform(&sd);
+    tt[i] = ls_uniform(&sd);
   }
   em_dataset *d;
   CHECK(em_dataset_create(&d));
@@ -715,11 +547,11 @@ static void test_fit_with_skips(void **state) {
   em_minibatch_source *src, *val;
   CHECK(em_minibatch_source_create(d, &mo, &src));
   CHECK(em_minibatch_source_create(d, &vo, &val));
-  em_trainer_options o = scaled(em_cpu(), 0x1p70, 1);
+  em_trainer_options o = ls_scaled(em_cpu(), 0x1p70, 1);
   o.loss_scaling.growth_factor = 0x1p30;
   o.loss_scaling.backoff_factor = 0x1p-50;
   rig r;
-  rig_one(&r, EM_LEARNER_ADAM, 0, &o);
+  ls_rig_one(&r, EM_LEARNER_ADAM, 0, &o);
   fit_log log = {0};
   em_var inputs[3] = {r.m.x, r.m.x2, r.m.t};
   em_fit_options fo = {.epochs = 3, .train = src, .inputs = inputs, .n_inputs = 3, .validation = val,
@@ -731,7 +563,7 @@ static void test_fit_with_skips(void **state) {
   assert_int_equal(log.minibatch_calls, 24);
   assert_int_equal(log.epoch_calls, 3);
   assert_int_equal(log.bad_order, 0);
-  em_trainer_totals tot = totals(r.t);
+  em_trainer_totals tot = ls_totals(r.t);
   assert_int_equal(tot.steps, 24);
   assert_int_equal(tot.samples, 192);
   assert_int_equal(tot.epoch, 3);
@@ -740,19 +572,19 @@ static void test_fit_with_skips(void **state) {
   assert_int_equal(em_learner_samples(r.l[0]), 8 * (24 - tot.skipped_steps));
   /* the last epoch's checkpoint holds this state */
   rig b;
-  rig_one(&b, EM_LEARNER_ADAM, 0, &o);
+  ls_rig_one(&b, EM_LEARNER_ADAM, 0, &o);
   CHECK(em_trainer_restore_checkpoint(b.t, path, NULL));
-  em_trainer_totals tb = totals(b.t);
+  em_trainer_totals tb = ls_totals(b.t);
   assert_true(tb.loss_scale == tot.loss_scale);
   assert_int_equal(tb.skipped_steps, tot.skipped_steps);
   assert_int_equal(tb.steps, 24);
   assert_int_equal(em_learner_steps(b.l[0]), em_learner_steps(r.l[0]));
   snap sa, sb;
-  snapshot(r.m.g, &sa);
-  snapshot(b.m.g, &sb);
-  snap_equal(&sb, &sa, "fit's last checkpoint");
-  rig_free(&b);
-  rig_free(&r);
+  ls_snapshot(r.m.g, &sa);
+  ls_snapshot(b.m.g, &sb);
+  ls_snap_equal(&sb, &sa, "fit's last checkpoint");
+  ls_rig_free(&b);
+  ls_rig_free(&r);
   em_minibatch_source_free(src);
   em_minibatch_source_free(val);
   em_dataset_free(d);
