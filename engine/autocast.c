@@ -65,6 +65,7 @@ static em_status convert(em_graph *g, int id, em_dtype to) {
     cast_in[0] = half_out;
     m->inputs = cast_in;
     m->n_in = 1;
+    g->version++; /* executors planned before read the node's old inputs: they must refuse to run */
   } else {
     em_attrs_free(cast_attrs, cast_attrs ? 1 : 0);
     free(cast_in);

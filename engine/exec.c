@@ -869,8 +869,8 @@ static em_status run_step(em_exec *e, run_state *r, int st) {
 static em_status run_plan(em_exec *e, const em_feed *feeds, int n_feeds, run_state *r) {
   if (e->graph_version != e->g->version)
     return em_fail(EM_ERR_INVALID_ARGUMENT,
-                   "em_exec_run: the graph was edited (em_graph_replace) after this executor was planned; create a "
-                   "new executor");
+                   "em_exec_run: the graph was edited (em_graph_replace, em_graph_autocast) after this executor was "
+                   "planned; create a new executor");
   if (n_feeds < 0 || (n_feeds && !feeds)) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_exec_run: bad feeds");
   em_status settled = em_devcheck_settle(e->dev); /* an earlier run's failed device check, if visible already */
   if (settled) return settled;
