@@ -44,6 +44,7 @@ enum {
   CUBLAS_OP_N = 0,
   CUBLAS_OP_T = 1,
   CUBLAS_DEFAULT_MATH = 0,
+  CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION = 16, /* cuBLAS 11.0+ (cublasMath_t) */
   CUBLAS_COMPUTE_32F = 68,
   CUBLAS_COMPUTE_32F_FAST_TF32 = 77,
   CUBLAS_COMPUTE_64F = 70,
@@ -222,7 +223,10 @@ static void decide_once(em_runtime *rt, em_gpu *g, blas_device *d) {
   }
   const char *call = "cublasCreate_v2";
   int st = B.create(&d->handle);
-  if (!st && (st = B.set_math(d->handle, CUBLAS_DEFAULT_MATH))) {
+  /* DISALLOW_REDUCED_PRECISION_REDUCTION: a half product's split-K partial sums are reduced in
+   * f32, not in the half output type (cuBLAS's default allows the latter: several roundings,
+   * where the half road promises one; it changes nothing for f32 and f64 outputs). */
+  if (!st && (st = B.set_math(d->handle, CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION))) {
     call = "cublasSetMathMode";
     B.destroy(d->handle); /* made but not usable: not kept, so not leaked */
   }

@@ -46,6 +46,7 @@ typedef struct fcb_product {
 typedef struct fcb_work {
   fcb_product p;
   fcb_rounding rounding;
+  int output_reduction;         /* split-K partial sums reduced in C's (half) type: output_reduction() */
   int device_scalars;           /* CUBLAS_POINTER_MODE_DEVICE: read alpha and beta when it runs */
   double alpha, beta;           /* their values, read at the call in host pointer mode */
   CUdeviceptr workspace;        /* cublasSetWorkspace_v2, checked again when it runs */
@@ -347,6 +348,22 @@ static float round_input(float v, fcb_rounding r) {
   }
 }
 
+/* A product whose C is narrower than its f32 compute type may reduce split-K partial sums in
+ * C's type unless CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION is set ("forces any
+ * reductions during matrix multiplications to use the accumulator type ... and not the
+ * output type", cublasMath_t; PyTorch's allow_fp16/bf16_reduced_precision_reduction). The
+ * double takes that road for deep products (k >= 64: two halves of k, each alpha * partial
+ * rounded into C's type, their sum rounded again) [U: when cuBLAS splits k]. */
+static int output_reduction(const fcb_product *p, int math_mode) {
+  return !p->gemv && p->ctype != CUDA_R_32F && p->ctype != CUDA_R_64F && !is_64f(p->compute) && p->k >= 64 &&
+         !(math_mode & CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION);
+}
+
+static float round_output(float v, int type) {
+  if (type == CUDA_R_16F) return fcb_f16_to_f32(fcb_f32_to_f16(v));
+  return type == CUDA_R_16BF ? fcb_bf16_to_f32(fcb_f32_to_bf16(v)) : v;
+}
+
 /* Index of op(X)[row, col] in X as stored (column-major, leading dimension ld). */
 static size_t op_index(int op, int row, int col, int ld) {
   return op == CUBLAS_OP_N ? (size_t)row + (size_t)col * (size_t)ld : (size_t)col + (size_t)row * (size_t)ld;
@@ -371,9 +388,17 @@ static CUresult gemm_f32(const fcb_work *w, const void *A, const void *B, void *
   for (int j = 0; j < n; j++)
     for (int i = 0; i < m; i++) {
       float sum = 0.0f;
-      for (int l = 0; l < k; l++) sum += ra[(size_t)i * k + l] * cb[(size_t)j * k + l];
       size_t ci = (size_t)i + (size_t)j * (size_t)p->ldc;
-      float r = alpha * sum;
+      float r;
+      if (w->output_reduction) {
+        float half = 0.0f;
+        for (int l = 0; l < k / 2; l++) half += ra[(size_t)i * k + l] * cb[(size_t)j * k + l];
+        for (int l = k / 2; l < k; l++) sum += ra[(size_t)i * k + l] * cb[(size_t)j * k + l];
+        r = round_output(round_output(alpha * half, p->ctype) + round_output(alpha * sum, p->ctype), p->ctype);
+      } else {
+        for (int l = 0; l < k; l++) sum += ra[(size_t)i * k + l] * cb[(size_t)j * k + l];
+        r = alpha * sum;
+      }
       if (beta != 0.0f) r = r + beta * load_f32(C, p->ctype, ci); /* beta 0: C is not read */
       store_f32(C, p->ctype, ci, r);
     }
@@ -537,6 +562,7 @@ static cublasStatus_t product(cublasHandle_t h, fcb_product *p) {
   if (!w) return fcb_refuse(CUBLAS_STATUS_ALLOC_FAILED, "%s: out of host memory", e);
   w->p = *p;
   w->rounding = p->gemv ? ROUND_NONE : input_rounding(&w->p, hs.math_mode, hs.cc); /* no tensor cores in GEMV [U] */
+  w->output_reduction = output_reduction(&w->p, hs.math_mode);
   w->device_scalars = hs.pointer_mode == CUBLAS_POINTER_MODE_DEVICE;
   w->workspace = hs.workspace, w->workspace_bytes = hs.workspace_bytes;
   w->span = hs.drv.device_span;
