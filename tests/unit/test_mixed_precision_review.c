@@ -653,6 +653,77 @@ static void test_cublas_matmul_broadcast(void **state) {
   }
 }
 
+/* ---------------------------------------------------- cuDNN's half road --- */
+
+/* Convolutions and transposed convolutions through the GPU double's fast mode with groups,
+ * strides, dilations, asymmetric pads and a bias (blended by cuDNN into the bias copy), and
+ * their gradient ops, against the f64 op on the CPU fed the decoded half inputs (exact
+ * products, a float64 sum): within one rounding. */
+static void test_cudnn_half_sweep(void **state) {
+  (void)state;
+  if (!ts_use_gpu()) skip();
+  struct {
+    const char *op;
+    int64_t sx[4], sw[4];
+    int64_t pads[4], strides[2], dil[2], group;
+    int bias;
+  } cases[] = {
+      {"convolution", {2, 4, 9, 8}, {6, 2, 3, 3}, {1, 0, 2, 1}, {2, 1}, {1, 2}, 2, 1},
+      {"convolution", {1, 6, 7, 7}, {6, 1, 3, 3}, {1, 1, 1, 1}, {1, 1}, {1, 1}, 6, 0},   /* depthwise */
+      {"convolution", {3, 3, 6, 5}, {4, 3, 1, 1}, {0, 0, 0, 0}, {1, 1}, {1, 1}, 1, 1},   /* 1x1 */
+      {"convolution_transpose", {2, 4, 5, 4}, {4, 3, 3, 3}, {1, 1, 0, 0}, {2, 2}, {1, 1}, 1, 1},
+      {"convolution_transpose", {1, 4, 4, 5}, {4, 1, 2, 3}, {0, 1, 0, 1}, {1, 2}, {2, 1}, 2, 1},
+  };
+  for (int t = 0; t < 2; t++) {
+    em_dtype dt = t ? EM_BF16 : EM_F16;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+      int64_t co = !strcmp(cases[c].op, "convolution") ? cases[c].sw[0] : cases[c].sw[1] * cases[c].group;
+      em_tensor *x = ot_rand(dt, 4, cases[c].sx, 600 + c, -1, 1), *w = ot_rand(dt, 4, cases[c].sw, 700 + c, -1, 1);
+      em_tensor *b = ot_rand(dt, 1, &co, 800 + c, -2, 2);
+      const em_attr at[4] = {{.name = "pads", .type = EM_ATTR_INTS, .ints = cases[c].pads, .n = 4},
+                             {.name = "strides", .type = EM_ATTR_INTS, .ints = cases[c].strides, .n = 2},
+                             {.name = "dilations", .type = EM_ATTR_INTS, .ints = cases[c].dil, .n = 2},
+                             AI("group", cases[c].group)};
+      em_tensor *in[3] = {x, w, b};
+      int n_in = cases[c].bias ? 3 : 2;
+      em_tensor *y = run_fast(em_cuda(0), 0, cases[c].op, in, n_in, at, 4);
+      double *xv = ts_half_decoded(x), *wv = ts_half_decoded(w), *bv = ts_half_decoded(b);
+      em_tensor *x64 = ot_tensor(EM_F64, 4, cases[c].sx, xv), *w64 = ot_tensor(EM_F64, 4, cases[c].sw, wv);
+      em_tensor *b64 = ot_tensor(EM_F64, 1, &co, bv), *in64[3] = {x64, w64, b64};
+      em_tensor *r = ot_run1(cases[c].op, in64, n_in, at, 4);
+      int64_t n = 0;
+      double *want = ot_values(r, &n);
+      char what[96];
+      snprintf(what, sizeof what, "%s %s case %zu on the GPU (fast)", cases[c].op, em_dtype_name(dt), c);
+      assert_int_equal(n, em_tensor_numel(y));
+      ts_expect_one_rounding(y, dt, want, n, what);
+      free(want);
+      em_tensor_release(r);
+      /* the gradient ops (input, weight) */
+      const int64_t *sy = em_tensor_shape(y);
+      em_tensor *dy = ot_rand(dt, 4, sy, 900 + c, -1, 1);
+      double *dv = ts_half_decoded(dy);
+      em_tensor *dy64 = ot_tensor(EM_F64, 4, sy, dv);
+      const int tr = strcmp(cases[c].op, "convolution") != 0;
+      em_attr gat[5] = {at[0], at[1], at[2], at[3], AI("transpose", tr)};
+      for (int which = 0; which < 2; which++) {
+        const char *gop = which ? "_conv_grad_weight" : "_conv_grad_input";
+        em_tensor *gin[3] = {dy, w, x}, *gin64[3] = {dy64, w64, x64};
+        if (which) gin[0] = x, gin[1] = dy, gin[2] = w, gin64[0] = x64, gin64[1] = dy64, gin64[2] = w64;
+        em_tensor *g = run_fast(em_cuda(0), 0, gop, gin, 3, gat, 5), *gr = ot_run1(gop, gin64, 3, gat, 5);
+        double *gw = ot_values(gr, &n);
+        snprintf(what, sizeof what, "%s of %s %s case %zu on the GPU (fast)", gop, cases[c].op, em_dtype_name(dt), c);
+        ts_expect_one_rounding(g, dt, gw, n, what);
+        free(gw);
+        em_tensor_release(g), em_tensor_release(gr);
+      }
+      free(xv), free(wv), free(bv), free(dv);
+      em_tensor_release(x), em_tensor_release(w), em_tensor_release(b), em_tensor_release(y), em_tensor_release(dy);
+      em_tensor_release(x64), em_tensor_release(w64), em_tensor_release(b64), em_tensor_release(dy64);
+    }
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_autocast_after_executor),
@@ -664,6 +735,7 @@ int main(void) {
       cmocka_unit_test(test_cublas_deep_half_one_rounding),
       cmocka_unit_test(test_cublas_gemm_sweep),
       cmocka_unit_test(test_cublas_matmul_broadcast),
+      cmocka_unit_test(test_cudnn_half_sweep),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
