@@ -202,8 +202,9 @@ EM_API em_status em_gradients(em_graph *g, em_var y, const em_var *xs, int n, em
  * f32: their gradients arrive in f32 through the casts (the learners keep f32 master
  * weights). Ops with f64 or half inputs are left as they are; a second call converts
  * nothing more. Call it before em_gradients (the gradients of a converted op are then
- * half products too). *converted (may be NULL): how many ops it changed. On failure (no
- * memory) the graph stays valid with the ops converted so far. */
+ * half products too). *converted (may be NULL): how many ops it changed. An executor planned
+ * on g before a pass that changes something refuses to run (as after em_graph_replace): plan
+ * after the pass. On failure (no memory) the graph stays valid with the ops converted so far. */
 EM_API em_status em_graph_autocast(em_graph *g, em_dtype dtype, int *converted);
 
 #ifdef __cplusplus
