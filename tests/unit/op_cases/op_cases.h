@@ -46,9 +46,10 @@ typedef struct oc_case {
   int grad;               /* also compare the gradients */
   int training;           /* run in training mode (dropout, batch normalisation) */
   double tol;             /* fast mode: |gpu - cpu| <= tol * (1 + |cpu|); 0: 1e-5 (f32) or 1e-12 (f64) */
-  int ties;               /* max pool windows with ties: the fast mode compares the outputs but not the gradients,
-                           * which cuDNN gives to one maximum of a tied window, not necessarily Ember's first
-                           * (ops/README.md; test_cudnn_norm_pool checks them tie-aware); portable: bitwise */
+  int ties;               /* max pool windows with ties: where cuDNN ran _max_pool_grad (its road), the fast mode
+                           * compares the outputs but not the gradients, which cuDNN gives to one maximum of a
+                           * tied window, not necessarily Ember's first (ops/README.md; test_cudnn_norm_pool checks
+                           * them tie-aware); Ember's kernels and portable mode: compared as any case */
   unsigned state;         /* bit k: input k is an em_state value holding the input's values (not fed), compared
                            * after the run like an output: ops that update inputs in place (the learner
                            * family's updates of parameters and their state) */
