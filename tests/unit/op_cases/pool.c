@@ -5,9 +5,10 @@
  * _avg_pool_grad and _global_pool_grad on the GPU. Ember's kernels follow the
  * CPU's order in both modes, so both compare bit for bit in practice; in the
  * fast mode cuDNN runs the window pools it can express (ops/pool_gpu.c):
- * within tolerance, and the tie and NaN cases' gradients are compared in
- * portable mode only (.ties: cuDNN sends a tie's gradient to one maximum, not
- * necessarily the first; a NaN window's is not documented). The random cases
+ * within tolerance, and the tie cases' gradients, where cuDNN ran them, are
+ * compared in portable mode only (.ties: cuDNN sends a tie's gradient to one
+ * maximum, not necessarily the first). The NaN case's asymmetric pads keep
+ * Ember's kernels, so it is compared in both modes. The random cases
  * are tie-free in practice: two random f32 values sharing a window's maximum
  * is below a 1e-3 chance per run even for "large". */
 #include <math.h>
