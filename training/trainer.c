@@ -100,15 +100,17 @@ API em_status em_trainer_create(em_graph *graph, em_var loss, em_var metric, em_
   memcpy(t->learners, learners, sizeof *t->learners * (size_t)n_learners);
   t->n_learners = n_learners;
 
-  /* Mixed precision before anything is added: the products and convolutions of the model and
-   * the loss run in half, the parameters stay f32 (the learners' master weights). */
+  /* The loss and the metric are checked first (a bad one changes nothing); then mixed
+   * precision, before the gradients: the products and convolutions of the model and the loss
+   * run in half, the parameters stay f32 (the learners' master weights). The means added by
+   * mean_of are reductions, which the pass leaves in f32. */
+  if ((s = mean_of(graph, loss, "loss", &t->loss_mean))) goto fail;
+  t->metric_mean = -1;
+  if (t->has_metric && (s = mean_of(graph, metric, "metric", &t->metric_mean))) goto fail;
   if (opt.precision != EM_F32 && (s = em_graph_autocast(graph, opt.precision, NULL))) {
     s = em_fail_context(s, "em_trainer_create: precision %s", em_dtype_name(opt.precision));
     goto fail;
   }
-  if ((s = mean_of(graph, loss, "loss", &t->loss_mean))) goto fail;
-  t->metric_mean = -1;
-  if (t->has_metric && (s = mean_of(graph, metric, "metric", &t->metric_mean))) goto fail;
   if ((s = em_trainer_build_updates(t))) goto fail;
 
   /* The training executor: loss, metric, every update node, then each

@@ -297,6 +297,14 @@ static void test_precision_refused(void **state) {
   assert_int_equal(em_trainer_create(r.g, r.loss, r.err, &r.l, 1, &o, &r.t), EM_ERR_INVALID_ARGUMENT);
   if (!strstr(em_last_error(), "precision") || !strstr(em_last_error(), "f64"))
     fail_msg("the refusal should name the precision: %s", em_last_error());
+  /* a bad loss (a 2-D value) is refused before the autocast: the graph is left as it was */
+  const size_t before = em_graph_value_count(r.g);
+  em_var bad = apply(r.g, "relu", (em_var[]){r.x}, 1, NULL, 0);
+  const size_t with_bad = em_graph_value_count(r.g);
+  assert_true(with_bad > before);
+  o.precision = EM_F16;
+  assert_int_equal(em_trainer_create(r.g, bad, r.err, &r.l, 1, &o, &r.t), EM_ERR_INVALID_ARGUMENT);
+  assert_int_equal(em_graph_value_count(r.g), with_bad);
   run_free(&r);
 }
 
