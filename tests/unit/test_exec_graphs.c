@@ -505,6 +505,7 @@ static void test_off_by_default_and_env(void **state) {
     }
   }
   unsetenv("EMBER_CUDA_GRAPHS");
+  em_graph_free(m.g);
 }
 
 static void test_free_releases_graphs_and_pools(void **state) {
