@@ -167,6 +167,9 @@ em_status em_op_infer(em_op_args *a);
 /* The half dtype of this application (EM_F16 or EM_BF16), or EM_F32 when none: the dtype of
  * its first half input. */
 em_dtype em_op_half_dtype(const em_op_args *a);
+/* The f32 view of a->in: a copy with the half dtype h as f32 (few when n_in <= n_few, else
+ * malloc'd: free it when it is not few). */
+em_status em_op_f32_view(const em_op_args *a, em_dtype h, em_shape *few, int n_few, em_shape **out);
 /* Runs kernel k (the op's cpu or gpu member) on f32 copies of the half inputs and rounds
  * its f32 outputs into out[] (of the half dtype); k itself when no input is half. On
  * a->dev and a->stream; the copies are freed before it returns (stream-ordered). */

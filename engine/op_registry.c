@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "error.h"
@@ -370,3 +371,47 @@ void em_op_suggest(const char *name, char *buf, size_t cap) {
     w += (size_t)snprintf(buf + w, cap - w, "%s'%s'", i == 0 ? "" : i == n_best - 1 ? " or " : ", ", best[i]);
   if (w < cap) snprintf(buf + w, cap - w, "?");
 }
+
+/* ------------------------------------------- f16/bf16 through f32 --- */
+
+/* engine/half.c runs these ops; here is what the graph needs to check them. */
+static int is_half(em_dtype t) { return t == EM_F16 || t == EM_BF16; }
+
+em_dtype em_op_half_dtype(const em_op_args *a) {
+  for (int i = 0; i < a->n_in; i++)
+    if (is_half(a->in[i].dtype)) return a->in[i].dtype;
+  return EM_F32;
+}
+
+em_status em_op_f32_view(const em_op_args *a, em_dtype h, em_shape *few, int n_few, em_shape **out) {
+  em_shape *v = a->n_in <= n_few ? few : malloc(sizeof *v * (size_t)a->n_in);
+  if (!v) return em_fail(EM_ERR_OUT_OF_MEMORY, "op '%s': no memory for %d input shapes", a->def->name, a->n_in);
+  for (int i = 0; i < a->n_in; i++) {
+    v[i] = a->in[i];
+    if (v[i].dtype == h) v[i].dtype = EM_F32;
+  }
+  *out = v;
+  return EM_OK;
+}
+
+em_status em_op_infer(em_op_args *a) {
+  const em_dtype h = a->def->half ? em_op_half_dtype(a) : EM_F32;
+  if (h == EM_F32) return a->def->infer(a);
+  for (int i = 0; i < a->n_in; i++)
+    if ((a->in[i].dtype == EM_F32 || a->in[i].dtype == EM_F64 || is_half(a->in[i].dtype)) && a->in[i].dtype != h)
+      return em_op_fail(a, "input %d is %s and another input %s: an op computes in one float dtype; cast one of them "
+                        "(em_graph_autocast casts every float input of the ops it changes)",
+                        i, em_dtype_name(a->in[i].dtype), em_dtype_name(h));
+  em_shape few[16], *view;
+  em_status s = em_op_f32_view(a, h, few, 16, &view);
+  if (s) return s;
+  em_op_args f = *a;
+  f.in = view;
+  s = a->def->infer(&f); /* writes a->out (the same array) */
+  if (!s)
+    for (int i = 0; i < a->n_out; i++)
+      if (a->out[i].dtype == EM_F32) a->out[i].dtype = h;
+  if (view != few) free(view);
+  return s;
+}
+
