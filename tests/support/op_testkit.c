@@ -321,6 +321,40 @@ em_tensor *ot_run1(const char *op, em_tensor *const *in, int n_in, const em_attr
   return out;
 }
 
+/* The road of op's step in an em_exec_describe text: the last "  [...]" on the op's line. */
+static void road_of(const char *plan, const char *op, char *road, size_t cap) {
+  const char *line = strstr(plan, op), *end = line ? strchr(line, '\n') : NULL, *open = NULL;
+  for (const char *p = line; p && end && p + 2 < end; p++)
+    if (!strncmp(p, "  [", 3)) open = p + 2;
+  const char *close = open ? strrchr(open, ']') : NULL;
+  if (close && end && close > end) close = NULL;
+  snprintf(road, cap, "%.*s", close ? (int)(close - open - 1) : 0, close ? open + 1 : "");
+}
+
+em_tensor *ot_run1_on(em_device dev, int portable, const char *op, em_tensor *const *in, int n_in,
+                      const em_attr *attrs, int n_attrs, char *road, size_t cap) {
+  const char *where = dev.kind == EM_DEVICE_CPU ? "CPU" : "GPU";
+  op_graph og;
+  if (build(op, in, n_in, attrs, n_attrs, 1, &og)) fail_msg("%s: %s", op, em_last_error());
+  em_feed feeds[16];
+  for (int i = 0; i < n_in; i++) feeds[i] = (em_feed){og.x[i], in[i]};
+  em_exec *e = NULL;
+  em_tensor *out = NULL, *host = NULL;
+  if (em_exec_create(og.g, og.y, 1, dev, &e)) fail_msg("%s on the %s: %s", op, where, em_last_error());
+  if (portable && em_exec_set_mode(e, EM_MODE_PORTABLE)) fail_msg("%s: portable mode: %s", op, em_last_error());
+  if (em_exec_run(e, feeds, n_in, &out)) fail_msg("%s on the %s: %s", op, where, em_last_error());
+  if (em_tensor_to_device(out, em_cpu(), &host)) fail_msg("%s: copying the output to the CPU: %s", op, em_last_error());
+  if (road) {
+    char plan[4096];
+    em_exec_describe(e, plan, sizeof plan);
+    road_of(plan, op, road, cap);
+  }
+  em_tensor_release(out);
+  em_exec_free(e);
+  em_graph_free(og.g);
+  return host;
+}
+
 void ot_expect_values(const em_tensor *t, const double *want, int64_t n, double tol, const char *what) {
   int64_t m;
   double *got = ot_values(t, &m);

@@ -26,6 +26,12 @@ em_status ot_run_training(const char *op, em_tensor *const *in, int n_in, const 
 /* ot_run of a one-output op that must succeed: returns its output (release it); a failure
  * fails the test, naming the op and em_last_error(). */
 em_tensor *ot_run1(const char *op, em_tensor *const *in, int n_in, const em_attr *attrs, int n_attrs);
+/* ot_run1 on dev (a CUDA device of the libcuda double, or the CPU), in portable mode when asked;
+ * the output comes back copied to the CPU. With road, also the road the op's step took on a GPU
+ * (what em_exec_describe prints in the last "[...]" of the op's line: "cuBLAS ...", "cuDNN ...";
+ * empty where it prints none, as in portable mode), cut to cap bytes. */
+em_tensor *ot_run1_on(em_device dev, int portable, const char *op, em_tensor *const *in, int n_in,
+                      const em_attr *attrs, int n_attrs, char *road, size_t cap);
 
 /* Finite-difference gradient check. Inputs must be f64 tensors (integer
  * inputs such as indices are allowed and never perturbed). Builds

@@ -103,45 +103,6 @@ static unsigned long finds(void) {
 
 /* ------------------------------------------------------------ one op --- */
 
-/* Runs a one-op graph on dev (portable when asked); output 0 on the CPU, the step's road (the
- * last "[...]" of em_exec_describe's line for the op) in road. */
-static em_tensor *run_op(em_device dev, int portable, const char *op, em_tensor *const *in, int n_in,
-                         const em_attr *at, int n_at, char *road, size_t cap) {
-  em_graph *g = NULL;
-  assert_int_equal(em_graph_create(&g), EM_OK);
-  em_var v[4], y;
-  em_feed f[4];
-  for (int i = 0; i < n_in; i++) {
-    char name[8];
-    snprintf(name, sizeof name, "x%d", i);
-    assert_int_equal(em_input(g, name, em_tensor_dtype(in[i]), em_tensor_ndim(in[i]), em_tensor_shape(in[i]), &v[i]),
-                     EM_OK);
-    f[i] = (em_feed){v[i], in[i]};
-  }
-  if (em_apply(g, op, v, n_in, at, n_at, &y, 1)) fail_msg("%s: %s", op, em_last_error());
-  em_exec *e = NULL;
-  if (em_exec_create(g, &y, 1, dev, &e)) fail_msg("%s: %s", op, em_last_error());
-  if (portable) assert_int_equal(em_exec_set_mode(e, EM_MODE_PORTABLE), EM_OK);
-  em_tensor *out = NULL, *host = NULL;
-  if (em_exec_run(e, f, n_in, &out)) fail_msg("%s: %s", op, em_last_error());
-  assert_int_equal(em_tensor_to_device(out, em_cpu(), &host), EM_OK);
-  if (road) {
-    char plan[4096];
-    em_exec_describe(e, plan, sizeof plan);
-    /* the road is "  [...]" after the step's shapes (none in portable mode) */
-    const char *line = strstr(plan, op), *end = line ? strchr(line, '\n') : NULL, *open = NULL;
-    for (const char *p = line; p && p + 2 < end; p++)
-      if (!strncmp(p, "  [", 3)) open = p + 2;
-    const char *close = open ? strrchr(open, ']') : NULL;
-    if (close && end && close > end) close = NULL;
-    snprintf(road, cap, "%.*s", close ? (int)(close - open - 1) : 0, close ? open + 1 : "");
-  }
-  em_tensor_release(out);
-  em_exec_free(e);
-  em_graph_free(g);
-  return host;
-}
-
 static void expect_contains(const char *text, const char *want, const char *what) {
   if (!strstr(text, want)) fail_msg("%s: '%s' lacks '%s'", what, text, want);
 }
@@ -185,7 +146,7 @@ static void products_through_cublas(em_dtype t) {
     for (int z = 0; z < 3; z++) ref_product(av + z * 165, bv + z * 231, 0, 0, 5, 7, 33, 1, NULL, 0, 0, 0, want + z * 35);
     snprintf(what, sizeof what, "matmul %s", em_dtype_name(t));
     unsigned long before = blas_calls("cublasGemmStridedBatchedEx");
-    em_tensor *y = run_op(em_cuda(0), 0, "matmul", in, 2, NULL, 0, road, sizeof road);
+    em_tensor *y = ot_run1_on(em_cuda(0), 0, "matmul", in, 2, NULL, 0, road, sizeof road);
     if (blas_calls("cublasGemmStridedBatchedEx") == before) fail_msg("%s: no cublasGemmStridedBatchedEx", what);
     expect_half_gemm(t, what);
     expect_contains(last_gemm(), "batch=3 ", what);
@@ -204,7 +165,7 @@ static void products_through_cublas(em_dtype t) {
     const em_attr at[3] = {AI("transA", 1), AF("alpha", 0.5), AF("beta", 2)};
     snprintf(what, sizeof what, "gemm %s, c a %s", em_dtype_name(t), col ? "column" : "row");
     unsigned long before = gemm_calls();
-    em_tensor *y = run_op(em_cuda(0), 0, "gemm", in, 3, at, 3, road, sizeof road);
+    em_tensor *y = ot_run1_on(em_cuda(0), 0, "gemm", in, 3, at, 3, road, sizeof road);
     if (gemm_calls() != before + 1) fail_msg("%s: %lu cuBLAS products, want 1", what, gemm_calls() - before);
     expect_half_gemm(t, what);
     expect_cublas_road(road, t, what);
@@ -223,7 +184,7 @@ static void products_through_cublas(em_dtype t) {
     const em_attr at[1] = {AI("which", which)};
     snprintf(what, sizeof what, "_matmul_grad which %d %s", which, em_dtype_name(t));
     unsigned long before = gemm_calls();
-    em_tensor *y = run_op(em_cuda(0), 0, "_matmul_grad", in, 3, at, 1, road, sizeof road);
+    em_tensor *y = ot_run1_on(em_cuda(0), 0, "_matmul_grad", in, 3, at, 1, road, sizeof road);
     if (gemm_calls() == before) fail_msg("%s: cuBLAS not called", what);
     expect_half_gemm(t, what);
     expect_cublas_road(road, t, what);
@@ -252,12 +213,12 @@ static void test_products_portable(void **state) {
     em_tensor *a2 = ot_rand(dt, 2, sg, 11, -1, 1), *c = ot_rand(dt, 1, sc, 12, -1, 1), *gin[3] = {a2, b, c};
     unsigned long before = gemm_calls();
     char road[256];
-    em_tensor *gm = run_op(em_cuda(0), 1, "matmul", in, 2, NULL, 0, road, sizeof road);
-    em_tensor *gg = run_op(em_cuda(0), 1, "gemm", gin, 3, NULL, 0, NULL, 0);
+    em_tensor *gm = ot_run1_on(em_cuda(0), 1, "matmul", in, 2, NULL, 0, road, sizeof road);
+    em_tensor *gg = ot_run1_on(em_cuda(0), 1, "gemm", gin, 3, NULL, 0, NULL, 0);
     if (gemm_calls() != before) fail_msg("portable %s: %lu cuBLAS calls", em_dtype_name(dt), gemm_calls() - before);
     if (road[0]) fail_msg("portable %s: a road is reported: %s", em_dtype_name(dt), road);
-    em_tensor *cm = run_op(em_cpu(), 1, "matmul", in, 2, NULL, 0, NULL, 0);
-    em_tensor *cg = run_op(em_cpu(), 1, "gemm", gin, 3, NULL, 0, NULL, 0);
+    em_tensor *cm = ot_run1_on(em_cpu(), 1, "matmul", in, 2, NULL, 0, NULL, 0);
+    em_tensor *cg = ot_run1_on(em_cpu(), 1, "gemm", gin, 3, NULL, 0, NULL, 0);
     assert_memory_equal(em_tensor_data(cm), em_tensor_data(gm), 2 * 9 * 6 * 2);
     assert_memory_equal(em_tensor_data(cg), em_tensor_data(gg), 18 * 6 * 2);
     em_tensor_release(a), em_tensor_release(b), em_tensor_release(a2), em_tensor_release(c);
@@ -273,7 +234,7 @@ static void expect_f32_road(em_dtype t, em_tensor *a, em_tensor *b, const double
   char road[256];
   const char *half_type = t == EM_F16 ? "CUDA_R_16F" : "CUDA_R_16BF";
   unsigned long before = gemm_calls();
-  em_tensor *y = run_op(em_cuda(0), 0, "matmul", in, 2, NULL, 0, road, sizeof road);
+  em_tensor *y = ot_run1_on(em_cuda(0), 0, "matmul", in, 2, NULL, 0, road, sizeof road);
   if (gemm_calls() != before && strstr(last_gemm(), half_type)) fail_msg("%s: a %s product reached cuBLAS: %s", what, em_dtype_name(t), last_gemm());
   char head[48];
   snprintf(head, sizeof head, "%s on f32 copies (", em_dtype_name(t));
@@ -314,7 +275,7 @@ static void test_products_fallbacks(void **state) {
     const em_attr at[1] = {AI("which", 0)};
     char road[256];
     unsigned long before = gemm_calls();
-    em_tensor *y = run_op(em_cuda(0), 0, "_matmul_grad", in, 3, at, 1, road, sizeof road);
+    em_tensor *y = ot_run1_on(em_cuda(0), 0, "_matmul_grad", in, 3, at, 1, road, sizeof road);
     if (gemm_calls() != before && strstr(last_gemm(), "CUDA_R_16BF")) fail_msg("a summed broadcast reached cuBLAS in bf16: %s", last_gemm());
     expect_contains(road, "bf16 on f32 copies (a sum over a broadcast batch axis", "summed broadcast");
     ts_expect_one_rounding(y, EM_BF16, want2, 48, "_matmul_grad over a broadcast batch");
@@ -327,7 +288,7 @@ static void test_products_fallbacks(void **state) {
   if (!use_doubles("7.5")) skip();
   em_tensor *a16 = ot_rand(EM_F16, 2, sa, 20, -1, 1), *b16 = ot_rand(EM_F16, 2, sb, 21, -1, 1), *in16[2] = {a16, b16};
   char road[256];
-  em_tensor *y = run_op(em_cuda(0), 0, "matmul", in16, 2, NULL, 0, road, sizeof road);
+  em_tensor *y = ot_run1_on(em_cuda(0), 0, "matmul", in16, 2, NULL, 0, road, sizeof road);
   expect_cublas_road(road, EM_F16, "f16 on CC 7.5");
   expect_half_gemm(EM_F16, "f16 on CC 7.5");
   em_tensor_release(y);
@@ -432,11 +393,11 @@ static void convolutions_through_cudnn(em_dtype t, int portable) {
     char road[256], what[96];
     snprintf(what, sizeof what, "%s %s%s", cases[k].op, em_dtype_name(t), portable ? " (portable)" : "");
     unsigned long before = conv_calls(), searched = finds();
-    em_tensor *y = run_op(em_cuda(0), portable, cases[k].op, cases[k].in, cases[k].n_in, cases[k].at, cases[k].n_at,
+    em_tensor *y = ot_run1_on(em_cuda(0), portable, cases[k].op, cases[k].in, cases[k].n_in, cases[k].at, cases[k].n_at,
                           road, sizeof road);
     if (portable) {
       if (conv_calls() != before || finds() != searched) fail_msg("%s: cuDNN called", what);
-      em_tensor *c = run_op(em_cpu(), 1, cases[k].op, cases[k].in, cases[k].n_in, cases[k].at, cases[k].n_at, NULL, 0);
+      em_tensor *c = ot_run1_on(em_cpu(), 1, cases[k].op, cases[k].in, cases[k].n_in, cases[k].at, cases[k].n_at, NULL, 0);
       assert_memory_equal(em_tensor_data(c), em_tensor_data(y), (size_t)cases[k].n * 2);
       em_tensor_release(c);
     } else {
@@ -470,8 +431,8 @@ static void conv_fallback(em_dtype t, const int64_t *pads, const char *reason, c
   const em_attr at[1] = {AIS("pads", pads, 4)};
   char road[256], head[48];
   unsigned long before = conv_calls();
-  em_tensor *y = run_op(em_cuda(0), 0, "convolution", in, 2, at, 1, road, sizeof road);
-  em_tensor *c = run_op(em_cpu(), 0, "convolution", in, 2, at, 1, NULL, 0);
+  em_tensor *y = ot_run1_on(em_cuda(0), 0, "convolution", in, 2, at, 1, road, sizeof road);
+  em_tensor *c = ot_run1_on(em_cpu(), 0, "convolution", in, 2, at, 1, NULL, 0);
   if (conv_calls() != before && strstr(last_conv(), t == EM_F16 ? "]f16 " : "]bf16 "))
     fail_msg("%s: a half convolution reached cuDNN: %s", what, last_conv());
   snprintf(head, sizeof head, "%s on f32 copies (", em_dtype_name(t));
@@ -501,7 +462,7 @@ static void test_convolution_fallbacks(void **state) {
   const em_attr at[1] = {AIS("pads", sym, 4)};
   char road[256];
   unsigned long before = conv_calls();
-  em_tensor *y = run_op(em_cuda(0), 0, "convolution", in, 2, at, 1, road, sizeof road);
+  em_tensor *y = ot_run1_on(em_cuda(0), 0, "convolution", in, 2, at, 1, road, sizeof road);
   expect_cudnn(EM_F16, road, "forward", before, "f16 on CC 7.5");
   em_tensor_release(x), em_tensor_release(w), em_tensor_release(y);
 }
@@ -520,7 +481,7 @@ static void test_algorithm_key_by_dtype(void **state) {
       em_tensor *x = ot_rand(types[t], 4, sx, 51, -1, 1), *w = ot_rand(types[t], 4, sw, 52, -1, 1), *in[2] = {x, w};
       for (int again = 0; again < 2; again++) {
         unsigned long searched = finds();
-        em_tensor *y = run_op(em_cuda(0), 0, "convolution", in, 2, at, 1, NULL, 0);
+        em_tensor *y = ot_run1_on(em_cuda(0), 0, "convolution", in, 2, at, 1, NULL, 0);
         unsigned long want = !pass && !again;
         if (finds() - searched != want)
           fail_msg("%s, %s, run %d: %lu searches, want %lu", em_dtype_name(types[t]), pass ? "a new runtime" : "first",

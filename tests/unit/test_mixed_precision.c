@@ -25,33 +25,6 @@ static em_tensor *tensor_of(em_dtype t, int ndim, const int64_t *shape, const do
   return ot_tensor(t, ndim, shape, v);
 }
 
-/* Runs a one-op graph on dev (in portable mode when asked), returning output 0 on the CPU. */
-static em_tensor *run_on(em_device dev, int portable, const char *op, em_tensor *const *in, int n_in,
-                         const em_attr *at, int n_at) {
-  em_graph *g = NULL;
-  assert_int_equal(em_graph_create(&g), EM_OK);
-  em_var v[4], y;
-  em_feed f[4];
-  for (int i = 0; i < n_in; i++) {
-    char name[8];
-    snprintf(name, sizeof name, "x%d", i);
-    assert_int_equal(em_input(g, name, em_tensor_dtype(in[i]), em_tensor_ndim(in[i]), em_tensor_shape(in[i]), &v[i]),
-                     EM_OK);
-    f[i] = (em_feed){v[i], in[i]};
-  }
-  if (em_apply(g, op, v, n_in, at, n_at, &y, 1)) fail_msg("%s: %s", op, em_last_error());
-  em_exec *e = NULL;
-  if (em_exec_create(g, &y, 1, dev, &e)) fail_msg("%s: %s", op, em_last_error());
-  if (portable) assert_int_equal(em_exec_set_mode(e, EM_MODE_PORTABLE), EM_OK);
-  em_tensor *out = NULL, *host = NULL;
-  if (em_exec_run(e, f, n_in, &out)) fail_msg("%s on %s: %s", op, dev.kind == EM_DEVICE_CPU ? "CPU" : "GPU", em_last_error());
-  assert_int_equal(em_tensor_to_device(out, em_cpu(), &host), EM_OK);
-  em_tensor_release(out);
-  em_exec_free(e);
-  em_graph_free(g);
-  return host;
-}
-
 /* ------------------------------------------------------------ products --- */
 
 static void check_matmul(em_device dev, int portable, em_dtype t) {
@@ -65,13 +38,13 @@ static void check_matmul(em_device dev, int portable, em_dtype t) {
       want[i * N + j] = s;
     }
   em_tensor *in[2] = {a, b};
-  em_tensor *y = run_on(dev, portable, "matmul", in, 2, NULL, 0);
+  em_tensor *y = ot_run1_on(dev, portable, "matmul", in, 2, NULL, 0, NULL, 0);
   ts_expect_one_rounding(y, t, want, M * N, "matmul");
   /* small integers: every sum is exact in f32 and in the half dtype, so the bits must be */
   const double ia[6] = {1, 2, 3, -4, 5, 6}, ib[6] = {7, -8, 9, 10, 11, 12};
   const int64_t s23[2] = {2, 3}, s32[2] = {3, 2};
   em_tensor *x = tensor_of(t, 2, s23, ia), *w = tensor_of(t, 2, s32, ib), *in2[2] = {x, w};
-  em_tensor *z = run_on(dev, portable, "matmul", in2, 2, NULL, 0);
+  em_tensor *z = ot_run1_on(dev, portable, "matmul", in2, 2, NULL, 0, NULL, 0);
   const double exact[4] = {1 * 7 + 2 * 9 + 3 * 11, 1 * -8 + 2 * 10 + 3 * 12, -4 * 7 + 5 * 9 + 6 * 11,
                            -4 * -8 + 5 * 10 + 6 * 12};
   double *zv = ts_half_decoded(z);
@@ -102,7 +75,7 @@ static void test_matmul_half_gpu(void **state) {
   /* portable mode: the same bits as the CPU */
   const int64_t sa[3] = {2, 9, 40}, sb[2] = {40, 6};
   em_tensor *a = ot_rand(EM_BF16, 3, sa, 5, -1, 1), *b = ot_rand(EM_BF16, 2, sb, 6, -1, 1), *in[2] = {a, b};
-  em_tensor *c = run_on(em_cpu(), 1, "matmul", in, 2, NULL, 0), *g = run_on(em_cuda(0), 1, "matmul", in, 2, NULL, 0);
+  em_tensor *c = ot_run1_on(em_cpu(), 1, "matmul", in, 2, NULL, 0, NULL, 0), *g = ot_run1_on(em_cuda(0), 1, "matmul", in, 2, NULL, 0, NULL, 0);
   assert_int_equal(em_tensor_numel(c), 2 * 9 * 6);
   assert_memory_equal(em_tensor_data(c), em_tensor_data(g), 2 * 9 * 6 * 2);
   em_tensor_release(a), em_tensor_release(b), em_tensor_release(c), em_tensor_release(g);
@@ -125,11 +98,11 @@ static void test_gemm_half(void **state) {
     const em_attr at[4] = {AI("transA", 1), AI("transB", 1), {.name = "alpha", .type = EM_ATTR_FLOAT, .f = 0.5},
                            {.name = "beta", .type = EM_ATTR_FLOAT, .f = 2}};
     em_tensor *in[3] = {a, b, c};
-    em_tensor *y = run_on(em_cpu(), 0, "gemm", in, 3, at, 4);
+    em_tensor *y = ot_run1_on(em_cpu(), 0, "gemm", in, 3, at, 4, NULL, 0);
     ts_expect_one_rounding(y, dt, want, 20, "gemm");
     em_tensor_release(y);
     if (ts_use_gpu()) {
-      y = run_on(em_cuda(0), 0, "gemm", in, 3, at, 4);
+      y = ot_run1_on(em_cuda(0), 0, "gemm", in, 3, at, 4, NULL, 0);
       ts_expect_one_rounding(y, dt, want, 20, "gemm on the GPU");
       em_tensor_release(y);
     }
@@ -163,7 +136,7 @@ static void check_conv(em_device dev, em_dtype t) {
   const int64_t pads[4] = {1, 1, 1, 1};
   const em_attr at[1] = {AIS("pads", pads, 4)};
   em_tensor *in[3] = {x, w, b};
-  em_tensor *y = run_on(dev, 0, "convolution", in, 3, at, 1);
+  em_tensor *y = ot_run1_on(dev, 0, "convolution", in, 3, at, 1, NULL, 0);
   ts_expect_one_rounding(y, t, want, 2 * 4 * 6 * 5, dev.kind == EM_DEVICE_CPU ? "convolution" : "convolution on the GPU");
   free(xv), free(wv), free(bv), free(want);
   em_tensor_release(x), em_tensor_release(w), em_tensor_release(b), em_tensor_release(y);
