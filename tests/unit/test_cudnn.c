@@ -7,7 +7,6 @@
  * only when asked; failures named; and a cuDNN that cannot be loaded leaving convolutions to
  * Ember's kernels with the reason in em_device_library_use and em_exec_describe. */
 #include <dirent.h>
-#include <dlfcn.h>
 #include <ftw.h>
 #include <sys/stat.h>
 #include <math.h>
@@ -17,7 +16,7 @@
 
 #include "conv_reference.h"
 #include "cudnn.h"
-#include "fakecudnn/fakecudnn.h"
+#include "gpu_double.h"
 #include "op_testkit.h"
 
 static em_attr AIS(const char *name, const int64_t *v, int n) {
@@ -85,61 +84,23 @@ static void test_geometries_cudnn_takes(void **state) {
 
 /* ------------------------------------------------------- the doubles --- */
 
-static fakecudnn_call_count_fn calls_of;
-static fakecudnn_text_fn last_call;
-static fakecudnn_reset_fn dnn_reset;
-static fakecudnn_count_fn live_descriptors;
-static char cache_dir[512];
+static char cache_dir[512]; /* the algorithm cache of the last use_doubles_cache */
 
-/* Points the library at the doubles (devices, a driver, a cuDNN version and the CUDA it was
- * built for) with a fresh, empty cache directory unless keep_cache; restarts the runtime, as a
- * new process would start. 0 when the doubles are not built (the test then skips). */
+/* The doubles (tests/support/gpu_double.h): devices, a driver, a cuDNN version and the CUDA it was
+ * built for, cuBLAS off; a fresh cache directory unless keep_cache (a second process). */
 static int use_doubles_cache(const char *devices, const char *driver, const char *version, const char *cudart,
                              int keep_cache) {
-  const char *cuda = getenv("FAKECUDA_LIB"), *dnn = getenv("FAKECUDNN_LIB");
-  if (!cuda || !*cuda || !dnn || !*dnn) {
-    fprintf(stderr, "skipped: FAKECUDA_LIB and FAKECUDNN_LIB (the doubles) are not set\n");
-    return 0;
-  }
-  if (!calls_of) {
-    void *h = dlopen(dnn, RTLD_NOW | RTLD_LOCAL);
-    if (!h) fail_msg("cannot load FAKECUDNN_LIB=%s: %s", dnn, dlerror());
-    calls_of = (fakecudnn_call_count_fn)dlsym(h, "fakecudnn_call_count");
-    last_call = (fakecudnn_text_fn)dlsym(h, "fakecudnn_last_call");
-    dnn_reset = (fakecudnn_reset_fn)dlsym(h, "fakecudnn_reset");
-    live_descriptors = (fakecudnn_count_fn)dlsym(h, "fakecudnn_live_descriptors");
-    if (!calls_of || !last_call || !dnn_reset || !live_descriptors) fail_msg("%s lacks its test hooks", dnn);
-  }
-  setenv("EMBER_LIBCUDA", cuda, 1);
-  setenv("FAKECUDA_DEVICES", devices, 1);
-  setenv("FAKECUDA_DRIVER", driver, 1);
-  setenv("EMBER_LIBCUDNN", dnn, 1);
-  setenv("FAKECUDNN_VERSION", version, 1);
-  setenv("FAKECUDNN_CUDART", cudart, 1);
-  setenv("EMBER_CUBLAS", "0", 1);
-  unsetenv("EMBER_CUDNN");
-  unsetenv("FAKECUDNN_FAIL");
-  unsetenv("EMBER_CUDNN_WORKSPACE_MB");
-  unsetenv("EMBER_CUDNN_DETERMINISTIC");
-  if (!keep_cache) {
-    static int serial;
-    ot_tmp_path(cache_dir, sizeof cache_dir, "cudnn_cache");
-    size_t n = strlen(cache_dir);
-    snprintf(cache_dir + n, sizeof cache_dir - n, "_%d", ++serial);
-  }
-  setenv("EMBER_CACHE_DIR", cache_dir, 1);
-  em_shutdown();
-  dnn_reset();
-  int count = 0;
-  if (em_cuda_device_count(&count) || count < 1) fail_msg("the libcuda double shows no device: %s", em_last_error());
-  return count;
+  int n = ts_use_doubles(&(ts_doubles){.devices = devices, .driver = driver, .cudnn = version, .cudart = cudart,
+                                       .keep_cache = keep_cache});
+  snprintf(cache_dir, sizeof cache_dir, "%s", ts_doubles_cache_dir());
+  return n;
 }
 
 static int use_doubles(const char *devices) { return use_doubles_cache(devices, "13000", "9.19.0", "13000", 0); }
 
 static unsigned long finds(void) {
-  return calls_of("cudnnFindConvolutionForwardAlgorithmEx") + calls_of("cudnnFindConvolutionBackwardDataAlgorithmEx") +
-         calls_of("cudnnFindConvolutionBackwardFilterAlgorithmEx");
+  return ts_dnn_calls("cudnnFindConvolutionForwardAlgorithmEx") + ts_dnn_calls("cudnnFindConvolutionBackwardDataAlgorithmEx") +
+         ts_dnn_calls("cudnnFindConvolutionBackwardFilterAlgorithmEx");
 }
 
 /* A convolution graph y = conv(x, w [, b]) on dev with ONNX attributes from c. */
@@ -236,20 +197,20 @@ static void test_convolutions_through_cudnn(void **state) {
     for (int bias = 0; bias < 2; bias++) {
       cg t;
       cg_build(&t, &cases[i], bias, em_cuda(0), 100 + i);
-      unsigned long before = calls_of("cudnnConvolutionForward"), searched = finds();
+      unsigned long before = ts_dnn_calls("cudnnConvolutionForward"), searched = finds();
       em_tensor *o = cg_run(&t);
       char what[64], road[256];
       snprintf(what, sizeof what, "case %zu%s", i, bias ? " with bias" : "");
       cg_check(&t, o, what);
-      if (calls_of("cudnnConvolutionForward") == before) fail_msg("%s: cudnnConvolutionForward not called", what);
+      if (ts_dnn_calls("cudnnConvolutionForward") == before) fail_msg("%s: cudnnConvolutionForward not called", what);
       if (finds() != searched + (bias ? 0 : 1)) fail_msg("%s: %lu searches, want %d", what, finds() - searched, !bias);
-      if (!strstr(last_call(), "math=FMA_MATH")) fail_msg("%s: not exact f32 math: %s", what, last_call());
+      if (!strstr(ts_dnn_last_call(), "math=FMA_MATH")) fail_msg("%s: not exact f32 math: %s", what, ts_dnn_last_call());
       road_of(t.e, "convolution", road, sizeof road);
       if (strncmp(road, "cuDNN, forward algorithm", 24)) fail_msg("%s: the road says '%s'", what, road);
       em_tensor_release(o);
       cg_free(&t);
     }
-  if (live_descriptors()) fail_msg("%zu cuDNN descriptors left behind", live_descriptors());
+  if (ts_dnn_live_descriptors()) fail_msg("%zu cuDNN descriptors left behind", ts_dnn_live_descriptors());
 }
 
 /* Gradients of a training graph (backward data and filter) against the CPU's. */
@@ -267,9 +228,9 @@ static void test_gradients_through_cudnn(void **state) {
     em_exec *e;
     assert_int_equal(em_exec_create(t.g, grads, 2, dev ? em_cuda(0) : em_cpu(), &e), EM_OK);
     em_feed f[2] = {{t.x, t.xt}, {t.w, t.wt}};
-    unsigned long data = calls_of("cudnnConvolutionBackwardData"), filt = calls_of("cudnnConvolutionBackwardFilter");
+    unsigned long data = ts_dnn_calls("cudnnConvolutionBackwardData"), filt = ts_dnn_calls("cudnnConvolutionBackwardFilter");
     if (em_exec_run(e, f, 2, dev ? got : want)) fail_msg("run: %s", em_last_error());
-    if (dev && (calls_of("cudnnConvolutionBackwardData") == data || calls_of("cudnnConvolutionBackwardFilter") == filt))
+    if (dev && (ts_dnn_calls("cudnnConvolutionBackwardData") == data || ts_dnn_calls("cudnnConvolutionBackwardFilter") == filt))
       fail_msg("the gradients did not go through cuDNN's backward calls");
     em_exec_free(e);
     cg_free(&t);
@@ -366,7 +327,7 @@ static void test_workspace_limit(void **state) {
   cg_build(&t, &c, 0, em_cuda(0), 4);
   em_tensor *o = cg_run(&t);
   cg_check(&t, o, "no workspace");
-  if (!strstr(last_call(), "workspace=0 given 0 needed")) fail_msg("with no workspace: %s", last_call());
+  if (!strstr(ts_dnn_last_call(), "workspace=0 given 0 needed")) fail_msg("with no workspace: %s", ts_dnn_last_call());
   em_tensor_release(o);
   cg_free(&t);
   setenv("EMBER_CUDNN_WORKSPACE_MB", "lots", 1);
@@ -423,7 +384,7 @@ static void test_tf32_only_when_asked(void **state) {
     if (ask) assert_int_equal(em_exec_set_tf32(t.e, 1), EM_OK);
     em_tensor *o = cg_run(&t);
     const char *want = ask ? "math=DEFAULT_MATH" : "math=FMA_MATH";
-    if (!strstr(last_call(), want)) fail_msg("%s: %s", ask ? "asked" : "not asked", last_call());
+    if (!strstr(ts_dnn_last_call(), want)) fail_msg("%s: %s", ask ? "asked" : "not asked", ts_dnn_last_call());
     em_tensor_release(o);
     cg_free(&t);
   }
@@ -467,7 +428,7 @@ static void test_fallbacks_and_failures(void **state) {
 
   setenv("FAKECUDNN_FAIL", "cudnnConvolutionForward=5000", 1); /* CUDNN_STATUS_EXECUTION_FAILED (cudnn_graph_v9.h) */
   em_shutdown(); /* Ember's handles go before the double forgets them */
-  dnn_reset();
+  ts_dnn_reset();
   cg_build(&t, &c, 0, em_cuda(0), 10);
   em_feed f[2] = {{t.x, t.xt}, {t.w, t.wt}};
   if (em_exec_run(t.e, f, 2, &o) == EM_OK) fail_msg("an injected cuDNN failure did not fail the run");

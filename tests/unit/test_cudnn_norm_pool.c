@@ -8,53 +8,19 @@
  * fallback says why (dilation, asymmetric padding, ceil_mode, an inference-mode gradient, a
  * device cuDNN does not serve, EMBER_CUDNN=0), portable mode makes no cuDNN call, and an
  * injected failure fails the run naming the call. */
-#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cudnn_norm_pool.h"
-#include "fakecudnn/fakecudnn.h"
+#include "gpu_double.h"
 #include "op_testkit.h"
 
-static fakecudnn_call_count_fn calls_of;
-static fakecudnn_text_fn last_call;
-static fakecudnn_reset_fn dnn_reset;
-static fakecudnn_count_fn live_descriptors;
-
-/* Points the library at the doubles: devices, a driver and a cuDNN version. 0 when the doubles
- * are not built (the test then skips). */
+/* The doubles (tests/support/gpu_double.h): devices and a cuDNN version, cuBLAS off. 0 when the
+ * doubles are not built (the test then skips). */
 static int use_doubles_v(const char *devices, const char *version) {
-  const char *cuda = getenv("FAKECUDA_LIB"), *dnn = getenv("FAKECUDNN_LIB");
-  if (!cuda || !*cuda || !dnn || !*dnn) {
-    fprintf(stderr, "skipped: FAKECUDA_LIB and FAKECUDNN_LIB (the doubles) are not set\n");
-    return 0;
-  }
-  if (!calls_of) {
-    void *h = dlopen(dnn, RTLD_NOW | RTLD_LOCAL);
-    if (!h) fail_msg("cannot load FAKECUDNN_LIB=%s: %s", dnn, dlerror());
-    calls_of = (fakecudnn_call_count_fn)dlsym(h, "fakecudnn_call_count");
-    last_call = (fakecudnn_text_fn)dlsym(h, "fakecudnn_last_call");
-    dnn_reset = (fakecudnn_reset_fn)dlsym(h, "fakecudnn_reset");
-    live_descriptors = (fakecudnn_count_fn)dlsym(h, "fakecudnn_live_descriptors");
-    if (!calls_of || !last_call || !dnn_reset || !live_descriptors) fail_msg("%s lacks its test hooks", dnn);
-  }
-  setenv("EMBER_LIBCUDA", cuda, 1);
-  setenv("FAKECUDA_DEVICES", devices, 1);
-  setenv("FAKECUDA_DRIVER", "13000", 1);
-  setenv("EMBER_LIBCUDNN", dnn, 1);
-  setenv("FAKECUDNN_VERSION", version, 1);
-  setenv("FAKECUDNN_CUDART", "13000", 1);
-  setenv("EMBER_CUBLAS", "0", 1);
-  unsetenv("EMBER_CUDNN");
-  unsetenv("FAKECUDNN_FAIL");
-  unsetenv("EMBER_MODE");
-  em_shutdown();
-  dnn_reset();
-  int count = 0;
-  if (em_cuda_device_count(&count) || count < 1) fail_msg("the libcuda double shows no device: %s", em_last_error());
-  return count;
+  return ts_use_doubles(&(ts_doubles){.devices = devices, .cudnn = version});
 }
 
 static int use_doubles(void) { return use_doubles_v("9.0=NVIDIA H100 (double)", "9.19.0"); }
@@ -213,7 +179,7 @@ static void bn_check(const bn_case *k, int training, int grads, int steps, const
   bn_build(&dev, k->dt, k->nd, k->xs, k->eps, k->momentum, grads, training, em_cuda(0), EM_MODE_FAST, rm0, rv0);
   bn_build(&cpu, k->dt, k->nd, k->xs, k->eps, k->momentum, grads, training, em_cpu(), EM_MODE_FAST, rm0, rv0);
   const char *fwd = training ? "cudnnBatchNormalizationForwardTraining" : "cudnnBatchNormalizationForwardInference";
-  unsigned long f0 = calls_of(fwd), b0 = calls_of("cudnnBatchNormalizationBackward");
+  unsigned long f0 = ts_dnn_calls(fwd), b0 = ts_dnn_calls("cudnnBatchNormalizationBackward");
   double *y = malloc(sizeof(double) * (size_t)total), *dx = malloc(sizeof(double) * (size_t)total), ds[64], db[64];
   for (int s = 0; s < steps; s++) {
     em_tensor *xt = ot_rand(k->dt, k->nd, k->xs, 100 + (uint64_t)s, -2, 2), *st = ot_rand(k->dt, 1, cs, 200, 0.5, 1.5);
@@ -239,11 +205,11 @@ static void bn_check(const bn_case *k, int training, int grads, int steps, const
     free(xv), free(sv), free(bv), free(wv);
     em_tensor_release(xt), em_tensor_release(st), em_tensor_release(bt), em_tensor_release(wt);
   }
-  if (calls_of(fwd) - f0 != (unsigned long)steps) fail_msg("%s: %lu calls of %s, want %d", what, calls_of(fwd) - f0, fwd, steps);
-  if (grads && training && calls_of("cudnnBatchNormalizationBackward") - b0 != (unsigned long)steps)
+  if (ts_dnn_calls(fwd) - f0 != (unsigned long)steps) fail_msg("%s: %lu calls of %s, want %d", what, ts_dnn_calls(fwd) - f0, fwd, steps);
+  if (grads && training && ts_dnn_calls("cudnnBatchNormalizationBackward") - b0 != (unsigned long)steps)
     fail_msg("%s: %lu calls of cudnnBatchNormalizationBackward, want %d", what,
-             calls_of("cudnnBatchNormalizationBackward") - b0, steps);
-  if (!strstr(last_call(), "mode=SPATIAL")) fail_msg("%s: not the spatial mode: %s", what, last_call());
+             ts_dnn_calls("cudnnBatchNormalizationBackward") - b0, steps);
+  if (!strstr(ts_dnn_last_call(), "mode=SPATIAL")) fail_msg("%s: not the spatial mode: %s", what, ts_dnn_last_call());
   expect_road(dev.e, "batch_normalization", training ? "cuDNN 9.19.0, batch normalization (training)"
                                                      : "cuDNN 9.19.0, batch normalization (inference)", what);
   if (grads)
@@ -276,7 +242,7 @@ static void test_bn_inference(void **state) {
     snprintf(what, sizeof what, "inference case %zu", i);
     bn_check(&bn_cases[i], 0, 1, 2, what);
   }
-  if (live_descriptors()) fail_msg("%zu cuDNN descriptors left behind", live_descriptors());
+  if (ts_dnn_live_descriptors()) fail_msg("%zu cuDNN descriptors left behind", ts_dnn_live_descriptors());
 }
 
 /* Three training steps: y and the gradients each step, the running statistics after the last
@@ -289,7 +255,7 @@ static void test_bn_training(void **state) {
     snprintf(what, sizeof what, "training case %zu", i);
     bn_check(&bn_cases[i], 1, 1, 3, what);
   }
-  if (live_descriptors()) fail_msg("%zu cuDNN descriptors left behind", live_descriptors());
+  if (ts_dnn_live_descriptors()) fail_msg("%zu cuDNN descriptors left behind", ts_dnn_live_descriptors());
 }
 
 /* The forward alone in training (no gradient graph): the momentum convention in isolation. */
@@ -298,7 +264,7 @@ static void test_bn_running_statistics(void **state) {
   if (!use_doubles()) skip();
   const bn_case k = {EM_F64, 4, {4, 2, 3, 2}, 1e-5, 0.25};
   bn_check(&k, 1, 0, 5, "five f64 steps, momentum 0.25");
-  if (!strstr(last_call(), "[4,2,6,1]")) fail_msg("x is not handed over as [n, c, inner, 1]: %s", last_call());
+  if (!strstr(ts_dnn_last_call(), "[4,2,6,1]")) fail_msg("x is not handed over as [n, c, inner, 1]: %s", ts_dnn_last_call());
 }
 
 /* ---------------------------------------------------------------- pools --- */
@@ -440,21 +406,21 @@ static void test_pools_through_cudnn(void **state) {
   if (!use_doubles()) skip();
   for (size_t i = 0; i < sizeof pool_cases / sizeof pool_cases[0]; i++) {
     const pool_case *p = &pool_cases[i];
-    unsigned long f0 = calls_of("cudnnPoolingForward"), b0 = calls_of("cudnnPoolingBackward");
+    unsigned long f0 = ts_dnn_calls("cudnnPoolingForward"), b0 = ts_dnn_calls("cudnnPoolingBackward");
     em_tensor *got[2], *want[2], *xt, *wt;
     char road[512], groad[512], what[96];
     snprintf(what, sizeof what, "case %zu (%s %d-D %s%s)", i, p->op, p->nsp, em_dtype_name(p->dt),
              p->cip ? ", counting the padding" : "");
     pool_run(p, 0, NULL, em_cuda(0), EM_MODE_FAST, got, want, &xt, &wt, road, sizeof road, groad, sizeof groad);
-    const char *last = last_call();
+    const char *last = ts_dnn_last_call();
     const char *mode = !strcmp(p->op, "max_pool") ? "mode=MAX_DETERMINISTIC"
                      : p->cip ? "mode=AVERAGE_COUNT_INCLUDE_PADDING" : "mode=AVERAGE_COUNT_EXCLUDE_PADDING";
     if (!strstr(last, mode)) fail_msg("%s: the last cuDNN call: %s", what, last);
     if (p->nsp == 1 && !strstr(last, ",1,")) fail_msg("%s: a 1-D pool without its unit axis: %s", what, last);
     /* the forward once, the backward once with the forward recomputed for its y */
-    if (calls_of("cudnnPoolingForward") - f0 != 2 || calls_of("cudnnPoolingBackward") - b0 != 1)
-      fail_msg("%s: %lu forward and %lu backward calls, want 2 and 1", what, calls_of("cudnnPoolingForward") - f0,
-               calls_of("cudnnPoolingBackward") - b0);
+    if (ts_dnn_calls("cudnnPoolingForward") - f0 != 2 || ts_dnn_calls("cudnnPoolingBackward") - b0 != 1)
+      fail_msg("%s: %lu forward and %lu backward calls, want 2 and 1", what, ts_dnn_calls("cudnnPoolingForward") - f0,
+               ts_dnn_calls("cudnnPoolingBackward") - b0);
     if (!strstr(road, "cuDNN 9.19.0, ") || !strstr(groad, "cuDNN 9.19.0, ") || !strstr(groad, "backward"))
       fail_msg("%s: roads '%s' and '%s'", what, road, groad);
     double *x = values_of(xt), *w = values_of(wt);
@@ -478,7 +444,7 @@ static void test_pools_through_cudnn(void **state) {
     free(x), free(w), free(y), free(dx);
     em_tensor_release(xt), em_tensor_release(wt);
   }
-  if (live_descriptors()) fail_msg("%zu cuDNN descriptors left behind", live_descriptors());
+  if (ts_dnn_live_descriptors()) fail_msg("%zu cuDNN descriptors left behind", ts_dnn_live_descriptors());
 }
 
 /* A tied window: cuDNN promises the gradient to one maximum, so the check is tie-aware: every
@@ -567,7 +533,7 @@ static void test_pool_fallbacks(void **state) {
        "axis 0 has 6 windows where cuDNN's rounded-down size gives 5 (ceil_mode)"},
   };
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
-    unsigned long f0 = calls_of("cudnnPoolingForward"), b0 = calls_of("cudnnPoolingBackward");
+    unsigned long f0 = ts_dnn_calls("cudnnPoolingForward"), b0 = ts_dnn_calls("cudnnPoolingBackward");
     em_tensor *got[2], *want[2], *xt, *wt;
     char road[512], groad[512];
     pool_run(&rows[i].p, rows[i].ceil_mode, rows[i].dil, em_cuda(0), EM_MODE_FAST, got, want, &xt, &wt, road,
@@ -575,7 +541,7 @@ static void test_pool_fallbacks(void **state) {
     if (!strstr(road, "Ember's kernels: cuDNN does not take it: ") || !strstr(road, rows[i].why) ||
         !strstr(groad, rows[i].why))
       fail_msg("row %zu: roads '%s' and '%s', want '%s'", i, road, groad, rows[i].why);
-    if (calls_of("cudnnPoolingForward") != f0 || calls_of("cudnnPoolingBackward") != b0)
+    if (ts_dnn_calls("cudnnPoolingForward") != f0 || ts_dnn_calls("cudnnPoolingBackward") != b0)
       fail_msg("row %zu: cuDNN's pooling was called", i);
     for (int o = 0; o < 2; o++) {
       int64_t m;
@@ -604,7 +570,7 @@ static void test_portable_and_unserved(void **state) {
                                                       : "Ember's kernels: cuDNN 9.19.0 supports compute capability 7.5";
     em_mode mode = round == 0 ? EM_MODE_PORTABLE : EM_MODE_FAST;
     unsigned long before[5];
-    for (int k = 0; k < 5; k++) before[k] = calls_of(entries[k]);
+    for (int k = 0; k < 5; k++) before[k] = ts_dnn_calls(entries[k]);
     bn_graph b;
     bn_build(&b, EM_F32, 4, xs, 1e-5, 0.9, 1, 1, em_cuda(0), mode, rm0, rv0);
     em_tensor *xt = ot_rand(EM_F32, 4, xs, 3, -2, 2), *st = ot_rand(EM_F32, 1, cs, 4, 0.5, 1.5);
@@ -630,7 +596,7 @@ static void test_portable_and_unserved(void **state) {
     }
     em_tensor_release(px), em_tensor_release(pw);
     for (int k = 0; k < 5; k++)
-      if (calls_of(entries[k]) != before[k]) fail_msg("round %d: %s was called", round, entries[k]);
+      if (ts_dnn_calls(entries[k]) != before[k]) fail_msg("round %d: %s was called", round, entries[k]);
   }
   unsetenv("EMBER_CUDNN");
   em_tensor_release(rm0), em_tensor_release(rv0);
@@ -656,7 +622,7 @@ static void test_failures_named(void **state) {
     if (!use_doubles()) skip();
     setenv("FAKECUDNN_FAIL", rows[i].fail, 1);
     em_shutdown(); /* Ember's handles go before the double forgets them */
-    dnn_reset();
+    ts_dnn_reset();
     em_status s;
     if (rows[i].pool) {
       pool_graph b;
@@ -724,6 +690,122 @@ static void test_rules(void **state) {
   if (em_cudnn_pool_takes(&p, why, sizeof why)) fail_msg("4 spatial axes taken");
 }
 
+/* ------------------------------------------------------------ review --- */
+
+/* From the review of this file (helper-67): geometries and batch-norm shapes the cases above do
+ * not reach, each against the float64 references and the CPU. */
+/* Strides larger than the window (with padding: windows that skip input), 1x1 images, a
+ * window of 1 with stride 2, overlapping 3-D windows counting the padding in f32, a 1-D f64
+ * exclude-pad average with the padding as wide as allowed (window - 1). */
+static const pool_case review_pools[] = {
+    {"max_pool", EM_F32, 2, {2, 3, 10, 9}, {2, 2}, {3, 4}, {1, 1, 1, 1}, 0},
+    {"average_pool", EM_F32, 2, {2, 3, 10, 9}, {2, 2}, {3, 4}, {1, 1, 1, 1}, 1},
+    {"average_pool", EM_F64, 2, {2, 3, 10, 9}, {2, 2}, {3, 4}, {1, 1, 1, 1}, 0},
+    {"max_pool", EM_F64, 2, {3, 2, 1, 1}, {1, 1}, {1, 1}, {0, 0, 0, 0}, 0},
+    {"average_pool", EM_F32, 2, {3, 2, 1, 1}, {2, 2}, {1, 1}, {1, 1, 1, 1}, 0},
+    {"average_pool", EM_F64, 2, {3, 2, 1, 1}, {2, 2}, {1, 1}, {1, 1, 1, 1}, 1},
+    {"max_pool", EM_F32, 2, {1, 2, 7, 7}, {1, 1}, {2, 2}, {0, 0, 0, 0}, 0},
+    {"average_pool", EM_F32, 3, {2, 2, 4, 5, 6}, {3, 3, 3}, {1, 2, 1}, {1, 2, 1, 1, 2, 1}, 1},
+    {"max_pool", EM_F64, 3, {2, 2, 4, 5, 6}, {3, 3, 3}, {1, 2, 1}, {1, 2, 1, 1, 2, 1}, 0},
+    {"average_pool", EM_F64, 1, {2, 3, 9}, {4}, {1}, {3, 3}, 0},
+    {"average_pool", EM_F32, 1, {2, 3, 9}, {4}, {5}, {3, 3}, 1},
+};
+
+static void check_pool(const pool_case *p, int ceil_mode, const char *what) {
+  unsigned long f0 = ts_dnn_calls("cudnnPoolingForward"), b0 = ts_dnn_calls("cudnnPoolingBackward");
+  em_tensor *got[2], *want[2], *xt, *wt;
+  char road[512], groad[512], msg[200];
+  pool_run(p, ceil_mode, NULL, em_cuda(0), EM_MODE_FAST, got, want, &xt, &wt, road, sizeof road, groad, sizeof groad);
+  if (ts_dnn_calls("cudnnPoolingForward") - f0 != 2 || ts_dnn_calls("cudnnPoolingBackward") - b0 != 1)
+    fail_msg("%s: not through cuDNN (roads '%s', '%s')", what, road, groad);
+  double *x = values_of(xt), *w = values_of(wt);
+  int64_t nx = em_tensor_numel(xt), ny = em_tensor_numel(wt), ys[5];
+  double *y = malloc(sizeof(double) * (size_t)ny), *dx = malloc(sizeof(double) * (size_t)nx);
+  pool_reference(p, x, w, y, dx, ys);
+  double tol = p->dt == EM_F32 ? 1e-6 : 1e-13;
+  snprintf(msg, sizeof msg, "%s: y", what);
+  ot_expect_values(got[0], y, ny, tol, msg);
+  snprintf(msg, sizeof msg, "%s: dx", what);
+  ot_expect_values(got[1], dx, nx, tol, msg);
+  for (int o = 0; o < 2; o++) {
+    int64_t m;
+    double *cv = ot_values(want[o], &m);
+    snprintf(msg, sizeof msg, "%s: %s against the CPU", what, o ? "dx" : "y");
+    ot_expect_values(got[o], cv, m, tol, msg);
+    free(cv);
+    em_tensor_release(got[o]), em_tensor_release(want[o]);
+  }
+  free(x), free(w), free(y), free(dx);
+  em_tensor_release(xt), em_tensor_release(wt);
+}
+
+static void test_review_pools(void **state) {
+  (void)state;
+  if (!use_doubles()) skip();
+  for (size_t i = 0; i < sizeof review_pools / sizeof review_pools[0]; i++) {
+    char what[96];
+    snprintf(what, sizeof what, "review pool %zu (%s %d-D)", i, review_pools[i].op, review_pools[i].nsp);
+    check_pool(&review_pools[i], 0, what);
+    /* ceil_mode where it changes nothing (the rounded-up count is the rounded-down one) */
+  }
+  /* ceil_mode = 1 with exact division: cuDNN takes it, same windows */
+  const pool_case exact[] = {
+      {"max_pool", EM_F32, 2, {2, 3, 9, 9}, {3, 3}, {2, 2}, {1, 1, 1, 1}, 0},
+      {"average_pool", EM_F64, 2, {2, 3, 9, 9}, {3, 3}, {2, 2}, {1, 1, 1, 1}, 1},
+  };
+  for (int i = 0; i < 2; i++) check_pool(&exact[i], 1, "ceil_mode with exact division");
+  if (ts_dnn_live_descriptors()) fail_msg("%zu cuDNN descriptors left behind", ts_dnn_live_descriptors());
+}
+
+/* Batch norm shapes the original cases miss: a batch of 1 with positions (m = positions),
+ * spatial size 1 with the smallest training batch (m = 2), rank 6, f64 with epsilon 0, many
+ * channels of one position. */
+static const bn_case review_bn[] = {
+    {EM_F32, 4, {1, 3, 2, 2}, 1e-5, 0.9}, {EM_F64, 4, {2, 3, 1, 1}, 1e-5, 0.9}, {EM_F64, 2, {2, 5}, 0.0, 0.6},
+    {EM_F64, 5, {1, 2, 1, 2, 1}, 1e-5, 0.3}, {EM_F32, 3, {3, 40, 1}, 1e-3, 0.1},
+};
+
+static void test_review_bn(void **state) {
+  (void)state;
+  if (!use_doubles()) skip();
+  for (size_t i = 0; i < sizeof review_bn / sizeof review_bn[0]; i++) {
+    char what[64];
+    snprintf(what, sizeof what, "review training %zu", i);
+    bn_check(&review_bn[i], 1, 1, 3, what);
+    snprintf(what, sizeof what, "review inference %zu", i);
+    bn_check(&review_bn[i], 0, 1, 2, what);
+  }
+  if (ts_dnn_live_descriptors()) fail_msg("%zu cuDNN descriptors left behind", ts_dnn_live_descriptors());
+}
+
+/* m = 1 in training: the unbiased running variance divides by 0; Ember refuses on the CPU and
+ * must refuse on the cuDNN road too, making no cuDNN call and leaving the state alone. */
+static void test_review_bn_m1(void **state) {
+  (void)state;
+  if (!use_doubles()) skip();
+  const int64_t xs[4] = {1, 3, 1, 1}, cs[1] = {3};
+  em_tensor *rm0 = ot_rand(EM_F32, 1, cs, 11, -1, 1), *rv0 = ot_rand(EM_F32, 1, cs, 12, 0.5, 2);
+  for (int d = 0; d < 2; d++) {
+    bn_graph b;
+    bn_build(&b, EM_F32, 4, xs, 1e-5, 0.9, 0, 1, d ? em_cuda(0) : em_cpu(), EM_MODE_FAST, rm0, rv0);
+    unsigned long f0 = ts_dnn_calls("cudnnBatchNormalizationForwardTraining");
+    em_tensor *xt = ot_rand(EM_F32, 4, xs, 1, -1, 1), *st = ot_rand(EM_F32, 1, cs, 2, 1, 2),
+              *bt = ot_rand(EM_F32, 1, cs, 3, 1, 2), *out[1] = {NULL};
+    em_status s = bn_run(&b, xt, st, bt, NULL, out);
+    if (!s) fail_msg("%s: training with m = 1 ran", d ? "device" : "CPU");
+    if (!strstr(em_last_error(), "more than one value")) fail_msg("m = 1: %s", em_last_error());
+    if (ts_dnn_calls("cudnnBatchNormalizationForwardTraining") != f0) fail_msg("m = 1 reached cuDNN");
+    em_tensor *gv = NULL;
+    assert_int_equal(em_parameter_get(b.g, b.rv, em_cpu(), &gv), EM_OK);
+    double *want = values_of(rv0);
+    ot_expect_values(gv, want, 3, 0, "m = 1: the running variance untouched");
+    free(want);
+    em_tensor_release(gv), em_tensor_release(xt), em_tensor_release(st), em_tensor_release(bt);
+    bn_free(&b);
+  }
+  em_tensor_release(rm0), em_tensor_release(rv0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_rules),
@@ -736,6 +818,9 @@ int main(void) {
       cmocka_unit_test(test_pool_fallbacks),
       cmocka_unit_test(test_portable_and_unserved),
       cmocka_unit_test(test_failures_named),
+      cmocka_unit_test(test_review_pools),
+      cmocka_unit_test(test_review_bn),
+      cmocka_unit_test(test_review_bn_m1),
   };
   int r = cmocka_run_group_tests(tests, NULL, NULL);
   em_shutdown();

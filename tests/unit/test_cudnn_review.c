@@ -11,7 +11,6 @@
  * a fault injected into every entry point Ember calls (named, nothing leaked, the next run
  * right); em_shutdown between runs; portable mode and EMBER_CUDNN=0 calling nothing;
  * FAKECUDA_SEED variations; em_cudnn_takes's arithmetic. */
-#include <dlfcn.h>
 #include <dirent.h>
 #include <ftw.h>
 #include <math.h>
@@ -24,7 +23,7 @@
 
 #include "conv_reference.h"
 #include "cudnn.h"
-#include "fakecudnn/fakecudnn.h"
+#include "gpu_double.h"
 #include "op_testkit.h"
 
 static em_attr AIS(const char *name, const int64_t *v, int n) {
@@ -33,10 +32,6 @@ static em_attr AIS(const char *name, const int64_t *v, int n) {
 
 /* ------------------------------------------------------- the doubles --- */
 
-static fakecudnn_call_count_fn calls_of;
-static fakecudnn_text_fn last_call;
-static fakecudnn_reset_fn dnn_reset;
-static fakecudnn_count_fn live_descriptors, live_handles;
 static char cache_dir[512];
 static int serial;
 static const char *next_mem_mb; /* FAKECUDA_MEM_MB for the next use_doubles only (unset: the double's default) */
@@ -47,62 +42,28 @@ static void new_cache_dir(void) {
   snprintf(cache_dir + n, sizeof cache_dir - n, "%d", ++serial);
 }
 
-/* The doubles: devices, driver, cuDNN version and the CUDA it was built for; a fresh cache
- * directory unless keep_cache; the runtime restarted (a new process). 0 when the doubles
- * are not built (the test skips). */
+/* The doubles (tests/support/gpu_double.h): devices, driver, cuDNN version and the CUDA it was
+ * built for, cuBLAS off; a fresh cache directory unless keep_cache (this file steers cache_dir
+ * itself); memory next_mem_mb for this use only. 0 when the doubles are not built (skip). */
 static int use_doubles_cache(const char *devices, const char *driver, const char *version, const char *cudart,
                              int keep_cache) {
-  const char *cuda = getenv("FAKECUDA_LIB"), *dnn = getenv("FAKECUDNN_LIB");
-  if (!cuda || !*cuda || !dnn || !*dnn) {
-    fprintf(stderr, "skipped: FAKECUDA_LIB and FAKECUDNN_LIB (the doubles) are not set\n");
-    return 0;
-  }
-  if (!calls_of) {
-    void *h = dlopen(dnn, RTLD_NOW | RTLD_LOCAL);
-    if (!h) fail_msg("cannot load FAKECUDNN_LIB=%s: %s", dnn, dlerror());
-    calls_of = (fakecudnn_call_count_fn)dlsym(h, "fakecudnn_call_count");
-    last_call = (fakecudnn_text_fn)dlsym(h, "fakecudnn_last_call");
-    dnn_reset = (fakecudnn_reset_fn)dlsym(h, "fakecudnn_reset");
-    live_descriptors = (fakecudnn_count_fn)dlsym(h, "fakecudnn_live_descriptors");
-    live_handles = (fakecudnn_count_fn)dlsym(h, "fakecudnn_live_handles");
-    if (!calls_of || !last_call || !dnn_reset || !live_descriptors || !live_handles)
-      fail_msg("%s lacks its test hooks", dnn);
-  }
-  setenv("EMBER_LIBCUDA", cuda, 1);
-  setenv("FAKECUDA_DEVICES", devices, 1);
-  setenv("FAKECUDA_DRIVER", driver, 1);
-  setenv("EMBER_LIBCUDNN", dnn, 1);
-  setenv("FAKECUDNN_VERSION", version, 1);
-  setenv("FAKECUDNN_CUDART", cudart, 1);
-  setenv("EMBER_CUBLAS", "0", 1);
-  unsetenv("EMBER_CUDNN");
-  unsetenv("EMBER_MODE");
-  unsetenv("EMBER_TF32");
-  unsetenv("FAKECUDNN_FAIL");
-  unsetenv("EMBER_CUDNN_WORKSPACE_MB");
-  unsetenv("EMBER_CUDNN_DETERMINISTIC");
-  if (next_mem_mb) setenv("FAKECUDA_MEM_MB", next_mem_mb, 1);
-  else unsetenv("FAKECUDA_MEM_MB");
+  if (!keep_cache || !cache_dir[0]) new_cache_dir();
+  const char *mem = next_mem_mb;
   next_mem_mb = NULL;
-  if (!keep_cache) new_cache_dir();
-  setenv("EMBER_CACHE_DIR", cache_dir, 1);
-  em_shutdown();
-  dnn_reset();
-  int count = 0;
-  if (em_cuda_device_count(&count) || count < 1) fail_msg("the libcuda double shows no device: %s", em_last_error());
-  return count;
+  return ts_use_doubles(&(ts_doubles){.devices = devices, .driver = driver, .cudnn = version, .cudart = cudart,
+                                      .mem_mb = mem, .cache = cache_dir});
 }
 
 static int use_doubles(const char *devices) { return use_doubles_cache(devices, "13000", "9.19.0", "13000", 0); }
 
 static unsigned long finds(void) {
-  return calls_of("cudnnFindConvolutionForwardAlgorithmEx") + calls_of("cudnnFindConvolutionBackwardDataAlgorithmEx") +
-         calls_of("cudnnFindConvolutionBackwardFilterAlgorithmEx");
+  return ts_dnn_calls("cudnnFindConvolutionForwardAlgorithmEx") + ts_dnn_calls("cudnnFindConvolutionBackwardDataAlgorithmEx") +
+         ts_dnn_calls("cudnnFindConvolutionBackwardFilterAlgorithmEx");
 }
 
 static unsigned long conv_runs(void) {
-  return calls_of("cudnnConvolutionForward") + calls_of("cudnnConvolutionBackwardData") +
-         calls_of("cudnnConvolutionBackwardFilter");
+  return ts_dnn_calls("cudnnConvolutionForward") + ts_dnn_calls("cudnnConvolutionBackwardData") +
+         ts_dnn_calls("cudnnConvolutionBackwardFilter");
 }
 
 /* Every entry point Ember's glue calls. */
@@ -117,8 +78,8 @@ static const char *const entry_points[] = {
 
 static unsigned long all_calls(void) {
   unsigned long n = 0;
-  for (size_t i = 0; i < N_ENTRY; i++) n += calls_of(entry_points[i]);
-  return n + calls_of("cudnnDestroy");
+  for (size_t i = 0; i < N_ENTRY; i++) n += ts_dnn_calls(entry_points[i]);
+  return n + ts_dnn_calls("cudnnDestroy");
 }
 
 /* ------------------------------------------ problems and a reference --- */
@@ -380,7 +341,7 @@ static void forward_case(const spec *p, int want_cudnn, uint64_t seed) {
   em_tensor_release(o);
   em_exec_free(e);
   rg_free(&t);
-  if (live_descriptors()) fail_msg("%s: %zu cuDNN descriptors left behind", what, live_descriptors());
+  if (ts_dnn_live_descriptors()) fail_msg("%s: %zu cuDNN descriptors left behind", what, ts_dnn_live_descriptors());
 }
 
 /* Forward and gradients on the GPU against the CPU executor (fast mode both). */
@@ -449,11 +410,11 @@ static void test_transpose_gradients(void **state) {
       spec p = cases[i];
       p.bias = 1;
       p.dt = f64 ? EM_F64 : EM_F32;
-      unsigned long fw = calls_of("cudnnConvolutionForward"), bf = calls_of("cudnnConvolutionBackwardFilter"),
-                    bd = calls_of("cudnnConvolutionBackwardData");
+      unsigned long fw = ts_dnn_calls("cudnnConvolutionForward"), bf = ts_dnn_calls("cudnnConvolutionBackwardFilter"),
+                    bd = ts_dnn_calls("cudnnConvolutionBackwardData");
       training_case(&p, 60 + i, f64 ? 1e-10 : 1e-4);
-      if (calls_of("cudnnConvolutionForward") == fw || calls_of("cudnnConvolutionBackwardFilter") == bf ||
-          calls_of("cudnnConvolutionBackwardData") == bd)
+      if (ts_dnn_calls("cudnnConvolutionForward") == fw || ts_dnn_calls("cudnnConvolutionBackwardFilter") == bf ||
+          ts_dnn_calls("cudnnConvolutionBackwardData") == bd)
         fail_msg("case %zu: a direction did not go through cuDNN", i);
     }
 }
@@ -528,7 +489,7 @@ static void test_descriptor_rank(void **state) {
   };
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
     forward_case(&rows[i].p, 1, 11);
-    if (!strstr(last_call(), rows[i].x)) fail_msg("%dD: want %s in: %s", rows[i].p.nsp, rows[i].x, last_call());
+    if (!strstr(ts_dnn_last_call(), rows[i].x)) fail_msg("%dD: want %s in: %s", rows[i].p.nsp, rows[i].x, ts_dnn_last_call());
   }
 }
 
@@ -655,7 +616,7 @@ static void test_key_separates_settings(void **state) {
     if ((int)(finds() - before) != rows[i].searched)
       fail_msg("row %zu: %lu searches, want %d", i, finds() - before, rows[i].searched);
     const char *math = rows[i].tf32 && rows[i].dt == EM_F32 ? "math=DEFAULT_MATH" : "math=FMA_MATH";
-    if (!strstr(last_call(), math)) fail_msg("row %zu: %s", i, last_call());
+    if (!strstr(ts_dnn_last_call(), math)) fail_msg("row %zu: %s", i, ts_dnn_last_call());
     em_tensor_release(o);
     em_exec_free(e);
     rg_free(&t);
@@ -725,7 +686,7 @@ static void test_two_threads_one_device(void **state) {
       rg_free(&t[i]);
     }
   }
-  if (live_descriptors()) fail_msg("%zu descriptors left behind", live_descriptors());
+  if (ts_dnn_live_descriptors()) fail_msg("%zu descriptors left behind", ts_dnn_live_descriptors());
 }
 
 /* The handle's stream is per call: two threads issuing on two streams of one device at once
@@ -784,7 +745,7 @@ static void test_two_streams_one_handle(void **state) {
   for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
   for (int i = 0; i < 2; i++)
     if (w[i].bad) fail_msg("thread %d: %s", i, w[i].msg);
-  if (live_descriptors()) fail_msg("%zu descriptors left behind", live_descriptors());
+  if (ts_dnn_live_descriptors()) fail_msg("%zu descriptors left behind", ts_dnn_live_descriptors());
 }
 
 /* More problems than the memory table holds (1024), without a disk cache: the oldest goes
@@ -924,9 +885,9 @@ static void test_workspace_edges(void **state) {
       if (st) fail_msg("EMBER_CUDNN_WORKSPACE_MB='%s': %s", rows[i].v, em_last_error());
       check_y(&t, o[0], rows[i].v);
       unsigned long given, needed;
-      const char *q = strstr(last_call(), "workspace=");
+      const char *q = strstr(ts_dnn_last_call(), "workspace=");
       if (!q || sscanf(q, "workspace=%lu given %lu needed", &given, &needed) != 2)
-        fail_msg("no workspace in %s", last_call());
+        fail_msg("no workspace in %s", ts_dnn_last_call());
       if (!strcmp(rows[i].v, "1") && needed > (1ul << 20)) fail_msg("1 MiB: %lu bytes needed", needed);
       release(o, 3);
     } else {
@@ -988,7 +949,7 @@ static void test_driver_older_than_cudnn(void **state) {
   char road[300];
   road_of(e, "convolution", road, sizeof road);
   if (!strstr(road, "CUDA 13.0 driver")) fail_msg("road: %s", road);
-  if (calls_of("cudnnCreate")) fail_msg("cudnnCreate called for a driver the library cannot run on");
+  if (ts_dnn_calls("cudnnCreate")) fail_msg("cudnnCreate called for a driver the library cannot run on");
   em_tensor_release(o);
   em_exec_free(e);
   rg_free(&t);
@@ -1030,7 +991,7 @@ static void test_fault_in_every_entry_point(void **state) {
       if (!strstr(msg, "op '")) fail_msg("%s failing: the message does not name the op: %s", name, msg);
       if (!strstr(msg, "CUDNN_STATUS_INTERNAL_ERROR")) fail_msg("%s failing: no status: %s", name, msg);
     }
-    if (live_descriptors()) fail_msg("%s failing: %zu descriptors left", name, live_descriptors());
+    if (ts_dnn_live_descriptors()) fail_msg("%s failing: %zu descriptors left", name, ts_dnn_live_descriptors());
     unsetenv("FAKECUDNN_FAIL");
     em_tensor *o2[4] = {0}, *want[4] = {0};
     if (rg_run(&t, e, o2)) fail_msg("%s: the run after the fault: %s", name, em_last_error());
@@ -1041,10 +1002,10 @@ static void test_fault_in_every_entry_point(void **state) {
     em_exec_free(c);
     em_exec_free(e);
     rg_free(&t);
-    if (live_descriptors()) fail_msg("%s: %zu descriptors left after the good run", name, live_descriptors());
+    if (ts_dnn_live_descriptors()) fail_msg("%s: %zu descriptors left after the good run", name, ts_dnn_live_descriptors());
   }
   em_shutdown();
-  if (live_handles()) fail_msg("%zu cuDNN handles left after em_shutdown", live_handles());
+  if (ts_dnn_live_handles()) fail_msg("%zu cuDNN handles left after em_shutdown", ts_dnn_live_handles());
 }
 
 /* em_shutdown between runs: the handle goes, the next runtime makes a new one, the memory
@@ -1054,13 +1015,13 @@ static void test_shutdown_between_runs(void **state) {
   if (!use_doubles("9.0")) skip();
   spec p = conv(2, 2, 3, 4, 1, 6, 3, 2, 1, 1);
   for (int round = 0; round < 3; round++) {
-    unsigned long creates = calls_of("cudnnCreate");
+    unsigned long creates = ts_dnn_calls("cudnnCreate");
     training_case(&p, 16, 1e-4);
-    if (calls_of("cudnnCreate") != creates + 1) fail_msg("round %d: %lu cudnnCreate calls", round,
-                                                        calls_of("cudnnCreate") - creates);
+    if (ts_dnn_calls("cudnnCreate") != creates + 1) fail_msg("round %d: %lu cudnnCreate calls", round,
+                                                        ts_dnn_calls("cudnnCreate") - creates);
     em_shutdown();
-    if (live_handles()) fail_msg("round %d: %zu handles left after em_shutdown", round, live_handles());
-    if (live_descriptors()) fail_msg("round %d: %zu descriptors left", round, live_descriptors());
+    if (ts_dnn_live_handles()) fail_msg("round %d: %zu handles left after em_shutdown", round, ts_dnn_live_handles());
+    if (ts_dnn_live_descriptors()) fail_msg("round %d: %zu descriptors left", round, ts_dnn_live_descriptors());
   }
 }
 
