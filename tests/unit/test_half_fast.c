@@ -9,7 +9,6 @@
  * EMBER_CUDNN=0, no tensor cores for the dtype, an empty sum, a sum over a broadcast batch, a
  * geometry cuDNN refuses); the rule alone over compute capabilities; and cuDNN's algorithm
  * cache keeping f32, f16 and bf16 of one geometry apart. */
-#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,8 +16,7 @@
 
 #include "cublas.h"
 #include "cudnn.h"
-#include "fakecublas/fakecublas.h"
-#include "fakecudnn/fakecudnn.h"
+#include "gpu_double.h"
 #include "half_ref.h"
 #include "op_testkit.h"
 
@@ -30,75 +28,25 @@ static em_attr AIS(const char *name, const int64_t *v, int n) {
 
 /* ------------------------------------------------------- the doubles --- */
 
-static fakecublas_call_count_fn blas_calls;
-static fakecublas_text_fn last_gemm;
-static fakecublas_reset_fn blas_reset;
-static fakecudnn_call_count_fn dnn_calls;
-static fakecudnn_text_fn last_conv;
-static fakecudnn_reset_fn dnn_reset;
-static char cache_dir[512];
-
-static void *hook(void *h, const char *name) {
-  void *f = dlsym(h, name);
-  if (!f) fail_msg("the double lacks its hook %s", name);
-  return f;
-}
-
-/* The doubles as devices `devices` on a CUDA 13.0 driver, cuBLAS 13.1.0 and cuDNN 9.19.0, a
- * fresh algorithm cache unless keep_cache; 0 when the doubles are not built (skip). */
+/* The doubles (tests/support/gpu_double.h) as devices `devices` on a CUDA 13.0 driver, cuBLAS
+ * 13.1.0 and cuDNN 9.19.0, a fresh algorithm cache unless keep_cache; 0 when the doubles are not
+ * built (skip). */
 static int use_doubles_cache(const char *devices, int keep_cache) {
-  const char *cuda = getenv("FAKECUDA_LIB"), *blas = getenv("FAKECUBLAS_LIB"), *dnn = getenv("FAKECUDNN_LIB");
-  if (!cuda || !*cuda || !blas || !*blas || !dnn || !*dnn) {
-    fprintf(stderr, "skipped: FAKECUDA_LIB, FAKECUBLAS_LIB and FAKECUDNN_LIB (the doubles) are not set\n");
-    return 0;
-  }
-  if (!blas_calls) {
-    void *hb = dlopen(blas, RTLD_NOW | RTLD_LOCAL), *hd = dlopen(dnn, RTLD_NOW | RTLD_LOCAL);
-    if (!hb || !hd) fail_msg("cannot load the doubles: %s", dlerror());
-    blas_calls = (fakecublas_call_count_fn)hook(hb, "fakecublas_call_count");
-    last_gemm = (fakecublas_text_fn)hook(hb, "fakecublas_last_gemm");
-    blas_reset = (fakecublas_reset_fn)hook(hb, "fakecublas_reset");
-    dnn_calls = (fakecudnn_call_count_fn)hook(hd, "fakecudnn_call_count");
-    last_conv = (fakecudnn_text_fn)hook(hd, "fakecudnn_last_call");
-    dnn_reset = (fakecudnn_reset_fn)hook(hd, "fakecudnn_reset");
-  }
-  setenv("EMBER_LIBCUDA", cuda, 1);
-  setenv("FAKECUDA_DEVICES", devices, 1);
-  setenv("FAKECUDA_DRIVER", "13000", 1);
-  setenv("EMBER_LIBCUBLAS", blas, 1);
-  setenv("FAKECUBLAS_VERSION", "13.1.0", 1);
-  setenv("EMBER_LIBCUDNN", dnn, 1);
-  setenv("FAKECUDNN_VERSION", "9.19.0", 1);
-  setenv("FAKECUDNN_CUDART", "13000", 1);
-  unsetenv("EMBER_CUBLAS"), unsetenv("EMBER_CUDNN"), unsetenv("EMBER_TF32"), unsetenv("FAKECUBLAS_FAIL");
-  unsetenv("FAKECUDNN_FAIL"), unsetenv("EMBER_CUDNN_WORKSPACE_MB"), unsetenv("EMBER_CUDNN_DETERMINISTIC");
-  if (!keep_cache) {
-    static int serial;
-    ot_tmp_path(cache_dir, sizeof cache_dir, "half_fast_cache");
-    size_t n = strlen(cache_dir);
-    snprintf(cache_dir + n, sizeof cache_dir - n, "_%d", ++serial);
-  }
-  setenv("EMBER_CACHE_DIR", cache_dir, 1);
-  em_shutdown();
-  blas_reset();
-  dnn_reset();
-  int count = 0;
-  if (em_cuda_device_count(&count) || count < 1) fail_msg("the libcuda double shows no device: %s", em_last_error());
-  return count;
+  return ts_use_doubles(&(ts_doubles){.devices = devices, .cublas = "13.1.0", .keep_cache = keep_cache});
 }
 static int use_doubles(const char *devices) { return use_doubles_cache(devices, 0); }
 
 static unsigned long gemm_calls(void) {
-  return blas_calls("cublasGemmEx") + blas_calls("cublasGemmStridedBatchedEx") + blas_calls("cublasSgemm_v2") +
-         blas_calls("cublasDgemm_v2");
+  return ts_blas_calls("cublasGemmEx") + ts_blas_calls("cublasGemmStridedBatchedEx") + ts_blas_calls("cublasSgemm_v2") +
+         ts_blas_calls("cublasDgemm_v2");
 }
 static unsigned long conv_calls(void) {
-  return dnn_calls("cudnnConvolutionForward") + dnn_calls("cudnnConvolutionBackwardData") +
-         dnn_calls("cudnnConvolutionBackwardFilter");
+  return ts_dnn_calls("cudnnConvolutionForward") + ts_dnn_calls("cudnnConvolutionBackwardData") +
+         ts_dnn_calls("cudnnConvolutionBackwardFilter");
 }
 static unsigned long finds(void) {
-  return dnn_calls("cudnnFindConvolutionForwardAlgorithmEx") + dnn_calls("cudnnFindConvolutionBackwardDataAlgorithmEx") +
-         dnn_calls("cudnnFindConvolutionBackwardFilterAlgorithmEx");
+  return ts_dnn_calls("cudnnFindConvolutionForwardAlgorithmEx") + ts_dnn_calls("cudnnFindConvolutionBackwardDataAlgorithmEx") +
+         ts_dnn_calls("cudnnFindConvolutionBackwardFilterAlgorithmEx");
 }
 
 /* ------------------------------------------------------------ one op --- */
@@ -109,7 +57,7 @@ static void expect_contains(const char *text, const char *want, const char *what
 
 /* The types cuBLAS was given in its last product, as the double records them. */
 static void expect_half_gemm(em_dtype t, const char *what) {
-  const char *g = last_gemm(), *ty = t == EM_F16 ? "CUDA_R_16F" : "CUDA_R_16BF";
+  const char *g = ts_blas_last_gemm(), *ty = t == EM_F16 ? "CUDA_R_16F" : "CUDA_R_16BF";
   char want[96];
   snprintf(want, sizeof want, "A=%s B=%s C=%s ", ty, ty, ty);
   expect_contains(g, want, what);
@@ -145,11 +93,11 @@ static void products_through_cublas(em_dtype t) {
     double *av = ts_half_decoded(a), *bv = ts_half_decoded(b), want[3 * 5 * 7];
     for (int z = 0; z < 3; z++) ref_product(av + z * 165, bv + z * 231, 0, 0, 5, 7, 33, 1, NULL, 0, 0, 0, want + z * 35);
     snprintf(what, sizeof what, "matmul %s", em_dtype_name(t));
-    unsigned long before = blas_calls("cublasGemmStridedBatchedEx");
+    unsigned long before = ts_blas_calls("cublasGemmStridedBatchedEx");
     em_tensor *y = ot_run1_on(em_cuda(0), 0, "matmul", in, 2, NULL, 0, road, sizeof road);
-    if (blas_calls("cublasGemmStridedBatchedEx") == before) fail_msg("%s: no cublasGemmStridedBatchedEx", what);
+    if (ts_blas_calls("cublasGemmStridedBatchedEx") == before) fail_msg("%s: no cublasGemmStridedBatchedEx", what);
     expect_half_gemm(t, what);
-    expect_contains(last_gemm(), "batch=3 ", what);
+    expect_contains(ts_blas_last_gemm(), "batch=3 ", what);
     expect_cublas_road(road, t, what);
     ts_expect_one_rounding(y, t, want, 105, what);
     free(av), free(bv);
@@ -235,7 +183,7 @@ static void expect_f32_road(em_dtype t, em_tensor *a, em_tensor *b, const double
   const char *half_type = t == EM_F16 ? "CUDA_R_16F" : "CUDA_R_16BF";
   unsigned long before = gemm_calls();
   em_tensor *y = ot_run1_on(em_cuda(0), 0, "matmul", in, 2, NULL, 0, road, sizeof road);
-  if (gemm_calls() != before && strstr(last_gemm(), half_type)) fail_msg("%s: a %s product reached cuBLAS: %s", what, em_dtype_name(t), last_gemm());
+  if (gemm_calls() != before && strstr(ts_blas_last_gemm(), half_type)) fail_msg("%s: a %s product reached cuBLAS: %s", what, em_dtype_name(t), ts_blas_last_gemm());
   char head[48];
   snprintf(head, sizeof head, "%s on f32 copies (", em_dtype_name(t));
   if (strncmp(road, head, strlen(head))) fail_msg("%s: the road is '%s'", what, road);
@@ -276,7 +224,7 @@ static void test_products_fallbacks(void **state) {
     char road[256];
     unsigned long before = gemm_calls();
     em_tensor *y = ot_run1_on(em_cuda(0), 0, "_matmul_grad", in, 3, at, 1, road, sizeof road);
-    if (gemm_calls() != before && strstr(last_gemm(), "CUDA_R_16BF")) fail_msg("a summed broadcast reached cuBLAS in bf16: %s", last_gemm());
+    if (gemm_calls() != before && strstr(ts_blas_last_gemm(), "CUDA_R_16BF")) fail_msg("a summed broadcast reached cuBLAS in bf16: %s", ts_blas_last_gemm());
     expect_contains(road, "bf16 on f32 copies (a sum over a broadcast batch axis", "summed broadcast");
     ts_expect_one_rounding(y, EM_BF16, want2, 48, "_matmul_grad over a broadcast batch");
     free(wv), free(dv);
@@ -297,7 +245,7 @@ static void test_products_fallbacks(void **state) {
   ref_product(av, bv, 0, 0, 4, 3, 6, 1, NULL, 0, 0, 0, want);
   expect_f32_road(EM_BF16, a_b, b_b, want, 12,
                   "tensor cores for bf16 start at CC 8.0 (Ampere)): cuBLAS 13.1.0", "bf16 on CC 7.5");
-  expect_contains(last_gemm(), "A=CUDA_R_32F", "bf16 on CC 7.5: the f32 copies' product");
+  expect_contains(ts_blas_last_gemm(), "A=CUDA_R_32F", "bf16 on CC 7.5: the f32 copies' product");
   free(av), free(bv);
   em_tensor_release(a16), em_tensor_release(b16), em_tensor_release(a_b), em_tensor_release(b_b);
 }
@@ -350,7 +298,7 @@ static void expect_cudnn(em_dtype t, const char *road, const char *dir, unsigned
   if (strncmp(road, want, strlen(want))) fail_msg("%s: the road is '%s'", what, road);
   snprintf(want, sizeof want, "(%s, f32 accumulation, tensor-op math)", em_dtype_name(t));
   expect_contains(road, want, what);
-  const char *call = last_conv();
+  const char *call = ts_dnn_last_call();
   expect_contains(call, "TENSOR_OP_MATH", what);
   expect_contains(call, t == EM_F16 ? "]f16 " : "]bf16 ", what);
 }
@@ -433,8 +381,8 @@ static void conv_fallback(em_dtype t, const int64_t *pads, const char *reason, c
   unsigned long before = conv_calls();
   em_tensor *y = ot_run1_on(em_cuda(0), 0, "convolution", in, 2, at, 1, road, sizeof road);
   em_tensor *c = ot_run1_on(em_cpu(), 0, "convolution", in, 2, at, 1, NULL, 0);
-  if (conv_calls() != before && strstr(last_conv(), t == EM_F16 ? "]f16 " : "]bf16 "))
-    fail_msg("%s: a half convolution reached cuDNN: %s", what, last_conv());
+  if (conv_calls() != before && strstr(ts_dnn_last_call(), t == EM_F16 ? "]f16 " : "]bf16 "))
+    fail_msg("%s: a half convolution reached cuDNN: %s", what, ts_dnn_last_call());
   snprintf(head, sizeof head, "%s on f32 copies (", em_dtype_name(t));
   if (strncmp(road, head, strlen(head))) fail_msg("%s: the road is '%s'", what, road);
   expect_contains(road, reason, what);
@@ -456,7 +404,7 @@ static void test_convolution_fallbacks(void **state) {
   if (!use_doubles("7.5")) skip();
   conv_fallback(EM_BF16, sym, "tensor cores for bf16 start at CC 8.0 (Ampere)): cuDNN, forward algorithm",
                 "bf16 on CC 7.5");
-  expect_contains(last_conv(), "]f32 ", "bf16 on CC 7.5: the f32 copies' convolution");
+  expect_contains(ts_dnn_last_call(), "]f32 ", "bf16 on CC 7.5: the f32 copies' convolution");
   const int64_t sx[4] = {1, 2, 5, 5}, sw[4] = {3, 2, 3, 3};
   em_tensor *x = ot_rand(EM_F16, 4, sx, 43, -1, 1), *w = ot_rand(EM_F16, 4, sw, 44, -1, 1), *in[2] = {x, w};
   const em_attr at[1] = {AIS("pads", sym, 4)};
