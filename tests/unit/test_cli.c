@@ -1067,6 +1067,52 @@ static double first_epoch_loss(const char *ckpt, const char *const *extra) {
   return num_at(L.epoch[0], "loss");
 }
 
+/* --precision: fp16 and bf16 runs train (one epoch of the small set beats chance by far, as fp32
+ * does), fp16 with dynamic loss scaling, which the epoch's JSON line reports (a power of two,
+ * and the skipped steps), bf16 without (no loss_scale field). The precision reaches the run: its
+ * first-epoch loss is not fp32's bit for bit, yet close to it. It is a setting of the run:
+ * said on stderr, saved, and a resume giving another is refused naming both. */
+static void test_train_precision(void **state) {
+  (void)state;
+  NEED_DATA();
+  char ckpt[PATH_MAX + 16];
+  snprintf(ckpt, sizeof ckpt, "%s/precision.ckpt", tmp_root);
+  run_result r = run_cli(NO_SETTINGS, ARGS("train", "--precision", "fp8", "--data", small_data));
+  expect_status(&r, 64);
+  if (!strstr(r.err, "--precision fp8: not one of fp32, fp16, bf16")) fail_msg("stderr: %s", r.err);
+
+  lines L32 = mlp_run(ckpt, "1", ARGS(NULL));
+  const double loss32 = num_at(L32.epoch[0], "loss");
+  if (json_object_get(L32.epoch[0], "loss_scale")) fail_msg("an fp32 run reported a loss scale");
+  static const char *const halves[] = {"fp16", "bf16"};
+  for (int h = 0; h < 2; h++) {
+    lines L = mlp_run(ckpt, "1", ARGS("--precision", halves[h]));
+    assert_int_equal(L.n_epoch, 1);
+    const double loss = num_at(L.epoch[0], "loss"), acc = num_at(L.test, "accuracy");
+    if (acc < 0.5) fail_msg("%s: test accuracy %.3f after one epoch; expected >= 0.5", halves[h], acc);
+    if (loss == loss32 || fabs(loss - loss32) > 0.05 * loss32)
+      fail_msg("%s: first-epoch loss %.9g, fp32's %.9g: expected close but not equal", halves[h], loss, loss32);
+    json_t *scale = json_object_get(L.epoch[0], "loss_scale");
+    if (h == 0) {
+      if (!scale) fail_msg("an fp16 run reported no loss scale");
+      double sc = json_number_value(scale), m;
+      if (!(sc >= 1) || frexp(sc, (int[1]){0}) != 0.5 || (m = num_at(L.epoch[0], "skipped_steps")) < 0 || m > 12)
+        fail_msg("fp16: loss scale %g, skipped %g: expected a power of two and at most the 12 steps", sc,
+                 num_at(L.epoch[0], "skipped_steps"));
+    } else if (scale)
+      fail_msg("a bf16 run reported a loss scale (dynamic scaling is for fp16 only)");
+  }
+  /* the last run (bf16) is the checkpoint's: a resume asking for fp16 is refused */
+  r = run_cli(NO_SETTINGS, ARGS("train", "--data", small_data, "--device", "cpu", "--checkpoint", ckpt, "--resume",
+                                "--json", "--precision", "fp16"));
+  expect_status(&r, 65);
+  if (!strstr(r.err, "--precision fp16 conflicts with the checkpoint's bf16")) fail_msg("stderr: %s", r.err);
+  r = run_cli(NO_SETTINGS, ARGS("train", "--data", small_data, "--epochs", "2", "--device", "cpu", "--checkpoint",
+                                ckpt, "--resume", "--json"));
+  expect_status(&r, 0);
+  if (!strstr(r.err, "bf16")) fail_msg("the resumed run does not say its precision: %s", r.err);
+}
+
 /* --random-crop, --random-flip and --l2 reach the run: the same run twice
  * has the same loss (portable mode, one seed), and each option alone
  * changes it (the images or the gradients differ from the first step).
@@ -2007,6 +2053,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_train_eval_resume, free_owned),
       cmocka_unit_test_teardown(test_train_diverges, free_owned),
       cmocka_unit_test_teardown(test_train_augmentation_and_l2, free_owned),
+      cmocka_unit_test_teardown(test_train_precision, free_owned),
       cmocka_unit_test_teardown(test_train_resume_schedule_and_crafted_settings, free_owned),
       cmocka_unit_test_teardown(test_train_augmentation_resume_and_splits, free_owned),
       cmocka_unit_test_teardown(test_train_weight_decay_zero, free_owned),
