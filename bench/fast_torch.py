@@ -39,6 +39,8 @@ import subprocess
 import sys
 import time
 
+import torch_models
+
 
 def arg(name, default):
     return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else default
@@ -184,39 +186,6 @@ def bench_conv():
 
 
 # --------------------------------------------------------------- train ---
-def resnet20(in_ch):
-    """He et al. 2016 section 4.2, option A shortcuts, bias-free convolutions:
-    train_torch.py's resnet20 with in_ch input channels (em_model_resnet20)."""
-    nn = torch.nn
-
-    class Block(nn.Module):
-        def __init__(self, cin, cout, stride):
-            super().__init__()
-            self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
-            self.bn1 = nn.BatchNorm2d(cout)
-            self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
-            self.bn2 = nn.BatchNorm2d(cout)
-            self.stride, self.extra = stride, cout - cin
-
-        def forward(self, x):
-            y = torch.relu(self.bn1(self.conv1(x)))
-            y = self.bn2(self.conv2(y))
-            sc = x
-            if self.stride != 1 or self.extra:  # option A: subsample, zero channels
-                sc = x[:, :, ::self.stride, ::self.stride]
-                sc = nn.functional.pad(sc, (0, 0, 0, 0, 0, self.extra))
-            return torch.relu(y + sc)
-
-    layers = [nn.Conv2d(in_ch, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU()]
-    cin = 16
-    for stage, cout in enumerate((16, 32, 64)):
-        for b in range(3):
-            layers.append(Block(cin, cout, 2 if stage > 0 and b == 0 else 1))
-            cin = cout
-    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10)]
-    return nn.Sequential(*layers)
-
-
 def bench_train_one(model_name, batch, prec):
     key = f"train_{model_name}_b{batch}_{prec}"
     set_tf32(False)
@@ -225,7 +194,7 @@ def bench_train_one(model_name, batch, prec):
     resnet = model_name == "resnet20"
     side = 8 if tiny else 32
     if resnet:
-        model = resnet20(3).to(dev)
+        model = torch_models.resnet20(torch, 3).to(dev)
         shape = (batch, 3, side, side)
     else:
         model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),

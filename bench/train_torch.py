@@ -33,6 +33,8 @@ import sys
 import time
 import warnings
 
+import torch_models
+
 
 def emit(key, value):
     print(f"R {key} {value}", flush=True)
@@ -41,37 +43,6 @@ def emit(key, value):
 def idx(path, skip):
     with gzip.open(path, "rb") as f:
         return f.read()[skip:]
-
-
-def resnet20(torch):
-    nn = torch.nn
-
-    class Block(nn.Module):
-        def __init__(self, cin, cout, stride):
-            super().__init__()
-            self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
-            self.bn1 = nn.BatchNorm2d(cout)
-            self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
-            self.bn2 = nn.BatchNorm2d(cout)
-            self.stride, self.extra = stride, cout - cin
-
-        def forward(self, x):
-            y = torch.relu(self.bn1(self.conv1(x)))
-            y = self.bn2(self.conv2(y))
-            s = x
-            if self.stride != 1 or self.extra:  # option A: subsample, zero channels
-                s = x[:, :, ::self.stride, ::self.stride]
-                s = nn.functional.pad(s, (0, 0, 0, 0, 0, self.extra))
-            return torch.relu(y + s)
-
-    layers = [nn.Conv2d(1, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU()]
-    cin = 16
-    for stage, cout in enumerate((16, 32, 64)):
-        for b in range(3):
-            layers.append(Block(cin, cout, 2 if stage > 0 and b == 0 else 1))
-            cin = cout
-    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10)]
-    return nn.Sequential(*layers)
 
 
 def model_of(torch, name):
@@ -84,7 +55,7 @@ def model_of(torch, name):
                              nn.Conv2d(32, 64, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
                              nn.Linear(1600, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10))
     if name == "resnet20":
-        return resnet20(torch)
+        return torch_models.resnet20(torch, 1)
     sys.exit(f"train_torch: unknown model {name}")
 
 
