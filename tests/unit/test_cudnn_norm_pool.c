@@ -234,15 +234,23 @@ static void bn_check(const bn_case *k, int training, int grads, int steps, const
   bn_free(&dev), bn_free(&cpu);
 }
 
+/* bn_check of every case, in training (3 steps) and/or inference (2 runs), then no descriptor
+ * left behind. */
+static void bn_check_all(const bn_case *cases, size_t n, int training, int inference, const char *tag) {
+  for (size_t i = 0; i < n; i++) {
+    char what[64];
+    snprintf(what, sizeof what, "%s training case %zu", tag, i);
+    if (training) bn_check(&cases[i], 1, 1, 3, what);
+    snprintf(what, sizeof what, "%s inference case %zu", tag, i);
+    if (inference) bn_check(&cases[i], 0, 1, 2, what);
+  }
+  if (ts_dnn_live_descriptors()) fail_msg("%zu cuDNN descriptors left behind", ts_dnn_live_descriptors());
+}
+
 static void test_bn_inference(void **state) {
   (void)state;
   if (!use_doubles()) skip();
-  for (size_t i = 0; i < sizeof bn_cases / sizeof bn_cases[0]; i++) {
-    char what[64];
-    snprintf(what, sizeof what, "inference case %zu", i);
-    bn_check(&bn_cases[i], 0, 1, 2, what);
-  }
-  if (ts_dnn_live_descriptors()) fail_msg("%zu cuDNN descriptors left behind", ts_dnn_live_descriptors());
+  bn_check_all(bn_cases, sizeof bn_cases / sizeof bn_cases[0], 0, 1, "");
 }
 
 /* Three training steps: y and the gradients each step, the running statistics after the last
@@ -250,12 +258,7 @@ static void test_bn_inference(void **state) {
 static void test_bn_training(void **state) {
   (void)state;
   if (!use_doubles()) skip();
-  for (size_t i = 0; i < sizeof bn_cases / sizeof bn_cases[0]; i++) {
-    char what[64];
-    snprintf(what, sizeof what, "training case %zu", i);
-    bn_check(&bn_cases[i], 1, 1, 3, what);
-  }
-  if (ts_dnn_live_descriptors()) fail_msg("%zu cuDNN descriptors left behind", ts_dnn_live_descriptors());
+  bn_check_all(bn_cases, sizeof bn_cases / sizeof bn_cases[0], 1, 0, "");
 }
 
 /* The forward alone in training (no gradient graph): the momentum convention in isolation. */
@@ -768,14 +771,7 @@ static const bn_case review_bn[] = {
 static void test_review_bn(void **state) {
   (void)state;
   if (!use_doubles()) skip();
-  for (size_t i = 0; i < sizeof review_bn / sizeof review_bn[0]; i++) {
-    char what[64];
-    snprintf(what, sizeof what, "review training %zu", i);
-    bn_check(&review_bn[i], 1, 1, 3, what);
-    snprintf(what, sizeof what, "review inference %zu", i);
-    bn_check(&review_bn[i], 0, 1, 2, what);
-  }
-  if (ts_dnn_live_descriptors()) fail_msg("%zu cuDNN descriptors left behind", ts_dnn_live_descriptors());
+  bn_check_all(review_bn, sizeof review_bn / sizeof review_bn[0], 1, 1, "review");
 }
 
 /* m = 1 in training: the unbiased running variance divides by 0; Ember refuses on the CPU and
