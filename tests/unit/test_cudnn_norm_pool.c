@@ -404,6 +404,32 @@ static const pool_case pool_cases[] = {
     {"average_pool", EM_F32, 1, {2, 2, 13}, {3}, {2}, {1, 1}, 0},
 };
 
+/* The GPU's y and dx (got) against the float64 reference and the CPU's (want); releases all. x
+ * is the pool's input, w the weights of its loss (dy). */
+static void pool_expect(const pool_case *p, em_tensor **got, em_tensor **want, em_tensor *xt, em_tensor *wt,
+                        const char *what) {
+  double *x = values_of(xt), *w = values_of(wt);
+  int64_t nx = em_tensor_numel(xt), ny = em_tensor_numel(wt), ys[5];
+  double *y = malloc(sizeof(double) * (size_t)ny), *dx = malloc(sizeof(double) * (size_t)nx);
+  pool_reference(p, x, w, y, dx, ys);
+  double tol = p->dt == EM_F32 ? 1e-6 : 1e-13;
+  char msg[200];
+  snprintf(msg, sizeof msg, "%s: y", what);
+  ot_expect_values(got[0], y, ny, tol, msg);
+  snprintf(msg, sizeof msg, "%s: dx", what);
+  ot_expect_values(got[1], dx, nx, tol, msg);
+  for (int o = 0; o < 2; o++) {
+    int64_t m;
+    double *cv = ot_values(want[o], &m);
+    snprintf(msg, sizeof msg, "%s: %s against the CPU", what, o ? "dx" : "y");
+    ot_expect_values(got[o], cv, m, tol, msg);
+    free(cv);
+    em_tensor_release(got[o]), em_tensor_release(want[o]);
+  }
+  free(x), free(w), free(y), free(dx);
+  em_tensor_release(xt), em_tensor_release(wt);
+}
+
 static void test_pools_through_cudnn(void **state) {
   (void)state;
   if (!use_doubles()) skip();
@@ -426,26 +452,7 @@ static void test_pools_through_cudnn(void **state) {
                ts_dnn_calls("cudnnPoolingBackward") - b0);
     if (!strstr(road, "cuDNN 9.19.0, ") || !strstr(groad, "cuDNN 9.19.0, ") || !strstr(groad, "backward"))
       fail_msg("%s: roads '%s' and '%s'", what, road, groad);
-    double *x = values_of(xt), *w = values_of(wt);
-    int64_t nx = em_tensor_numel(xt), ny = em_tensor_numel(wt), ys[5];
-    double *y = malloc(sizeof(double) * (size_t)ny), *dx = malloc(sizeof(double) * (size_t)nx);
-    pool_reference(p, x, w, y, dx, ys);
-    double tol = p->dt == EM_F32 ? 1e-6 : 1e-13;
-    char msg[160];
-    snprintf(msg, sizeof msg, "%s: y", what);
-    ot_expect_values(got[0], y, ny, tol, msg);
-    snprintf(msg, sizeof msg, "%s: dx", what);
-    ot_expect_values(got[1], dx, nx, tol, msg);
-    for (int o = 0; o < 2; o++) {
-      int64_t m;
-      double *cv = ot_values(want[o], &m);
-      snprintf(msg, sizeof msg, "%s: %s against the CPU", what, o ? "dx" : "y");
-      ot_expect_values(got[o], cv, m, tol, msg);
-      free(cv);
-      em_tensor_release(got[o]), em_tensor_release(want[o]);
-    }
-    free(x), free(w), free(y), free(dx);
-    em_tensor_release(xt), em_tensor_release(wt);
+    pool_expect(p, got, want, xt, wt, what);
   }
   if (ts_dnn_live_descriptors()) fail_msg("%zu cuDNN descriptors left behind", ts_dnn_live_descriptors());
 }
@@ -717,29 +724,11 @@ static const pool_case review_pools[] = {
 static void check_pool(const pool_case *p, int ceil_mode, const char *what) {
   unsigned long f0 = ts_dnn_calls("cudnnPoolingForward"), b0 = ts_dnn_calls("cudnnPoolingBackward");
   em_tensor *got[2], *want[2], *xt, *wt;
-  char road[512], groad[512], msg[200];
+  char road[512], groad[512];
   pool_run(p, ceil_mode, NULL, em_cuda(0), EM_MODE_FAST, got, want, &xt, &wt, road, sizeof road, groad, sizeof groad);
   if (ts_dnn_calls("cudnnPoolingForward") - f0 != 2 || ts_dnn_calls("cudnnPoolingBackward") - b0 != 1)
     fail_msg("%s: not through cuDNN (roads '%s', '%s')", what, road, groad);
-  double *x = values_of(xt), *w = values_of(wt);
-  int64_t nx = em_tensor_numel(xt), ny = em_tensor_numel(wt), ys[5];
-  double *y = malloc(sizeof(double) * (size_t)ny), *dx = malloc(sizeof(double) * (size_t)nx);
-  pool_reference(p, x, w, y, dx, ys);
-  double tol = p->dt == EM_F32 ? 1e-6 : 1e-13;
-  snprintf(msg, sizeof msg, "%s: y", what);
-  ot_expect_values(got[0], y, ny, tol, msg);
-  snprintf(msg, sizeof msg, "%s: dx", what);
-  ot_expect_values(got[1], dx, nx, tol, msg);
-  for (int o = 0; o < 2; o++) {
-    int64_t m;
-    double *cv = ot_values(want[o], &m);
-    snprintf(msg, sizeof msg, "%s: %s against the CPU", what, o ? "dx" : "y");
-    ot_expect_values(got[o], cv, m, tol, msg);
-    free(cv);
-    em_tensor_release(got[o]), em_tensor_release(want[o]);
-  }
-  free(x), free(w), free(y), free(dx);
-  em_tensor_release(xt), em_tensor_release(wt);
+  pool_expect(p, got, want, xt, wt, what);
 }
 
 static void test_review_pools(void **state) {
