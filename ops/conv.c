@@ -1042,6 +1042,20 @@ static int half_road(const em_op_args *a, em_tensor *const *in, em_tensor *const
   return 0;
 }
 
+/* What a gpu member returns: st, except that a half convolution cuDNN declined at run time
+ * (em_conv_gpu_*: EM_ERR_UNSUPPORTED; Ember's kernels have no half form) runs as `self` on f32
+ * copies, the decline reported as the reason. f32 and f64 declines never come back here: they
+ * take Ember's kernels in ops/conv_gpu.c. */
+static em_status half_declined(const em_op_args *a, em_tensor *const *in, em_tensor *const *out, em_op_kernel self,
+                               em_status st) {
+  const em_dtype dt = em_tensor_dtype(in[0]);
+  if (st != EM_ERR_UNSUPPORTED || (dt != EM_F16 && dt != EM_BF16)) return st;
+  char why[300];
+  snprintf(why, sizeof why, "%s", em_last_error());
+  em_clear_error();
+  return em_ops_half_via_f32(a, in, out, self, why);
+}
+
 static em_status conv_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
   conv_geom gm;
   em_shape y;
@@ -1049,8 +1063,9 @@ static em_status conv_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *
   if (st) return st;
   const cm_geom c = to_cm(&gm);
   if (!half_road(a, in, out, &c, conv_gpu, &st)) return st;
-  return em_conv_gpu_fwd(a, em_tensor_dtype(in[0]), &c, em_tensor_data(in[0]), em_tensor_data(in[1]),
-                         a->n_in == 3 ? em_tensor_data(in[2]) : NULL, em_tensor_data(out[0]));
+  st = em_conv_gpu_fwd(a, em_tensor_dtype(in[0]), &c, em_tensor_data(in[0]), em_tensor_data(in[1]),
+                       a->n_in == 3 ? em_tensor_data(in[2]) : NULL, em_tensor_data(out[0]));
+  return half_declined(a, in, out, conv_gpu, st);
 }
 
 static em_status conv_transpose_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
@@ -1075,8 +1090,9 @@ static em_status conv_transpose_gpu(const em_op_args *a, em_tensor *const *in, e
   if (st) return st;
   const cm_geom c = to_cm(&gm);
   if (!half_road(a, in, out, &c, conv_transpose_gpu, &st)) return st;
-  return em_conv_gpu_adj(a, em_tensor_dtype(in[0]), &c, em_tensor_data(in[0]), em_tensor_data(in[1]),
-                         a->n_in == 3 ? em_tensor_data(in[2]) : NULL, em_tensor_data(out[0]));
+  st = em_conv_gpu_adj(a, em_tensor_dtype(in[0]), &c, em_tensor_data(in[0]), em_tensor_data(in[1]),
+                       a->n_in == 3 ? em_tensor_data(in[2]) : NULL, em_tensor_data(out[0]));
+  return half_declined(a, in, out, conv_transpose_gpu, st);
 }
 
 /* Backward of both ops: the gradient ops get the forward's attributes plus transpose. */
@@ -1164,8 +1180,9 @@ static em_status grad_input_gpu(const em_op_args *a, em_tensor *const *in, em_te
   if (!half_road(a, in, out, &c, grad_input_gpu, &st)) return st;
   const em_dtype dt = em_tensor_dtype(in[0]);
   const void *dy = em_tensor_data(in[0]), *w = em_tensor_data(in[1]);
-  if (!t) return em_conv_gpu_adj(a, dt, &c, dy, w, NULL, em_tensor_data(out[0]));
-  return em_conv_gpu_fwd(a, dt, &c, dy, w, NULL, em_tensor_data(out[0]));
+  st = t ? em_conv_gpu_fwd(a, dt, &c, dy, w, NULL, em_tensor_data(out[0]))
+         : em_conv_gpu_adj(a, dt, &c, dy, w, NULL, em_tensor_data(out[0]));
+  return half_declined(a, in, out, grad_input_gpu, st);
 }
 
 /* _conv_grad_weight(x, dy, w) */
@@ -1197,7 +1214,8 @@ static em_status grad_weight_gpu(const em_op_args *a, em_tensor *const *in, em_t
   const cm_geom c = to_cm(&gm);
   if (!half_road(a, in, out, &c, grad_weight_gpu, &st)) return st;
   const void *x = em_tensor_data(in[0]), *dy = em_tensor_data(in[1]);
-  return em_conv_gpu_wgrad(a, em_tensor_dtype(in[0]), &c, t ? dy : x, t ? x : dy, em_tensor_data(out[0]));
+  st = em_conv_gpu_wgrad(a, em_tensor_dtype(in[0]), &c, t ? dy : x, t ? x : dy, em_tensor_data(out[0]));
+  return half_declined(a, in, out, grad_weight_gpu, st);
 }
 
 /* _conv_grad_bias(dy) */

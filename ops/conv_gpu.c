@@ -103,6 +103,7 @@ static em_status run_cudnn(const em_op_args *a, em_cudnn_dir dir, const em_cudnn
   if (bias && half && (s = put_bias(a, g->dt, out, bias, n, ch, P))) return s;
   int algo = -1;
   s = em_cudnn_conv_blend(a->dev, a->stream, dir, g, in0, in1, out, bias && half ? 1.0 : 0.0, a->tf32, &algo);
+  if (s == EM_ERR_UNSUPPORTED) return s; /* declined: the caller takes another road (declined_here) */
   if (s) return em_fail_context(s, "op '%s'", a->def->name);
   if (half)
     em_op_report_path(a, "cuDNN, %s algorithm %d (%s, f32 accumulation, tensor-op math)", names[dir], algo,
@@ -123,10 +124,25 @@ static em_status no_half_kernel(const em_op_args *a, em_dtype dt) {
                     "have taken the f32 road: em_conv_gpu_half_takes)", em_dtype_name(dt), em_dtype_name(dt));
 }
 
+/* Whether the convolution continues on Ember's kernels after cuDNN's answer s: 1 when cuDNN
+ * declined it at run time (EM_ERR_UNSUPPORTED: a case this cuDNN or this GPU does not support,
+ * or no algorithm within the workspace limit; nothing was written) and dt has a kernel, with
+ * the decline reported as the road. A half dtype has no kernel: the decline goes back to
+ * ops/conv.c, which runs the op on f32 copies. */
+static int declined_here(const em_op_args *a, em_dtype dt, em_status s) {
+  if (s != EM_ERR_UNSUPPORTED || is_half(dt)) return 0;
+  em_op_report_path(a, "Ember's kernels: %s", em_last_error());
+  em_clear_error();
+  return 1;
+}
+
 em_status em_conv_gpu_fwd(const em_op_args *a, em_dtype dt, const cm_geom *gm, const void *x, const void *w,
                           const void *bias, void *y) {
   em_cudnn_geom g;
-  if (via_cudnn(a, dt, gm, &g)) return run_cudnn(a, EM_CUDNN_FWD, &g, x, w, y, bias, gm->n, gm->co, cm_prod3(gm->col));
+  if (via_cudnn(a, dt, gm, &g)) {
+    em_status s = run_cudnn(a, EM_CUDNN_FWD, &g, x, w, y, bias, gm->n, gm->co, cm_prod3(gm->col));
+    if (!declined_here(a, dt, s)) return s;
+  }
   if (is_half(dt)) return no_half_kernel(a, dt);
   const void *p[4] = {x, w, bias, y};
   return launch_geom(a, pick(dt, "em_conv_fwd_f32", "em_conv_fwd_f64"), cm_fwd_count(gm), p, 4, gm);
@@ -135,8 +151,10 @@ em_status em_conv_gpu_fwd(const em_op_args *a, em_dtype dt, const cm_geom *gm, c
 em_status em_conv_gpu_adj(const em_op_args *a, em_dtype dt, const cm_geom *gm, const void *dy, const void *w,
                           const void *bias, void *dx) {
   em_cudnn_geom g;
-  if (via_cudnn(a, dt, gm, &g))
-    return run_cudnn(a, EM_CUDNN_BWD_DATA, &g, dy, w, dx, bias, gm->n, gm->ci, cm_prod3(gm->img));
+  if (via_cudnn(a, dt, gm, &g)) {
+    em_status s = run_cudnn(a, EM_CUDNN_BWD_DATA, &g, dy, w, dx, bias, gm->n, gm->ci, cm_prod3(gm->img));
+    if (!declined_here(a, dt, s)) return s;
+  }
   if (is_half(dt)) return no_half_kernel(a, dt);
   const void *p[4] = {dy, w, bias, dx};
   return launch_geom(a, pick(dt, "em_conv_adj_f32", "em_conv_adj_f64"), cm_adj_count(gm), p, 4, gm);
@@ -145,7 +163,10 @@ em_status em_conv_gpu_adj(const em_op_args *a, em_dtype dt, const cm_geom *gm, c
 em_status em_conv_gpu_wgrad(const em_op_args *a, em_dtype dt, const cm_geom *gm, const void *img, const void *col,
                             void *dw) {
   em_cudnn_geom g;
-  if (via_cudnn(a, dt, gm, &g)) return run_cudnn(a, EM_CUDNN_BWD_FILTER, &g, img, col, dw, NULL, 0, 0, 0);
+  if (via_cudnn(a, dt, gm, &g)) {
+    em_status s = run_cudnn(a, EM_CUDNN_BWD_FILTER, &g, img, col, dw, NULL, 0, 0, 0);
+    if (!declined_here(a, dt, s)) return s;
+  }
   if (is_half(dt)) return no_half_kernel(a, dt);
   const void *p[3] = {img, col, dw};
   return launch_geom(a, pick(dt, "em_conv_wgrad_f32", "em_conv_wgrad_f64"), cm_wgrad_count(gm), p, 3, gm);

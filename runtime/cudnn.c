@@ -105,8 +105,9 @@ typedef struct dnn_device {
 typedef struct choice {
   uint64_t hash;       /* of the key text */
   char *key;
-  int algo;
+  int algo;           /* -1: cuDNN declined the problem, for the reason in why */
   size_t memory;
+  char *why;          /* (memo only) the decline's message, reported again by later calls */
 } choice;
 
 static struct {
@@ -149,6 +150,15 @@ static const char *status_text(int st) {
   snprintf(buf, sizeof buf, "cuDNN status %d", st);
   return buf;
 }
+
+/* Whether a status says cuDNN DECLINES the problem (a case this release or this GPU does not
+ * support) rather than failing at it: the op then takes Ember's kernels, saying why, where
+ * PyTorch stops with "Unable to find a valid cuDNN algorithm". cuDNN 9 groups its statuses by
+ * category (cudnn_graph_v9.h: CUDNN_STATUS_NOT_SUPPORTED 3000 and its 3001-3014, the former
+ * ARCH_MISMATCH among them); cuDNN 8's are single values (cudnn_ops_infer.h:
+ * CUDNN_STATUS_ARCH_MISMATCH 6, CUDNN_STATUS_NOT_SUPPORTED 9). A bad parameter, an internal
+ * error or a failed execution is not a decline: it fails the op. */
+static int declines(int st) { return D.major >= 9 ? st / 1000 == 3 : st == 6 || st == 9; }
 
 int em_cudnn_supports(int major, int minor, int patch, int built_for, int driver_version, int cc, char *why,
                       size_t cap) {
@@ -483,8 +493,25 @@ static void memo_put(uint64_t hash, const char *key, int algo, size_t memory) {
   char *k = strdup(key);
   if (!k) return; /* no memory: the next call searches again */
   choice *c = &D.memo[D.n_memo < MEMO_MAX ? D.n_memo++ : D.next_memo++ % MEMO_MAX];
-  free(c->key);
-  *c = (choice){hash, k, algo, memory};
+  free(c->key), free(c->why);
+  *c = (choice){hash, k, algo, memory, NULL};
+}
+
+/* A problem cuDNN declined (algorithm -1 in the memo, with the message why), so later steps
+ * take Ember's kernels without asking again and report the same reason. */
+static void remember_decline(uint64_t hash, const char *key, const char *why) {
+  pthread_mutex_lock(&D.lock);
+  choice *m = (choice *)memo_find(hash, key);
+  if (!m) {
+    memo_put(hash, key, -1, 0);
+    m = (choice *)memo_find(hash, key);
+  }
+  if (m) {
+    m->algo = -1, m->memory = 0;
+    free(m->why);
+    m->why = strdup(why);
+  }
+  pthread_mutex_unlock(&D.lock);
 }
 
 static em_jit_key disk_key(const em_gpu *gpu, uint64_t hash, const char *text) {
@@ -555,7 +582,8 @@ static em_status search(dnn_device *d, em_gpu *gpu, em_device dev, em_cudnn_dir 
   if (scratch) em_free(dev, scratch); /* as the workspace: reused only by work issued after the search */
   atomic_fetch_add(&searches, 1);
   if (st)
-    return em_fail(EM_ERR_CUDA, "%s failed: %s on CUDA device %d", find_names[dir], status_text(st), gpu->ordinal);
+    return em_fail(declines(st) ? EM_ERR_UNSUPPORTED : EM_ERR_CUDA, "%s %s: %s on CUDA device %d", find_names[dir],
+                   declines(st) ? "declined" : "failed", status_text(st), gpu->ordinal);
   for (int i = 0; i < returned && i < MAX_ALGOS; i++) { /* cuDNN sorts them fastest first */
     const algo_perf *p = &perf[i];
     if (p->status != CUDNN_STATUS_SUCCESS || p->memory > ws_bytes || (det && p->determinism != CUDNN_DETERMINISTIC))
@@ -577,10 +605,14 @@ static em_status choose(dnn_device *d, em_gpu *gpu, em_device dev, em_cudnn_dir 
   char text[1024];
   key_text(gpu, dir, g, tf32, limit, det, text, sizeof text);
   uint64_t hash = XXH3_64bits(text, strlen(text));
+  char declined[512] = "";
   pthread_mutex_lock(&D.lock);
   const choice *m = memo_find(hash, text);
   if (m) *c = *m;
+  if (m && m->algo < 0) snprintf(declined, sizeof declined, "%s", m->why ? m->why : "cuDNN declined it");
+  c->why = NULL; /* the memo's */
   pthread_mutex_unlock(&D.lock);
+  if (m && c->algo < 0) return em_fail(EM_ERR_UNSUPPORTED, "%s", declined); /* no search each step */
   if (m) return EM_OK;
   em_runtime *rt = em_rt();
   em_jit_key key = disk_key(gpu, hash, text);
@@ -598,6 +630,7 @@ static em_status choose(dnn_device *d, em_gpu *gpu, em_device dev, em_cudnn_dir 
     em_clear_error();
     size_t searched = 0;
     em_status se = search(d, gpu, dev, dir, g, s, a, b, out, limit, det, c, &searched);
+    if (se == EM_ERR_UNSUPPORTED) remember_decline(hash, text, em_last_error()); /* in memory only */
     if (se) return se;
     em_log(EM_LOG_DISPATCH, "cuDNN %s: searched, algorithm %d (%zu bytes of workspace) for %s", dir_names[dir], c->algo,
            c->memory, text);
@@ -668,7 +701,15 @@ em_status em_cudnn_conv_blend(em_device dev, em_stream *s, em_cudnn_dir dir, con
   if (ws) em_free(dev, ws); /* as Ember's kernels' scratch: reused only by work issued after this */
   descs_free(&ds);
   em_gpu_leave(gpu);
-  if (!r && st)
+  if (!r && st && declines(st)) { /* the descriptors or the chosen algorithm: nothing was written */
+    char key[1024];
+    size_t limit = 0;
+    workspace_limit(&limit);
+    key_text(gpu, dir, g, tf32, limit, deterministic_only(), key, sizeof key);
+    r = em_fail(EM_ERR_UNSUPPORTED, "%s declined: %s (%s %s convolution, algorithm %d) on CUDA device %d", call,
+                status_text(st), dir_names[dir], em_dtype_name(g->dt), c.algo, gpu->ordinal);
+    remember_decline(XXH3_64bits(key, strlen(key)), key, em_last_error());
+  } else if (!r && st)
     r = em_fail(EM_ERR_CUDA, "%s failed: %s (%s %s convolution, algorithm %d) on CUDA device %d", call, status_text(st),
                 dir_names[dir], em_dtype_name(g->dt), c.algo, gpu->ordinal);
   if (!r && algo_out) *algo_out = c.algo;
@@ -726,7 +767,7 @@ void em_cudnn_shutdown(struct em_runtime *rt) {
     pthread_mutex_destroy(&d->lock);
     memset(d, 0, sizeof *d);
   }
-  for (int i = 0; i < D.n_memo; i++) free(D.memo[i].key);
+  for (int i = 0; i < D.n_memo; i++) free(D.memo[i].key), free(D.memo[i].why);
   memset(D.memo, 0, sizeof D.memo);
   D.n_memo = D.next_memo = 0;
   D.loaded = 0;

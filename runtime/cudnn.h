@@ -48,7 +48,11 @@ int em_cudnn_takes(const em_cudnn_geom *g, char *why, size_t cap);
  * search on first sight (the search runs the candidates on these
  * buffers). tf32 allows TF32 math for f32; deterministic-only restricts the
  * choice to deterministic algorithms (EMBER_CUDNN_DETERMINISTIC=1).
- * *algo_out (may be NULL) receives the algorithm's number for reports. */
+ * *algo_out (may be NULL) receives the algorithm's number for reports.
+ * EM_ERR_UNSUPPORTED when cuDNN DECLINES the problem (a NOT_SUPPORTED status from the
+ * descriptors, the search or the run, or no algorithm within the workspace limit): nothing was
+ * written, the message says why, and the caller takes Ember's kernels; remembered for the
+ * process, so later calls decline without asking cuDNN again. Other failures: EM_ERR_CUDA. */
 em_status em_cudnn_conv(em_device dev, em_stream *s, em_cudnn_dir dir, const em_cudnn_geom *g, const void *a,
                         const void *b, void *out, int tf32, int *algo_out);
 /* The same with out = result + beta * out (cuDNN's blend, computed in the convolution's f32

@@ -438,6 +438,49 @@ static void test_fallbacks_and_failures(void **state) {
   unsetenv("FAKECUDNN_FAIL");
 }
 
+/* cuDNN DECLINING a convolution at run time (a NOT_SUPPORTED status from the search or the
+ * run, as a real cuDNN gives for a case one release or GPU lacks) is not a failure: the op runs
+ * on Ember's kernels, right, its road says which call declined and why, and later runs do not
+ * ask cuDNN again (no second search, no second try of the declined call). A status that is
+ * not a decline (EXECUTION_FAILED, above) still fails the run. cuDNN 8 numbers its statuses
+ * otherwise (NOT_SUPPORTED is 9 there). */
+static void test_decline_takes_ember_kernels(void **state) {
+  (void)state;
+  static const struct {
+    const char *version, *fail, *call, *status;
+  } rows[] = {
+      {"9.19.0", "cudnnFindConvolutionForwardAlgorithmEx=3000", "cudnnFindConvolutionForwardAlgorithmEx",
+       "CUDNN_STATUS_NOT_SUPPORTED"},
+      {"9.19.0", "cudnnConvolutionForward=3002", "cudnnConvolutionForward", "CUDNN_STATUS_NOT_SUPPORTED_SHAPE"},
+      {"8.9.7", "cudnnFindConvolutionForwardAlgorithmEx=9", "cudnnFindConvolutionForwardAlgorithmEx",
+       "CUDNN_STATUS_NOT_SUPPORTED"},
+  };
+  const ts_conv c = conv2d(2, 3, 4, 1, 7, 3, 1, 1, 1);
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    if (!use_doubles_cache("9.0", "13000", rows[i].version, "12080", 0)) skip();
+    setenv("FAKECUDNN_FAIL", rows[i].fail, 1);
+    ts_dnn_reset();
+    cg t;
+    cg_build(&t, &c, 1, em_cuda(0), 30 + i);
+    for (int run = 0; run < 3; run++) {
+      em_tensor *o = cg_run(&t);
+      char what[160];
+      snprintf(what, sizeof what, "%s, run %d: on Ember's kernels", rows[i].fail, run);
+      cg_check(&t, o, what);
+      em_tensor_release(o);
+    }
+    char road[512];
+    road_of(t.e, "convolution", road, sizeof road);
+    if (!strstr(road, "Ember's kernels: ") || !strstr(road, rows[i].call) || !strstr(road, "declined") ||
+        !strstr(road, rows[i].status))
+      fail_msg("%s: the road does not say which call declined and why: %s", rows[i].fail, road);
+    const unsigned long tries = ts_dnn_calls(rows[i].call);
+    if (tries != 1) fail_msg("%s: cuDNN was asked %lu times in 3 runs; a decline is remembered", rows[i].fail, tries);
+    cg_free(&t);
+    unsetenv("FAKECUDNN_FAIL");
+  }
+}
+
 /* A cuDNN that cannot be loaded: convolutions run on Ember's kernels, right, and every report
  * says why. */
 static void test_missing_library(void **state) {
@@ -524,6 +567,7 @@ int main(void) {
       cmocka_unit_test(test_deterministic_only),
       cmocka_unit_test(test_tf32_only_when_asked),
       cmocka_unit_test(test_fallbacks_and_failures),
+      cmocka_unit_test(test_decline_takes_ember_kernels),
       cmocka_unit_test(test_missing_library),
   };
   return cmocka_run_group_tests(tests, NULL, remove_caches);

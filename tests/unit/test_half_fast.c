@@ -398,6 +398,12 @@ static void test_convolution_fallbacks(void **state) {
   const int64_t sym[4] = {1, 1, 1, 1}, asym[4] = {0, 1, 2, 1};
   conv_fallback(EM_F16, asym, "cuDNN does not take it: axis 0's padding is not the same at both ends",
                 "asymmetric padding");
+  /* cuDNN declining the half convolution at run time (its first cudnnConvolutionForward): the
+   * f32 copies' convolution, which cuDNN then takes */
+  setenv("FAKECUDNN_FAIL", "cudnnConvolutionForward=3000@1", 1);
+  conv_fallback(EM_F16, sym, "cudnnConvolutionForward declined: CUDNN_STATUS_NOT_SUPPORTED (forward f16", "declined");
+  expect_contains(ts_dnn_last_call(), "]f32 ", "declined f16: the f32 copies' convolution");
+  unsetenv("FAKECUDNN_FAIL");
   setenv("EMBER_CUDNN", "0", 1);
   conv_fallback(EM_BF16, sym, "EMBER_CUDNN=0): Ember's kernels: EMBER_CUDNN=0", "EMBER_CUDNN=0");
   unsetenv("EMBER_CUDNN");
