@@ -129,12 +129,7 @@ static em_status no_half_kernel(const em_op_args *a, em_dtype dt) {
  * or no algorithm within the workspace limit; nothing was written) and dt has a kernel, with
  * the decline reported as the road. A half dtype has no kernel: the decline goes back to
  * ops/conv.c, which runs the op on f32 copies. */
-static int declined_here(const em_op_args *a, em_dtype dt, em_status s) {
-  if (s != EM_ERR_UNSUPPORTED || is_half(dt)) return 0;
-  em_op_report_path(a, "Ember's kernels: %s", em_last_error());
-  em_clear_error();
-  return 1;
-}
+static int declined_here(const em_op_args *a, em_dtype dt, em_status s) { return !is_half(dt) && em_ops_declined(a, s); }
 
 em_status em_conv_gpu_fwd(const em_op_args *a, em_dtype dt, const cm_geom *gm, const void *x, const void *w,
                           const void *bias, void *y) {

@@ -148,6 +148,13 @@ em_status em_ops_on_host_copies(em_device dev, em_host_copy *c, int n, em_stream
   return st;
 }
 
+int em_ops_declined(const em_op_args *a, em_status s) {
+  if (s != EM_ERR_UNSUPPORTED) return 0;
+  em_op_report_path(a, "Ember's kernels: %s", em_last_error());
+  em_clear_error();
+  return 1;
+}
+
 em_status em_ops_half_via_f32(const em_op_args *a, em_tensor *const *in, em_tensor *const *out, em_op_kernel k,
                               const char *why) {
   if (a->report) a->report->path[0] = '\0'; /* so only the f32 member's own report is taken below */

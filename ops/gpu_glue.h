@@ -57,6 +57,12 @@ em_status em_ops_scratch_upload(const em_op_args *a, const void *host, size_t by
  * for the launch (em_ops_scratch_upload) only when the launch will happen. */
 em_status em_ops_kernel_ready(const em_op_args *a, const char *kernel);
 
+/* Whether a library's answer s (cuDNN, cuBLAS) DECLINED the work: EM_ERR_UNSUPPORTED, meaning
+ * this release or this GPU does not support the case and nothing was written. Then 1, with the
+ * library's message reported as the road "Ember's kernels: <why>" and the error cleared, and
+ * the gpu member continues with Ember's kernels; 0 for success or a real failure (returned). */
+int em_ops_declined(const em_op_args *a, em_status s);
+
 /* The f32 road of a half application in an EM_HALF_GPU_NATIVE op's gpu member, where its
  * library (cuBLAS, cuDNN) does not take it: em_half_via_f32 with k (the member itself, which
  * sees f32 then), and in fast mode the road reported as "f16 on f32 copies (why): <the f32

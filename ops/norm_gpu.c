@@ -230,6 +230,7 @@ int em_norm_gpu_bn_cudnn(const em_op_args *a, int f64, const em_norm_gpu_nc *g, 
   em_status s = a->training ? em_cudnn_bn_training(a->dev, a->stream, &cg, 1.0 - momentum, x, y, scale, bias, rmean,
                                                    rvar)
                             : em_cudnn_bn_inference(a->dev, a->stream, &cg, x, y, scale, bias, rmean, rvar);
+  if (em_ops_declined(a, s)) return 0; /* nothing written: Ember's kernels */
   if (s) s = em_fail_context(s, "op '%s'", a->def->name);
   else em_op_report_path(a, "cuDNN %s, batch normalization (%s)", em_cudnn_version_text(),
                          a->training ? "training" : "inference");
@@ -250,6 +251,7 @@ int em_norm_gpu_bn_grad_cudnn(const em_op_args *a, int f64, const em_norm_gpu_nc
   em_cudnn_bn cg;
   if (!bn_via_cudnn(a, f64, g, eps, &cg)) return 0;
   em_status s = em_cudnn_bn_backward(a->dev, a->stream, &cg, x, dy, scale, dx, dscale, dbias);
+  if (em_ops_declined(a, s)) return 0; /* nothing written: Ember's kernels */
   if (s) s = em_fail_context(s, "op '%s'", a->def->name);
   else em_op_report_path(a, "cuDNN %s, batch normalization backward (training)", em_cudnn_version_text());
   *status = s;

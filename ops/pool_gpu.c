@@ -64,6 +64,7 @@ static const char *pool_kind(em_cudnn_pool_mode m) { return m == EM_CUDNN_POOL_M
 
 static em_status cudnn_forward(const em_op_args *a, const em_cudnn_pool *p, const void *x, void *y) {
   em_status s = em_cudnn_pool_forward(a->dev, a->stream, p, x, y);
+  if (s == EM_ERR_UNSUPPORTED) return s; /* declined: the caller takes Ember's kernels */
   if (s) return em_fail_context(s, "op '%s'", a->def->name);
   em_op_report_path(a, "cuDNN %s, %s pooling (%s)", em_cudnn_version_text(), pool_kind(p->mode),
                     em_cudnn_pool_mode_name(p->mode));
@@ -82,6 +83,7 @@ static em_status cudnn_backward(const em_op_args *a, const em_cudnn_pool *p, con
   if (s) return s;
   s = em_cudnn_pool_backward(a->dev, a->stream, p, x, dy, y, dx);
   em_ops_scratch_free(a, y); /* reused only by work issued after this, as every scratch */
+  if (s == EM_ERR_UNSUPPORTED) return s; /* declined: the caller takes Ember's kernels */
   if (s) return em_fail_context(s, "op '%s'", a->def->name);
   em_op_report_path(a, "cuDNN %s, %s pooling backward (%s; y recomputed by cudnnPoolingForward)",
                     em_cudnn_version_text(), pool_kind(p->mode), em_cudnn_pool_mode_name(p->mode));
@@ -96,7 +98,8 @@ static em_cudnn_pool_mode avg_mode(int count_include_pad) {
 
 em_status em_pool_gpu_max(const em_op_args *a, int f64, const pm_geom *gm, const void *x, void *y) {
   em_cudnn_pool p;
-  if (via_cudnn(a, f64, gm, 0, EM_CUDNN_POOL_MAX, &p)) return cudnn_forward(a, &p, x, y);
+  em_status s;
+  if (via_cudnn(a, f64, gm, 0, EM_CUDNN_POOL_MAX, &p) && !em_ops_declined(a, s = cudnn_forward(a, &p, x, y))) return s;
   void *lead[] = {&x, &y};
   return launch_geom(a, pick(f64, "em_pool_max_f32", "em_pool_max_f64"), outputs(gm), lead, 2, gm);
 }
@@ -104,10 +107,12 @@ em_status em_pool_gpu_max(const em_op_args *a, int f64, const pm_geom *gm, const
 em_status em_pool_gpu_max_grad(const em_op_args *a, int f64, const pm_geom *gm, const void *x, const void *dy,
                                void *dx) {
   em_cudnn_pool p;
-  if (via_cudnn(a, f64, gm, 0, EM_CUDNN_POOL_MAX, &p)) return cudnn_backward(a, &p, x, dy, dx);
+  em_status s;
+  if (via_cudnn(a, f64, gm, 0, EM_CUDNN_POOL_MAX, &p) && !em_ops_declined(a, s = cudnn_backward(a, &p, x, dy, dx)))
+    return s;
   if (inputs(gm) <= 0) return EM_OK;
   void *arg = NULL;
-  em_status s = em_ops_scratch(a, sizeof(long long) * (size_t)(outputs(gm) > 0 ? outputs(gm) : 1), &arg);
+  s = em_ops_scratch(a, sizeof(long long) * (size_t)(outputs(gm) > 0 ? outputs(gm) : 1), &arg);
   if (s) return s;
   void *lead1[] = {&x, &arg}, *lead2[] = {&arg, &dy, &dx};
   s = launch_geom(a, pick(f64, "em_pool_argmax_f32", "em_pool_argmax_f64"), outputs(gm), lead1, 2, gm);
@@ -119,7 +124,9 @@ em_status em_pool_gpu_max_grad(const em_op_args *a, int f64, const pm_geom *gm, 
 em_status em_pool_gpu_avg(const em_op_args *a, int f64, const pm_geom *gm, int count_include_pad, const void *x,
                           void *y) {
   em_cudnn_pool p;
-  if (via_cudnn(a, f64, gm, 0, avg_mode(count_include_pad), &p)) return cudnn_forward(a, &p, x, y);
+  em_status s;
+  if (via_cudnn(a, f64, gm, 0, avg_mode(count_include_pad), &p) && !em_ops_declined(a, s = cudnn_forward(a, &p, x, y)))
+    return s;
   void *lead[] = {&x, &y, &count_include_pad};
   return launch_geom(a, pick(f64, "em_pool_avg_f32", "em_pool_avg_f64"), outputs(gm), lead, 3, gm);
 }
@@ -127,7 +134,10 @@ em_status em_pool_gpu_avg(const em_op_args *a, int f64, const pm_geom *gm, int c
 em_status em_pool_gpu_avg_grad(const em_op_args *a, int f64, const pm_geom *gm, int count_include_pad,
                                const void *x, const void *dy, void *dx) {
   em_cudnn_pool p;
-  if (via_cudnn(a, f64, gm, 1, avg_mode(count_include_pad), &p)) return cudnn_backward(a, &p, x, dy, dx);
+  em_status s;
+  if (via_cudnn(a, f64, gm, 1, avg_mode(count_include_pad), &p) &&
+      !em_ops_declined(a, s = cudnn_backward(a, &p, x, dy, dx)))
+    return s;
   void *lead[] = {&dy, &dx, &count_include_pad};
   return launch_geom(a, pick(f64, "em_pool_avg_grad_f32", "em_pool_avg_grad_f64"), inputs(gm), lead, 3, gm);
 }

@@ -158,7 +158,7 @@ static const char *status_text(int st) {
  * ARCH_MISMATCH among them); cuDNN 8's are single values (cudnn_ops_infer.h:
  * CUDNN_STATUS_ARCH_MISMATCH 6, CUDNN_STATUS_NOT_SUPPORTED 9). A bad parameter, an internal
  * error or a failed execution is not a decline: it fails the op. */
-static int declines(int st) { return D.major >= 9 ? st / 1000 == 3 : st == 6 || st == 9; }
+int em_cudnn_declines(int st) { return D.major >= 9 ? st / 1000 == 3 : st == 6 || st == 9; }
 
 int em_cudnn_supports(int major, int minor, int patch, int built_for, int driver_version, int cc, char *why,
                       size_t cap) {
@@ -582,8 +582,8 @@ static em_status search(dnn_device *d, em_gpu *gpu, em_device dev, em_cudnn_dir 
   if (scratch) em_free(dev, scratch); /* as the workspace: reused only by work issued after the search */
   atomic_fetch_add(&searches, 1);
   if (st)
-    return em_fail(declines(st) ? EM_ERR_UNSUPPORTED : EM_ERR_CUDA, "%s %s: %s on CUDA device %d", find_names[dir],
-                   declines(st) ? "declined" : "failed", status_text(st), gpu->ordinal);
+    return em_fail(em_cudnn_declines(st) ? EM_ERR_UNSUPPORTED : EM_ERR_CUDA, "%s %s: %s on CUDA device %d", find_names[dir],
+                   em_cudnn_declines(st) ? "declined" : "failed", status_text(st), gpu->ordinal);
   for (int i = 0; i < returned && i < MAX_ALGOS; i++) { /* cuDNN sorts them fastest first */
     const algo_perf *p = &perf[i];
     if (p->status != CUDNN_STATUS_SUCCESS || p->memory > ws_bytes || (det && p->determinism != CUDNN_DETERMINISTIC))
@@ -701,7 +701,7 @@ em_status em_cudnn_conv_blend(em_device dev, em_stream *s, em_cudnn_dir dir, con
   if (ws) em_free(dev, ws); /* as Ember's kernels' scratch: reused only by work issued after this */
   descs_free(&ds);
   em_gpu_leave(gpu);
-  if (!r && st && declines(st)) { /* the descriptors or the chosen algorithm: nothing was written */
+  if (!r && st && em_cudnn_declines(st)) { /* the descriptors or the chosen algorithm: nothing was written */
     char key[1024];
     size_t limit = 0;
     workspace_limit(&limit);

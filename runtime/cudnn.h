@@ -63,6 +63,10 @@ em_status em_cudnn_conv(em_device dev, em_stream *s, em_cudnn_dir dir, const em_
 em_status em_cudnn_conv_blend(em_device dev, em_stream *s, em_cudnn_dir dir, const em_cudnn_geom *g, const void *a,
                               const void *b, void *out, double beta, int tf32, int *algo_out);
 
+/* Whether a cuDNN status of the loaded release says it DECLINES the problem (NOT_SUPPORTED and
+ * its kinds, ARCH_MISMATCH) rather than failing at it: see cudnn.c. */
+int em_cudnn_declines(int status);
+
 /* The support rule alone: cuDNN major.minor.patch built for CUDA
  * `built_for` (cudnnGetCudartVersion) against a driver and a device of
  * compute capability cc. 1 when supported, else 0 and why. */

@@ -145,10 +145,13 @@ static const void *one(const scalars *k, em_dtype dt) { return dt == EM_F64 ? (c
 static const void *zero(const scalars *k, em_dtype dt) { return dt == EM_F64 ? (const void *)&k->d0 : (const void *)&k->f0; }
 static const scalars K = {1.0, 0.0, 1.0f, 0.0f};
 
-/* The error of a failed call, naming it, the status, what ran and the device. */
+/* The error of a failed call, naming it, the status, what ran and the device: EM_ERR_UNSUPPORTED
+ * where cuDNN declined the case (em_cudnn_declines: nothing was written; the op takes Ember's
+ * kernels), else EM_ERR_CUDA. */
 static em_status failed(const char *call, int st, const char *what, em_dtype dt, int ordinal) {
-  return em_fail(EM_ERR_CUDA, "%s failed: %s (%s, %s) on CUDA device %d", call, em_cudnn_status_text(st), what,
-                 em_dtype_name(dt), ordinal);
+  const int declined = em_cudnn_declines(st);
+  return em_fail(declined ? EM_ERR_UNSUPPORTED : EM_ERR_CUDA, "%s %s: %s (%s, %s) on CUDA device %d", call,
+                 declined ? "declined" : "failed", em_cudnn_status_text(st), what, em_dtype_name(dt), ordinal);
 }
 
 /* ------------------------------------------------ batch normalisation --- */

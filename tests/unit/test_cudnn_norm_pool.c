@@ -621,7 +621,7 @@ static void test_failures_named(void **state) {
     int pool;
   } rows[] = {
       {"cudnnBatchNormalizationForwardTraining=5000", "cudnnBatchNormalizationForwardTraining", "batch_normalization", 0},
-      {"cudnnBatchNormalizationBackward=3000", "cudnnBatchNormalizationBackward", "_batch_norm_grad", 0},
+      {"cudnnBatchNormalizationBackward=4000", "cudnnBatchNormalizationBackward", "_batch_norm_grad", 0},
       {"cudnnDeriveBNTensorDescriptor=2000", "cudnnDeriveBNTensorDescriptor", "batch_normalization", 0},
       {"cudnnPoolingForward=5000", "cudnnPoolingForward", "max_pool", 1},
       {"cudnnPoolingBackward=5000", "cudnnPoolingBackward", "_max_pool_grad", 1},
@@ -670,6 +670,79 @@ static void test_failures_named(void **state) {
     if (s == EM_OK) fail_msg("%s: the run succeeded", rows[i].fail);
     if (!strstr(msg, rows[i].call) || !strstr(msg, "failed: CUDNN_STATUS_") || !strstr(msg, op))
       fail_msg("%s: the message does not name the call, its status and the op: %s", rows[i].fail, msg);
+  }
+  unsetenv("FAKECUDNN_FAIL");
+  em_shutdown();
+}
+
+/* cuDNN DECLINING batch normalization or pooling at run time (a NOT_SUPPORTED status, as a
+ * real cuDNN gives for a case one release or GPU lacks): the op runs on Ember's kernels,
+ * right (against the CPU, itself checked against the references above), the running
+ * statistics updated once, and the road names the call that declined. A status that is not a
+ * decline fails (test_failures_named). */
+static void test_declines_take_ember_kernels(void **state) {
+  (void)state;
+  static const struct {
+    const char *fail, *call, *op;
+  } bn_rows[] = {
+      {"cudnnBatchNormalizationForwardTraining=3000", "cudnnBatchNormalizationForwardTraining", "batch_normalization"},
+      {"cudnnBatchNormalizationBackward=3003", "cudnnBatchNormalizationBackward", "_batch_norm_grad"},
+  };
+  const int64_t xs[4] = {2, 3, 4, 5}, cs[1] = {3};
+  for (size_t i = 0; i < sizeof bn_rows / sizeof bn_rows[0]; i++) {
+    if (!use_doubles()) skip();
+    setenv("FAKECUDNN_FAIL", bn_rows[i].fail, 1);
+    em_tensor *rm0 = ot_rand(EM_F32, 1, cs, 1, -1, 1), *rv0 = ot_rand(EM_F32, 1, cs, 2, 0.5, 2);
+    bn_graph d, c;
+    bn_build(&d, EM_F32, 4, xs, 1e-5, 0.9, 1, 1, em_cuda(0), EM_MODE_FAST, rm0, rv0);
+    bn_build(&c, EM_F32, 4, xs, 1e-5, 0.9, 1, 1, em_cpu(), EM_MODE_FAST, rm0, rv0);
+    em_tensor *xt = ot_rand(EM_F32, 4, xs, 3, -2, 2), *st = ot_rand(EM_F32, 1, cs, 4, 0.5, 1.5);
+    em_tensor *bt = ot_rand(EM_F32, 1, cs, 5, -1, 1), *wt = ot_rand(EM_F32, 4, xs, 6, -1, 1), *got[4], *want[4];
+    for (int step = 0; step < 2; step++) {
+      if (bn_run(&d, xt, st, bt, wt, got)) fail_msg("%s: the run failed: %s", bn_rows[i].fail, em_last_error());
+      if (bn_run(&c, xt, st, bt, wt, want)) fail_msg("%s: CPU run: %s", bn_rows[i].fail, em_last_error());
+      for (int o = 0; o < 4; o++) {
+        int64_t m;
+        double *cv = ot_values(want[o], &m);
+        char msg[160];
+        snprintf(msg, sizeof msg, "%s, step %d: output %d against the CPU", bn_rows[i].fail, step, o);
+        ot_expect_values(got[o], cv, m, 2e-5, msg);
+        free(cv);
+        em_tensor_release(got[o]), em_tensor_release(want[o]);
+      }
+    }
+    for (int v = 0; v < 2; v++) { /* two steps' running statistics: each step updated them once */
+      em_tensor *gd = NULL, *gc = NULL;
+      assert_int_equal(em_parameter_get(d.g, v ? d.rv : d.rm, em_cpu(), &gd), EM_OK);
+      assert_int_equal(em_parameter_get(c.g, v ? c.rv : c.rm, em_cpu(), &gc), EM_OK);
+      double *cv = values_of(gc);
+      ot_expect_values(gd, cv, 3, 2e-5, v ? "running variance after a decline" : "running mean after a decline");
+      free(cv);
+      em_tensor_release(gd), em_tensor_release(gc);
+    }
+    char want_road[160];
+    snprintf(want_road, sizeof want_road, "Ember's kernels: %s declined: CUDNN_STATUS_NOT_SUPPORTED", bn_rows[i].call);
+    expect_road(d.e, bn_rows[i].op, want_road, bn_rows[i].fail);
+    em_tensor_release(xt), em_tensor_release(st), em_tensor_release(bt), em_tensor_release(wt);
+    em_tensor_release(rm0), em_tensor_release(rv0);
+    bn_free(&d), bn_free(&c);
+  }
+  static const char *const pool_fails[] = {"cudnnPoolingForward=3000", "cudnnPoolingBackward=3000"};
+  for (int i = 0; i < 2; i++) {
+    for (int k = 0; k < 2; k++) { /* max and average */
+      if (!use_doubles()) skip();
+      setenv("FAKECUDNN_FAIL", pool_fails[i], 1);
+      const pool_case *p = &pool_cases[k ? 4 : 0];
+      em_tensor *got[2], *want[2], *xt, *wt;
+      char road[512], groad[512], what[96];
+      pool_run(p, 0, NULL, em_cuda(0), EM_MODE_FAST, got, want, &xt, &wt, road, sizeof road, groad, sizeof groad);
+      snprintf(what, sizeof what, "%s, %s", pool_fails[i], p->op);
+      /* the backward recomputes y with cudnnPoolingForward, so a declined forward declines both */
+      if (!strstr(groad, "Ember's kernels: ") || !strstr(groad, "declined: CUDNN_STATUS_NOT_SUPPORTED") ||
+          (i == 0 && (!strstr(road, "Ember's kernels: cudnnPoolingForward declined"))))
+        fail_msg("%s: roads '%s' and '%s'", what, road, groad);
+      pool_expect(p, got, want, xt, wt, what);
+    }
   }
   unsetenv("FAKECUDNN_FAIL");
   em_shutdown();
@@ -803,6 +876,7 @@ int main(void) {
       cmocka_unit_test(test_pool_fallbacks),
       cmocka_unit_test(test_portable_and_unserved),
       cmocka_unit_test(test_failures_named),
+      cmocka_unit_test(test_declines_take_ember_kernels),
       cmocka_unit_test(test_review_pools),
       cmocka_unit_test(test_review_bn),
       cmocka_unit_test(test_review_bn_m1),
