@@ -52,6 +52,19 @@ int em_cuda_graph_supported(em_device dev, char *why, size_t cap) {
              ver, missing);
     return 0;
   }
+  /* CUDA 10.0's capture has no mode: it is GLOBAL, which forbids every
+   * other thread's "potentially unsafe" calls (cuMemAlloc, cuMemFree) in
+   * the context while it runs (cuThreadExchangeStreamCaptureMode): one
+   * executor capturing would fail another thread's allocations. Ember
+   * captures only where it can say THREAD_LOCAL (cuStreamBeginCapture_v2). */
+  if (!cu->cuStreamBeginCapture) {
+    snprintf(why, cap,
+             "the driver (%s) captures only in GLOBAL mode, which would fail other threads' allocations during a "
+             "capture: CUDA graphs need cuStreamBeginCapture_v2 (capture modes, CUDA 10.1) or newer. Fix: update the "
+             "NVIDIA driver; until then runs stay eager",
+             ver);
+    return 0;
+  }
   if (why && cap) why[0] = '\0';
   return 1;
 }
@@ -76,13 +89,8 @@ em_status em_cuda_graph_begin(em_device dev, em_stream *s) {
   const em_cuda_api *cu = &em_rt()->cu;
   CUresult r;
   const char *call;
-  if (cu->cuStreamBeginCapture) {
-    call = "cuStreamBeginCapture_v2";
-    r = cu->cuStreamBeginCapture(h, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
-  } else {
-    call = "cuStreamBeginCapture";
-    r = cu->cuStreamBeginCapture_v1(h);
-  }
+  call = "cuStreamBeginCapture_v2"; /* supported: the mode form exists */
+  r = cu->cuStreamBeginCapture(h, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
   em_gpu_leave(g);
   return r ? em_cuda_fail(r, call, "CUDA device %d", dev.ordinal) : EM_OK;
 }

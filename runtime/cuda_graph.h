@@ -1,6 +1,6 @@
 /* CUDA graphs for the executor (internal): capture the work issued on a
  * stream, instantiate it once, replay it with one cuGraphLaunch. Capture
- * needs a driver of CUDA 10.0 or newer and a stream of Ember's own (the
+ * needs a driver of CUDA 10.1 or newer (capture modes) and a stream of Ember's own (the
  * legacy default stream cannot capture). While a capture runs, the calls
  * stream capture forbids (a synchronisation, a synchronous or pageable
  * copy, cuMemAlloc / cuMemFree) invalidate it: em_cuda_graph_end then fails
@@ -22,8 +22,9 @@ typedef struct em_cuda_graph em_cuda_graph;
 int em_cuda_graph_supported(em_device dev, char *why, size_t cap);
 
 /* Starts capturing stream s (not NULL: Ember's own stream) of dev, in
- * THREAD_LOCAL mode where the driver has modes (10.1+): other threads'
- * allocations do not disturb it; the 10.0 entry point captures as GLOBAL. */
+ * THREAD_LOCAL mode (10.1+): other threads' allocations do not disturb it.
+ * A 10.0 driver is not supported: its capture is GLOBAL only, which fails
+ * other threads' allocations while it runs. */
 em_status em_cuda_graph_begin(em_device dev, em_stream *s);
 
 /* Ends the capture of s and instantiates it. On failure (an invalidated

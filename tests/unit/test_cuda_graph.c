@@ -147,25 +147,22 @@ static void capture_and_replay(void **state) {
   em_stream_destroy(s);
 }
 
-/* A CUDA 10.0 driver: the begin without a mode, the 5-argument instantiate. */
+/* A CUDA 10.0 driver: its capture has no mode (GLOBAL only, which fails
+ * other threads' allocations while it runs), so Ember does not capture
+ * there, and says why. */
 static void cuda_10_0_entry_points(void **state) {
   (void)state;
   NEED_FAKE();
   configure("10000");
   em_device dev = em_cuda(0);
-  char why[256];
-  assert_int_equal(em_cuda_graph_supported(dev, why, sizeof why), 1);
+  char why[512];
+  assert_int_equal(em_cuda_graph_supported(dev, why, sizeof why), 0);
+  assert_contains(why, "GLOBAL");
+  assert_contains(why, "CUDA 10.1");
   em_stream *s;
   assert_int_equal(em_stream_create(dev, &s), EM_OK);
-  assert_int_equal(em_cuda_graph_begin(dev, s), EM_OK);
-  em_cuda_graph *g = NULL;
-  assert_int_equal(em_cuda_graph_end(dev, s, &g), EM_OK);
-  assert_int_equal(fk.calls("cuStreamBeginCapture"), 1);
-  assert_int_equal(fk.calls("cuGraphInstantiate"), 1);
-  assert_int_equal(fk.calls("cuGraphInstantiateWithFlags"), 0);
-  assert_int_equal(em_cuda_graph_launch(g, s), EM_OK);
-  assert_int_equal(em_stream_sync(dev, s), EM_OK);
-  em_cuda_graph_free(g);
+  assert_int_equal(em_cuda_graph_begin(dev, s), EM_ERR_UNSUPPORTED);
+  assert_int_equal(fk.calls("cuStreamBeginCapture"), 0);
   em_stream_destroy(s);
 }
 

@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_graph.h"
 #include "fakecuda/fakecuda.h"
+#include "runtime.h"
 #include "gpu_double.h"
 #include "op_testkit.h"
 
@@ -583,6 +585,123 @@ static void test_capture_while_another_thread_runs(void **state) {
   em_graph_free(m.g);
 }
 
+
+/* A label out of range in a replayed run: the check kernel the capture
+ * recorded runs again, and its finding is reported as the eager run's is
+ * (at the read of the output, or at the next run), never lost. */
+static em_status run_and_read(em_exec *e, const em_feed *f, float *loss) {
+  em_tensor *out = NULL;
+  em_status s = em_exec_run(e, f, 2, &out);
+  if (!s) s = em_tensor_to_host(out, loss, sizeof *loss);
+  em_tensor_release(out);
+  return s;
+}
+
+static void test_bad_label_in_a_replay_is_reported(void **state) {
+  (void)state;
+  NEED_DOUBLE(NULL);
+  em_graph *g;
+  CHECK(em_graph_create(&g));
+  em_var x, label, w;
+  CHECK(em_input(g, "x", EM_F32, 2, (int64_t[]){-1, IN}, &x));
+  CHECK(em_input(g, "label", EM_I32, 1, (int64_t[]){-1}, &label));
+  em_init he = {.kind = EM_INIT_HE_UNIFORM, .seed = 4};
+  CHECK(em_parameter(g, "w", EM_F32, 2, (int64_t[]){OUT, IN}, &he, &w));
+  em_attr tb = {.name = "transpose_b", .type = EM_ATTR_INT, .i = 1};
+  em_var logits = apply(g, "matmul", (em_var[]){x, w}, 2, &tb, 1);
+  em_var per = apply(g, "cross_entropy_with_softmax", (em_var[]){logits, label}, 2, NULL, 0);
+  em_var loss = apply(g, "reduce_mean", &per, 1, NULL, 0);
+  em_exec *ex[2];
+  for (int i = 0; i < 2; i++) {
+    CHECK(em_exec_create(g, &loss, 1, gpu0(), &ex[i]));
+    CHECK(em_exec_set_mode(ex[i], EM_MODE_PORTABLE));
+    CHECK(em_exec_set_graphs(ex[i], i));
+  }
+  for (int k = 0; k < 7; k++) {
+    int32_t ys[4];
+    for (int i = 0; i < 4; i++) ys[i] = (k + i) % OUT;
+    if (k == 4) ys[2] = OUT; /* out of range, in a replay */
+    em_tensor *xt = xs(k, 4), *yt;
+    CHECK(em_tensor_from_host(em_cpu(), EM_I32, 1, (int64_t[]){4}, ys, sizeof ys, &yt));
+    em_feed f[2] = {{x, xt}, {label, yt}};
+    float a = 0, b = 0;
+    em_status sa = run_and_read(ex[0], f, &a);
+    char ea[512];
+    snprintf(ea, sizeof ea, "%s", em_last_error());
+    em_status sb = run_and_read(ex[1], f, &b);
+    if (k == 4) {
+      if (!sa || !sb) fail_msg("the bad label went unreported: eager %d (%s), graphs %d (replayed %d)", sa, ea, sb, replayed(ex[1]));
+      assert_int_equal(sb, sa);
+      if (!strstr(em_last_error(), "label")) fail_msg("graphs: %s (eager: %s)", em_last_error(), ea);
+    } else {
+      if (sa || sb) fail_msg("run %d: eager %d (%s), graphs %d (%s)", k, sa, ea, sb, em_last_error());
+      assert_int_equal(replayed(ex[1]), k >= 2);
+      assert_memory_equal(&a, &b, sizeof a);
+    }
+    em_tensor_release(xt), em_tensor_release(yt);
+  }
+  em_exec_free(ex[0]), em_exec_free(ex[1]);
+  em_graph_free(g);
+}
+
+/* CUDA 10.0 captures only in GLOBAL mode (cuStreamBeginCapture has no mode
+ * before 10.1), and a GLOBAL capture forbids every other thread's
+ * "potentially unsafe" calls, cuMemAlloc among them (CUDA Driver API,
+ * cuThreadExchangeStreamCaptureMode): one executor capturing would fail
+ * another thread's allocation. So either no capture begins on 10.0, or
+ * another thread allocates undisturbed while one runs. */
+typedef struct alloc_job {
+  em_status s;
+  char err[256];
+} alloc_job;
+
+static void *alloc_elsewhere(void *p) {
+  alloc_job *j = p;
+  void *ptr = NULL;
+  j->s = em_malloc(gpu0(), (size_t)3 << 20, &ptr);
+  if (j->s) snprintf(j->err, sizeof j->err, "%s", em_last_error());
+  else em_free(gpu0(), ptr);
+  return NULL;
+}
+
+static void test_cuda_10_0_capture_spares_other_threads(void **state) {
+  (void)state;
+  NEED_DOUBLE("10000");
+  em_stream *s;
+  CHECK(em_stream_create_nonblocking(gpu0(), &s));
+  em_status b = em_cuda_graph_begin(gpu0(), s);
+  if (b == EM_OK) {
+    alloc_job j = {EM_OK, ""};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, alloc_elsewhere, &j), 0);
+    pthread_join(t, NULL);
+    em_cuda_graph *g = NULL;
+    (void)em_cuda_graph_end(gpu0(), s, &g);
+    em_cuda_graph_free(g);
+    if (j.s) fail_msg("another thread's allocation failed during a CUDA 10.0 capture: %s", j.err);
+  } else {
+    assert_int_equal(b, EM_ERR_UNSUPPORTED);
+  }
+  CHECK(em_stream_destroy(s));
+  /* the executor on 10.0: right, and eager with the reason when refused */
+  model m;
+  build(&m);
+  em_exec *eager = executor(&m, 0), *gr = executor(&m, 1);
+  for (int k = 0; k < 4; k++) {
+    em_tensor *x = xs(k, 2);
+    int rep = both(eager, gr, m.x, x, "CUDA 10.0", k);
+    if (b != EM_OK) assert_int_equal(rep, 0);
+    em_tensor_release(x);
+  }
+  if (b != EM_OK) {
+    char *d = describe(gr);
+    if (!strstr(d, "10.1")) fail_msg("the reason should name CUDA 10.1: %s", strstr(d, "graphs:") ? strstr(d, "graphs:") : d);
+    free(d);
+  }
+  em_exec_free(eager), em_exec_free(gr);
+  em_graph_free(m.g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_held_outputs_survive_replays, teardown),
@@ -597,6 +716,8 @@ int main(void) {
       cmocka_unit_test_teardown(test_two_executors_and_free_while_held, teardown),
       cmocka_unit_test_teardown(test_driver_releases, teardown),
       cmocka_unit_test_teardown(test_capture_while_another_thread_runs, teardown),
+      cmocka_unit_test_teardown(test_bad_label_in_a_replay_is_reported, teardown),
+      cmocka_unit_test_teardown(test_cuda_10_0_capture_spares_other_threads, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
