@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "memory.h"
 #include "kernel_cache.h"
 
 unsigned em_ops_grid_1d(size_t n) {
@@ -134,7 +135,7 @@ em_status em_ops_index_map_make(const em_shape *out, const em_shape *in, int n_i
 }
 
 em_status em_ops_on_host_copies(em_device dev, em_host_copy *c, int n, em_stream *s, void (*run)(void *), void *arg) {
-  em_status st = em_stream_sync(dev, s);
+  em_status st = em_stream_wait(dev, s); /* not the whole context: another thread may be capturing */
   for (int i = 0; i < n; i++) c[i].host = NULL;
   for (int i = 0; i < n && !st; i++) {
     c[i].host = malloc(c[i].bytes ? c[i].bytes : 1);

@@ -10,6 +10,7 @@
 #include "ember.h"
 #include "gpu_glue.h"
 #include "error.h"
+#include "memory.h"
 
 #define API __attribute__((visibility("default")))
 
@@ -149,7 +150,7 @@ API em_status em_sum_f32(em_device dev, const float *x, size_t n, float *out, em
   if (!st) st = em_kernel_launch(k2, (em_dim3){1, 1, 1}, (em_dim3){REDUCE_THREADS, 1, 1}, 0, s, a2);
   /* The allocator may hand the block out again before the stream has run:
    * wait, so the partials are not overwritten under the kernel. */
-  em_status sync = em_stream_sync(dev, s);
+  em_status sync = em_stream_wait(dev, s); /* s, or the legacy stream: never the whole context */
   em_free(dev, partials);
   return st ? st : sync;
 }

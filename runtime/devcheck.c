@@ -200,7 +200,7 @@ em_status em_devcheck_settle(em_device dev) {
   int pending = d && __atomic_load_n(&d->host[0], __ATOMIC_RELAXED) != 0;
   pthread_mutex_unlock(&g_lock);
   /* Written (perhaps only in part so far): wait for the device, then read it whole. */
-  return pending ? em_stream_sync(dev, NULL) : EM_OK;
+  return pending ? em_stream_wait(dev, NULL) : EM_OK; /* the legacy stream: see em_stream_wait */
 }
 
 void em_devcheck_shutdown(struct em_runtime *rt) {

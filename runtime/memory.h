@@ -110,4 +110,12 @@ uint64_t em_alloc_pool_bytes(const em_alloc_pool *p);
 int em_alloc_pool_in_use(const em_alloc_pool *p);
 void em_alloc_pool_free(em_alloc_pool *p);
 
+/* The host waits for stream s (NULL: the legacy default stream, which every
+ * executor's stream joins at the end of a run), then reports a failed device
+ * check as em_stream_sync does. Never the whole context: synchronising a
+ * context while another thread captures one of its streams is invalid
+ * ("Prohibited and Unhandled Operations", CUDA Programming Guide), failing
+ * the wait and the other thread's capture; Ember's own waits use this. */
+em_status em_stream_wait(em_device dev, em_stream *s);
+
 #endif

@@ -351,7 +351,7 @@ em_status em_stream_join(em_device dev, em_stream *waiter, em_stream *waited) {
   if (dev.kind != EM_DEVICE_CUDA || waiter == waited) return EM_OK;
   em_cuda_api *cu = &em_rt()->cu;
   if (!cu->cuEventCreate || !cu->cuEventRecord || !cu->cuStreamWaitEvent || !cu->cuEventDestroy)
-    return em_stream_sync(dev, waited);
+    return em_stream_wait(dev, waited);
   em_gpu *g;
   em_status st = em_rt_gpu(dev, &g);
   if (!st) st = em_gpu_enter(g);
@@ -383,15 +383,22 @@ API em_status em_stream_destroy(em_stream *s) {
   return st;
 }
 
-API em_status em_stream_sync(em_device dev, em_stream *s) {
+/* whole: NULL means the whole context (cuCtxSynchronize), else the legacy
+ * stream (cuStreamSynchronize of stream 0). */
+static em_status sync_stream(em_device dev, em_stream *s, int whole) {
   if (dev.kind == EM_DEVICE_CPU) return EM_OK;
   em_gpu *g;
   em_status st = em_rt_gpu(dev, &g);
   if (!st) st = em_gpu_enter(g);
   if (st) return st;
   em_cuda_api *cu = &em_rt()->cu;
-  CUresult r = s ? cu->cuStreamSynchronize(s->handle) : cu->cuCtxSynchronize();
+  int ctx = !s && whole;
+  CUresult r = ctx ? cu->cuCtxSynchronize() : cu->cuStreamSynchronize(s ? s->handle : NULL);
   em_gpu_leave(g);
-  if (r) return em_cuda_fail(r, s ? "cuStreamSynchronize" : "cuCtxSynchronize", "CUDA device %d", dev.ordinal);
+  if (r) return em_cuda_fail(r, ctx ? "cuCtxSynchronize" : "cuStreamSynchronize", "CUDA device %d", dev.ordinal);
   return em_devcheck_collect(dev); /* the device checks that ran meanwhile */
 }
+
+API em_status em_stream_sync(em_device dev, em_stream *s) { return sync_stream(dev, s, 1); }
+
+em_status em_stream_wait(em_device dev, em_stream *s) { return sync_stream(dev, s, 0); }

@@ -13,6 +13,7 @@
 #include "fakecuda/fakecuda.h"
 #include "runtime.h"
 #include "gpu_double.h"
+#include "ember/primitives.h"
 #include "op_testkit.h"
 
 #define CHECK(call)                                                   \
@@ -702,6 +703,53 @@ static void test_cuda_10_0_capture_spares_other_threads(void **state) {
   em_graph_free(m.g);
 }
 
+/* While one thread captures (THREAD_LOCAL), another thread's work on the
+ * same device must neither fail nor break the capture. Synchronising a
+ * context "which encompasses an active stream capture" is invalid (CUDA
+ * Programming Guide, "Prohibited and Unhandled Operations"), so Ember's own
+ * waits for the default stream (an eager executor's step on host copies,
+ * the settling of a failed device check, a reduction's scratch) must wait
+ * for that stream, not for the whole context. */
+typedef struct sync_job {
+  em_status s;
+  char err[256];
+  em_tensor *dev_x;
+} sync_job;
+
+static void *eager_elsewhere(void *p) {
+  sync_job *j = p;
+  float *sum = NULL;
+  /* a reduction on the default stream: kernels, then a wait for them */
+  j->s = em_malloc(gpu0(), sizeof *sum, (void **)&sum);
+  if (!j->s) j->s = em_sum_f32(gpu0(), em_tensor_data(j->dev_x), (size_t)em_tensor_numel(j->dev_x), sum, NULL);
+  if (j->s) snprintf(j->err, sizeof j->err, "%s", em_last_error());
+  if (sum) em_free(gpu0(), sum);
+  return NULL;
+}
+
+static void test_default_stream_waits_spare_a_capture(void **state) {
+  (void)state;
+  NEED_DOUBLE(NULL);
+  em_tensor *h = xs(3, 4), *d;
+  CHECK(em_tensor_to_device(h, gpu0(), &d));
+  em_stream *s;
+  CHECK(em_stream_create_nonblocking(gpu0(), &s));
+  CHECK(em_cuda_graph_begin(gpu0(), s));
+  sync_job j = {EM_OK, "", d};
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, eager_elsewhere, &j), 0);
+  pthread_join(t, NULL);
+  int capturing = em_cuda_graph_capturing(gpu0(), s);
+  em_cuda_graph *g = NULL;
+  em_status e = em_cuda_graph_end(gpu0(), s, &g);
+  em_cuda_graph_free(g);
+  CHECK(em_stream_destroy(s));
+  em_tensor_release(d), em_tensor_release(h);
+  if (j.s) fail_msg("another thread's wait for the default stream failed during a capture: %s", j.err);
+  assert_int_equal(capturing, 1);
+  CHECK(e);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_held_outputs_survive_replays, teardown),
@@ -718,6 +766,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_capture_while_another_thread_runs, teardown),
       cmocka_unit_test_teardown(test_bad_label_in_a_replay_is_reported, teardown),
       cmocka_unit_test_teardown(test_cuda_10_0_capture_spares_other_threads, teardown),
+      cmocka_unit_test_teardown(test_default_stream_waits_spare_a_capture, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
