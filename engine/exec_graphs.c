@@ -56,6 +56,7 @@ struct em_exec_graphs {
   int n_outputs;            /* of the entries' outs */
   em_exec_graphs_info info;
   char why[512];
+  char logged[512];         /* the last reason put on EMBER_LOG=dispatch: each once, not every run */
 };
 
 static uint64_t bytes_of(const em_tensor *t) { return (uint64_t)em_tensor_numel(t) * em_dtype_size(em_tensor_dtype(t)); }
@@ -235,6 +236,7 @@ static void refuse(em_exec_graphs *gs, entry *en, const char *why) {
   snprintf(en->why, sizeof en->why, "%s", why);
   en->refused = 1;
   gs->info.capture_failures++;
+  snprintf(gs->logged, sizeof gs->logged, "%s", en->why); /* logged here: not again as the reason to stay eager */
   em_log(EM_LOG_DISPATCH, "executor on cuda:%d: CUDA graph capture failed, runs with these feed shapes stay eager: %s",
          gs->dev.ordinal, why);
 }
@@ -358,6 +360,12 @@ em_status em_exec_graphs_run(em_exec_graphs *gs, const em_exec_graphs_hooks *h, 
     if (order != order_small) free(order);
     if (!s) *replayed = 1;
     return s;
+  }
+  /* exec.h promises the reason on EMBER_LOG=dispatch as well as in
+   * em_exec_describe: each new one once. */
+  if (gs->why[0] && strcmp(gs->why, gs->logged)) {
+    snprintf(gs->logged, sizeof gs->logged, "%s", gs->why);
+    em_log(EM_LOG_DISPATCH, "executor on cuda:%d: runs stay eager: %s", gs->dev.ordinal, gs->why);
   }
   /* Eager: the warm-up runs record their allocations for the pool. */
   if (en && !en->refused && !en->rec && !(en->rec = em_alloc_record_new(gs->dev))) en = NULL;

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "cuda_graph.h"
 #include "fakecuda/fakecuda.h"
@@ -750,7 +752,62 @@ static void test_default_stream_waits_spare_a_capture(void **state) {
   CHECK(e);
 }
 
-int main(void) {
+/* EMBER_LOG=dispatch carries the reason a plan stays eager (include/ember/
+ * exec.h promises it there and in em_exec_describe), once, not every run.
+ * EMBER_LOG is read once per process, so a child (this binary again, with
+ * --log-child) runs with it and its stderr is read back. */
+static int log_child(void) {
+  if (!use_double(NULL)) return 3;
+  model m;
+  build(&m);
+  em_var outs[2] = {m.outs[0], m.x}; /* a leaf output: refused */
+  em_exec *e;
+  if (em_exec_create(m.g, outs, 2, gpu0(), &e) || em_exec_set_graphs(e, 1)) return 2;
+  for (int k = 0; k < 4; k++) {
+    em_tensor *x = xs(k, 2), *o[2];
+    em_feed f = {m.x, x};
+    if (em_exec_run(e, &f, 1, o)) return 1;
+    release_all(o, 2);
+    em_tensor_release(x);
+  }
+  em_exec_free(e);
+  em_graph_free(m.g);
+  em_shutdown();
+  return 0;
+}
+
+static void test_refusal_reason_on_ember_log(void **state) {
+  (void)state;
+  NEED_DOUBLE(NULL);
+  char path[] = "/tmp/ember_graphs_logXXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    dup2(fd, 2);
+    setenv("EMBER_LOG", "dispatch", 1);
+    execl("/proc/self/exe", "test_exec_graphs_review", "--log-child", (char *)NULL);
+    _exit(127);
+  }
+  int status = 0;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  close(fd);
+  FILE *f = fopen(path, "r");
+  assert_non_null(f);
+  static char text[1 << 16];
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  text[n] = '\0';
+  fclose(f);
+  unlink(path);
+  if (!WIFEXITED(status) || WEXITSTATUS(status)) fail_msg("the child failed (%d): %s", status, text);
+  int lines = 0;
+  for (const char *p = text; (p = strstr(p, "is a leaf")); p++) lines++;
+  if (lines != 1) fail_msg("the reason should be logged once on EMBER_LOG=dispatch, found %d times", lines);
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "--log-child")) return log_child();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_held_outputs_survive_replays, teardown),
       cmocka_unit_test_teardown(test_device_host_and_strided_feeds, teardown),
@@ -767,6 +824,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_bad_label_in_a_replay_is_reported, teardown),
       cmocka_unit_test_teardown(test_cuda_10_0_capture_spares_other_threads, teardown),
       cmocka_unit_test_teardown(test_default_stream_waits_spare_a_capture, teardown),
+      cmocka_unit_test_teardown(test_refusal_reason_on_ember_log, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
