@@ -96,24 +96,26 @@ EM_API em_status em_exec_set_tf32(em_exec *e, int allow);
 EM_API int em_exec_get_tf32(const em_exec *e);
 
 /* CUDA graphs (off by default: em_exec_set_graphs(e, 1), or EMBER_CUDA_GRAPHS=1
- * at em_exec_create; any value but 0 and 1 makes it fail). With
- * graphs on, every step launches on the device's executors' stream (one
- * blocking stream per device, so the legacy stream's synchronous copies
- * still wait for it); per feed-shape key (the mode, training flag and TF32
- * setting, then the dtype and shape of each feed) the first two runs stay
- * eager, the third is captured into a CUDA graph with its own memory pool,
- * and later runs replay it with one cuGraphLaunch: the feeds are copied
- * into the graph's fixed buffers, parameters changed on the host are
- * uploaded to their same addresses, and each output is copied out of the
- * graph's buffer into a new tensor. The last EM_EXEC_GRAPHS_KEYS (8) keys
- * keep graphs. Plans the capture cannot hold stay eager, with the reason in
- * em_exec_describe and on EMBER_LOG=dispatch: a step on host copies, a
- * learner's update or other in-place write of parameters or states,
- * training-mode batch norm or dropout, an output that is a leaf, a driver
- * without stream capture, or a capture a call invalidated (named by the
- * step). A CPU executor accepts the switch and runs as before (its describe
- * says graphs need a CUDA device). Turning graphs off frees the executor's
- * graphs. */
+ * at em_exec_create; any value but 0 and 1 makes it fail). With graphs on,
+ * every step launches on the executor's own non-blocking stream (another
+ * thread's synchronous copies neither wait for it nor disturb its capture;
+ * each run is ordered after the default stream's earlier work, and the
+ * default stream after the run); per feed-shape key (the mode, training
+ * flag and TF32 setting, then the dtype and shape of each feed) the first
+ * two runs stay eager, the third is captured into a CUDA graph with its own
+ * memory pool, and later runs replay it with one cuGraphLaunch: the feeds
+ * are copied into the graph's fixed buffers, parameters changed on the host
+ * are uploaded to their same addresses, and each output is copied out of
+ * the graph's buffer into a new tensor. The last EM_EXEC_GRAPHS_KEYS (8)
+ * keys keep graphs. Plans the capture cannot hold stay eager, with the
+ * reason in em_exec_describe and (once) on EMBER_LOG=dispatch: a step on
+ * host copies, a learner's update or other in-place write of parameters or
+ * states, training-mode batch norm or dropout, an output that is a leaf, a
+ * driver without stream capture or older than CUDA 10.1 (10.0 captures
+ * only in GLOBAL mode, which fails other threads' allocations), or a
+ * capture a call invalidated (named by the step). A CPU executor accepts
+ * the switch and runs as before (its describe says graphs need a CUDA
+ * device). Turning graphs off frees the executor's graphs. */
 EM_API em_status em_exec_set_graphs(em_exec *e, int on);
 EM_API int em_exec_get_graphs(const em_exec *e);
 
