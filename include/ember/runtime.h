@@ -56,7 +56,11 @@ EM_API em_status em_memcpy_d2d(em_device dev, void *dst, const void *src, size_t
 
 EM_API em_status em_stream_create(em_device dev, em_stream **out);
 EM_API em_status em_stream_destroy(em_stream *s);
-/* Waits for the stream (NULL: the whole device) to finish. Ops check some
+/* Waits for the stream (NULL: the whole device) to finish. The whole device
+ * cannot be waited for while another thread's executor captures a CUDA graph
+ * on it (em_exec_set_graphs): CUDA refuses that (900,
+ * CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED) and the capture fails, so such a
+ * thread waits for its own work instead (reading a value does). Ops check some
  * input values on the device (a class label outside [0, c), a probability
  * outside [0, 1]) without a copy of their own: a check that failed since the
  * last report is reported here, or at the next synchronous copy to the host,
