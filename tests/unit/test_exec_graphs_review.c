@@ -804,6 +804,38 @@ static void test_default_stream_waits_spare_a_capture(void **state) {
   CHECK(e);
 }
 
+/* ... whereas the public wait for the whole device is refused by CUDA while
+ * another thread captures, as runtime.h says: the wait fails with 900 and
+ * the capture is invalidated (the double follows the Programming Guide). */
+static void *whole_device_elsewhere(void *p) {
+  sync_job *j = p;
+  j->s = em_stream_sync(gpu0(), NULL);
+  snprintf(j->err, sizeof j->err, "%s", j->s ? em_last_error() : "");
+  return NULL;
+}
+
+static void test_whole_device_wait_during_a_capture(void **state) {
+  (void)state;
+  NEED_DOUBLE(NULL);
+  em_stream *s;
+  CHECK(em_stream_create_nonblocking(gpu0(), &s));
+  CHECK(em_cuda_graph_begin(gpu0(), s));
+  sync_job j = {EM_OK, "", NULL};
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, whole_device_elsewhere, &j), 0);
+  pthread_join(t, NULL);
+  int capturing = em_cuda_graph_capturing(gpu0(), s);
+  em_cuda_graph *g = NULL;
+  em_status e = em_cuda_graph_end(gpu0(), s, &g);
+  assert_null(g);
+  CHECK(em_stream_destroy(s));
+  assert_int_equal(j.s, EM_ERR_CUDA);
+  if (!strstr(j.err, "(900)")) fail_msg("the refusal should carry 900: %s", j.err);
+  assert_int_equal(capturing, -1);
+  assert_int_equal(e, EM_ERR_UNSUPPORTED);
+  CHECK(em_stream_sync(gpu0(), NULL)); /* after the capture: the whole device again */
+}
+
 /* EMBER_LOG=dispatch carries the reason a plan stays eager (include/ember/
  * exec.h promises it there and in em_exec_describe), once, not every run.
  * EMBER_LOG is read once per process, so a child (this binary again, with
@@ -947,6 +979,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_teardown(test_bad_label_in_a_replay_is_reported, teardown),
       cmocka_unit_test_teardown(test_cuda_10_0_capture_spares_other_threads, teardown),
       cmocka_unit_test_teardown(test_default_stream_waits_spare_a_capture, teardown),
+      cmocka_unit_test_teardown(test_whole_device_wait_during_a_capture, teardown),
       cmocka_unit_test_teardown(test_refusal_reason_on_ember_log, teardown),
       cmocka_unit_test_teardown(test_run_into, teardown),
       cmocka_unit_test_teardown(test_feed_order_and_repeats, teardown),
