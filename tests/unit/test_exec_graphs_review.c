@@ -212,8 +212,8 @@ static void test_device_host_and_strided_feeds(void **state) {
     }
     }
     em_tensor *x4 = x;
-    if (k % 4 < 2) { /* 4 rows, as the slices */
-      CHECK(em_tensor_slice(x, 0, 0, 4, 1, &x4));
+    if (k % 4 < 2) { /* 4 rows, as the slices: contiguous, at an offset from k = 4 on */
+      CHECK(em_tensor_slice(x, 0, k >= 4 ? 3 : 0, k >= 4 ? 7 : 4, 1, &x4));
       em_tensor_release(x);
     }
     both(eager, gr, m.x, x4, "feed forms", k);
@@ -840,6 +840,39 @@ static void test_whole_device_wait_during_a_capture(void **state) {
  * exec.h promises it there and in em_exec_describe), once, not every run.
  * EMBER_LOG is read once per process, so a child (this binary again, with
  * --log-child) runs with it and its stderr is read back. */
+/* A device feed is the caller's: no step writes it in place, eager or in a
+ * replay (the planner may reuse a buffer for relu, add...), and the graph's
+ * fixed buffer is refreshed from it each run. */
+static void test_device_feed_left_intact(void **state) {
+  (void)state;
+  NEED_DOUBLE(NULL);
+  em_graph *g;
+  CHECK(em_graph_create(&g));
+  em_var x;
+  CHECK(em_input(g, "x", EM_F32, 2, (int64_t[]){-1, IN}, &x));
+  em_var r = apply(g, "relu", &x, 1, NULL, 0);
+  em_var out = apply(g, "add", (em_var[]){r, r}, 2, NULL, 0);
+  em_exec *ex[2];
+  for (int i = 0; i < 2; i++) {
+    CHECK(em_exec_create(g, &out, 1, gpu0(), &ex[i]));
+    CHECK(em_exec_set_mode(ex[i], EM_MODE_PORTABLE));
+    CHECK(em_exec_set_graphs(ex[i], i));
+  }
+  for (int k = 0; k < 6; k++) {
+    em_tensor *h = xs(k, 5), *d, *a, *b;
+    CHECK(em_tensor_to_device(h, gpu0(), &d));
+    em_feed f = {x, d};
+    CHECK(em_exec_run(ex[1], &f, 1, &b));
+    assert_true(bits_equal(d, h));
+    CHECK(em_exec_run(ex[0], &f, 1, &a));
+    assert_true(bits_equal(d, h));
+    same(a, b, "device feed", k, 0);
+    em_tensor_release(a), em_tensor_release(b), em_tensor_release(d), em_tensor_release(h);
+  }
+  em_exec_free(ex[0]), em_exec_free(ex[1]);
+  em_graph_free(g);
+}
+
 static const char *self_path = "";
 
 static int log_child(void) {
@@ -983,6 +1016,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_teardown(test_refusal_reason_on_ember_log, teardown),
       cmocka_unit_test_teardown(test_run_into, teardown),
       cmocka_unit_test_teardown(test_feed_order_and_repeats, teardown),
+      cmocka_unit_test_teardown(test_device_feed_left_intact, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
