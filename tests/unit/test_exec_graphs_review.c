@@ -514,7 +514,7 @@ static void test_two_executors_and_free_while_held(void **state) {
   em_graph_free(m.g);
 }
 
-/* Drivers by release: CUDA 10.0 (capture without modes), 11.0 (no
+/* Drivers by release: CUDA 10.1 (the first with capture modes), 11.0 (no
  * cuGraphInstantiateWithFlags), 11.4: replays are right. */
 static void test_driver_releases(void **state) {
   (void)state;
