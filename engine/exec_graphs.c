@@ -109,8 +109,10 @@ em_status em_exec_graphs_create(em_device dev, em_exec_graphs **out) {
 void em_exec_graphs_free(em_exec_graphs *gs) {
   if (!gs) return;
   for (int i = 0; i < gs->n_ent; i++) entry_clear(gs, &gs->ent[i]);
-  /* the legacy stream (the next user of this executor's blocks) waits for it */
+  /* the legacy stream waits for it, and becomes the owner of the blocks cached under it (the
+   * next stream may be given its address: memory.h em_alloc_stream_retire) */
   (void)em_stream_join(gs->dev, NULL, gs->stream);
+  em_alloc_stream_retire(gs->dev, gs->stream);
   (void)em_stream_destroy(gs->stream);
   free(gs);
 }

@@ -139,6 +139,14 @@ const void *em_alloc_stream(const void *stream) {
   return old;
 }
 
+void em_allocator_retire_stream(em_allocator *a, const void *stream) {
+  if (!stream) return;
+  pthread_mutex_lock(&a->lock);
+  for (size_t i = 0; i < a->cached_count; i++)
+    if (a->cached[i].stream == stream) a->cached[i].stream = NULL;
+  pthread_mutex_unlock(&a->lock);
+}
+
 /* The stream a block is cached under (stream-aware allocators only). */
 static const void *stream_of(const em_allocator *a) { return a->backend.streams ? t_stream : NULL; }
 

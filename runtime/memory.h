@@ -33,6 +33,12 @@ typedef struct em_alloc_block { void *ptr; size_t size; const void *stream; } em
  * work still racing with it (nor the other way round). Returns the
  * previous value. */
 const void *em_alloc_stream(const void *stream);
+/* A stream's end: device dev's blocks cached under `stream` move to the legacy stream's side (NULL).
+ * Call it once the legacy stream waits for the stream's work (em_stream_join) and before the
+ * stream is destroyed: its tag is the em_stream's address, which a later stream may be given
+ * again, and that stream's work would then take blocks the old stream's kernels may still be
+ * reading (nothing orders the two); stranded, they would also never be used again. */
+void em_alloc_stream_retire(em_device dev, const void *stream);
 
 typedef struct em_allocator {
   pthread_mutex_t lock;
@@ -57,6 +63,8 @@ void em_allocator_destroy(em_allocator *a);
 size_t em_alloc_class(size_t bytes);
 em_status em_allocator_alloc(em_allocator *a, size_t bytes, void **ptr);
 em_status em_allocator_free(em_allocator *a, void *ptr);
+/* em_alloc_stream_retire on one allocator. */
+void em_allocator_retire_stream(em_allocator *a, const void *stream);
 void em_allocator_trim(em_allocator *a);
 /* The highest bytes in use since the window was last reset (reset: start a
  * new window now): an executor's peak over one run. */

@@ -366,6 +366,12 @@ em_status em_stream_join(em_device dev, em_stream *waiter, em_stream *waited) {
   return r ? em_cuda_fail(r, call, "ordering two streams of CUDA device %d", dev.ordinal) : EM_OK;
 }
 
+void em_alloc_stream_retire(em_device dev, const void *stream) {
+  em_allocator *a;
+  em_gpu *g;
+  if (dev.kind == EM_DEVICE_CUDA && !allocator_of(dev, &a, &g)) em_allocator_retire_stream(a, stream);
+}
+
 API em_status em_stream_destroy(em_stream *s) {
   if (!s) return EM_OK;
   em_status st = EM_OK;

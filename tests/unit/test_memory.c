@@ -702,6 +702,41 @@ static void test_cache_is_per_stream(void **state) {
   }
 }
 
+/* A stream's end (em_allocator_retire_stream): its cached blocks go to the legacy stream's side,
+ * so the legacy stream (which waits for the ended stream) takes them, and a NEW stream given
+ * the old one's identity (its address reused) does not. Retiring another stream, or none,
+ * moves nothing. */
+static void test_retired_stream_blocks_go_to_legacy(void **state) {
+  (void)state;
+  fixture *f = calloc(1, sizeof *f);
+  assert_non_null(f);
+  f->m = mock_new(1 << 20);
+  em_allocator_init(&f->a, (em_alloc_backend){mock_alloc, mock_release, f->m, 1, 0, 1});
+  int s1, s2;
+  void *p, *q, *r;
+  em_alloc_stream(&s1);
+  assert_int_equal(em_allocator_alloc(&f->a, 1000, &p), EM_OK);
+  assert_int_equal(em_allocator_free(&f->a, p), EM_OK); /* cached under s1 */
+  em_alloc_stream(NULL);
+  em_allocator_retire_stream(&f->a, &s2); /* another stream: nothing moves */
+  em_allocator_retire_stream(&f->a, NULL);
+  em_alloc_stream(&s1);
+  assert_int_equal(em_allocator_alloc(&f->a, 1000, &q), EM_OK);
+  assert_ptr_equal(q, p); /* still s1's */
+  assert_int_equal(em_allocator_free(&f->a, q), EM_OK);
+  em_alloc_stream(NULL);
+  em_allocator_retire_stream(&f->a, &s1);
+  em_alloc_stream(&s1); /* a new stream at the old one's address */
+  assert_int_equal(em_allocator_alloc(&f->a, 1000, &q), EM_OK);
+  assert_ptr_not_equal(q, p);
+  em_alloc_stream(NULL);
+  assert_int_equal(em_allocator_alloc(&f->a, 1000, &r), EM_OK);
+  assert_ptr_equal(r, p); /* the legacy stream takes it */
+  assert_int_equal(em_allocator_free(&f->a, q), EM_OK);
+  assert_int_equal(em_allocator_free(&f->a, r), EM_OK);
+  fixture_free(f);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_class_by_hand),
@@ -710,6 +745,7 @@ int main(void) {
       cmocka_unit_test(test_too_large_is_refused),
       cmocka_unit_test(test_freed_block_is_reused_for_its_class),
       cmocka_unit_test(test_cache_is_per_stream),
+      cmocka_unit_test(test_retired_stream_blocks_go_to_legacy),
       cmocka_unit_test(test_stats_by_hand),
       cmocka_unit_test(test_bad_free_is_an_invalid_argument),
       cmocka_unit_test(test_oom_releases_cache_then_retries_once),
