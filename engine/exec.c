@@ -137,6 +137,10 @@ struct em_exec {
   em_exec_graphs *graphs;
   int graphs_on;              /* em_exec_set_graphs (a CPU executor remembers it, and runs as before) */
   int capturing;              /* this run is being captured: steps check the capture after each launch */
+  /* CUDA, a plan with dropout: 8 bytes of device memory holding `runs` for the run under way
+   * (op.h's step_dev), written on the run's stream before each eager run and before each
+   * capture or replay (step_upload), so a replayed dropout draws this run's mask. */
+  void *step_dev;
 };
 
 static int node_is_leaf(const em_node *n) { return n->kind != EM_NODE_OP; }
@@ -431,6 +435,27 @@ static em_status mode_from_env(em_mode *out) {
   return em_fail(EM_ERR_INVALID_ARGUMENT, "EMBER_MODE=%.40s is not a mode: use fast or portable (or unset it)", v);
 }
 
+/* Per-run randomness read on the device: ops whose gpu member reads a->step_dev. */
+static int reads_step(const em_node *n) { return !strcmp(n->op->name, "dropout") || !strcmp(n->op->name, "_dropout_grad"); }
+
+static em_status step_dev_alloc(em_exec *e) {
+  if (e->dev.kind != EM_DEVICE_CUDA) return EM_OK;
+  int any = 0;
+  for (int st = 0; st < e->n_steps && !any; st++) any = reads_step(&e->g->nodes[e->steps[st].node]);
+  em_status s = any ? em_malloc(e->dev, sizeof(uint64_t), &e->step_dev) : EM_OK;
+  return s ? em_fail_context(s, "em_exec_create: the run counter's device copy") : EM_OK;
+}
+
+/* The run counter into its device copy, on stream st (outside any capture):
+ * pageable and asynchronous, so the driver takes the value at the call and
+ * later runs' writes queue behind the kernels that read this one. */
+static em_status step_upload(em_exec *e, em_stream *st) {
+  if (!e->step_dev) return EM_OK;
+  uint64_t v = e->runs;
+  em_status s = em_memcpy_h2d(e->dev, e->step_dev, &v, sizeof v, st);
+  return s ? em_fail_context(s, "writing the run counter (%llu) for dropout", (unsigned long long)v) : EM_OK;
+}
+
 API em_status em_exec_create(em_graph *g, const em_var *outputs, int n, em_device dev, em_exec **out) {
   if (!g || !outputs || n <= 0 || !out) return em_fail(EM_ERR_INVALID_ARGUMENT, "em_exec_create: NULL argument or no outputs");
   *out = NULL;
@@ -461,6 +486,7 @@ API em_status em_exec_create(em_graph *g, const em_var *outputs, int n, em_devic
   }
   memcpy(e->outputs, outputs, sizeof(em_var) * (size_t)n);
   em_status s = plan(e);
+  if (!s) s = step_dev_alloc(e);
   if (!s) s = graphs_switch(e, graphs);
   if (s) {
     em_exec_free(e);
@@ -480,6 +506,7 @@ API void em_exec_free(em_exec *e) {
    * report it, and the caller may still hold the outputs it spoils, so their
    * next read does. */
   em_exec_graphs_free(e->graphs); /* before the leaves: a pending replay still reads them */
+  if (e->step_dev) em_free(e->dev, e->step_dev); /* the legacy stream waited for the executor's above */
   em_devcheck_hold_begin();
   for (int i = 0; i < e->n_leaves; i++) {
     if (!e->held[i]) continue;
@@ -689,13 +716,23 @@ static int state_writes(const em_exec *e, const em_node *n, const em_op_args *a,
 
 /* After an op wrote states or parameters in place: the copy it wrote (the
  * host's on the CPU, the device's on a GPU) now holds the newest value. */
-static void states_written(const em_exec *e, const em_node *n, const unsigned char *mask) {
+/* Under a CUDA graph's capture the written leaves are also noted, so that
+ * each replay (which runs no host code) tells the host the same
+ * (hook_written). */
+static em_status states_written(const em_exec *e, const em_node *n, const unsigned char *mask) {
   for (int i = 0; i < n->n_in; i++) {
     if (!mask[i]) continue;
-    const em_tensor *host = e->g->nodes[e->g->values[n->inputs[i]].node].tensor;
+    int node = e->g->values[n->inputs[i]].node;
+    const em_tensor *host = e->g->nodes[node].tensor;
     if (e->dev.kind == EM_DEVICE_CPU) em_tensor_host_written(host);
     else em_resident_written(host, e->dev);
+    for (int l = 0; e->capturing && l < e->n_leaves; l++) {
+      if (e->leaf_nodes[l] != node) continue;
+      em_status s = em_exec_graphs_note_written(e->graphs, l);
+      if (s) return s;
+    }
   }
+  return EM_OK;
 }
 
 static void release_value(run_state *r, em_var v, int counted) {
@@ -766,7 +803,8 @@ static em_status run_step(em_exec *e, run_state *r, int st) {
   em_op_args a = {.def = n->op, .attrs = n->attrs, .n_attrs = n->n_attrs, .n_in = n->n_in, .in = in_shapes,
                   .n_out = n->n_out, .out = out_shapes, .training = e->training, .step = e->runs,
                   .node = p->node, .dev = p->dev, .stream = p->stream, .kernels = &p->kernels,
-                  .portable = e->mode == EM_MODE_PORTABLE, .tf32 = e->tf32, .post = p->post};
+                  .portable = e->mode == EM_MODE_PORTABLE, .tf32 = e->tf32, .post = p->post,
+                  .staging = em_exec_graphs_staging(e->graphs), .step_dev = e->step_dev};
   em_op_report road = {""};
   if (e->dev.kind == EM_DEVICE_CUDA) a.report = &road;
   memset(out_shapes, 0, sizeof out_shapes);
@@ -832,7 +870,7 @@ static em_status run_step(em_exec *e, run_state *r, int st) {
       }
     }
   }
-  if (!s && any_states) states_written(e, n, states);
+  if (!s && any_states) s = states_written(e, n, states);
   for (int i = 0; i < n->n_in; i++) {
     em_tensor_release(copies[i]), em_tensor_release(e->sc_lay[i]);
     e->sc_lay[i] = NULL;
@@ -892,6 +930,8 @@ static em_status run_plan(em_exec *e, const em_feed *feeds, int n_feeds, run_sta
    * skips its own push and pop (dispatch.c em_kernel_launch). */
   int entered = em_device_enter(e->dev);
   if (!s && own) s = em_stream_join(e->dev, own, NULL);
+  /* (a capture's counter was written before it began: hook_leaves) */
+  if (!s && !e->capturing) s = step_upload(e, own);
   for (int st = 0; st < e->n_steps && !s; st++) {
     s = run_step(e, r, st);
     const em_node *n = &e->g->nodes[e->steps[st].node];
@@ -1022,7 +1062,19 @@ static em_status hook_leaves(void *ctx, const void **addr) {
     addr[i] = n->kind == EM_NODE_INPUT ? NULL : em_tensor_data(r.val[n->first_value]);
   }
   run_free(e, &r);
+  /* before a capture or a replay: the run's step for the graph's dropout
+   * kernels, on the graph's stream behind the previous launch's readers */
+  if (!s) s = step_upload(e, em_exec_graphs_stream(e->graphs));
   return s;
+}
+
+/* After a replay: the leaves its captured run wrote in place (a learner's
+ * parameters and slots, batch norm's running statistics) now hold their
+ * newest value on the device, as after the eager run's states_written: a
+ * host read copies them back, and no upload goes over them. */
+static void hook_written(void *ctx, const int *leaves, int n) {
+  em_exec *e = ctx;
+  for (int i = 0; i < n; i++) em_resident_written(e->g->nodes[e->leaf_nodes[leaves[i]]].tensor, e->dev);
 }
 
 /* Why this plan cannot be captured now (NULL: it can): what exec_graphs
@@ -1032,16 +1084,12 @@ static const char *graph_refusal(const em_exec *e, char *buf, size_t cap) {
   for (int st = 0; st < e->n_steps; st++) {
     const step *p = &e->steps[st];
     const em_node *n = &g->nodes[p->node];
-    const char *why = p->host_why ? "runs its CPU code on host copies (host code cannot be replayed)"
-                      : p->writes ? "updates parameters or states in place (a learner's update: its per-step "
-                                    "table is uploaded from pageable host memory, and the host must learn "
-                                    "of each write)"
-                      : e->training && n->op->state_inputs ? "updates its running statistics when training (the "
-                                                             "host must learn of each write)"
-                      : e->training && !strcmp(n->op->name, "dropout") ? "draws a new mask each run from the run "
-                                                                          "counter, a launch parameter a replay "
-                                                                          "would repeat"
-                                                                        : NULL;
+    /* Captured now, no longer refused: in-place writes of parameters and
+     * states (the captured run notes them, each replay tells the host:
+     * hook_written), uploads of small tables (staged in page-locked memory
+     * the graph owns: em_ops_scratch_upload), dropout (its step read from
+     * e->step_dev, written before each replay). */
+    const char *why = p->host_why ? "runs its CPU code on host copies (host code cannot be replayed)" : NULL;
     if (why) {
       snprintf(buf, cap, "node %d (op '%s') %s", p->node, n->op->name, why);
       return buf;
@@ -1063,7 +1111,7 @@ static em_status run_fetch(em_exec *e, const em_feed *feeds, int n_feeds, em_ten
   char why[512];
   const char *refusal = graph_refusal(e, why, sizeof why);
   uint64_t config = (uint64_t)e->mode | (uint64_t)e->training << 2 | (uint64_t)e->tf32 << 3;
-  em_exec_graphs_hooks h = {e, e->n_outputs, e->n_leaves, hook_run, hook_leaves};
+  em_exec_graphs_hooks h = {e, e->n_outputs, e->n_leaves, hook_run, hook_leaves, hook_written};
   int replayed = 0;
   em_status s = em_exec_graphs_run(e->graphs, &h, refusal, config, feeds, n_feeds, outputs, &replayed);
   e->stats.graph_replayed = replayed;

@@ -18,6 +18,7 @@
  * records why, the run is done again eagerly, and the key stays eager. */
 #include "exec_graphs.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,7 +44,16 @@ typedef struct entry {
   em_tensor **feed_buf;     /* the graph's fixed feed buffers */
   em_tensor **outs;         /* the graph's output buffers (on the pool) */
   const void **leaf_addr;   /* the leaves' device addresses at the capture */
+  size_t staged;            /* bytes the warm-up runs staged for uploads (the most in one run) */
+  unsigned char *pinned;    /* the graph's page-locked staging, `staged` bytes (NULL: none) */
+  size_t pinned_used;
+  int *written;             /* leaves the captured run wrote in place */
+  int n_written;
 } entry;
+
+/* What em_exec_graphs_staging hands out (see there). */
+enum { STAGE_OFF, STAGE_COUNT, STAGE_CAPTURE };
+#define STAGE_ALIGN 64 /* each table on its own cache line [U: any alignment is legal for a copy's source] */
 
 struct em_exec_graphs {
   em_device dev;
@@ -57,7 +67,43 @@ struct em_exec_graphs {
   em_exec_graphs_info info;
   char why[512];
   char logged[512];         /* the last reason put on EMBER_LOG=dispatch: each once, not every run */
+  em_op_staging staging;    /* first member use: take() finds gs from it */
+  int stage_mode;           /* STAGE_* */
+  size_t stage_count;       /* STAGE_COUNT: bytes staged in this run */
+  entry *capturing;         /* STAGE_CAPTURE: the entry being captured */
 };
+
+static em_status stage_take(em_op_staging *st, size_t bytes, void **host) {
+  em_exec_graphs *gs = (em_exec_graphs *)((char *)st - offsetof(em_exec_graphs, staging));
+  size_t need = (bytes + STAGE_ALIGN - 1) / STAGE_ALIGN * STAGE_ALIGN;
+  *host = NULL;
+  if (gs->stage_mode == STAGE_COUNT) gs->stage_count += need;
+  if (gs->stage_mode != STAGE_CAPTURE) return EM_OK;
+  entry *en = gs->capturing;
+  if (!en->pinned || en->pinned_used + need > en->staged)
+    return em_fail(EM_ERR_UNSUPPORTED,
+                   "the capture staged more bytes of uploads (%zu so far) than the warm-up runs did (%zu)",
+                   en->pinned_used + need, en->staged);
+  *host = en->pinned + en->pinned_used;
+  en->pinned_used += need;
+  return EM_OK;
+}
+
+em_op_staging *em_exec_graphs_staging(em_exec_graphs *gs) {
+  return gs && gs->stage_mode != STAGE_OFF ? &gs->staging : NULL;
+}
+
+em_status em_exec_graphs_note_written(em_exec_graphs *gs, int leaf) {
+  entry *en = gs && gs->stage_mode == STAGE_CAPTURE ? gs->capturing : NULL;
+  if (!en) return EM_OK;
+  for (int i = 0; i < en->n_written; i++)
+    if (en->written[i] == leaf) return EM_OK;
+  int *w = realloc(en->written, sizeof *w * (size_t)(en->n_written + 1));
+  if (!w) return em_fail(EM_ERR_OUT_OF_MEMORY, "no memory to note a CUDA graph's in-place writes");
+  en->written = w;
+  w[en->n_written++] = leaf;
+  return EM_OK;
+}
 
 static uint64_t bytes_of(const em_tensor *t) { return (uint64_t)em_tensor_numel(t) * em_dtype_size(em_tensor_dtype(t)); }
 
@@ -76,6 +122,10 @@ static void entry_drop_graph(em_exec_graphs *gs, entry *en) {
   en->graph = NULL;
   em_alloc_pool_free(en->pool);
   en->pool = NULL;
+  em_cuda_graph_host_free(gs->dev, en->pinned); /* after the graph: its replays read it */
+  en->pinned = NULL, en->pinned_used = 0;
+  free(en->written);
+  en->written = NULL, en->n_written = 0;
   for (int i = 0; en->feed_buf && i < en->n_feeds; i++) em_tensor_release(en->feed_buf[i]);
   free(en->feed_buf), free(en->feed_var), free(en->leaf_addr);
   en->feed_buf = NULL, en->feed_var = NULL, en->leaf_addr = NULL;
@@ -94,6 +144,7 @@ em_status em_exec_graphs_create(em_device dev, em_exec_graphs **out) {
   em_exec_graphs *gs = calloc(1, sizeof *gs);
   if (!gs) return em_fail(EM_ERR_OUT_OF_MEMORY, "no memory for an executor's CUDA graphs");
   gs->dev = dev;
+  gs->staging.take = stage_take;
   gs->supported = em_cuda_graph_supported(dev, gs->unsupported, sizeof gs->unsupported);
   if (gs->supported) {
     em_status s = em_stream_create_nonblocking(dev, &gs->stream);
@@ -260,6 +311,8 @@ static em_status capture(em_exec_graphs *gs, const em_exec_graphs_hooks *h, entr
                     ? EM_OK
                     : em_fail(EM_ERR_OUT_OF_MEMORY, "no memory for a CUDA graph's buffers");
   if (!s) s = em_alloc_pool_create(en->rec, &en->pool);
+  /* before the capture: cuMemHostAlloc is no call to make inside one */
+  if (!s && en->staged) s = em_cuda_graph_host_alloc(gs->dev, en->staged, (void **)&en->pinned);
   if (!s) s = h->leaves(h->ctx, en->leaf_addr);
   for (int i = 0; i < n && !s; i++) {
     const em_feed *f = &feeds[order[i]];
@@ -283,7 +336,9 @@ static em_status capture(em_exec_graphs *gs, const em_exec_graphs_hooks *h, entr
   em_status b = em_cuda_graph_begin(gs->dev, gs->stream);
   if (b) snprintf(why, sizeof why, "%s", em_last_error());
   else {
+    gs->stage_mode = STAGE_CAPTURE, gs->capturing = en;
     em_status r = h->run(h->ctx, fixed, n, 1, en->outs);
+    gs->stage_mode = STAGE_OFF, gs->capturing = NULL;
     if (r) snprintf(why, sizeof why, "%s", em_last_error());
     em_status e = em_cuda_graph_end(gs->dev, gs->stream, &en->graph);
     if (e && !r) snprintf(why, sizeof why, "%s", em_last_error());
@@ -324,7 +379,10 @@ static em_status replay(em_exec_graphs *gs, const em_exec_graphs_hooks *h, entry
   }
   s = em_stream_join(gs->dev, gs->stream, NULL); /* uploads of changed parameters, feeds made on the legacy stream */
   for (int i = 0; i < en->n_feeds && !s; i++) s = copy_feed(gs, feeds[order[i]].value, en->feed_buf[i]);
-  return s ? s : launch(gs, en, outputs);
+  if (!s) s = launch(gs, en, outputs);
+  /* the replay wrote what the capture's run wrote */
+  if (!s && en->n_written && h->written) h->written(h->ctx, en->written, en->n_written);
+  return s;
 }
 
 em_status em_exec_graphs_run(em_exec_graphs *gs, const em_exec_graphs_hooks *h, const char *refusal, uint64_t config,
@@ -372,9 +430,10 @@ em_status em_exec_graphs_run(em_exec_graphs *gs, const em_exec_graphs_hooks *h, 
   /* Eager: the warm-up runs record their allocations for the pool. */
   if (en && !en->refused && !en->rec && !(en->rec = em_alloc_record_new(gs->dev))) en = NULL;
   int record = en && !en->refused;
-  if (record) em_alloc_record_start(en->rec);
+  if (record) em_alloc_record_start(en->rec), gs->stage_mode = STAGE_COUNT, gs->stage_count = 0;
   s = h->run(h->ctx, feeds, n_feeds, 0, outputs);
-  if (record) em_alloc_record_start(NULL);
+  if (record) em_alloc_record_start(NULL), gs->stage_mode = STAGE_OFF;
+  if (!s && record && gs->stage_count > en->staged) en->staged = gs->stage_count;
   if (!s && record) en->seen++;
   if (!s) gs->info.eager_runs++;
   if (order != order_small) free(order);

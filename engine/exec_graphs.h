@@ -29,6 +29,11 @@ typedef struct em_exec_graphs_hooks {
    * device checks, and writes each leaf's device address into addr
    * (n_leaves entries), which a replay needs unchanged. */
   em_status (*leaves)(void *ctx, const void **addr);
+  /* After a replay's launch is queued: the leaves (indices as for addr) that
+   * the captured run wrote in place (em_exec_graphs_note_written), so the
+   * host learns of the writes a replay repeats as it did of the capture's.
+   * NULL: none to tell. */
+  void (*written)(void *ctx, const int *leaves, int n);
 } em_exec_graphs_hooks;
 
 /* Graphs for an executor on dev (a CUDA device): its own non-blocking
@@ -53,6 +58,16 @@ em_stream *em_exec_graphs_stream(const em_exec_graphs *gs);
 #define EM_EXEC_GRAPHS_KEYS 8
 em_status em_exec_graphs_run(em_exec_graphs *gs, const em_exec_graphs_hooks *h, const char *refusal, uint64_t config,
                              const em_feed *feeds, int n_feeds, em_tensor **outputs, int *replayed);
+
+/* The staging of uploads (op.h's em_op_staging) for the run under way: while
+ * a warm-up run of a key records, it counts the bytes staged; while a capture
+ * runs, it hands out page-locked memory reserved from that count before the
+ * capture began and freed with the graph. NULL when neither (the run uploads
+ * from pageable memory as it would without graphs). */
+struct em_op_staging *em_exec_graphs_staging(em_exec_graphs *gs);
+/* During a capture: the captured run wrote leaf `leaf` in place (a parameter
+ * or state); each replay then passes it to the hooks' written. */
+em_status em_exec_graphs_note_written(em_exec_graphs *gs, int leaf);
 
 /* Counters and the last reason a run stayed eager. */
 typedef struct em_exec_graphs_info {

@@ -66,7 +66,28 @@ typedef struct em_op_args {
    * the fast mode's library it called ("cuBLAS 13.1.0"), or why that library was not used.
    * NULL outside an executor; em_op_report_path writes it. */
   struct em_op_report *report;
+  /* Where em_ops_scratch_upload takes the host side of its copies (exec.c, with CUDA graphs
+   * on): NULL outside an executor with graphs; see em_op_staging. */
+  struct em_op_staging *staging;
+  /* The device address of a 64-bit copy of `step` (the executor's, written on the step's
+   * stream before each run and before each CUDA graph replay), so a kernel that draws
+   * per-run randomness reads the run's step from memory: a replay then draws anew, where
+   * a launch parameter would repeat the captured run's. NULL: none (the op uploads one). */
+  const void *step_dev;
 } em_op_args;
+
+/* Host memory for an upload (a table of addresses and sizes) that a CUDA graph records.
+ * take() answers *host = NULL when no capture is running (upload from pageable memory as
+ * usual; the bytes may be counted, to reserve a capture's memory from), else host memory
+ * that lives as long as the graph: page-locked, so the captured copy reads it again at
+ * every replay. The caller writes its bytes there once, during the capture; a replay
+ * copies those same bytes, so an op may stage only a table whose contents are fixed for
+ * the graph (addresses of the graph's own buffers and of leaves, which a replay checks
+ * have not moved; shapes, fixed by the graph's key). Fails when the capture asked for
+ * more than the warm-up runs did (the capture is then abandoned with that reason). */
+typedef struct em_op_staging {
+  em_status (*take)(struct em_op_staging *st, size_t bytes, void **host);
+} em_op_staging;
 
 typedef struct em_op_report { char path[224]; } em_op_report;
 /* Records the road a gpu member took (printf-style); nothing when a->report is NULL. */

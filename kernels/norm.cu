@@ -235,10 +235,17 @@ EM_DEVICE em_i64 nk_group(em_i64 r, em_i64 c, int per_channel) { return per_chan
     }                                                                                                           \
   }                                                                                                             \
                                                                                                                 \
-  /* Dropout: y = x scale where the counter-based mask keeps element i, else 0 (key, thr: norm_math.h). */     \
-  EM_GLOBAL void em_norm_dropout_##S(const T *x, T *y, em_i64 n, em_i64 key, em_i64 thr, double scale) {        \
+  /* Dropout: y = x scale where the counter-based mask keeps element i, else 0 (key, thr: norm_math.h).       \
+   * The run's step is read from device memory (the executor writes it before each run and each CUDA graph    \
+   * replay), not passed by value: a replay repeats launch parameters, and must draw a new mask.             \
+   * Each thread derives the key itself: the same nm_dropout_key as the CPU's.                               \
+   */                                                                                                          \
+  EM_GLOBAL void em_norm_dropout_##S(const T *x, T *y, em_i64 n, em_i64 seed, em_i64 node, const em_i64 *step,  \
+                                     em_i64 thr, double scale) {                                                \
     const T sc = (T)scale;                                                                                      \
-    NK_FOR(i, n) y[i] = nm_dropout_keep((unsigned long long)key, i, (unsigned long long)thr) ? x[i] * sc : (T)0; \
+    const unsigned long long key =                                                                              \
+        nm_dropout_key((unsigned long long)seed, (unsigned long long)step[0], (unsigned long long)node);         \
+    NK_FOR(i, n) y[i] = nm_dropout_keep(key, i, (unsigned long long)thr) ? x[i] * sc : (T)0;                    \
   }
 
 NORM_KERNELS(float, f32)

@@ -80,8 +80,17 @@ void em_ops_scratch_free(const em_op_args *a, void *ptr) {
   if (ptr) em_free(a->dev, ptr);
 }
 
+/* Under a CUDA graph's capture (a->staging hands out page-locked memory) the
+ * bytes are first put there, and the h2d copy the graph records reads them
+ * again at each replay; the scratch comes from the capture's pool like every
+ * allocation then (runtime/memory.h). Otherwise the driver stages the
+ * pageable bytes at the call. */
 em_status em_ops_scratch_upload(const em_op_args *a, const void *host, size_t bytes, void **ptr) {
-  em_status s = em_ops_scratch(a, bytes, ptr);
+  void *pinned = NULL;
+  em_status s = a->staging ? a->staging->take(a->staging, bytes, &pinned) : EM_OK;
+  if (s) return em_fail_context(s, "op '%s': staging a %zu-byte table", a->def->name, bytes);
+  if (pinned) memcpy(pinned, host, bytes), host = pinned;
+  s = em_ops_scratch(a, bytes, ptr);
   if (s) return s;
   s = em_memcpy_h2d(a->dev, *ptr, host, bytes, a->stream);
   if (s) {

@@ -48,7 +48,9 @@ void em_ops_scratch_free(const em_op_args *a, void *ptr);
  * kernels launched after it. The host bytes may be freed as soon as it
  * returns: the driver takes pageable memory at the call (staging it).
  * Free it with em_ops_scratch_free once the kernels that read it are
- * launched. */
+ * launched. Under a CUDA graph's capture the bytes go through a->staging
+ * (op.h's em_op_staging): a caller must upload only bytes fixed for the
+ * graph, and say why its table is in a comment. */
 em_status em_ops_scratch_upload(const em_op_args *a, const void *host, size_t bytes, void **ptr);
 
 /* Whether `kernel` will run on a->dev: EM_OK, or EM_ERR_USE_CPU untouched

@@ -1061,9 +1061,9 @@ static em_status dropout_gpu(const em_op_args *a, em_tensor *const *in, em_tenso
     s = em_memcpy_d2d(a->dev, y, x, (size_t)n * em_dtype_size(a->in[0].dtype), a->stream);
     return s ? em_fail_context(s, "op '%s': copying %lld elements", a->def->name, (long long)n) : EM_OK;
   }
-  uint64_t key = nm_dropout_key((uint64_t)p.seed, a->step, (uint64_t)p.node);
+  /* the kernel derives the key from the run's step in device memory (norm_gpu.c) */
   uint64_t thr = (uint64_t)ceil(p.ratio * 9007199254740992.0);
-  return em_norm_gpu_dropout(a, is_f64(a), x, y, n, key, thr, 1.0 / (1.0 - p.ratio));
+  return em_norm_gpu_dropout(a, is_f64(a), x, y, n, (uint64_t)p.seed, (uint64_t)p.node, thr, 1.0 / (1.0 - p.ratio));
 }
 
 /* ----------------------------------------------------------- the table --- */

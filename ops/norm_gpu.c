@@ -194,11 +194,26 @@ em_status em_norm_gpu_lrn_grad(const em_op_args *a, int f64, const void *x, cons
   return s;
 }
 
-em_status em_norm_gpu_dropout(const em_op_args *a, int f64, const void *x, void *y, int64_t n, uint64_t key,
-                              uint64_t thr, double scale) {
-  long long nn = n, k = (long long)key, t = (long long)thr;
-  void *args[] = {&x, &y, &nn, &k, &t, &scale};
-  return launch(a, "em_norm_dropout", f64, n, args);
+/* The step comes from device memory: the executor's copy (a->step_dev), else
+ * (an op run outside an executor) a scratch upload of a->step, so eager runs,
+ * captures and replays all take the one kernel. */
+em_status em_norm_gpu_dropout(const em_op_args *a, int f64, const void *x, void *y, int64_t n, uint64_t seed,
+                              uint64_t node, uint64_t thr, double scale) {
+  long long nn = n, sd = (long long)seed, nd = (long long)node, t = (long long)thr;
+  if (n <= 0) return EM_OK;
+  const void *step = a->step_dev;
+  void *up = NULL;
+  if (!step) {
+    uint64_t v = a->step;
+    em_status s = em_ops_kernel_ready(a, f64 ? "em_norm_dropout_f64" : "em_norm_dropout_f32");
+    if (!s) s = em_ops_scratch_upload(a, &v, sizeof v, &up);
+    if (s) return s;
+    step = up;
+  }
+  void *args[] = {&x, &y, &nn, &sd, &nd, &step, &t, &scale};
+  em_status s = launch(a, "em_norm_dropout", f64, n, args);
+  em_ops_scratch_free(a, up);
+  return s;
 }
 
 /* ------------------------------------------------------------- cuDNN --- */

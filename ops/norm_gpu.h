@@ -47,8 +47,10 @@ em_status em_norm_gpu_lrn(const em_op_args *a, int f64, const void *x, void *y, 
 em_status em_norm_gpu_lrn_grad(const em_op_args *a, int f64, const void *x, const void *dy, void *dx, int64_t n,
                                int64_t c, int64_t inner, int64_t half, double alpha_n, double bias, double beta);
 
-em_status em_norm_gpu_dropout(const em_op_args *a, int f64, const void *x, void *y, int64_t n, uint64_t key,
-                              uint64_t thr, double scale);
+/* Dropout with the key nm_dropout_key(seed, step, node), step read on the device from
+ * a->step_dev (the executor's per-run copy; see op.h) or uploaded from a->step. */
+em_status em_norm_gpu_dropout(const em_op_args *a, int f64, const void *x, void *y, int64_t n, uint64_t seed,
+                              uint64_t node, uint64_t thr, double scale);
 
 /* Batch normalisation through cuDNN in the fast mode (runtime/cudnn_norm_pool.c), where the device
  * may use it and cuDNN takes the problem: 1 when cuDNN ran it (*status: its result, the road

@@ -174,3 +174,31 @@ void em_cuda_graph_free(em_cuda_graph *cg) {
   }
   free(cg);
 }
+
+em_status em_cuda_graph_host_alloc(em_device dev, size_t bytes, void **out) {
+  *out = NULL;
+  em_gpu *g;
+  em_status st = enter(dev, &g);
+  if (st) return st;
+  const em_cuda_api *cu = &em_rt()->cu;
+  if (!cu->cuMemHostAlloc || !cu->cuMemFreeHost) {
+    em_gpu_leave(g);
+    return em_fail(EM_ERR_UNSUPPORTED, "the driver lacks cuMemHostAlloc / cuMemFreeHost (pinned memory for a CUDA "
+                                       "graph's uploads)");
+  }
+  CUresult r = cu->cuMemHostAlloc(out, bytes ? bytes : 1, 0);
+  em_gpu_leave(g);
+  if (r) {
+    *out = NULL;
+    return em_cuda_fail(r, "cuMemHostAlloc", "%zu bytes of pinned memory for a CUDA graph on device %d", bytes,
+                        dev.ordinal);
+  }
+  return EM_OK;
+}
+
+void em_cuda_graph_host_free(em_device dev, void *p) {
+  em_gpu *g;
+  if (!p || enter(dev, &g)) return;
+  em_rt()->cu.cuMemFreeHost(p);
+  em_gpu_leave(g);
+}

@@ -44,4 +44,14 @@ em_status em_cuda_graph_launch(em_cuda_graph *g, em_stream *s);
 /* Frees the graph (launches still pending complete). NULL is a no-op. */
 void em_cuda_graph_free(em_cuda_graph *g);
 
+/* Page-locked host memory for a graph's host-to-device copies: a copy
+ * captured from pageable memory invalidates the capture (the driver stages
+ * pageable bytes at the call, which a replay cannot repeat), while one from
+ * cuMemHostAlloc memory is recorded and reads the bytes again at every
+ * replay. Allocate before the capture begins (cuMemHostAlloc may
+ * synchronise [U]) and free only after the graph: pending replays read it.
+ * EM_ERR_UNSUPPORTED where the driver lacks cuMemHostAlloc / cuMemFreeHost. */
+em_status em_cuda_graph_host_alloc(em_device dev, size_t bytes, void **out);
+void em_cuda_graph_host_free(em_device dev, void *p); /* NULL is a no-op */
+
 #endif
