@@ -1,0 +1,455 @@
+/* CUDA graphs over whole training steps (issue 13) on the libcuda test double
+ * (an H100 on a CUDA 13 driver): two trainers over two identical graphs, one
+ * with graphs on its training executor (em_exec_set_graphs on
+ * em_trainer_train_exec), one without, portable mode. After every step the
+ * losses, every parameter and every state (batch norm's running statistics,
+ * the learners' slots) are bitwise equal, read from the host between
+ * replays (em_parameter_get), and the graph trainer's executor says it
+ * captured once and replayed the rest. Also: each learner kind under
+ * replay; a batch-size change captures a second graph and the first
+ * replays again; dynamic loss scaling's device-side skip under replay; a
+ * replayed dropout's mask against a reference derived here from the
+ * documented key (splitmix64, norm_math.h's scheme written out again, not
+ * included), so a replay that repeated the captured step's mask fails; a
+ * driver without stream capture stays eager with the reason.
+ * Expected values are the eager trainer's or the reference's, never the
+ * graph's own. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ember/learner.h"
+#include "ember/trainer.h"
+#include "gpu_double.h"
+#include "op_testkit.h"
+
+#define CHECK(call)                                                   \
+  do {                                                                \
+    em_status s_ = (call);                                            \
+    if (s_) fail_msg("%s: %s", #call, em_last_error());               \
+  } while (0)
+
+#define IN 6
+#define HID 8
+#define CLS 3
+
+static em_device gpu0(void) { return (em_device){EM_DEVICE_CUDA, 0}; }
+
+/* The double as one H100 (driver: NULL for its default, else FAKECUDA_DRIVER). */
+static int use_double(const char *driver) {
+  const char *fake = getenv("FAKECUDA_LIB");
+  if (!fake || !*fake) return 0;
+  setenv("EMBER_LIBCUDA", fake, 1);
+  setenv("FAKECUDA_DEVICES", "9.0=Fake H100", 1);
+  if (driver) setenv("FAKECUDA_DRIVER", driver, 1);
+  else unsetenv("FAKECUDA_DRIVER");
+  unsetenv("EMBER_FORCE");
+  unsetenv("EMBER_CUDA_GRAPHS");
+  setenv("EMBER_CUBLAS", "0", 1), setenv("EMBER_CUDNN", "0", 1); /* portable mode uses neither */
+  em_shutdown();
+  return 1;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  em_shutdown();
+  unsetenv("EMBER_LIBCUDA");
+  unsetenv("FAKECUDA_DEVICES");
+  unsetenv("FAKECUDA_DRIVER");
+  unsetenv("EMBER_CUBLAS"), unsetenv("EMBER_CUDNN");
+  return 0;
+}
+
+#define NEED_DOUBLE(driver)                                          \
+  do {                                                               \
+    if (!use_double(driver)) {                                       \
+      print_message("SKIPPED: no test double (FAKECUDA_LIB)\n");     \
+      skip();                                                        \
+    }                                                                \
+  } while (0)
+
+static em_var apply(em_graph *g, const char *op, const em_var *in, int n, const em_attr *attrs, int n_attrs) {
+  em_var y;
+  if (em_apply(g, op, in, n, attrs, n_attrs, &y, 1)) fail_msg("%s: %s", op, em_last_error());
+  return y;
+}
+
+typedef struct net {
+  em_graph *g;
+  em_var x, label, loss;
+  em_var params[6];
+  int n_params;
+  em_learner *l;
+  em_trainer *t;
+} net;
+
+static em_var dense(net *m, em_var x, int in, int out, uint64_t seed) {
+  char wn[16], bn[16];
+  snprintf(wn, sizeof wn, "w%d", m->n_params);
+  snprintf(bn, sizeof bn, "b%d", m->n_params);
+  em_init he = {.kind = EM_INIT_HE_UNIFORM, .seed = seed},
+          small = {.kind = EM_INIT_UNIFORM, .seed = seed + 7, .scale = 0.1};
+  em_var w, b;
+  CHECK(em_parameter(m->g, wn, EM_F32, 2, (int64_t[]){out, in}, &he, &w));
+  CHECK(em_parameter(m->g, bn, EM_F32, 1, (int64_t[]){out}, &small, &b));
+  m->params[m->n_params++] = w, m->params[m->n_params++] = b;
+  em_attr tb = {.name = "transpose_b", .type = EM_ATTR_INT, .i = 1};
+  em_var h = apply(m->g, "matmul", (em_var[]){x, w}, 2, &tb, 1);
+  return apply(m->g, "add", (em_var[]){h, b}, 2, NULL, 0);
+}
+
+static em_var batch_norm(net *m, em_var h);
+
+/* x[N,6] -> dense 8 -> batch norm (running statistics as states) -> relu ->
+ * dropout 0.25 -> dense 3 -> softmax cross entropy (i32 labels) -> mean;
+ * a trainer with one learner of `kind` over the parameters (bn 0: no batch
+ * norm, so an input's scale reaches the gradients). */
+static void build(net *m, em_learner_kind kind, const em_trainer_options *opt, int bn) {
+  memset(m, 0, sizeof *m);
+  CHECK(em_graph_create(&m->g));
+  CHECK(em_input(m->g, "x", EM_F32, 2, (int64_t[]){-1, IN}, &m->x));
+  CHECK(em_input(m->g, "label", EM_I32, 1, (int64_t[]){-1}, &m->label));
+  em_var h = dense(m, m->x, IN, HID, 3);
+  if (bn) h = batch_norm(m, h);
+  h = apply(m->g, "relu", &h, 1, NULL, 0);
+  em_attr dr[2] = {{.name = "ratio", .type = EM_ATTR_FLOAT, .f = 0.25}, {.name = "seed", .type = EM_ATTR_INT, .i = 11}};
+  h = apply(m->g, "dropout", &h, 1, dr, 2);
+  em_var logits = dense(m, h, HID, CLS, 5);
+  em_var per = apply(m->g, "cross_entropy_with_softmax", (em_var[]){logits, m->label}, 2, NULL, 0);
+  m->loss = apply(m->g, "reduce_mean", &per, 1, NULL, 0);
+  em_learner_config cfg;
+  CHECK(em_learner_defaults(kind, kind == EM_LEARNER_ADADELTA ? 1.0 : 0.05, &cfg));
+  cfg.clip_norm = kind == EM_LEARNER_MOMENTUM ? 0.5 : 0; /* _learner_sumsq's table under replay too */
+  CHECK(em_learner_create(&cfg, NULL, m->params, m->n_params, &m->l));
+  CHECK(em_trainer_create(m->g, m->loss, -1, &m->l, 1, opt, &m->t));
+}
+
+static em_var batch_norm(net *m, em_var h) {
+  em_init one = {.kind = EM_INIT_CONSTANT, .value = 1}, zero = {.kind = EM_INIT_CONSTANT, .value = 0};
+  em_var sc, bi, mean, var;
+  CHECK(em_parameter(m->g, "bn.scale", EM_F32, 1, (int64_t[]){HID}, &one, &sc));
+  CHECK(em_parameter(m->g, "bn.bias", EM_F32, 1, (int64_t[]){HID}, &zero, &bi));
+  CHECK(em_state(m->g, "bn.mean", EM_F32, 1, (int64_t[]){HID}, &zero, &mean));
+  CHECK(em_state(m->g, "bn.var", EM_F32, 1, (int64_t[]){HID}, &one, &var));
+  m->params[m->n_params++] = sc, m->params[m->n_params++] = bi;
+  return apply(m->g, "batch_normalization", (em_var[]){h, sc, bi, mean, var}, 5, NULL, 0);
+}
+
+static void net_free(net *m) {
+  em_trainer_free(m->t);
+  em_learner_free(m->l);
+  em_graph_free(m->g);
+}
+
+/* Batch k of n rows: x in [-1, 1) times xscale, labels k + i mod CLS. */
+static void batch(int k, int n, double xscale, em_feed *f, const net *m) {
+  float xs[64 * IN];
+  int32_t ys[64];
+  uint64_t s = 1000 + (uint64_t)k;
+  for (int i = 0; i < n * IN; i++) xs[i] = (float)(xscale * ot_uniform(&s, -1, 1));
+  for (int i = 0; i < n; i++) ys[i] = (k + i) % CLS;
+  em_tensor *xt, *yt;
+  CHECK(em_tensor_from_host(em_cpu(), EM_F32, 2, (int64_t[]){n, IN}, xs, sizeof(float) * (size_t)(n * IN), &xt));
+  CHECK(em_tensor_from_host(em_cpu(), EM_I32, 1, (int64_t[]){n}, ys, sizeof(int32_t) * (size_t)n, &yt));
+  f[0] = (em_feed){m->x, xt};
+  f[1] = (em_feed){m->label, yt};
+}
+
+static void feeds_release(em_feed *f) {
+  em_tensor_release((em_tensor *)f[0].value);
+  em_tensor_release((em_tensor *)f[1].value);
+}
+
+/* A host copy of a parameter's or state's newest value (em_parameter_get:
+ * nothing is marked stale, so nothing is uploaded again). */
+static void *value_bytes(const em_graph *g, em_var v, size_t *bytes) {
+  em_tensor *t;
+  CHECK(em_parameter_get(g, v, em_cpu(), &t));
+  *bytes = (size_t)em_tensor_numel(t) * em_dtype_size(em_tensor_dtype(t));
+  void *p = malloc(*bytes ? *bytes : 1);
+  assert_non_null(p);
+  CHECK(em_tensor_to_host(t, p, *bytes));
+  em_tensor_release(t);
+  return p;
+}
+
+/* Every parameter and state of a and b (built alike: the same handles)
+ * bitwise equal; returns how many values there were. */
+static int assert_same_values(const net *a, const net *b, const char *what, int step) {
+  em_var vars[64];
+  size_t np = 0, ns = 0;
+  CHECK(em_graph_parameters(a->g, vars, 32, &np));
+  CHECK(em_graph_states(a->g, vars + np, 32, &ns));
+  assert_true(np <= 32 && ns <= 32);
+  for (size_t i = 0; i < np + ns; i++) {
+    size_t na, nb;
+    void *pa = value_bytes(a->g, vars[i], &na), *pb = value_bytes(b->g, vars[i], &nb);
+    if (na != nb || memcmp(pa, pb, na)) {
+      const char *name = "";
+      (void)em_var_name(a->g, vars[i], &name);
+      fail_msg("%s: step %d: '%s' differs between the eager trainer and the graph one", what, step, name);
+    }
+    free(pa), free(pb);
+  }
+  return (int)(np + ns);
+}
+
+static uint64_t loss_bits(double v) {
+  uint64_t u;
+  memcpy(&u, &v, sizeof u);
+  return u;
+}
+
+static em_trainer_options portable_on_gpu(void) {
+  em_trainer_options o;
+  memset(&o, 0, sizeof o);
+  o.device = gpu0();
+  o.mode = EM_MODE_PORTABLE;
+  return o;
+}
+
+static void stats_of(const net *m, em_exec_stats *st) { CHECK(em_exec_stats_get(em_trainer_train_exec(m->t), st)); }
+
+/* rows[k] rows at step k (xscale[k] times the usual inputs, NULL: 1), eager
+ * and with graphs, everything compared after every step. want_replayed[k]
+ * (NULL: k >= 2) is what the graph trainer's step k must report. */
+static void train_both(em_learner_kind kind, const em_trainer_options *opt, int bn, const int *rows,
+                       const double *xscale, int steps, const int *want_replayed, const char *what, net *eager,
+                       net *gr) {
+  build(eager, kind, opt, bn);
+  build(gr, kind, opt, bn);
+  CHECK(em_exec_set_graphs(em_trainer_train_exec(gr->t), 1));
+  assert_int_equal(em_exec_get_graphs(em_trainer_train_exec(eager->t)), 0); /* off by default */
+  int n_values = assert_same_values(eager, gr, what, -1);
+  assert_true(n_values >= (bn ? 8 : 4)); /* the parameters, batch norm's 2 running statistics, the slots */
+  void *before = NULL;
+  size_t nb = 0;
+  for (int k = 0; k < steps; k++) {
+    em_feed f[2];
+    batch(k, rows[k], xscale ? xscale[k] : 1, f, eager);
+    em_minibatch_result ra, rb;
+    CHECK(em_trainer_train_minibatch(eager->t, f, 2, &ra));
+    f[0].var = gr->x, f[1].var = gr->label;
+    CHECK(em_trainer_train_minibatch(gr->t, f, 2, &rb));
+    feeds_release(f);
+    em_exec_stats st;
+    stats_of(gr, &st);
+    int want = want_replayed ? want_replayed[k] : k >= 2;
+    if (st.graph_replayed != want) {
+      char d[2048];
+      em_exec_describe(em_trainer_train_exec(gr->t), d, sizeof d);
+      const char *line = strstr(d, "graphs:");
+      fail_msg("%s: step %d replayed %d, expected %d: %s", what, k, st.graph_replayed, want, line ? line : d);
+    }
+    if (loss_bits(ra.loss) != loss_bits(rb.loss))
+      fail_msg("%s: step %d: loss %.9g (eager) != %.9g (graphs)", what, k, ra.loss, rb.loss);
+    assert_same_values(eager, gr, what, k);
+    /* the replayed update reached the host's reads: w0 moved this step;
+     * a step with scaled inputs (loss scaling's overflow) is skipped: it
+     * did not */
+    size_t n;
+    void *now = value_bytes(gr->g, gr->params[0], &n);
+    int skip = xscale && xscale[k] != 1;
+    if (before && (n == nb && !memcmp(before, now, n)) != skip)
+      fail_msg("%s: step %d: w0 read on the host %s", what, k, skip ? "changed in a skipped step" : "did not change");
+    free(before);
+    before = now, nb = n;
+    if (k == 4) { /* em_parameter_value hands out the host tensor, so the device copies go stale: the next
+                   * run uploads w1 again (to the same address, which the replay checks) and still replays */
+      em_tensor *v;
+      CHECK(em_parameter_value(gr->g, gr->params[2], &v));
+      em_tensor_release(v);
+    }
+  }
+  free(before);
+}
+
+/* ------------------------------------------------------------- tests --- */
+
+/* An MLP with batch norm and dropout, SGD, 8 steps: bitwise eager, one
+ * capture, replays from step 2 (the capture's own launch counts as one, as
+ * em_exec_stats says). */
+static void test_train_steps_replay_bitwise(void **state) {
+  (void)state;
+  NEED_DOUBLE(NULL);
+  em_trainer_options o = portable_on_gpu();
+  const int steps = 8, rows[8] = {8, 8, 8, 8, 8, 8, 8, 8};
+  net a, b;
+  train_both(EM_LEARNER_SGD, &o, 1, rows, NULL, steps, NULL, "sgd", &a, &b);
+  em_exec_stats st;
+  stats_of(&b, &st);
+  assert_int_equal(st.graph_captures, 1);
+  assert_int_equal(st.graph_replays, steps - 2);
+  assert_int_equal(st.graphs_held, 1);
+  stats_of(&a, &st);
+  assert_int_equal(st.graph_captures, 0);
+  net_free(&a), net_free(&b);
+}
+
+/* Every learner kind at least once under replay (4 steps: 2 replays). */
+static void test_every_learner_kind_replays(void **state) {
+  (void)state;
+  NEED_DOUBLE(NULL);
+  em_trainer_options o = portable_on_gpu();
+  const int rows[4] = {8, 8, 8, 8};
+  for (int kind = EM_LEARNER_SGD; kind <= EM_LEARNER_FSADAGRAD; kind++) {
+    net a, b;
+    train_both((em_learner_kind)kind, &o, 1, rows, NULL, 4, NULL, em_learner_kind_name((em_learner_kind)kind), &a, &b);
+    em_exec_stats st;
+    stats_of(&b, &st);
+    assert_int_equal(st.graph_captures, 1);
+    assert_int_equal(st.graph_replays, 2);
+    net_free(&a), net_free(&b);
+  }
+}
+
+/* 8 rows, then 5 (a new key: two eager runs, a capture), then 8 again (the
+ * first graph replays at once), then 5 (replays too). */
+static void test_batch_size_change_recaptures(void **state) {
+  (void)state;
+  NEED_DOUBLE(NULL);
+  em_trainer_options o = portable_on_gpu();
+  const int rows[10] = {8, 8, 8, 5, 5, 5, 5, 8, 8, 5};
+  const int want[10] = {0, 0, 1, 0, 0, 1, 1, 1, 1, 1};
+  net a, b;
+  train_both(EM_LEARNER_ADAM, &o, 1, rows, NULL, 10, want, "batch sizes", &a, &b);
+  em_exec_stats st;
+  stats_of(&b, &st);
+  assert_int_equal(st.graph_captures, 2);
+  assert_int_equal(st.graphs_held, 2);
+  net_free(&a), net_free(&b);
+}
+
+/* Dynamic loss scaling at S = 2^53, no batch norm: the skip is decided on
+ * the scaled gradients' sums of squares, so step 4's inputs times 1e4
+ * (gradients of the weights about 1e4 S / 8 ~ 1e19, squared past f32's
+ * 3.4e38) make it, while the other steps' (S / 8 ~ 1e15, squared 1e30) do
+ * not: the learner skips on the device inside the replay, S backs off; the
+ * graph trainer skips the same steps with the same bits. */
+static void test_loss_scaling_skip_under_replay(void **state) {
+  (void)state;
+  NEED_DOUBLE(NULL);
+  em_trainer_options o = portable_on_gpu();
+  o.loss_scaling.mode = EM_LOSS_SCALE_DYNAMIC;
+  o.loss_scaling.init_scale = ldexp(1.0, 53);
+  o.loss_scaling.min_scale = 1;
+  const int rows[7] = {8, 8, 8, 8, 8, 8, 8};
+  const double xs[7] = {1, 1, 1, 1, 1e4, 1, 1};
+  net a, b;
+  train_both(EM_LEARNER_MOMENTUM, &o, 0, rows, xs, 7, NULL, "loss scaling", &a, &b);
+  em_trainer_totals ta, tb;
+  CHECK(em_trainer_get_totals(a.t, &ta));
+  CHECK(em_trainer_get_totals(b.t, &tb));
+  assert_int_equal(ta.skipped_steps, 1); /* step 4's overflow, a replay (train_both checked w0 stayed) */
+  assert_int_equal(ta.skipped_steps, tb.skipped_steps);
+  assert_true(loss_bits(ta.loss_scale) == loss_bits(tb.loss_scale));
+  assert_int_equal(em_learner_steps(a.l), em_learner_steps(b.l));
+  em_exec_stats st;
+  stats_of(&b, &st);
+  assert_int_equal(st.graph_captures, 1);
+  assert_int_equal(st.graph_replays, 5);
+  net_free(&a), net_free(&b);
+}
+
+/* splitmix64's finaliser and the key scheme norm_math.h documents, written
+ * out here as the reference: key(seed, step, node), element i kept when the
+ * top 53 bits of mix(key + (i + 1) G) reach ceil(ratio 2^53). */
+static uint64_t mix(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+#define GOLDEN 0x9e3779b97f4a7c15ull
+static int kept(uint64_t seed, uint64_t step, uint64_t node, int64_t i, double ratio) {
+  uint64_t key = mix(mix(mix(seed + GOLDEN) ^ mix(step + 2 * GOLDEN)) ^ mix(node + 3 * GOLDEN));
+  uint64_t thr = (uint64_t)ceil(ratio * 9007199254740992.0);
+  return (mix(key + (uint64_t)(i + 1) * GOLDEN) >> 11) >= thr;
+}
+
+/* dropout(x) alone, training, graphs on: each run's mask (replays
+ * included) is the reference's for that run's step, and differs from the
+ * previous run's, so a replay repeating the captured step would fail here.
+ * em_exec_set_runs moves the counter between replays: the replay follows. */
+static void test_replayed_dropout_draws_each_steps_mask(void **state) {
+  (void)state;
+  NEED_DOUBLE(NULL);
+  em_graph *g;
+  CHECK(em_graph_create(&g));
+  em_var x, y;
+  const int n = 200;
+  const double ratio = 0.5;
+  CHECK(em_input(g, "x", EM_F32, 1, (int64_t[]){n}, &x));
+  em_attr at[3] = {{.name = "ratio", .type = EM_ATTR_FLOAT, .f = ratio},
+                   {.name = "seed", .type = EM_ATTR_INT, .i = 77},
+                   {.name = "node", .type = EM_ATTR_INT, .i = 5}};
+  y = apply(g, "dropout", &x, 1, at, 3);
+  em_exec *e;
+  CHECK(em_exec_create(g, &y, 1, gpu0(), &e));
+  CHECK(em_exec_set_mode(e, EM_MODE_PORTABLE));
+  CHECK(em_exec_set_training(e, 1));
+  CHECK(em_exec_set_graphs(e, 1));
+  float ones[200], got[200], prev[200];
+  for (int i = 0; i < n; i++) ones[i] = 1.0f;
+  em_tensor *xt;
+  CHECK(em_tensor_from_host(em_cpu(), EM_F32, 1, (int64_t[]){n}, ones, sizeof ones, &xt));
+  const uint64_t steps[7] = {0, 1, 2, 3, 4, 40, 41};
+  for (int k = 0; k < 7; k++) {
+    if (k == 5) CHECK(em_exec_set_runs(e, 40));
+    em_feed f = {x, xt};
+    em_tensor *out;
+    CHECK(em_exec_run(e, &f, 1, &out));
+    CHECK(em_tensor_to_host(out, got, sizeof got));
+    em_tensor_release(out);
+    em_exec_stats st;
+    CHECK(em_exec_stats_get(e, &st));
+    assert_int_equal(st.graph_replayed, k >= 2);
+    int kept_n = 0;
+    for (int i = 0; i < n; i++) {
+      float want = kept(77, steps[k], 5, i, ratio) ? 2.0f : 0.0f;
+      if (got[i] != want) fail_msg("run %d (step %llu), element %d: %g, the reference %g", k,
+                                   (unsigned long long)steps[k], i, got[i], want);
+      kept_n += want != 0;
+    }
+    assert_true(kept_n > 50 && kept_n < 150);
+    if (k) assert_true(memcmp(got, prev, sizeof got) != 0); /* a fresh mask each run */
+    memcpy(prev, got, sizeof prev);
+  }
+  em_exec_stats st;
+  CHECK(em_exec_stats_get(e, &st));
+  assert_int_equal(st.graph_captures, 1);
+  em_tensor_release(xt);
+  em_exec_free(e);
+  em_graph_free(g);
+}
+
+/* A CUDA 9.2 driver has no stream capture: the training executor stays
+ * eager, right, and says why. */
+static void test_old_driver_trains_eagerly(void **state) {
+  (void)state;
+  NEED_DOUBLE("9020");
+  em_trainer_options o = portable_on_gpu();
+  const int rows[4] = {8, 8, 8, 8};
+  const int want[4] = {0, 0, 0, 0};
+  net a, b;
+  train_both(EM_LEARNER_SGD, &o, 1, rows, NULL, 4, want, "CUDA 9.2", &a, &b);
+  char d[4096];
+  em_exec_describe(em_trainer_train_exec(b.t), d, sizeof d);
+  if (!strstr(d, "has no stream capture")) fail_msg("the reason is missing: %s", d);
+  em_exec_stats st;
+  stats_of(&b, &st);
+  assert_int_equal(st.graph_captures, 0);
+  net_free(&a), net_free(&b);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_teardown(test_train_steps_replay_bitwise, teardown),
+      cmocka_unit_test_teardown(test_every_learner_kind_replays, teardown),
+      cmocka_unit_test_teardown(test_batch_size_change_recaptures, teardown),
+      cmocka_unit_test_teardown(test_loss_scaling_skip_under_replay, teardown),
+      cmocka_unit_test_teardown(test_replayed_dropout_draws_each_steps_mask, teardown),
+      cmocka_unit_test_teardown(test_old_driver_trains_eagerly, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
