@@ -14,6 +14,13 @@
  *     out of the graph's buffer into a fresh tensor (on the stream).
  * A replay runs no host code: it repeats the capture's kernels, with their
  * parameters and addresses, which is why the buffers must stay the graph's.
+ * What host code did during the capture must be repeated around each
+ * launch by the caller: uploads are staged in page-locked memory the graph
+ * owns (em_exec_graphs_staging, sized from the warm-up runs' count), so the
+ * recorded copies read the same bytes again; in-place writes of leaves the
+ * captured run noted go to the hooks' written after each launch; anything
+ * that must change per run (dropout's step) the caller writes to device
+ * memory in its leaves hook, before the launch.
  * A capture that fails (a forbidden call invalidated it, the pool ran short)
  * records why, the run is done again eagerly, and the key stays eager. */
 #include "exec_graphs.h"

@@ -81,6 +81,9 @@ static em_status run_check(const em_op_args *a, const void *idx, int idx64, int6
   return check_error(&ctx, &f);
 }
 
+/* The uploads of this file (a bound, the tuples' dims, the elements' table)
+ * hold sizes of the inputs' axes only: fixed by a CUDA graph's key, so the
+ * bytes a capture staged (em_ops_scratch_upload) stay right at every replay. */
 em_status em_index_gpu_check_axis(const em_op_args *a, const void *idx, int idx64, int64_t n, const em_index_bounds *b) {
   const em_shape *d = &a->in[b->data_in];
   int64_t size = d->dims[b->first_axis];

@@ -47,7 +47,16 @@ static long long addr(const em_tensor *t) { return (long long)(uintptr_t)em_tens
 /* Uploads the table and launches `kernel` once over it (args hold the
  * table's device address at *table_arg), then frees the table: the h2d
  * copy and the launch are on the executor's stream, in that order, so the
- * scratch is reused only by later work on it. */
+ * scratch is reused only by later work on it.
+ * Under a CUDA graph's capture the table is staged in the graph's pinned
+ * memory and every replay copies the captured bytes again: correct because
+ * they are fixed for the graph. They are addresses of parameters and slots
+ * (leaves, whose device copies a replay checks have not moved), of
+ * gradients (intermediates from the graph's private pool: a replay reuses
+ * the capture's addresses for every kernel anyway), sizes and first blocks
+ * (from shapes, fixed by the graph's feed-shape key). The per-step values
+ * (learning rate, loss scale, skip flags) are not in the table: they come
+ * from h and the scales, device tensors the graph reads at each replay. */
 static em_status launch_with_table(const em_op_args *a, const char *kernel, long long *tab, int64_t k,
                                    unsigned blocks, unsigned threads, void **table_arg, void **args) {
   em_status s = em_ops_kernel_ready(a, kernel); /* no copy for a launch that will not happen */

@@ -6,7 +6,9 @@
 
 /* Uploads the table (t, w) and launches `kernel` over n elements with args, whose [2] and [3]
  * receive the table's device addresses; the scratch goes back once the launch is queued (the
- * copies and the launch share the executor's stream). */
+ * copies and the launch share the executor's stream). The taps and weights follow from the
+ * attributes and the input and output shapes only (resize.c's run_setup), so under a CUDA
+ * graph the staged copy a replay repeats (em_ops_scratch_upload) holds the right table. */
 static em_status launch_with_table(const em_op_args *a, const char *kernel, const long long *t, const double *w,
                                    int64_t len, int64_t n, void **args) {
   if (n <= 0) return EM_OK;

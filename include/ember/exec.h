@@ -107,15 +107,17 @@ EM_API int em_exec_get_tf32(const em_exec *e);
  * are copied into the graph's fixed buffers, parameters changed on the host
  * are uploaded to their same addresses, and each output is copied out of
  * the graph's buffer into a new tensor. The last EM_EXEC_GRAPHS_KEYS (8)
- * keys keep graphs. Plans the capture cannot hold stay eager, with the
- * reason in em_exec_describe and (once) on EMBER_LOG=dispatch: a step on
- * host copies, a learner's update or other in-place write of parameters or
- * states, training-mode batch norm or dropout, an output that is a leaf, a
- * driver without stream capture or older than CUDA 10.1 (10.0 captures
- * only in GLOBAL mode, which fails other threads' allocations), or a
- * capture a call invalidated (named by the step). A CPU executor accepts
- * the switch and runs as before (its describe says graphs need a CUDA
- * device). Turning graphs off frees the executor's graphs. */
+ * keys keep graphs. A whole training step replays: learners' updates and
+ * batch norm's running statistics (after each replay the host knows the
+ * device holds their newest values, as after an eager run) and dropout
+ * (each replay draws the mask of its own run count, as an eager run would).
+ * Plans the capture cannot hold stay eager, with the reason in
+ * em_exec_describe and (once) on EMBER_LOG=dispatch: a step on host copies,
+ * an output that is a leaf, a driver without stream capture or older than
+ * CUDA 10.1 (10.0 captures only in GLOBAL mode, which fails other threads'
+ * allocations), or a capture a call invalidated (named by the step). A CPU
+ * executor accepts the switch and runs as before (its describe says graphs
+ * need a CUDA device). Turning graphs off frees the executor's graphs. */
 EM_API em_status em_exec_set_graphs(em_exec *e, int on);
 EM_API int em_exec_get_graphs(const em_exec *e);
 

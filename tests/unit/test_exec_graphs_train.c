@@ -229,10 +229,20 @@ static void train_both(em_learner_kind kind, const em_trainer_options *opt, int 
     em_feed f[2];
     batch(k, rows[k], xscale ? xscale[k] : 1, f, eager);
     em_minibatch_result ra, rb;
+    long k0 = ts_double_calls("cuLaunchKernel");
     CHECK(em_trainer_train_minibatch(eager->t, f, 2, &ra));
+    long k1 = ts_double_calls("cuLaunchKernel"), g1 = ts_double_calls("cuGraphLaunch");
     f[0].var = gr->x, f[1].var = gr->label;
     CHECK(em_trainer_train_minibatch(gr->t, f, 2, &rb));
+    long k2 = ts_double_calls("cuLaunchKernel"), g2 = ts_double_calls("cuGraphLaunch");
     feeds_release(f);
+    assert_true(k0 >= 0 && g1 >= 0);
+    if (k1 - k0 < 10) fail_msg("%s: step %d: the eager step launched %ld kernels", what, k, k1 - k0);
+    /* a replayed step is one graph launch: forward, backward and update, no kernel launched alone */
+    if (k >= 3 && (want_replayed ? want_replayed[k] && want_replayed[k - 1] : 1) && (k2 - k1 != 0 || g2 - g1 != 1))
+      fail_msg("%s: step %d: %ld kernel launches and %ld graph launches (eager: %ld kernels)", what, k, k2 - k1,
+               g2 - g1, k1 - k0);
+    if (k == 3 && !want_replayed) print_message("%s: an eager step launches %ld kernels, a replayed one 1 graph\n", what, k1 - k0);
     em_exec_stats st;
     stats_of(gr, &st);
     int want = want_replayed ? want_replayed[k] : k >= 2;
