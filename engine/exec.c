@@ -448,9 +448,12 @@ static em_status step_dev_alloc(em_exec *e) {
 
 /* The run counter into its device copy, on stream st (outside any capture):
  * pageable and asynchronous, so the driver takes the value at the call and
- * later runs' writes queue behind the kernels that read this one. */
+ * later runs' writes queue behind the kernels that read this one. With
+ * graphs off st is the legacy stream, where the copy is synchronous (as
+ * the learners' table uploads are): only training runs pay it, since
+ * dropout reads the step only then. */
 static em_status step_upload(em_exec *e, em_stream *st) {
-  if (!e->step_dev) return EM_OK;
+  if (!e->step_dev || !e->training) return EM_OK;
   uint64_t v = e->runs;
   em_status s = em_memcpy_h2d(e->dev, e->step_dev, &v, sizeof v, st);
   return s ? em_fail_context(s, "writing the run counter (%llu) for dropout", (unsigned long long)v) : EM_OK;
