@@ -718,8 +718,8 @@ static int state_writes(const em_exec *e, const em_node *n, const em_op_args *a,
 }
 
 /* After an op wrote states or parameters in place: the copy it wrote (the
- * host's on the CPU, the device's on a GPU) now holds the newest value. */
-/* Under a CUDA graph's capture the written leaves are also noted, so that
+ * host's on the CPU, the device's on a GPU) now holds the newest value.
+ * Under a CUDA graph's capture the written leaves are also noted, so that
  * each replay (which runs no host code) tells the host the same
  * (hook_written). */
 static em_status states_written(const em_exec *e, const em_node *n, const unsigned char *mask) {

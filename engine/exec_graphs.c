@@ -74,7 +74,7 @@ struct em_exec_graphs {
   em_exec_graphs_info info;
   char why[512];
   char logged[512];         /* the last reason put on EMBER_LOG=dispatch: each once, not every run */
-  em_op_staging staging;    /* first member use: take() finds gs from it */
+  em_op_staging staging;    /* handed to ops; stage_take finds gs from its address */
   int stage_mode;           /* STAGE_* */
   size_t stage_count;       /* STAGE_COUNT: bytes staged in this run */
   entry *capturing;         /* STAGE_CAPTURE: the entry being captured */
@@ -318,8 +318,20 @@ static em_status capture(em_exec_graphs *gs, const em_exec_graphs_hooks *h, entr
                     ? EM_OK
                     : em_fail(EM_ERR_OUT_OF_MEMORY, "no memory for a CUDA graph's buffers");
   if (!s) s = em_alloc_pool_create(en->rec, &en->pool);
-  /* before the capture: cuMemHostAlloc is no call to make inside one */
-  if (!s && en->staged) s = em_cuda_graph_host_alloc(gs->dev, en->staged, (void **)&en->pinned);
+  /* before the capture: cuMemHostAlloc is no call to make inside one. Without
+   * it (an optional entry point, or no pinned memory left) the plan's uploads
+   * cannot be recorded: the key stays eager, with the reason, and the run
+   * goes on eagerly rather than failing. */
+  if (!s && en->staged && em_cuda_graph_host_alloc(gs->dev, en->staged, (void **)&en->pinned)) {
+    char why[400];
+    snprintf(why, sizeof why, "no page-locked memory for the %zu bytes of uploads the plan makes: %s", en->staged,
+             em_last_error());
+    free(fixed);
+    refuse(gs, en, why);
+    entry_drop_graph(gs, en);
+    em_clear_error();
+    return EM_ERR_UNSUPPORTED;
+  }
   if (!s) s = h->leaves(h->ctx, en->leaf_addr);
   for (int i = 0; i < n && !s; i++) {
     const em_feed *f = &feeds[order[i]];

@@ -11,7 +11,8 @@
  * replayed dropout's mask against a reference derived here from the
  * documented key (splitmix64, norm_math.h's scheme written out again, not
  * included), so a replay that repeated the captured step's mask fails; a
- * driver without stream capture stays eager with the reason.
+ * driver without stream capture, or no page-locked memory for the staged
+ * uploads, stays eager with the reason.
  * Expected values are the eager trainer's or the reference's, never the
  * graph's own. */
 #include <math.h>
@@ -57,6 +58,7 @@ static int teardown(void **state) {
   unsetenv("EMBER_LIBCUDA");
   unsetenv("FAKECUDA_DEVICES");
   unsetenv("FAKECUDA_DRIVER");
+  unsetenv("FAKECUDA_FAIL");
   unsetenv("EMBER_CUBLAS"), unsetenv("EMBER_CUDNN");
   return 0;
 }
@@ -452,6 +454,29 @@ static void test_old_driver_trains_eagerly(void **state) {
   net_free(&a), net_free(&b);
 }
 
+/* No page-locked memory for the learners' tables (the double fails the
+ * second cuMemHostAlloc, the first being the device checks' record): the
+ * capture is given up before it begins, the step runs eagerly, right, and
+ * the reason is kept; the trainer does not fail. */
+static void test_no_pinned_memory_stays_eager(void **state) {
+  (void)state;
+  setenv("FAKECUDA_FAIL", "cuMemHostAlloc=2@2", 1);
+  NEED_DOUBLE(NULL);
+  em_trainer_options o = portable_on_gpu();
+  const int rows[5] = {8, 8, 8, 8, 8};
+  const int want[5] = {0, 0, 0, 0, 0};
+  net a, b;
+  train_both(EM_LEARNER_ADAM, &o, 1, rows, NULL, 5, want, "no pinned memory", &a, &b);
+  char d[4096];
+  em_exec_describe(em_trainer_train_exec(b.t), d, sizeof d);
+  if (!strstr(d, "no page-locked memory for the")) fail_msg("the reason is missing: %s", d);
+  em_exec_stats st;
+  stats_of(&b, &st);
+  assert_int_equal(st.graph_captures, 0);
+  net_free(&a), net_free(&b);
+  unsetenv("FAKECUDA_FAIL");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_train_steps_replay_bitwise, teardown),
@@ -460,6 +485,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_loss_scaling_skip_under_replay, teardown),
       cmocka_unit_test_teardown(test_replayed_dropout_draws_each_steps_mask, teardown),
       cmocka_unit_test_teardown(test_old_driver_trains_eagerly, teardown),
+      cmocka_unit_test_teardown(test_no_pinned_memory_stays_eager, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
