@@ -345,7 +345,10 @@ em_status em_linalg_gemm_gpu(const em_op_args *a, const em_linalg_gemm *g) {
   if (em_linalg_uses_cublas(a, g->dt, why, sizeof why)) {
     char version[32];
     em_cublas_library(version, sizeof version);
-    em_op_report_path(a, "cuBLAS %s%s", version, a->tf32 && g->dt == EM_F32 ? " (TF32 allowed)" : "");
+    /* cuBLAS's m and n are the product's n and m (cublas_form). */
+    if (em_cublas_is_gemv(g->dt, g->n == 1 ? 1 : 2, g->m == 1 ? 1 : 2, a->tf32))
+      em_op_report_path(a, "cuBLAS %s gemv", version);
+    else em_op_report_path(a, "cuBLAS %s%s", version, a->tf32 && g->dt == EM_F32 ? " (TF32 allowed)" : "");
     return walk(a, g, cublas_batch);
   }
   if (!a->portable) em_op_report_path(a, "Ember's kernels: %s", why);

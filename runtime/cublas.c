@@ -69,6 +69,13 @@ typedef int (*fn_gemm_batched)(cublasHandle_t, int, int, int, int, int, const vo
                                int);
 typedef int (*fn_gemm)(cublasHandle_t, int, int, int, int, int, const void *, const void *, int, int, const void *, int,
                        int, const void *, void *, int, int, int, int);
+/* cublasSgemv_v2 / cublasDgemv_v2 (handle, trans, m, n, alpha, A, lda, x, incx, beta, y, incy) and
+ * their strided batches (..., A, lda, strideA, x, incx, stridex, beta, y, incy, stridey,
+ * batchCount): cublas_api.h of CUDA 13.0, the element type float or double (void here). */
+typedef int (*fn_gemv)(cublasHandle_t, int, int, int, const void *, const void *, int, const void *, int, const void *,
+                       void *, int);
+typedef int (*fn_gemv_batched)(cublasHandle_t, int, int, int, const void *, const void *, int, long long, const void *,
+                               int, long long, const void *, void *, int, long long, int);
 
 #define MAX_DEVICES 64
 
@@ -96,6 +103,8 @@ static struct {
   fn_status_name status_name; /* optional (cuBLAS 11.4.2+) */
   fn_gemm gemm;
   fn_gemm_batched gemm_batched;
+  fn_gemv sgemv, dgemv;                     /* in every cuBLAS 11+ (the legacy BLAS-2 API) */
+  fn_gemv_batched sgemv_batched, dgemv_batched; /* optional: newer releases only [U: which one added them] */
   blas_device dev[MAX_DEVICES];
 } B = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -145,10 +154,17 @@ static int bind(void *h, char *why, size_t cap) {
   B.status_name = (fn_status_name)dlsym(h, "cublasGetStatusName");
   B.gemm = (fn_gemm)dlsym(h, "cublasGemmEx");
   B.gemm_batched = (fn_gemm_batched)dlsym(h, "cublasGemmStridedBatchedEx");
+  B.sgemv = (fn_gemv)dlsym(h, "cublasSgemv_v2");
+  B.dgemv = (fn_gemv)dlsym(h, "cublasDgemv_v2");
+  /* Present in CUDA 13.0's cublas_api.h; absent in older releases [U: added in an 11.x
+   * release]. Without them a strided batch of matvecs is one gemv per member. */
+  B.sgemv_batched = (fn_gemv_batched)dlsym(h, "cublasSgemvStridedBatched");
+  B.dgemv_batched = (fn_gemv_batched)dlsym(h, "cublasDgemvStridedBatched");
   const char *missing = !prop ? "cublasGetProperty" : !B.create ? "cublasCreate_v2" : !B.destroy ? "cublasDestroy_v2"
                         : !B.set_stream ? "cublasSetStream_v2" : !B.set_workspace ? "cublasSetWorkspace_v2"
                         : !B.set_math ? "cublasSetMathMode" : !B.gemm ? "cublasGemmEx"
-                        : !B.gemm_batched ? "cublasGemmStridedBatchedEx" : NULL;
+                        : !B.gemm_batched ? "cublasGemmStridedBatchedEx" : !B.sgemv ? "cublasSgemv_v2"
+                        : !B.dgemv ? "cublasDgemv_v2" : NULL;
   if (missing) {
     snprintf(why, cap, "%s does not export %s (cuBLAS 11.0 or newer is needed)", B.path, missing);
     return -1;
@@ -297,6 +313,64 @@ API em_status em_device_library_use(em_device dev, const char *library, int *use
   return EM_OK;
 }
 
+int em_cublas_is_gemv(em_dtype dt, int m, int n, int tf32) {
+  return (dt == EM_F64 || (dt == EM_F32 && !tf32)) && (m == 1 || n == 1);
+}
+
+/* One matvec in cublas<t>gemv's terms: y = alpha op(M) x + beta y, M stored rows x cols. */
+typedef struct gemv_form {
+  int trans, rows, cols, ldm, incx, incy;
+  const void *mat, *x;
+  void *y;
+  long long stride_mat, stride_x, stride_y;
+} gemv_form;
+
+/* g (column-major C = op(A) op(B), m == 1 or n == 1) as a gemv. n == 1: C's one column is
+ * op(A) (m x k) times op(B)'s first column, which is B's first column (incx 1) or, for op(B)
+ * = B^T, B's first row (incx ldb); C's column is contiguous (incy 1). m == 1: C's row, C^T
+ * (incy ldc), is op(B)^T (n x k) times op(A)'s row as a column: A's first row (incx lda) or,
+ * for op(A) = A^T, A's first column (incx 1); op(B)^T is B^T when B is not transposed
+ * (stored k x n: trans T) and B itself when it is (stored n x k: trans N). */
+static void gemv_of(const em_cublas_gemm *g, gemv_form *v) {
+  if (g->n == 1) {
+    v->trans = g->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    v->rows = g->ta ? g->k : g->m, v->cols = g->ta ? g->m : g->k, v->ldm = g->lda;
+    v->mat = g->a, v->stride_mat = g->stride_a;
+    v->x = g->b, v->incx = g->tb ? g->ldb : 1, v->stride_x = g->stride_b;
+    v->incy = 1;
+  } else {
+    v->trans = g->tb ? CUBLAS_OP_N : CUBLAS_OP_T;
+    v->rows = g->tb ? g->n : g->k, v->cols = g->tb ? g->k : g->n, v->ldm = g->ldb;
+    v->mat = g->b, v->stride_mat = g->stride_b;
+    v->x = g->a, v->incx = g->ta ? 1 : g->lda, v->stride_x = g->stride_a;
+    v->incy = g->ldc;
+  }
+  v->y = g->c, v->stride_y = g->stride_c;
+}
+
+/* With the handle's lock held: g as gemv calls; the name of the failing call in *call. */
+static int gemv_issue(blas_device *d, const em_cublas_gemm *g, const void *pa, const void *pb, const char **call) {
+  gemv_form v;
+  gemv_of(g, &v);
+  int f64 = g->dt == EM_F64;
+  fn_gemv one = f64 ? B.dgemv : B.sgemv;
+  fn_gemv_batched many = f64 ? B.dgemv_batched : B.sgemv_batched;
+  if (g->batch > 1 && many) {
+    *call = f64 ? "cublasDgemvStridedBatched" : "cublasSgemvStridedBatched";
+    return many(d->handle, v.trans, v.rows, v.cols, pa, v.mat, v.ldm, v.stride_mat, v.x, v.incx, v.stride_x, pb, v.y,
+                v.incy, v.stride_y, g->batch);
+  }
+  *call = f64 ? "cublasDgemv_v2" : "cublasSgemv_v2";
+  size_t es = f64 ? 8 : 4;
+  for (int b = 0; b < g->batch; b++) {
+    int st = one(d->handle, v.trans, v.rows, v.cols, pa, (const char *)v.mat + (size_t)(b * v.stride_mat) * es, v.ldm,
+                 (const char *)v.x + (size_t)(b * v.stride_x) * es, v.incx, pb,
+                 (char *)v.y + (size_t)(b * v.stride_y) * es, v.incy);
+    if (st) return st;
+  }
+  return 0;
+}
+
 static size_t workspace_bytes(const em_gpu *g) { return g->cc >= 90 ? (32u << 20) : (4u << 20); }
 
 em_status em_cublas_gemm_run(em_device dev, em_stream *s, const em_cublas_gemm *g) {
@@ -330,7 +404,9 @@ em_status em_cublas_gemm_run(em_device dev, em_stream *s, const em_cublas_gemm *
   if (!st) call = "cublasSetWorkspace_v2", st = B.set_workspace(d->handle, ws, ws_bytes);
   if (!st) {
     int opa = g->ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = g->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-    if (g->batch == 1) {
+    if (em_cublas_is_gemv(g->dt, g->m, g->n, g->tf32)) {
+      st = gemv_issue(d, g, pa, pb, &call);
+    } else if (g->batch == 1) {
       call = "cublasGemmEx";
       st = B.gemm(d->handle, opa, opb, g->m, g->n, g->k, pa, g->a, type, g->lda, g->b, type, g->ldb, pb, g->c, type,
                   g->ldc, compute, CUBLAS_GEMM_DEFAULT);
@@ -349,6 +425,15 @@ em_status em_cublas_gemm_run(em_device dev, em_stream *s, const em_cublas_gemm *
                 half ? ", f32 accumulation" : g->tf32 ? ", TF32" : "", gpu->ordinal);
   return r;
 }
+
+int em_cublas_major(void) {
+  pthread_mutex_lock(&B.lock);
+  int m = B.lib ? B.major : 0;
+  pthread_mutex_unlock(&B.lock);
+  return m;
+}
+
+const char *em_cublas_status_text(int st) { return status_text(st); }
 
 const char *em_cublas_library(char *version, size_t cap) {
   pthread_mutex_lock(&B.lock);

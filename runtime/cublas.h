@@ -28,6 +28,14 @@ typedef struct em_cublas_gemm {
                            * ignored for the other dtypes */
 } em_cublas_gemm;
 
+/* Whether em_cublas_gemm_run issues a product as a matrix-vector one (cublas<t>gemv, strided
+ * batches through cublas<t>gemvStridedBatched where the library has it): f32 or f64 with
+ * m == 1 or n == 1, and for f32 only when TF32 is not allowed. gemv has no TF32 road (no compute
+ * type; a matvec reads each matrix element once, bound by memory, so tensor cores would not pay);
+ * with TF32 allowed the matvec stays on GemmEx with TF32 compute, so that an f32 product rounds
+ * the same way whatever its shape (a batch of one row like a batch of two). */
+int em_cublas_is_gemv(em_dtype dt, int m, int n, int tf32);
+
 /* Whether products of dtype dt on dev go through cuBLAS: 1, or 0 with the
  * reason in why (no library, EMBER_CUBLAS=0, the library does not support
  * this device or driver, a dtype it is not used for, no tensor cores for a
@@ -51,6 +59,12 @@ em_status em_cublas_gemm_run(em_device dev, em_stream *s, const em_cublas_gemm *
  * and a device of compute capability cc (10 * major + minor). 1 when
  * supported, else 0 and why. */
 int em_cublas_supports(int major, int minor, int patch, int driver_version, int cc, char *why, size_t cap);
+
+/* The loaded library's major version (0: none) and a cuBLAS status as text
+ * (cublasGetStatusName where the library has it), for cublaslt.c, which loads the
+ * cuBLASLt of the same major and shares cuBLAS's statuses. */
+int em_cublas_major(void);
+const char *em_cublas_status_text(int st);
 
 /* The loaded library for reports: "" when none; its version text. */
 const char *em_cublas_library(char *version, size_t cap);

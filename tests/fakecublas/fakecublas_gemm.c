@@ -150,6 +150,7 @@ static cublasStatus_t check_gemv_arguments(const fcb_product *p) {
   if (p->lda < max1(p->m)) return fcb_refuse(bad, "%s: lda %d < max(1, m = %d)", e, p->lda, p->m);
   if (p->ldb == 0 || p->ldc == 0) return fcb_refuse(bad, "%s: incx %d / incy %d is 0", e, p->ldb, p->ldc);
   if (!p->alpha || !p->beta) return fcb_refuse(bad, "%s: alpha or beta is NULL", e);
+  if (p->batch < 0) return fcb_refuse(bad, "%s: batchCount %d < 0", e, p->batch); /* the strided batches */
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -463,17 +464,20 @@ static size_t vec_bytes(int len, int inc, size_t esize) {
   return len <= 0 ? 0 : (size_t)(((unsigned long long)(len - 1) * step + 1) * esize);
 }
 
-/* y = alpha op(A) x + beta y, summing over A's other dimension in order. */
-static CUresult run_gemv(const fcb_work *w, double alpha, double beta, char *msg, size_t cap) {
+/* y = alpha op(A) x + beta y for batch member `batch` (stride_a/_b/_c elements apart),
+ * summing over A's other dimension in order. */
+static CUresult run_gemv(const fcb_work *w, int batch, double alpha, double beta, char *msg, size_t cap) {
   const fcb_product *p = &w->p;
   int f64 = p->atype == CUDA_R_64F, trans = p->transa != CUBLAS_OP_N;
   int ly = trans ? p->n : p->m, lx = trans ? p->m : p->n;
   size_t es = f64 ? 8 : 4;
   void *A = NULL, *x = NULL, *y = NULL;
   CUresult r = CUDA_SUCCESS;
-  if (alpha != 0.0) r = operand(w, "A", p->a, 0, 0, es, matrix_bytes(p->m, p->n, p->lda, es), &A, msg, cap);
-  if (r == CUDA_SUCCESS && alpha != 0.0) r = operand(w, "x", p->b, 0, 0, es, vec_bytes(lx, p->ldb, es), &x, msg, cap);
-  if (r == CUDA_SUCCESS) r = operand(w, "y", p->c, 0, 0, es, vec_bytes(ly, p->ldc, es), &y, msg, cap);
+  if (alpha != 0.0)
+    r = operand(w, "A", p->a, p->stride_a, batch, es, matrix_bytes(p->m, p->n, p->lda, es), &A, msg, cap);
+  if (r == CUDA_SUCCESS && alpha != 0.0)
+    r = operand(w, "x", p->b, p->stride_b, batch, es, vec_bytes(lx, p->ldb, es), &x, msg, cap);
+  if (r == CUDA_SUCCESS) r = operand(w, "y", p->c, p->stride_c, batch, es, vec_bytes(ly, p->ldc, es), &y, msg, cap);
   if (r != CUDA_SUCCESS) return r;
   for (int i = 0; i < ly; i++) {
     size_t yi = vec_index(i, ly, p->ldc);
@@ -505,8 +509,8 @@ static CUresult run_product(void *payload, char *msg, size_t cap) {
     r = operand(w, "workspace", w->workspace, 0, 0, 1, w->workspace_bytes, &ws, msg, cap);
   }
   if (r != CUDA_SUCCESS) return r;
-  if (w->p.gemv) return run_gemv(w, alpha, beta, msg, cap);
-  for (int b = 0; b < w->p.batch && r == CUDA_SUCCESS; b++) r = run_gemm_member(w, b, alpha, beta, msg, cap);
+  for (int b = 0; b < w->p.batch && r == CUDA_SUCCESS; b++)
+    r = w->p.gemv ? run_gemv(w, b, alpha, beta, msg, cap) : run_gemm_member(w, b, alpha, beta, msg, cap);
   return r;
 }
 
@@ -516,8 +520,10 @@ static void describe(const fcb_work *w, const fcb_handle_state *hs, int issued, 
   const fcb_product *p = &w->p;
   int n = snprintf(out, cap, "entry=%s ", fcb_entry_name(p->entry));
   if (p->gemv)
-    n += snprintf(out + n, cap - (size_t)n, "trans=%c m=%d n=%d lda=%d incx=%d incy=%d A=%s ", op_letter(p->transa),
-                  p->m, p->n, p->lda, p->ldb, p->ldc, type_name(p->atype));
+    n += snprintf(out + n, cap - (size_t)n,
+                  "trans=%c m=%d n=%d lda=%d incx=%d incy=%d batch=%d strideA=%lld stridex=%lld stridey=%lld A=%s ",
+                  op_letter(p->transa), p->m, p->n, p->lda, p->ldb, p->ldc, p->batch, p->stride_a, p->stride_b,
+                  p->stride_c, type_name(p->atype));
   else
     n += snprintf(out + n, cap - (size_t)n,
                   "transa=%c transb=%c m=%d n=%d k=%d lda=%d ldb=%d ldc=%d batch=%d strideA=%lld strideB=%lld "
@@ -544,7 +550,7 @@ static void take_scalars(fcb_work *w) {
   }
 }
 
-static int is_empty(const fcb_product *p) { return p->m == 0 || p->n == 0 || (!p->gemv && p->batch == 0); }
+static int is_empty(const fcb_product *p) { return p->m == 0 || p->n == 0 || p->batch == 0; }
 
 /* Checks a product at the call and issues it on the handle's stream. */
 static cublasStatus_t product(cublasHandle_t h, fcb_product *p) {
@@ -654,5 +660,28 @@ FCB_EXPORT cublasStatus_t cublasDgemv_v2(cublasHandle_t handle, int trans, int m
                                          double *y, int incy) {
   fcb_product p = {FCB_cublasDgemv_v2, 1, trans, CUBLAS_OP_N, m, n, 0, alpha, beta, DPTR(A), DPTR(x), DPTR(y),
                    CUDA_R_64F, CUDA_R_64F, CUDA_R_64F, lda, incx, incy, 0, 0, 0, 1, CUBLAS_COMPUTE_64F, -1};
+  return product(handle, &p);
+}
+
+/* cublas_api.h of CUDA 13.0: the strided batches of gemv (A, x and y of member i at A + i *
+ * strideA, x + i * stridex, y + i * stridey). Not every release has them [U: added during
+ * cuBLAS 11]; the double exports them whatever FAKECUBLAS_VERSION says. */
+FCB_EXPORT cublasStatus_t cublasSgemvStridedBatched(cublasHandle_t handle, int trans, int m, int n, const float *alpha,
+                                                    const float *A, int lda, long long stride_a, const float *x,
+                                                    int incx, long long stride_x, const float *beta, float *y, int incy,
+                                                    long long stride_y, int batch) {
+  fcb_product p = {FCB_cublasSgemvStridedBatched, 1, trans, CUBLAS_OP_N, m, n, 0, alpha, beta, DPTR(A), DPTR(x),
+                   DPTR(y), CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, lda, incx, incy, stride_a, stride_x, stride_y, batch,
+                   CUBLAS_COMPUTE_32F, -1};
+  return product(handle, &p);
+}
+
+FCB_EXPORT cublasStatus_t cublasDgemvStridedBatched(cublasHandle_t handle, int trans, int m, int n, const double *alpha,
+                                                    const double *A, int lda, long long stride_a, const double *x,
+                                                    int incx, long long stride_x, const double *beta, double *y,
+                                                    int incy, long long stride_y, int batch) {
+  fcb_product p = {FCB_cublasDgemvStridedBatched, 1, trans, CUBLAS_OP_N, m, n, 0, alpha, beta, DPTR(A), DPTR(x),
+                   DPTR(y), CUDA_R_64F, CUDA_R_64F, CUDA_R_64F, lda, incx, incy, stride_a, stride_x, stride_y, batch,
+                   CUBLAS_COMPUTE_64F, -1};
   return product(handle, &p);
 }

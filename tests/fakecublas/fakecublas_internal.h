@@ -99,7 +99,9 @@ enum { MAJOR_VERSION = 0, MINOR_VERSION = 1, PATCH_LEVEL = 2 }; /* libraryProper
   X(cublasSgemmStridedBatched)   \
   X(cublasDgemmStridedBatched)   \
   X(cublasSgemv_v2)              \
-  X(cublasDgemv_v2)
+  X(cublasDgemv_v2)              \
+  X(cublasSgemvStridedBatched)   \
+  X(cublasDgemvStridedBatched)
 
 typedef enum fcb_entry {
 #define FCB_ENUM(name) FCB_##name,

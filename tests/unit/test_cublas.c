@@ -90,6 +90,12 @@ static unsigned long gemm_calls(void) {
          calls_of("cublasDgemm_v2");
 }
 
+/* Every product entry point, the matvecs (gemv) included. */
+static unsigned long product_calls(void) {
+  return gemm_calls() + calls_of("cublasSgemv_v2") + calls_of("cublasDgemv_v2") +
+         calls_of("cublasSgemvStridedBatched") + calls_of("cublasDgemvStridedBatched");
+}
+
 /* ------------------------------------------------------------ graphs --- */
 
 typedef struct prod {
@@ -195,12 +201,12 @@ static void test_products_through_cublas(void **state) {
       prod p;
       prod_matmul(&p, f64 ? EM_F64 : EM_F32, shapes[s].xnd, shapes[s].xs, shapes[s].ynd, shapes[s].ys, em_cuda(0),
                   10 + s);
-      unsigned long before = gemm_calls();
+      unsigned long before = product_calls();
       em_tensor *o = prod_run(&p);
       char what[64];
       snprintf(what, sizeof what, "matmul case %zu %s", s, f64 ? "f64" : "f32");
       expect_reference(&p, o, f64 ? 1e-12 : 1e-5, what);
-      if (gemm_calls() == before) fail_msg("%s: cuBLAS was not called", what);
+      if (product_calls() == before) fail_msg("%s: cuBLAS was not called", what);
       if (strstr(last_gemm(), "tf32")) fail_msg("%s: TF32 without being asked: %s", what, last_gemm());
       em_tensor_release(o);
       prod_free(&p);
@@ -438,12 +444,125 @@ static void test_missing_library(void **state) {
   em_shutdown();
 }
 
+
+/* ------------------------------------------------------------- GEMV --- */
+
+static unsigned long gemv_calls(void) { return product_calls() - gemm_calls(); }
+
+/* y = alpha op(A) op(B) through the gemm op with a row (M = 1) or a column (N = 1) result,
+ * every transpose, f32 and f64: cublas<t>gemv runs (no GEMM call), the result matches a
+ * float64 loop written here, and the op's road says "gemv". */
+static void test_gemv_products(void **state) {
+  (void)state;
+  if (!use_doubles("9.0", "13000", "13.1.0")) skip();
+  const int64_t K = 7, other = 5;
+  for (int f64 = 0; f64 < 2; f64++)
+    for (int row = 0; row < 2; row++)
+      for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+          em_dtype dt = f64 ? EM_F64 : EM_F32;
+          int64_t M = row ? 1 : other, N = row ? other : 1;
+          int64_t as[2] = {ta ? K : M, ta ? M : K}, bs[2] = {tb ? N : K, tb ? K : N};
+          em_graph *g;
+          em_var a, b, y;
+          assert_int_equal(em_graph_create(&g), EM_OK);
+          assert_int_equal(em_input(g, "a", dt, 2, as, &a), EM_OK);
+          assert_int_equal(em_input(g, "b", dt, 2, bs, &b), EM_OK);
+          em_var in[2] = {a, b};
+          em_attr at[3] = {AF("alpha", 0.75), AI("transA", ta), AI("transB", tb)};
+          if (em_apply(g, "gemm", in, 2, at, 3, &y, 1)) fail_msg("gemm: %s", em_last_error());
+          em_exec *e;
+          assert_int_equal(em_exec_create(g, &y, 1, em_cuda(0), &e), EM_OK);
+          em_tensor *at_ = ot_rand(dt, 2, as, 40 + ta, -1, 1), *bt = ot_rand(dt, 2, bs, 50 + tb, -1, 1), *o = NULL;
+          em_feed f[2] = {{a, at_}, {b, bt}};
+          unsigned long gemms = gemm_calls(), gemvs = gemv_calls();
+          if (em_exec_run(e, f, 2, &o)) fail_msg("run: %s", em_last_error());
+          char what[96];
+          snprintf(what, sizeof what, "gemm %s M %lld N %lld transA %d transB %d", f64 ? "f64" : "f32", (long long)M,
+                   (long long)N, ta, tb);
+          if (gemv_calls() != gemvs + 1 || gemm_calls() != gemms)
+            fail_msg("%s: %lu gemv and %lu GEMM calls, want 1 and 0 (%s)", what, gemv_calls() - gemvs,
+                     gemm_calls() - gemms, last_gemm());
+          double *av = ot_values(at_, NULL), *bv = ot_values(bt, NULL), want[5];
+          for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+              double acc = 0;
+              for (int64_t t = 0; t < K; t++)
+                acc += av[ta ? t * M + i : i * K + t] * bv[tb ? j * K + t : t * N + j];
+              want[i * N + j] = 0.75 * acc;
+            }
+          ot_expect_values(o, want, M * N, f64 ? 1e-13 : 1e-5, what);
+          char plan[2048];
+          em_exec_describe(e, plan, sizeof plan);
+          if (!strstr(plan, "cuBLAS 13.1.0 gemv")) fail_msg("%s: the road does not say gemv:\n%s", what, plan);
+          free(av), free(bv);
+          em_tensor_release(o), em_tensor_release(at_), em_tensor_release(bt);
+          em_exec_free(e);
+          em_graph_free(g);
+        }
+}
+
+/* Batched matvecs (a column result per batch member, a row result per member): one strided
+ * batched gemv call each; a broadcast vector. With TF32 allowed an f32 matvec stays a TF32
+ * GemmEx (cublas.h: the rounding does not depend on the shape). */
+static void test_gemv_batched(void **state) {
+  (void)state;
+  if (!use_doubles("9.0", "13000", "13.1.0")) skip();
+  const struct {
+    int xnd;
+    int64_t xs[3];
+    int ynd;
+    int64_t ys[3];
+    const char *entry_f32, *entry_f64;
+  } shapes[] = {
+      {3, {3, 5, 7}, 3, {3, 7, 1}, "cublasSgemvStridedBatched", "cublasDgemvStridedBatched"},
+      {3, {4, 1, 7}, 3, {4, 7, 6}, "cublasSgemvStridedBatched", "cublasDgemvStridedBatched"},
+      {3, {3, 5, 7}, 1, {7}, "cublasSgemv_v2", "cublasDgemv_v2"}, /* the rows stack: one 15-row matvec */
+      {1, {7}, 3, {2, 7, 4}, "cublasSgemvStridedBatched", "cublasDgemvStridedBatched"},
+  };
+  for (int f64 = 0; f64 < 2; f64++)
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+      prod p;
+      prod_matmul(&p, f64 ? EM_F64 : EM_F32, shapes[s].xnd, shapes[s].xs, shapes[s].ynd, shapes[s].ys, em_cuda(0),
+                  60 + s);
+      const char *entry = f64 ? shapes[s].entry_f64 : shapes[s].entry_f32;
+      unsigned long before = calls_of(entry), gemms = gemm_calls();
+      em_tensor *o = prod_run(&p);
+      char what[64];
+      snprintf(what, sizeof what, "batched matvec case %zu %s", s, f64 ? "f64" : "f32");
+      expect_reference(&p, o, f64 ? 1e-13 : 1e-5, what);
+      if (calls_of(entry) != before + 1 || gemm_calls() != gemms)
+        fail_msg("%s: %s called %lu times, GEMM %lu times (%s)", what, entry, calls_of(entry) - before,
+                 gemm_calls() - gemms, last_gemm());
+      em_tensor_release(o);
+      prod_free(&p);
+    }
+  /* TF32 allowed: the f32 matvec is a TF32 GemmEx; 1 + 2^-20 is 1 in TF32. */
+  const int64_t xs[2] = {1, 2}, ys[2] = {2, 1};
+  prod p;
+  prod_matmul(&p, EM_F32, 2, xs, 2, ys, em_cuda(0), 70);
+  assert_int_equal(em_exec_set_tf32(p.e, 1), EM_OK);
+  const double xv[2] = {1.0 + ldexp(1.0, -20), 0.0}, yv[2] = {3.0, 0.0};
+  em_tensor_release(p.xt), em_tensor_release(p.yt);
+  p.xt = ot_tensor(EM_F32, 2, xs, xv);
+  p.yt = ot_tensor(EM_F32, 2, ys, yv);
+  unsigned long gemvs = gemv_calls();
+  em_tensor *o = prod_run(&p);
+  double *v = ot_values(o, NULL);
+  if (v[0] != 3.0 || gemv_calls() != gemvs || !strstr(last_gemm(), "tf32"))
+    fail_msg("TF32 allowed, matvec: %.9g (%s), want TF32's 3 from a GemmEx", v[0], last_gemm());
+  free(v);
+  em_tensor_release(o);
+  prod_free(&p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_support_rule),         cmocka_unit_test(test_products_through_cublas),
       cmocka_unit_test(test_gemm_bias),            cmocka_unit_test(test_portable_and_off),
       cmocka_unit_test(test_unsupported_devices),  cmocka_unit_test(test_tf32_only_when_asked),
       cmocka_unit_test(test_failure_reported),     cmocka_unit_test(test_missing_library),
+      cmocka_unit_test(test_gemv_products),        cmocka_unit_test(test_gemv_batched),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1031,6 +1031,40 @@ static void gemv_matches_a_loop(void **state) {
   ASSERT_HAS(cb.last_gemm(), "entry=cublasDgemv_v2 trans=T m=5 n=3 lda=7 incx=-2 incy=3");
 }
 
+
+/* The strided batches of gemv: each member against a loop (a shared x, stride 0; y members
+ * apart by stridey), and the batch count checked at the call. */
+static void gemv_strided_batched(void **state) {
+  (void)state;
+  NEED();
+  cublasHandle_t h = start("8.0");
+  typedef int (*fn_sgemv_b)(cublasHandle_t, int, int, int, const float *, const float *, int, long long,
+                            const float *, int, long long, const float *, float *, int, long long, int);
+  fn_sgemv_b sb = (fn_sgemv_b)dlsym(cb.lib, "cublasSgemvStridedBatched");
+  if (!sb || !dlsym(cb.lib, "cublasDgemvStridedBatched")) fail_msg("the double lacks the strided batched gemv");
+  enum { M = 3, N = 4, BATCH = 3, SA = 13, SY = 5 };
+  float A[SA * BATCH], x[N], y[SY * BATCH], got[SY * BATCH];
+  fill_f32(A, SA * BATCH, 70), fill_f32(x, N, 71), fill_f32(y, SY * BATCH, 72);
+  CUdeviceptr dA = upload(A, sizeof A), dx = upload(x, sizeof x), dy = upload(y, sizeof y);
+  float alpha = 2.0f, beta = 0.5f, one = 1.0f;
+  assert_int_equal(sb(h, OP_N, M, N, &alpha, DP(dA), M, SA, DP(dx), 1, 0, &beta, DP(dy), 1, SY, BATCH), ST_SUCCESS);
+  download(got, dy, sizeof got);
+  for (int b = 0; b < BATCH; b++)
+    for (int i = 0; i < SY; i++) {
+      float want = y[b * SY + i];
+      if (i < M) {
+        float sum = 0.0f;
+        for (int l = 0; l < N; l++) sum = sum + A[b * SA + l * M + i] * x[l];
+        want = alpha * sum + beta * y[b * SY + i];
+      }
+      if (got[b * SY + i] != want) fail_msg("member %d y[%d] = %.9g, want %.9g", b, i, got[b * SY + i], want);
+    }
+  ASSERT_HAS(cb.last_gemm(), "entry=cublasSgemvStridedBatched trans=N m=3 n=4 lda=3 incx=1 incy=1 batch=3 strideA=13");
+  assert_int_equal(sb(h, OP_N, M, N, &one, DP(dA), M, SA, DP(dx), 1, 0, &one, DP(dy), 1, SY, -1), ST_INVALID_VALUE);
+  assert_int_equal(sb(h, OP_N, M, N, &one, DP(dA), M, SA, DP(dx), 0, 0, &one, DP(dy), 1, SY, 2), ST_INVALID_VALUE);
+  assert_int_equal(sb(h, OP_N, M, N, &one, DP(dA), M - 1, SA, DP(dx), 1, 0, &one, DP(dy), 1, SY, 2), ST_INVALID_VALUE);
+}
+
 /* ------------------------------------------------- versions, devices --- */
 
 static void versions_from_the_environment(void **state) {
@@ -1397,6 +1431,7 @@ int main(void) {
       cmocka_unit_test_setup(bad_operands_fail_at_the_sync, test_setup),
       cmocka_unit_test_setup(invalid_arguments_are_refused_at_the_call, test_setup),
       cmocka_unit_test_setup(gemv_matches_a_loop, test_setup),
+      cmocka_unit_test_setup(gemv_strided_batched, test_setup),
       cmocka_unit_test_setup(versions_from_the_environment, test_setup),
       cmocka_unit_test_setup(devices_and_drivers_the_library_cannot_use, test_setup),
       cmocka_unit_test_setup(create_needs_a_driver_and_a_context, test_setup),
