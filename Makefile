@@ -457,7 +457,7 @@ tests: $(FAKECUDNN)
 # the fakecublas_ test hooks are exported. Tests find it through
 # $FAKECUBLAS_LIB (build-tools/run_tests.sh).
 FAKECUBLAS := $(BUILD)/tests/fakecublas/libcublas.so.13
-FAKECUBLAS_SRCS := $(wildcard tests/fakecublas/*.c)
+FAKECUBLAS_SRCS := $(filter-out tests/fakecublas/fakecublaslt.c,$(wildcard tests/fakecublas/*.c))
 $(FAKECUBLAS): $(FAKECUBLAS_SRCS) $(wildcard tests/fakecublas/*.h) tests/fakecuda/fakecuda.h runtime/cuda_abi.h
 	@mkdir -p $(@D)
 	$(say) LINK $@
@@ -465,6 +465,16 @@ $(FAKECUBLAS): $(FAKECUBLAS_SRCS) $(wildcard tests/fakecublas/*.h) tests/fakecud
 	  $(LDFLAGS_ALL) -ldl -lpthread -lm -o $@
 tests: $(FAKECUBLAS)
 $(BUILD)/tests/unit/test_fakecublas: tests/fakecublas/fakecublas.h
+# The cuBLASLt double: the same files (the products, their checks and arithmetic) plus
+# fakecublaslt.c, built with FCB_LT_DOUBLE so that it exports only cuBLASLt's entry points and
+# the fakecublas_ hooks. Tests find it through $FAKECUBLASLT_LIB.
+FAKECUBLASLT := $(BUILD)/tests/fakecublas/libcublasLt.so.13
+$(FAKECUBLASLT): $(FAKECUBLAS_SRCS) tests/fakecublas/fakecublaslt.c $(wildcard tests/fakecublas/*.h) tests/fakecuda/fakecuda.h runtime/cuda_abi.h
+	@mkdir -p $(@D)
+	$(say) LINK $@
+	$(Q)$(CC) -shared $(CFLAGS_ALL) -DFCB_LT_DOUBLE -fvisibility=hidden -Itests -Wl,-soname,libcublasLt.so.13 \
+	  $(FAKECUBLAS_SRCS) tests/fakecublas/fakecublaslt.c $(LDFLAGS_ALL) -ldl -lpthread -lm -o $@
+tests: $(FAKECUBLASLT)
 # ---- end cuBLAS double ----
 
 # ---- onnx ----

@@ -630,7 +630,7 @@ void fcb_note_product(const char *text) {
 
 /* --------------------------------------------------------- test hooks --- */
 
-FCB_EXPORT unsigned long fakecublas_call_count(const char *name) {
+FCB_HOOK unsigned long fakecublas_call_count(const char *name) {
   fcb_entry e;
   unsigned long n = 0;
   pthread_mutex_lock(&lock);
@@ -639,7 +639,7 @@ FCB_EXPORT unsigned long fakecublas_call_count(const char *name) {
   return n;
 }
 
-FCB_EXPORT void fakecublas_reset(void) {
+FCB_HOOK void fakecublas_reset(void) {
   pthread_mutex_lock(&lock);
   for (size_t i = 0; i < S.n_handles; i++) {
     dlclose(S.handles[i]->st.drv.lib);
@@ -659,11 +659,11 @@ static const char *copy_for_caller(const char *text) {
   return copy;
 }
 
-FCB_EXPORT const char *fakecublas_last_gemm(void) { return copy_for_caller(S.last_product); }
+FCB_HOOK const char *fakecublas_last_gemm(void) { return copy_for_caller(S.last_product); }
 
-FCB_EXPORT const char *fakecublas_last_error(void) { return copy_for_caller(S.last_error); }
+FCB_HOOK const char *fakecublas_last_error(void) { return copy_for_caller(S.last_error); }
 
-FCB_EXPORT size_t fakecublas_live_handles(void) {
+FCB_HOOK size_t fakecublas_live_handles(void) {
   pthread_mutex_lock(&lock);
   size_t n = S.n_handles;
   pthread_mutex_unlock(&lock);

@@ -17,6 +17,7 @@
  * TF32 or binary16 / bfloat16 rounding of every A and B element before it is
  * multiplied, binary16 / bfloat16 outputs rounded once from the float
  * result. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,8 @@ typedef struct fcb_work {
   CUdeviceptr workspace;        /* cublasSetWorkspace_v2, checked again when it runs */
   size_t workspace_bytes;
   fakecuda_device_span_fn span;
+  int lt, epilogue;             /* a cublasLtMatmul (fcb_lt_product): its epilogue and bias */
+  CUdeviceptr bias;
 } fcb_work;
 
 /* The lowest compute capability of each cuBLAS major (Ember's
@@ -372,7 +375,23 @@ static size_t op_index(int op, int row, int col, int ld) {
 
 /* One f32-compute GEMM: op(A) row by row and op(B) column by column, rounded,
  * into contiguous buffers; each C element a plain float sum over k. */
-static CUresult gemm_f32(const fcb_work *w, const void *A, const void *B, void *C, float alpha, float beta) {
+/* cuBLASLt's epilogue on one f32 result r of row i: + bias[i] (the BIAS bit), then RELU
+ * (max(r, 0)) or GELU. cuBLASLt's GELU is taken to be the tanh form
+ * 0.5 r (1 + tanh(sqrt(2/pi) (r + 0.044715 r^3))) [U: cublasLt.h says only "GELU"; PyTorch fuses
+ * only approximate='tanh' GELU into it], computed in double and rounded once. */
+static float epilogue_f32(const fcb_work *w, const float *bias, int i, float r) {
+  if (!w->lt) return r;
+  if (w->epilogue & 4) r = r + bias[i];
+  if (w->epilogue & 2) r = r > 0.0f ? r : 0.0f; /* NaN: max(NaN, 0) [U], the comparison's NaN kept out */
+  if (w->epilogue & 32) {
+    double x = r;
+    r = (float)(0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))));
+  }
+  return r;
+}
+
+static CUresult gemm_f32(const fcb_work *w, const void *A, const void *B, void *C, float alpha, float beta,
+                         const float *bias) {
   const fcb_product *p = &w->p;
   int m = p->m, n = p->n, k = alpha != 0.0f ? p->k : 0; /* alpha 0: A and B are not read */
   float *ra = malloc(((size_t)m * (size_t)k + 1) * sizeof *ra), *cb = malloc(((size_t)k * (size_t)n + 1) * sizeof *cb);
@@ -401,7 +420,7 @@ static CUresult gemm_f32(const fcb_work *w, const void *A, const void *B, void *
         r = alpha * sum;
       }
       if (beta != 0.0f) r = r + beta * load_f32(C, p->ctype, ci); /* beta 0: C is not read */
-      store_f32(C, p->ctype, ci, r);
+      store_f32(C, p->ctype, ci, epilogue_f32(w, bias, i, r));
     }
   free(ra), free(cb);
   return CUDA_SUCCESS;
@@ -439,16 +458,17 @@ static CUresult run_gemm_member(const fcb_work *w, int batch, double alpha, doub
   size_t ea = type_size(p->atype), eb = type_size(p->btype), ec = type_size(p->ctype);
   int a_rows = p->transa == CUBLAS_OP_N ? p->m : p->k, a_cols = p->transa == CUBLAS_OP_N ? p->k : p->m;
   int b_rows = p->transb == CUBLAS_OP_N ? p->k : p->n, b_cols = p->transb == CUBLAS_OP_N ? p->n : p->k;
-  void *A = NULL, *B = NULL, *C = NULL;
+  void *A = NULL, *B = NULL, *C = NULL, *bias = NULL;
   CUresult r = CUDA_SUCCESS;
-  if (reads_ab)
+  if (w->lt && (w->epilogue & 4)) r = operand(w, "bias", w->bias, 0, 0, 4, (size_t)p->m * 4, &bias, msg, cap);
+  if (r == CUDA_SUCCESS && reads_ab)
     r = operand(w, "A", p->a, p->stride_a, batch, ea, matrix_bytes(a_rows, a_cols, p->lda, ea), &A, msg, cap);
   if (r == CUDA_SUCCESS && reads_ab)
     r = operand(w, "B", p->b, p->stride_b, batch, eb, matrix_bytes(b_rows, b_cols, p->ldb, eb), &B, msg, cap);
   if (r == CUDA_SUCCESS)
     r = operand(w, "C", p->c, p->stride_c, batch, ec, matrix_bytes(p->m, p->n, p->ldc, ec), &C, msg, cap);
   if (r != CUDA_SUCCESS) return r;
-  r = is_64f(p->compute) ? gemm_f64(w, A, B, C, alpha, beta) : gemm_f32(w, A, B, C, (float)alpha, (float)beta);
+  r = is_64f(p->compute) ? gemm_f64(w, A, B, C, alpha, beta) : gemm_f32(w, A, B, C, (float)alpha, (float)beta, bias);
   if (r != CUDA_SUCCESS) snprintf(msg, cap, "%s: out of host memory for the product", fcb_entry_name(p->entry));
   return r;
 }
@@ -530,6 +550,10 @@ static void describe(const fcb_work *w, const fcb_handle_state *hs, int issued, 
                   "strideC=%lld A=%s B=%s C=%s ",
                   op_letter(p->transa), op_letter(p->transb), p->m, p->n, p->k, p->lda, p->ldb, p->ldc, p->batch,
                   p->stride_a, p->stride_b, p->stride_c, type_name(p->atype), type_name(p->btype), type_name(p->ctype));
+  if (w->lt)
+    n += snprintf(out + n, cap - (size_t)n, "epilogue=%s ",
+                  w->epilogue == 1 ? "DEFAULT" : w->epilogue == 2 ? "RELU" : w->epilogue == 4 ? "BIAS"
+                  : w->epilogue == 6 ? "RELU_BIAS" : w->epilogue == 32 ? "GELU" : w->epilogue == 36 ? "GELU_BIAS" : "?");
   snprintf(out + n, cap - (size_t)n, "compute=%s precision=%s math=%s%s pointer_mode=%s stream=%p issued=%s",
            compute_name(p->compute), rounding_name(w->rounding, p->compute), math_name(hs->math_mode),
            hs->math_mode & CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION ? "|DISALLOW_REDUCED_PRECISION_REDUCTION"
@@ -552,13 +576,20 @@ static void take_scalars(fcb_work *w) {
 
 static int is_empty(const fcb_product *p) { return p->m == 0 || p->n == 0 || p->batch == 0; }
 
-/* Checks a product at the call and issues it on the handle's stream. */
-static cublasStatus_t product(cublasHandle_t h, fcb_product *p) {
+/* Checks a product at the call and issues it on the handle's stream (lt: a cublasLtMatmul's
+ * stream, workspace and epilogue instead; NULL for cuBLAS's own entry points). */
+static cublasStatus_t product_lt(cublasHandle_t h, fcb_product *p, const fcb_lt_call *lt) {
   const char *e = fcb_entry_name(p->entry);
   fcb_version v;
   fcb_handle_state hs;
   cublasStatus_t st = fcb_enter(p->entry, &v);
   if (st == CUBLAS_STATUS_SUCCESS) st = fcb_handle_get(h, e, &hs);
+  if (st == CUBLAS_STATUS_SUCCESS && lt) { /* cublasLtMatmul: its own stream and workspace, its compute type alone */
+    hs.stream = lt->stream;
+    hs.workspace = lt->workspace, hs.workspace_bytes = lt->workspace_bytes;
+    hs.math_mode = CUBLAS_DEFAULT_MATH;
+    hs.pointer_mode = CUBLAS_POINTER_MODE_HOST;
+  }
   if (st == CUBLAS_STATUS_SUCCESS) st = p->gemv ? check_gemv_arguments(p) : check_gemm_arguments(p);
   if (st == CUBLAS_STATUS_SUCCESS) st = check_types(p);
   if (st == CUBLAS_STATUS_SUCCESS) st = check_device(p, &hs, &v);
@@ -567,6 +598,7 @@ static cublasStatus_t product(cublasHandle_t h, fcb_product *p) {
   fcb_work *w = calloc(1, sizeof *w);
   if (!w) return fcb_refuse(CUBLAS_STATUS_ALLOC_FAILED, "%s: out of host memory", e);
   w->p = *p;
+  if (lt) w->lt = 1, w->epilogue = lt->epilogue, w->bias = lt->bias;
   w->rounding = p->gemv ? ROUND_NONE : input_rounding(&w->p, hs.math_mode, hs.cc); /* no tensor cores in GEMV [U] */
   w->output_reduction = output_reduction(&w->p, hs.math_mode);
   w->device_scalars = hs.pointer_mode == CUBLAS_POINTER_MODE_DEVICE;
@@ -586,6 +618,8 @@ static cublasStatus_t product(cublasHandle_t h, fcb_product *p) {
                       (void *)hs.stream, (int)r);
   return CUBLAS_STATUS_SUCCESS;
 }
+
+static cublasStatus_t product(cublasHandle_t h, fcb_product *p) { return product_lt(h, p, NULL); }
 
 /* ----------------------------------------------------- entry points --- */
 
@@ -684,4 +718,11 @@ FCB_EXPORT cublasStatus_t cublasDgemvStridedBatched(cublasHandle_t handle, int t
                    DPTR(y), CUDA_R_64F, CUDA_R_64F, CUDA_R_64F, lda, incx, incy, stride_a, stride_x, stride_y, batch,
                    CUBLAS_COMPUTE_64F, -1};
   return product(handle, &p);
+}
+
+/* Entered from fakecublaslt.c under the cuBLASLt entry point's name (fcb_enter counts it). */
+cublasStatus_t fcb_lt_product(const fcb_lt_call *c) {
+  fcb_product p = {FCB_cublasLtMatmul, 0, c->transa, c->transb, c->m, c->n, c->k, c->alpha, c->beta, c->a, c->b, c->c,
+                   CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, c->lda, c->ldb, c->ldc, 0, 0, 0, 1, c->compute, -1};
+  return product_lt(c->handle, &p, c);
 }

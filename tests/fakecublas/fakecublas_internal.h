@@ -14,7 +14,15 @@
 #include "fakecublas.h"
 #include "fakecuda/fakecuda.h"
 
-#define FCB_EXPORT __attribute__((visibility("default")))
+/* The test hooks (fakecublas_*) are exported by both doubles built from these files; the
+ * cuBLAS entry points only by libcublas.so.13: the cuBLASLt double (libcublasLt.so.13, built
+ * with FCB_LT_DOUBLE) uses them inside and exports only cuBLASLt's names. */
+#define FCB_HOOK __attribute__((visibility("default")))
+#ifdef FCB_LT_DOUBLE
+#define FCB_EXPORT
+#else
+#define FCB_EXPORT FCB_HOOK
+#endif
 
 /* ------------------------------------------------------- cuBLAS ABI --- */
 
@@ -101,7 +109,20 @@ enum { MAJOR_VERSION = 0, MINOR_VERSION = 1, PATCH_LEVEL = 2 }; /* libraryProper
   X(cublasSgemv_v2)              \
   X(cublasDgemv_v2)              \
   X(cublasSgemvStridedBatched)   \
-  X(cublasDgemvStridedBatched)
+  X(cublasDgemvStridedBatched)   \
+  X(cublasLtCreate)              \
+  X(cublasLtDestroy)             \
+  X(cublasLtGetProperty)         \
+  X(cublasLtMatmulDescCreate)    \
+  X(cublasLtMatmulDescDestroy)   \
+  X(cublasLtMatmulDescSetAttribute) \
+  X(cublasLtMatrixLayoutCreate)  \
+  X(cublasLtMatrixLayoutDestroy) \
+  X(cublasLtMatmulPreferenceCreate) \
+  X(cublasLtMatmulPreferenceDestroy) \
+  X(cublasLtMatmulPreferenceSetAttribute) \
+  X(cublasLtMatmulAlgoGetHeuristic) \
+  X(cublasLtMatmul)
 
 typedef enum fcb_entry {
 #define FCB_ENUM(name) FCB_##name,
@@ -164,6 +185,29 @@ cublasStatus_t fcb_refuse(cublasStatus_t st, const char *fmt, ...) __attribute__
 
 /* Records the description of the last product (fakecublas_last_gemm). */
 void fcb_note_product(const char *text);
+
+/* A cublasLtMatmul as a product of the double (fakecublaslt.c calls it after its own checks):
+ * D = epilogue(alpha op(A) op(B) + beta C), D at C (the double does not model an out-of-place
+ * D), all CUDA_R_32F, on `stream` with `workspace`, whatever the handle's settings. epilogue:
+ * cublasLtEpilogue_t (1 DEFAULT, 2 RELU, 4 BIAS, 32 GELU and their BIAS combinations); bias: m
+ * floats, one per row of D, when the BIAS bit is set. */
+typedef struct fcb_lt_call {
+  cublasHandle_t handle;
+  CUstream stream;
+  CUdeviceptr workspace;
+  size_t workspace_bytes;
+  int transa, transb, m, n, k;
+  const float *alpha, *beta;
+  CUdeviceptr a, b, c;
+  int lda, ldb, ldc;
+  int compute;
+  int epilogue;
+  CUdeviceptr bias;
+} fcb_lt_call;
+cublasStatus_t fcb_lt_product(const fcb_lt_call *c);
+/* fakecublas.c's handles, which the cuBLASLt double's handles are. */
+cublasStatus_t cublasCreate_v2(cublasHandle_t *handle);
+cublasStatus_t cublasDestroy_v2(cublasHandle_t handle);
 
 
 /* ------------------------------------------------------- numerics --- */
