@@ -14,12 +14,14 @@ export EMBER_BUILD_DIR=$root/$build
 export FAKECUDA_LIB=$root/$build/tests/fakecuda/libcuda.so.1
 export FAKECUDNN_LIB=$root/$build/tests/fakecudnn/libcudnn.so.9
 export FAKECUBLAS_LIB=$root/$build/tests/fakecublas/libcublas.so.13
+export FAKECUBLASLT_LIB=$root/$build/tests/fakecublas/libcublasLt.so.13
 export EMBER_CLI=$root/$build/bin/ember
 # Where a test runs on the libcuda double (it sets EMBER_LIBCUDA to it), the
 # fast mode's libraries are the doubles too: a real cuBLAS or cuDNN cannot
 # run on the double's devices. A test that wants another sets its own.
 export EMBER_LIBCUDNN=${EMBER_LIBCUDNN:-$FAKECUDNN_LIB}
 export EMBER_LIBCUBLAS=${EMBER_LIBCUBLAS:-$FAKECUBLAS_LIB}
+export EMBER_LIBCUBLASLT=${EMBER_LIBCUBLASLT:-$FAKECUBLASLT_LIB}
 # Tests never touch the user's real cache or driver unless they ask.
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT

@@ -211,8 +211,21 @@ static em_status defer_writers(const em_graph *g, int *order, int n_order) {
  * are read by nothing else and handed to nobody (outputs, gradients). */
 static int is_op(const em_node *n, const char *name) { return n->kind == EM_NODE_OP && !strcmp(n->op->name, name); }
 
+/* CUDA, fast mode (portable mode at creation plans none; a switch to it later is still exact,
+ * the op then applying the fused op with its own kernel: ops/linalg.c): an f32 gemm whose
+ * output only a gelu with approximate "tanh" reads runs the gelu itself, as cuBLASLt's GELU
+ * epilogue (taken to be the tanh form [U]: runtime/cublaslt.c) where cuBLASLt takes the
+ * product, else with the gelu op's kernel right after. Relu is not fused: cuBLASLt's would
+ * turn a NaN into 0 (ops/linalg_gpu.c). */
+static int gpu_fusion(const em_exec *e, const em_node *n, const em_node *tail) {
+  if (e->mode != EM_MODE_FAST || !is_op(n, "gemm") || !is_op(tail, "gelu")) return 0;
+  em_op_args ta = {.def = tail->op, .attrs = tail->attrs, .n_attrs = tail->n_attrs};
+  return !strcmp(em_attr_str(&ta, "approximate", "none"), "tanh");
+}
+
 static em_status plan_fusions(em_exec *e) {
-  if (e->dev.kind != EM_DEVICE_CPU || e->n_steps == 0) return EM_OK;
+  if ((e->dev.kind != EM_DEVICE_CPU && e->dev.kind != EM_DEVICE_CUDA) || e->n_steps == 0) return EM_OK;
+  const int gpu = e->dev.kind == EM_DEVICE_CUDA;
   const em_graph *g = e->g;
   int *reads = calloc(e->n_values ? e->n_values : 1, sizeof(int)), *reader = malloc(sizeof(int) * (e->n_values ? e->n_values : 1));
   if (!reads || !reader) {
@@ -227,10 +240,15 @@ static em_status plan_fusions(em_exec *e) {
   for (int c = 0; c < e->n_steps && !s; c++) {
     const em_node *conv = &g->nodes[e->steps[c].node];
     const em_var y = conv->first_value;
-    if (!is_op(conv, "convolution") || g->values[y].shape.dtype != EM_F32 || e->is_output[y]) continue;
+    if (g->values[y].shape.dtype != EM_F32 || e->is_output[y]) continue;
     em_post_op post = {0};
     int tail[2] = {-1, -1}, last = -1;
-    if (reads[y] == 1) { /* relu(y), clip(y) */
+    if (gpu) { /* gemm -> gelu(tanh) */
+      if (reads[y] == 1 && gpu_fusion(e, conv, &g->nodes[e->steps[reader[y]].node]))
+        post.kind = EM_POST_GELU, tail[0] = last = reader[y];
+    } else if (!is_op(conv, "convolution")) {
+      continue;
+    } else if (reads[y] == 1) { /* relu(y), clip(y) */
       const int r = reader[y];
       const em_node *n = &g->nodes[e->steps[r].node];
       if (is_op(n, "relu") || is_op(n, "clip")) {

@@ -58,9 +58,10 @@ typedef struct em_op_args {
                                * order, so every device gives the same bits */
   int tf32;                   /* fast mode: f32 products may round their inputs to TF32 on tensor cores
                                * (em_exec_set_tf32, EMBER_TF32=1); never unless asked */
-  /* The element-wise ops the executor fused into this one (CPU only; exec.c's plan_fusions),
-   * which the op applies to its output 0 before it returns: NULL for every op but a
-   * convolution followed by relu, clip or x * sigmoid(x). */
+  /* The element-wise ops the executor fused into this one (exec.c's plan_fusions), which the
+   * op applies to its output 0 before it returns: NULL for every op but, on the CPU, a
+   * convolution followed by relu, clip or x * sigmoid(x), and on a CUDA device in fast mode,
+   * an f32 gemm followed by gelu with approximate "tanh" (cuBLASLt's GELU epilogue). */
   const struct em_post_op *post;
   /* Where a gpu member says which road it took, for em_exec_describe and EMBER_LOG=dispatch:
    * the fast mode's library it called ("cuBLAS 13.1.0"), or why that library was not used.
@@ -96,13 +97,17 @@ void em_op_report_path(const em_op_args *a, const char *fmt, ...) __attribute__(
 /* What a convolution applies to its output for the ops fused into it (exec.c). The results
  * are those ops' own: em_post_apply runs their kernels, and oneDNN's post-ops (fast mode)
  * compute the same functions with their own rounding. */
-typedef enum em_post_kind { EM_POST_RELU = 1, EM_POST_CLIP, EM_POST_SWISH } em_post_kind;
+typedef enum em_post_kind { EM_POST_RELU = 1, EM_POST_CLIP, EM_POST_SWISH, EM_POST_GELU } em_post_kind;
 typedef struct em_post_op {
   em_post_kind kind;
   em_op_args unary;           /* the fused relu, clip or sigmoid: its def and attributes */
 } em_post_op;
 /* Applies post to y in place with the fused ops' own CPU kernels (ops/unary.c). */
 em_status em_post_apply(const em_post_op *post, em_tensor *y);
+/* The same on the GPU, with the unary op's own kernels on a's device and stream
+ * (ops/unary_gpu.c): a CUDA gemm's fused gelu (EM_POST_GELU, the tanh form: exec.c's
+ * plan_fusions) where cuBLASLt's epilogue did not apply it. Relu, clip and swish only. */
+em_status em_post_apply_gpu(const em_op_args *a, const em_post_op *post, em_tensor *y);
 
 /* An op's answer to `layout` for one run. */
 typedef struct em_layout_choice {

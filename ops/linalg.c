@@ -795,7 +795,16 @@ static void gemm_fill_c(em_dtype dt, const em_shape *cs, const void *c, void *y,
     }
 }
 
+static em_status gemm_product_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out);
+
+/* A CUDA gemm step handed to the host carries its fused gelu (a->post) along: applied here
+ * with the gelu op's CPU kernel, as the separate step would have. */
 static em_status gemm_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
+  em_status s = gemm_product_cpu(a, in, out);
+  return !s && a->post ? em_post_apply(a->post, out[0]) : s;
+}
+
+static em_status gemm_product_cpu(const em_op_args *a, em_tensor *const *in, em_tensor *const *out) {
   int ta, tb;
   mm_geom g;
   em_shape ys;
@@ -843,7 +852,11 @@ static em_status gemm_gpu(const em_op_args *a, em_tensor *const *in, em_tensor *
     q.cin_cs = cols == 1 ? 0 : 1;
   }
   if (half_dtype(q.dt)) return half_product(a, in, out, &q, gemm_gpu);
-  return em_linalg_gemm_gpu(a, &q);
+  /* a fused gelu (exec.c's plan_fusions): cuBLASLt's epilogue, else the gelu op's own kernel */
+  int post_done = 0;
+  s = em_linalg_gemm_gpu_epilogue(a, &q, &post_done);
+  if (!s && a->post && !post_done) s = em_post_apply_gpu(a, a->post, out[0]);
+  return s;
 }
 
 static em_status gemm_backward(em_graph *g, const em_op_args *a, const em_var *x, const em_var *y, const em_var *dy,

@@ -39,6 +39,12 @@ em_status em_linalg_gemm_cpu(const em_op_args *a, const em_linalg_gemm *g);
  * when the kernel is needed and the device's plan for kernels/gemm.cu is the
  * CPU. */
 em_status em_linalg_gemm_gpu(const em_op_args *a, const em_linalg_gemm *g);
+/* The gemm op's road: em_linalg_gemm_gpu, except that in the fast mode a single f32 product
+ * whose c is a row of biases added with beta 1 ([n] or [1, n]), or that carries a fused gelu
+ * (a->post, EM_POST_GELU), runs as one cuBLASLt matmul whose epilogue adds the bias and applies
+ * the gelu (runtime/cublaslt.h). *post_done: whether a->post was applied; when not, the caller
+ * applies it (em_post_apply_gpu). Where cuBLASLt is absent or declines, the road says why. */
+em_status em_linalg_gemm_gpu_epilogue(const em_op_args *a, const em_linalg_gemm *g, int *post_done);
 /* Whether a's products of dtype dt go through cuBLAS (1), or why not (0). */
 int em_linalg_uses_cublas(const em_op_args *a, em_dtype dt, char *why, size_t cap);
 /* For g of dtype f16 or bf16 (the gpu members of EM_HALF_GPU_NATIVE ops): 1 when

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cublas.h"
+#include "cublaslt.h"
 #include "error.h"
 #include "gpu_glue.h"
 #include "linalg.h"
@@ -353,6 +354,88 @@ em_status em_linalg_gemm_gpu(const em_op_args *a, const em_linalg_gemm *g) {
   }
   if (!a->portable) em_op_report_path(a, "Ember's kernels: %s", why);
   return walk(a, g, kernel_batch);
+}
+
+/* ----------------------------------------------------------- cuBLASLt --- */
+
+/* Appends " (text)" to the op's road, as far as it fits. */
+static void road_note(const em_op_args *a, const char *text) {
+  if (!a->report || !text[0]) return;
+  size_t n = strlen(a->report->path);
+  snprintf(a->report->path + n, sizeof a->report->path - n, " (%s)", text);
+}
+
+/* The cuBLASLt road of em_linalg_gemm_gpu_epilogue; *ran when it issued the product, else why
+ * (empty when there is nothing to say: cuBLAS itself is not used, an empty product). */
+static em_status lt_product(const em_op_args *a, const em_linalg_gemm *g, int *ran, int *post_done, char *why,
+                            size_t cap) {
+  *ran = 0;
+  why[0] = 0;
+  /* gemm's c enters as y = alpha op(x) op(w) + beta c. With beta 1 and c one value per output
+   * column (cin_rs 0; cin_cs 1, or a single column), that is cuBLASLt's D = alpha op(A) op(B) +
+   * bias with its C unused (beta 0): the same two f32 roundings as c copied into y and cuBLAS
+   * adding to it (cublas_batch). Any other c (a full matrix, a column, beta other than 1) keeps
+   * that road: scaling the bias first would round once more. */
+  int bias = g->cin && g->beta == 1.0 && g->cin_rs == 0 && (g->cin_cs == 1 || g->n == 1);
+  /* Only gelu's tanh form is fused (plan_fusions): relu is not, because cuBLASLt's RELU is
+   * max(x, 0) (cublasLt.h), which turns a NaN into 0 where Ember's relu keeps it, and a NaN
+   * must not vanish in fast mode (as for oneDNN's post-ops, ops/conv.c). */
+  em_lt_act act = a->post && a->post->kind == EM_POST_GELU ? EM_LT_ACT_GELU : EM_LT_ACT_NONE;
+  if ((!bias && act == EM_LT_ACT_NONE) || g->m == 0 || g->n == 0 || g->k == 0) return EM_OK;
+  char blas_why[200];
+  if (!em_linalg_uses_cublas(a, g->dt, blas_why, sizeof blas_why)) return EM_OK; /* its road says why */
+  if (g->cin && !bias) {
+    snprintf(why, cap, "no cuBLASLt epilogue: c is not a row of biases added with beta 1");
+    return EM_OK;
+  }
+  axes v;
+  coalesce(g, &v);
+  if (v.n) {
+    snprintf(why, cap, "no cuBLASLt epilogue: a batched product");
+    return EM_OK;
+  }
+  batch b = {.x = g->x, .y = g->y, .c = g->c, .z = 1, .k = g->k, .alpha = g->alpha};
+  em_cublas_gemm q;
+  if (!cublas_form(g, &b, &q)) {
+    snprintf(why, cap, "no cuBLASLt epilogue: cuBLAS does not take these sizes");
+    return EM_OK;
+  }
+  char lt[160];
+  if (!em_cublaslt_usable(a->dev, lt, sizeof lt)) {
+    snprintf(why, cap, "no cuBLASLt epilogue: %s", lt);
+    return EM_OK;
+  }
+  q.beta = 0.0;
+  q.batch = 1;
+  q.tf32 = a->tf32;
+  char declined[200] = "";
+  em_status s = em_cublaslt_matmul(a->dev, a->stream, &q, bias ? g->cin : NULL, act, ran, declined, sizeof declined);
+  if (s) return em_fail_context(s, "op '%s'", a->def->name);
+  if (!*ran) {
+    snprintf(why, cap, "%s", declined);
+    return EM_OK;
+  }
+  *post_done = act != EM_LT_ACT_NONE;
+  em_op_report_path(a, "%s, epilogue %s%s", lt, em_cublaslt_epilogue_name(bias, act), a->tf32 ? " (TF32 allowed)" : "");
+  return EM_OK;
+}
+
+em_status em_linalg_gemm_gpu_epilogue(const em_op_args *a, const em_linalg_gemm *g, int *post_done) {
+  *post_done = 0;
+  char why[256] = "";
+  if (!a->portable && g->dt == EM_F32) {
+    int ran;
+    em_status s = lt_product(a, g, &ran, post_done, why, sizeof why);
+    if (s || ran) return s;
+  }
+  em_status s = em_linalg_gemm_gpu(a, g);
+  if (!s && !a->portable) { /* portable mode reports no road */
+    char then[64];
+    snprintf(then, sizeof then, "then Ember's %s kernel", a->post ? a->post->unary.def->name : "");
+    if (a->post) road_note(a, then);
+    road_note(a, why);
+  }
+  return s;
 }
 
 em_status em_linalg_c_grad_gpu(const em_op_args *a, const void *dy, void *dc, int64_t m, int64_t n, int64_t rows,

@@ -97,3 +97,19 @@ em_status em_unary_grad_gpu(const em_op_args *a, em_tensor *const *in, em_tensor
   void *args[] = {&op, &x, &y, &dy, &dx, &n, &l.a, &l.b, &mode};
   return em_ops_launch_wide(a, "em_unary_grad_f64", (size_t)n, args);
 }
+
+/* A gemm's fused tail (op.h) where cuBLASLt did not apply it: the unary op's own kernel, in
+ * place on y (element i read, then written, by one thread), on the gemm's stream, so the bits
+ * are those of the separate step. */
+em_status em_post_apply_gpu(const em_op_args *a, const em_post_op *post, em_tensor *y) {
+  if (post->kind == EM_POST_SWISH) return em_op_fail(a, "internal: a fused x * sigmoid(x) reached the GPU");
+  em_shape sh;
+  em_shape_of(y, &sh);
+  em_op_args u = post->unary;
+  u.in = &sh, u.out = &sh;
+  u.dev = a->dev, u.stream = a->stream, u.portable = a->portable, u.tf32 = a->tf32;
+  u.training = a->training, u.step = a->step;
+  u.kernels = NULL, u.report = NULL, u.post = NULL; /* kernels: the gemm step's cache is the gemm's */
+  em_tensor *io[1] = {y};
+  return em_unary_gpu(&u, io, io);
+}

@@ -2,6 +2,7 @@
  * Also the device queries of include/ember/device.h. */
 #include "runtime.h"
 #include "cublas.h"
+#include "cublaslt.h"
 #include "cudnn.h"
 
 #include <stdio.h>
@@ -144,6 +145,7 @@ API void em_shutdown(void) {
     return;
   }
   em_devcheck_shutdown(rt);
+  em_cublaslt_shutdown(rt); /* before cuBLAS: it loaded the cuBLASLt of cuBLAS's major */
   em_cublas_shutdown(rt);
   em_cudnn_shutdown(rt);
   for (int i = 0; i < rt->n_gpus; i++) {

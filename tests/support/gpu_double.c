@@ -25,6 +25,9 @@ int ts_use_gpu(void) {
     const char *blas = getenv("FAKECUBLAS_LIB");
     if (blas && *blas) setenv("EMBER_LIBCUBLAS", blas, 1);
     else setenv("EMBER_CUBLAS", "0", 1);
+    const char *lt = getenv("FAKECUBLASLT_LIB"); /* without it, no cuBLASLt: GemmEx and Ember's kernels */
+    if (lt && *lt) setenv("EMBER_LIBCUBLASLT", lt, 1);
+    else setenv("EMBER_CUBLASLT", "0", 1);
     const char *dnn = getenv("FAKECUDNN_LIB");
     if (dnn && *dnn) setenv("EMBER_LIBCUDNN", dnn, 1);
     else setenv("EMBER_CUDNN", "0", 1);
