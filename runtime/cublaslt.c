@@ -7,7 +7,8 @@
  *
  * One cublasLtHandle_t per device, made with the device's primary context current. A matmul
  * takes its stream and workspace per call (unlike a cuBLAS handle), so the handle needs no
- * lock of its own; its descriptors are made and destroyed around each call (host work, cheap
+ * lock of its own [U: that one cublasLtHandle_t may be used by several host threads at once;
+ * the handle holds no per-call state Ember sets]; its descriptors are made and destroyed around each call (host work, cheap
  * beside the product; caching them per shape is left for later). The workspace comes from the
  * device's caching allocator, as cuBLAS's does (cublas.c): freed right after the call is
  * issued, reused only by work issued later on the same stream.
