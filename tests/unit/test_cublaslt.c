@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fakecublas/fakecublas.h"
 #include "op_testkit.h"
@@ -353,11 +354,42 @@ static void test_failure_reported(void **state) {
   lt_reset();
 }
 
+
+/* EMBER_LOG=dispatch (set in main, read once per process) says which library was loaded and
+ * which epilogue ran, in the road's words: stderr is caught in a file around one run. */
+static void test_dispatch_log(void **state) {
+  (void)state;
+  if (!use_doubles("9.0")) skip();
+  net p;
+  net_build(&p, 4, 5, 6, 0, 0, 1, (const int64_t[]){5}, 1.0, 1.0, TAIL_GELU_TANH, 600);
+  FILE *log = tmpfile();
+  assert_non_null(log);
+  fflush(stderr);
+  int saved = dup(2);
+  assert_true(saved >= 0 && dup2(fileno(log), 2) >= 0);
+  em_tensor *o = net_run(&p, em_cuda(0), 0, NULL, 0);
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  char text[8192];
+  rewind(log);
+  size_t n = fread(text, 1, sizeof text - 1, log);
+  text[n] = 0;
+  fclose(log);
+  expect_has(text, "ember[dispatch]: cuBLASLt 13.1.0 loaded from ", "EMBER_LOG=dispatch");
+  expect_has(text, "(op 'gemm'): cuBLASLt 13.1.0, epilogue GELU_BIAS", "EMBER_LOG=dispatch");
+  expect_reference(&p, o, "logged run");
+  em_tensor_release(o);
+  net_free(&p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_epilogues), cmocka_unit_test(test_not_fused), cmocka_unit_test(test_fallbacks),
       cmocka_unit_test(test_portable),  cmocka_unit_test(test_failure_reported),
+      cmocka_unit_test(test_dispatch_log),
   };
+  setenv("EMBER_LOG", "dispatch", 1); /* before the first em_ call: read once per process */
   int r = cmocka_run_group_tests(tests, NULL, NULL);
   em_shutdown();
   return r;
