@@ -202,7 +202,7 @@ static em_status defer_writers(const em_graph *g, int *order, int n_order) {
   return EM_OK;
 }
 
-/* Fusions (CPU): a convolution whose output only relu or clip reads, or only x * sigmoid(x)
+/* Fusions (CPU; on CUDA devices gemm -> gelu, gpu_fusion below): a convolution whose output only relu or clip reads, or only x * sigmoid(x)
  * (a sigmoid of it and a mul of the two, EfficientNet's SiLU), runs those ops itself as it
  * writes its output (op.h's em_post_op: x * sigmoid(x) as oneDNN's post-op in fast mode, else
  * the ops' own kernels right after), saving a step and, for x * sigmoid(x), passes over the
