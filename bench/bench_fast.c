@@ -424,8 +424,10 @@ static void bench_conv(void) {
 
 enum { TRAIN_BATCHES = 8 };
 
-/* Training throughput of one model at one batch size and precision. */
-static void bench_train_one(const char *model, int64_t batch, em_dtype prec) {
+/* Training throughput of one model at one batch size and precision, each step run eagerly or
+ * (graphs) replayed as one CUDA graph (em_exec_set_graphs on the trainer's executor: after two
+ * eager warm-up steps the third is captured). */
+static void bench_train_one(const char *model, int64_t batch, em_dtype prec, int graphs) {
   int resnet = !strcmp(model, "resnet20");
   int64_t side = g_size == TINY ? 8 : 32;
   int64_t xs[4] = {batch, 3, side, side}, xs_mlp[2] = {batch, 784}, ls[1] = {batch};
@@ -457,6 +459,7 @@ static void bench_train_one(const char *model, int64_t batch, em_dtype prec) {
   em_trainer_options to = {.device = g_dev, .precision = prec};
   em_trainer *t;
   BC_CHECK(em_trainer_create(g, loss, -1, &l, 1, &to, &t));
+  if (graphs) BC_CHECK(em_exec_set_graphs(em_trainer_train_exec(t), 1));
 
   /* Random minibatches, uploaded once: the benchmark times the steps, not
    * the host-to-device copies (bench/train_bench.sh times those). */
@@ -475,8 +478,8 @@ static void bench_train_one(const char *model, int64_t batch, em_dtype prec) {
   free(lb);
 
   char key[64];
-  snprintf(key, sizeof key, "train_%s_b%lld_%s", model, (long long)batch,
-           prec == EM_F16 ? "fp16" : prec == EM_BF16 ? "bf16" : "fp32");
+  snprintf(key, sizeof key, "train_%s_b%lld_%s%s", model, (long long)batch,
+           prec == EM_F16 ? "fp16" : prec == EM_BF16 ? "bf16" : "fp32", graphs ? "+graphs" : "");
   /* Training works (and warms up: modules, cuDNN's searches, the allocator). */
   int check_steps = g_size == TINY ? 5 : 20;
   double first = 0, last = 0;
@@ -511,6 +514,17 @@ static void bench_train_one(const char *model, int64_t batch, em_dtype prec) {
     tb[b] = (bc_now() - t0) / steps;
   }
   printf("R %s_sps %.1f\n", key, (double)batch / bc_median(tb, g_batches));
+  if (graphs) { /* that the steps did replay (else the reason the plan stayed eager) */
+    em_exec_stats st;
+    BC_CHECK(em_exec_stats_get(em_trainer_train_exec(t), &st));
+    printf("R %s_replays %llu\n", key, (unsigned long long)st.graph_replays);
+    if (!st.graph_replays) {
+      char plan[8192];
+      em_exec_describe(em_trainer_train_exec(t), plan, sizeof plan);
+      const char *why = strstr(plan, "CUDA graph");
+      fprintf(stderr, "bench_fast: %s: no step replayed: %.300s\n", key, why ? why : plan);
+    }
+  }
   fflush(stdout);
   for (int i = 0; i < TRAIN_BATCHES; i++) {
     em_tensor_release(xd[i]);
@@ -523,11 +537,12 @@ static void bench_train_one(const char *model, int64_t batch, em_dtype prec) {
 
 static void bench_train(void) {
   static const em_dtype precs[] = {EM_F32, EM_F16, EM_BF16};
-  for (int p = 0; p < 3; p++) {
-    bench_train_one("mlp", g_size == TINY ? 8 : 64, precs[p]);
-    if (g_size != TINY) bench_train_one("mlp", 256, precs[p]);
-    bench_train_one("resnet20", g_size == TINY ? 4 : 128, precs[p]);
-  }
+  for (int graphs = 0; graphs < 2; graphs++)
+    for (int p = 0; p < 3; p++) {
+      bench_train_one("mlp", g_size == TINY ? 8 : 64, precs[p], graphs);
+      if (g_size != TINY) bench_train_one("mlp", 256, precs[p], graphs);
+      bench_train_one("resnet20", g_size == TINY ? 4 : 128, precs[p], graphs);
+    }
 }
 
 /* -------------------------------------------------------------- start --- */

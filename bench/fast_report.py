@@ -143,16 +143,22 @@ trains = [k[6:-4] for k in E[0] if k.startswith("train_") and k.endswith("_sps")
 if trains:
     L += ["", "## Training step (samples/s; trainer + Adam vs PyTorch eager + Adam)", "",
           "Targets: MLP 784-512-512-10 >= 2x PyTorch eager, ResNet-20 >= 1x. fp16: Ember's dynamic loss scaling vs "
-          "autocast + GradScaler; bf16: autocast without a scaler. Both read each step's loss back.", "",
-          "| model | batch | precision | Ember | PyTorch | Ember / PyTorch | target | met | loss first -> last (Ember) |",
-          "|---|---|---|---|---|---|---|---|---|"]
+          "autocast + GradScaler; bf16: autocast without a scaler. Both read each step's loss back. CUDA graphs: "
+          "Ember's step replayed as one graph (em_exec_set_graphs), against the same PyTorch eager run; replays: "
+          "the steps that did replay.", "",
+          "| model | batch | precision | CUDA graphs (replays) | Ember | PyTorch | Ember / PyTorch | target | met | "
+          "loss first -> last (Ember) |",
+          "|---|---|---|---|---|---|---|---|---|---|"]
     for t in trains:
         model, b, prec = t.split("_")
+        base = prec.split("+")[0]  # "fp32+graphs": PyTorch's side is its eager fp32 run
+        graphs = f"yes ({text(E, f'train_{t}_replays')})" if "+graphs" in prec else "no"
         target = 2.0 if model == "mlp" else 1.0
-        r = ratio(f"train_{t}_sps", f"torch_train_{t}_sps")
-        L.append(f"| {model} | {b[1:]} | {prec} | {show(med(E, f'train_{t}_sps'), '{:.0f}')} | "
-                 f"{show(med(T, f'torch_train_{t}_sps'), '{:.0f}')} | {show(r, '{:.2f}')} | {target:g}x | "
-                 f"{verdict(r, target)} | {text(E, f'train_{t}_loss_first')} -> {text(E, f'train_{t}_loss_last')} |")
+        r = ratio(f"train_{t}_sps", f"torch_train_{model}_{b}_{base}_sps")
+        L.append(f"| {model} | {b[1:]} | {base} | {graphs} | {show(med(E, f'train_{t}_sps'), '{:.0f}')} | "
+                 f"{show(med(T, f'torch_train_{model}_{b}_{base}_sps'), '{:.0f}')} | {show(r, '{:.2f}')} | "
+                 f"{target:g}x | {verdict(r, target)} | {text(E, f'train_{t}_loss_first')} -> "
+                 f"{text(E, f'train_{t}_loss_last')} |")
 
 # -------------------------------------------------------------- start ---
 if "start_first_kernel_ms" in E[0]:
