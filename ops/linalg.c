@@ -576,8 +576,13 @@ static void result_strides(const mm_geom *g, int64_t *st) {
  * copies, with the reason reported. The f32 run of self never comes back here. */
 static em_status half_product(const em_op_args *a, em_tensor *const *in, em_tensor *const *out,
                               const em_linalg_gemm *q, em_op_kernel self) {
-  char why[200];
-  if (em_linalg_half_takes(a, q, why, sizeof why)) return em_linalg_gemm_gpu(a, q);
+  char why[300];
+  if (em_linalg_half_takes(a, q, why, sizeof why)) {
+    em_status s = em_linalg_gemm_gpu(a, q);
+    if (s != EM_ERR_UNSUPPORTED) return s;
+    snprintf(why, sizeof why, "%s", em_last_error()); /* cuBLAS declined it: the f32 road, which overwrites all */
+    em_clear_error();
+  }
   return em_ops_half_via_f32(a, in, out, self, why);
 }
 

@@ -275,6 +275,7 @@ static em_status cublas_batch(const em_op_args *a, const em_linalg_gemm *g, cons
     one.c = (char *)q.c + (size_t)(z0 * b->zc) * es;
     one.batch = (int)zn;
     em_status s = em_cublas_gemm_run(a->dev, a->stream, &one);
+    if (s == EM_ERR_UNSUPPORTED) return s; /* declined: em_linalg_gemm_gpu takes another road */
     if (s) return em_fail_context(s, "op '%s'", a->def->name);
   }
   return EM_OK;
@@ -350,9 +351,11 @@ em_status em_linalg_gemm_gpu(const em_op_args *a, const em_linalg_gemm *g) {
     if (em_cublas_is_gemv(g->dt, g->n == 1 ? 1 : 2, g->m == 1 ? 1 : 2, a->tf32))
       em_op_report_path(a, "cuBLAS %s gemv", version);
     else em_op_report_path(a, "cuBLAS %s%s", version, a->tf32 && g->dt == EM_F32 ? " (TF32 allowed)" : "");
-    return walk(a, g, cublas_batch);
-  }
-  if (!a->portable) em_op_report_path(a, "Ember's kernels: %s", why);
+    /* cuBLAS declining the product (em_cublas_gemm_run): the whole walk again on Ember's kernels,
+     * whose first pass overwrites C, so what cuBLAS passes wrote before does not matter */
+    em_status s = walk(a, g, cublas_batch);
+    if (!em_ops_declined(a, s)) return s;
+  } else if (!a->portable) em_op_report_path(a, "Ember's kernels: %s", why);
   return walk(a, g, kernel_batch);
 }
 

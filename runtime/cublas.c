@@ -419,10 +419,15 @@ em_status em_cublas_gemm_run(em_device dev, em_stream *s, const em_cublas_gemm *
   pthread_mutex_unlock(&d->lock);
   em_gpu_leave(gpu);
   em_free(dev, ws); /* as Ember's kernels' scratch: reused only by work issued after this */
+  /* CUBLAS_STATUS_NOT_SUPPORTED (15) and _ARCH_MISMATCH (8) (cublas_api.h): this cuBLAS declines the
+   * product on this GPU (a type combination a release lacks, pytorch/pytorch#57773) and wrote
+   * nothing: EM_ERR_UNSUPPORTED, and the op takes Ember's kernels. Any other status fails it. */
+  const int declined = st == 15 || st == 8;
   if (st)
-    r = em_fail(EM_ERR_CUDA, "%s failed: %s (m %d, n %d, k %d, lda %d, ldb %d, ldc %d, batch %d, %s%s) on CUDA device %d",
-                call, status_text(st), g->m, g->n, g->k, g->lda, g->ldb, g->ldc, g->batch, em_dtype_name(g->dt),
-                half ? ", f32 accumulation" : g->tf32 ? ", TF32" : "", gpu->ordinal);
+    r = em_fail(declined ? EM_ERR_UNSUPPORTED : EM_ERR_CUDA,
+                "%s %s: %s (m %d, n %d, k %d, lda %d, ldb %d, ldc %d, batch %d, %s%s) on CUDA device %d", call,
+                declined ? "declined" : "failed", status_text(st), g->m, g->n, g->k, g->lda, g->ldb, g->ldc, g->batch,
+                em_dtype_name(g->dt), half ? ", f32 accumulation" : g->tf32 ? ", TF32" : "", gpu->ordinal);
   return r;
 }
 

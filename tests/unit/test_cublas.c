@@ -387,6 +387,41 @@ static void test_failure_reported(void **state) {
   unsetenv("FAKECUBLAS_FAIL");
 }
 
+/* cuBLAS DECLINING a product (CUBLAS_STATUS_NOT_SUPPORTED or ARCH_MISMATCH: a type combination
+ * a release lacks on a GPU) is not a failure: the product runs on Ember's kernels, right, and
+ * the road names the call that declined and why. f64 (GemmEx) and a matvec (gemv) alike. */
+static void test_decline_takes_ember_kernels(void **state) {
+  (void)state;
+  static const struct {
+    const char *fail, *call, *status;
+    em_dtype dt;
+    int64_t n;
+  } rows[] = {
+      {"cublasGemmEx=15@1", "cublasGemmEx", "CUBLAS_STATUS_NOT_SUPPORTED", EM_F32, 4},
+      {"cublasGemmEx=8@1", "cublasGemmEx", "CUBLAS_STATUS_ARCH_MISMATCH", EM_F64, 4},
+      {"cublasSgemv_v2=15@1", "cublasSgemv_v2", "CUBLAS_STATUS_NOT_SUPPORTED", EM_F32, 1},
+  };
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    if (!use_doubles("9.0", "13000", "13.1.0")) skip();
+    setenv("FAKECUBLAS_FAIL", rows[i].fail, 1);
+    blas_reset();
+    const int64_t xs[2] = {5, 7}, ys[2] = {7, rows[i].n};
+    prod p;
+    prod_matmul(&p, rows[i].dt, 2, xs, 2, ys, em_cuda(0), 31 + i);
+    em_tensor *o = prod_run(&p);
+    expect_reference(&p, o, rows[i].dt == EM_F64 ? 1e-12 : 1e-5, rows[i].fail);
+    char plan[4096];
+    em_exec_describe(p.e, plan, sizeof plan);
+    if (!strstr(plan, "Ember's kernels: ") || !strstr(plan, rows[i].call) || !strstr(plan, "declined") ||
+        !strstr(plan, rows[i].status))
+      fail_msg("%s: the plan does not say which call declined and why:\n%s", rows[i].fail, plan);
+    if (calls_of(rows[i].call) != 1) fail_msg("%s: %lu calls of it, want the 1 declined", rows[i].fail, calls_of(rows[i].call));
+    em_tensor_release(o);
+    prod_free(&p);
+    unsetenv("FAKECUBLAS_FAIL");
+  }
+}
+
 /* A cuBLAS that cannot be loaded: the products run on Ember's kernels, right, and every
  * report says why. */
 static void test_missing_library(void **state) {
@@ -561,7 +596,8 @@ int main(void) {
       cmocka_unit_test(test_support_rule),         cmocka_unit_test(test_products_through_cublas),
       cmocka_unit_test(test_gemm_bias),            cmocka_unit_test(test_portable_and_off),
       cmocka_unit_test(test_unsupported_devices),  cmocka_unit_test(test_tf32_only_when_asked),
-      cmocka_unit_test(test_failure_reported),     cmocka_unit_test(test_missing_library),
+      cmocka_unit_test(test_failure_reported),     cmocka_unit_test(test_decline_takes_ember_kernels),
+      cmocka_unit_test(test_missing_library),
       cmocka_unit_test(test_gemv_products),        cmocka_unit_test(test_gemv_batched),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

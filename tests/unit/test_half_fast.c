@@ -204,6 +204,13 @@ static void test_products_fallbacks(void **state) {
   expect_f32_road(EM_F16, a, b, want, 12, "EMBER_CUBLAS=0): Ember's kernels: EMBER_CUBLAS=0",
                   "EMBER_CUBLAS=0");
   unsetenv("EMBER_CUBLAS");
+  /* cuBLAS declining the f16 product (its first GemmEx: NOT_SUPPORTED): the f32 copies, whose
+   * product cuBLAS then takes */
+  if (!use_doubles_cache("9.0", 0)) skip(); /* a fresh double: it reads FAKECUBLAS_FAIL at its first call */
+  setenv("FAKECUBLAS_FAIL", "cublasGemmEx=15@1", 1);
+  expect_f32_road(EM_F16, a, b, want, 12, "cublasGemmEx declined: CUBLAS_STATUS_NOT_SUPPORTED", "cuBLAS declined");
+  expect_contains(ts_blas_last_gemm(), "A=CUDA_R_32F", "declined f16: the f32 copies' product");
+  unsetenv("FAKECUBLAS_FAIL");
   /* an empty sum: k = 0 writes zeros through the f32 road's kernel */
   const int64_t se[2] = {4, 0}, sf[2] = {0, 3};
   em_tensor *e = ot_rand(EM_F16, 2, se, 15, -1, 1), *f = ot_rand(EM_F16, 2, sf, 16, -1, 1);
