@@ -1,0 +1,571 @@
+/* Review of whole-step CUDA graph capture (test_exec_graphs_train.c's
+ * subject): attempts to make a replayed training step differ from the eager
+ * one. Two trainers over identical graphs on the libcuda double, portable
+ * mode, one with graphs on its executors, one without; the host changes
+ * things between replays (em_parameter_set from the host and from the
+ * device, a checkpoint restored mid-run, a schedule moving the learning
+ * rate every step, the loss scale growing and backing off), the feed
+ * shapes cycle through more keys than the executor keeps, a capture fails
+ * at instantiation, the evaluation executor runs between the steps, the
+ * executor is freed while it holds graphs, a replayed step meets a bad
+ * label. After every step the losses, the trainers' totals, every
+ * parameter and state are compared bitwise with the eager trainer's (the
+ * expected values are always the eager run's). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ember/learner.h"
+#include "ember/trainer.h"
+#include "gpu_double.h"
+#include "op_testkit.h"
+
+#define CHECK(call)                                                   \
+  do {                                                                \
+    em_status s_ = (call);                                            \
+    if (s_) fail_msg("%s: %s", #call, em_last_error());               \
+  } while (0)
+
+#define IN 6
+#define HID 8
+#define CLS 3
+
+static em_device gpu0(void) { return (em_device){EM_DEVICE_CUDA, 0}; }
+
+/* The double as one H100 (driver: NULL for its default, else FAKECUDA_DRIVER). */
+static int use_double(const char *driver) {
+  const char *fake = getenv("FAKECUDA_LIB");
+  if (!fake || !*fake) return 0;
+  setenv("EMBER_LIBCUDA", fake, 1);
+  setenv("FAKECUDA_DEVICES", "9.0=Fake H100", 1);
+  if (driver) setenv("FAKECUDA_DRIVER", driver, 1);
+  else unsetenv("FAKECUDA_DRIVER");
+  unsetenv("EMBER_FORCE");
+  unsetenv("EMBER_CUDA_GRAPHS");
+  setenv("EMBER_CUBLAS", "0", 1), setenv("EMBER_CUDNN", "0", 1); /* portable mode uses neither */
+  em_shutdown();
+  return 1;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  em_shutdown();
+  unsetenv("EMBER_LIBCUDA");
+  unsetenv("FAKECUDA_DEVICES");
+  unsetenv("FAKECUDA_DRIVER");
+  unsetenv("FAKECUDA_FAIL");
+  unsetenv("EMBER_CUBLAS"), unsetenv("EMBER_CUDNN");
+  return 0;
+}
+
+#define NEED_DOUBLE(driver)                                          \
+  do {                                                               \
+    if (!use_double(driver)) {                                       \
+      print_message("SKIPPED: no test double (FAKECUDA_LIB)\n");     \
+      skip();                                                        \
+    }                                                                \
+  } while (0)
+
+static em_var apply(em_graph *g, const char *op, const em_var *in, int n, const em_attr *attrs, int n_attrs) {
+  em_var y;
+  if (em_apply(g, op, in, n, attrs, n_attrs, &y, 1)) fail_msg("%s: %s", op, em_last_error());
+  return y;
+}
+
+typedef struct net {
+  em_graph *g;
+  em_var x, label, loss;
+  em_var params[6];
+  int n_params;
+  em_learner *l;
+  em_trainer *t;
+} net;
+
+static em_var dense(net *m, em_var x, int in, int out, uint64_t seed) {
+  char wn[16], bn[16];
+  snprintf(wn, sizeof wn, "w%d", m->n_params);
+  snprintf(bn, sizeof bn, "b%d", m->n_params);
+  em_init he = {.kind = EM_INIT_HE_UNIFORM, .seed = seed},
+          small = {.kind = EM_INIT_UNIFORM, .seed = seed + 7, .scale = 0.1};
+  em_var w, b;
+  CHECK(em_parameter(m->g, wn, EM_F32, 2, (int64_t[]){out, in}, &he, &w));
+  CHECK(em_parameter(m->g, bn, EM_F32, 1, (int64_t[]){out}, &small, &b));
+  m->params[m->n_params++] = w, m->params[m->n_params++] = b;
+  em_attr tb = {.name = "transpose_b", .type = EM_ATTR_INT, .i = 1};
+  em_var h = apply(m->g, "matmul", (em_var[]){x, w}, 2, &tb, 1);
+  return apply(m->g, "add", (em_var[]){h, b}, 2, NULL, 0);
+}
+
+static em_var batch_norm(net *m, em_var h);
+
+/* x[N,6] -> dense 8 -> batch norm (running statistics as states) -> relu ->
+ * dropout 0.25 -> dense 3 -> softmax cross entropy (i32 labels) -> mean;
+ * a trainer with one learner of `kind` over the parameters (bn 0: no batch
+ * norm, so an input's scale reaches the gradients). */
+static void (*g_tweak)(em_learner_config *cfg); /* a test's change to the learner's config (NULL: none) */
+
+static void build(net *m, em_learner_kind kind, const em_trainer_options *opt, int bn) {
+  memset(m, 0, sizeof *m);
+  CHECK(em_graph_create(&m->g));
+  CHECK(em_input(m->g, "x", EM_F32, 2, (int64_t[]){-1, IN}, &m->x));
+  CHECK(em_input(m->g, "label", EM_I32, 1, (int64_t[]){-1}, &m->label));
+  em_var h = dense(m, m->x, IN, HID, 3);
+  if (bn) h = batch_norm(m, h);
+  h = apply(m->g, "relu", &h, 1, NULL, 0);
+  em_attr dr[2] = {{.name = "ratio", .type = EM_ATTR_FLOAT, .f = 0.25}, {.name = "seed", .type = EM_ATTR_INT, .i = 11}};
+  h = apply(m->g, "dropout", &h, 1, dr, 2);
+  em_var logits = dense(m, h, HID, CLS, 5);
+  em_var per = apply(m->g, "cross_entropy_with_softmax", (em_var[]){logits, m->label}, 2, NULL, 0);
+  m->loss = apply(m->g, "reduce_mean", &per, 1, NULL, 0);
+  em_learner_config cfg;
+  CHECK(em_learner_defaults(kind, kind == EM_LEARNER_ADADELTA ? 1.0 : 0.05, &cfg));
+  cfg.clip_norm = kind == EM_LEARNER_MOMENTUM ? 0.5 : 0; /* _learner_sumsq's table under replay too */
+  if (g_tweak) g_tweak(&cfg);
+  CHECK(em_learner_create(&cfg, NULL, m->params, m->n_params, &m->l));
+  CHECK(em_trainer_create(m->g, m->loss, -1, &m->l, 1, opt, &m->t));
+}
+
+static em_var batch_norm(net *m, em_var h) {
+  em_init one = {.kind = EM_INIT_CONSTANT, .value = 1}, zero = {.kind = EM_INIT_CONSTANT, .value = 0};
+  em_var sc, bi, mean, var;
+  CHECK(em_parameter(m->g, "bn.scale", EM_F32, 1, (int64_t[]){HID}, &one, &sc));
+  CHECK(em_parameter(m->g, "bn.bias", EM_F32, 1, (int64_t[]){HID}, &zero, &bi));
+  CHECK(em_state(m->g, "bn.mean", EM_F32, 1, (int64_t[]){HID}, &zero, &mean));
+  CHECK(em_state(m->g, "bn.var", EM_F32, 1, (int64_t[]){HID}, &one, &var));
+  m->params[m->n_params++] = sc, m->params[m->n_params++] = bi;
+  return apply(m->g, "batch_normalization", (em_var[]){h, sc, bi, mean, var}, 5, NULL, 0);
+}
+
+static void net_free(net *m) {
+  em_trainer_free(m->t);
+  em_learner_free(m->l);
+  em_graph_free(m->g);
+}
+
+/* Batch k of n rows: x in [-1, 1) times xscale, labels k + i mod CLS. */
+static void batch(int k, int n, double xscale, em_feed *f, const net *m) {
+  float xs[64 * IN];
+  int32_t ys[64];
+  uint64_t s = 1000 + (uint64_t)k;
+  for (int i = 0; i < n * IN; i++) xs[i] = (float)(xscale * ot_uniform(&s, -1, 1));
+  for (int i = 0; i < n; i++) ys[i] = (k + i) % CLS;
+  em_tensor *xt, *yt;
+  CHECK(em_tensor_from_host(em_cpu(), EM_F32, 2, (int64_t[]){n, IN}, xs, sizeof(float) * (size_t)(n * IN), &xt));
+  CHECK(em_tensor_from_host(em_cpu(), EM_I32, 1, (int64_t[]){n}, ys, sizeof(int32_t) * (size_t)n, &yt));
+  f[0] = (em_feed){m->x, xt};
+  f[1] = (em_feed){m->label, yt};
+}
+
+static void feeds_release(em_feed *f) {
+  em_tensor_release((em_tensor *)f[0].value);
+  em_tensor_release((em_tensor *)f[1].value);
+}
+
+/* A host copy of a parameter's or state's newest value (em_parameter_get:
+ * nothing is marked stale, so nothing is uploaded again). */
+static void *value_bytes(const em_graph *g, em_var v, size_t *bytes) {
+  em_tensor *t;
+  CHECK(em_parameter_get(g, v, em_cpu(), &t));
+  *bytes = (size_t)em_tensor_numel(t) * em_dtype_size(em_tensor_dtype(t));
+  void *p = malloc(*bytes ? *bytes : 1);
+  assert_non_null(p);
+  CHECK(em_tensor_to_host(t, p, *bytes));
+  em_tensor_release(t);
+  return p;
+}
+
+/* Every parameter and state of a and b (built alike: the same handles)
+ * bitwise equal; returns how many values there were. */
+static int assert_same_values(const net *a, const net *b, const char *what, int step) {
+  em_var vars[64];
+  size_t np = 0, ns = 0;
+  CHECK(em_graph_parameters(a->g, vars, 32, &np));
+  CHECK(em_graph_states(a->g, vars + np, 32, &ns));
+  assert_true(np <= 32 && ns <= 32);
+  for (size_t i = 0; i < np + ns; i++) {
+    size_t na, nb;
+    void *pa = value_bytes(a->g, vars[i], &na), *pb = value_bytes(b->g, vars[i], &nb);
+    if (na != nb || memcmp(pa, pb, na)) {
+      const char *name = "";
+      (void)em_var_name(a->g, vars[i], &name);
+      fail_msg("%s: step %d: '%s' differs between the eager trainer and the graph one", what, step, name);
+    }
+    free(pa), free(pb);
+  }
+  return (int)(np + ns);
+}
+
+static uint64_t loss_bits(double v) {
+  uint64_t u;
+  memcpy(&u, &v, sizeof u);
+  return u;
+}
+
+/* ------------------------------------------------------------ harness --- */
+
+static em_trainer_options portable_on_gpu(void) {
+  em_trainer_options o;
+  memset(&o, 0, sizeof o);
+  o.device = gpu0();
+  o.mode = EM_MODE_PORTABLE;
+  return o;
+}
+
+static em_exec_stats stats_of(const net *m) {
+  em_exec_stats st;
+  CHECK(em_exec_stats_get(em_trainer_train_exec(m->t), &st));
+  return st;
+}
+
+static void assert_same_totals(const net *a, const net *b, const char *what, int k) {
+  em_trainer_totals ta, tb;
+  CHECK(em_trainer_get_totals(a->t, &ta));
+  CHECK(em_trainer_get_totals(b->t, &tb));
+  if (ta.steps != tb.steps || ta.samples != tb.samples || ta.epoch_minibatches != tb.epoch_minibatches ||
+      ta.epoch_samples != tb.epoch_samples || loss_bits(ta.epoch_loss) != loss_bits(tb.epoch_loss) ||
+      loss_bits(ta.loss_scale) != loss_bits(tb.loss_scale) || ta.skipped_steps != tb.skipped_steps ||
+      ta.test_samples != tb.test_samples || loss_bits(ta.test_loss) != loss_bits(tb.test_loss))
+    fail_msg("%s: step %d: the totals differ (steps %llu/%llu, epoch loss %.9g/%.9g, scale %g/%g, skipped %llu/%llu, "
+             "test loss %.9g/%.9g)",
+             what, k, (unsigned long long)ta.steps, (unsigned long long)tb.steps, ta.epoch_loss, tb.epoch_loss,
+             ta.loss_scale, tb.loss_scale, (unsigned long long)ta.skipped_steps, (unsigned long long)tb.skipped_steps,
+             ta.test_loss, tb.test_loss);
+  assert_int_equal(em_learner_steps(a->l), em_learner_steps(b->l));
+  assert_int_equal(em_learner_samples(a->l), em_learner_samples(b->l));
+}
+
+/* Called before step k on both trainers (the same change to each). */
+typedef void (*between_fn)(net *m, int k, void *ctx);
+
+/* One step of each trainer on batch k (rows rows, labels shifted by
+ * label_add), then everything compared; returns the graph trainer's
+ * graph_replayed. Both must succeed, or both fail with the same status. */
+static int step_both(net *a, net *b, int k, int rows, int32_t bad_label, const char *what) {
+  em_feed f[2];
+  batch(k, rows, 1, f, a);
+  if (bad_label) { /* a label outside [0, CLS): cross entropy's device check */
+    em_tensor_release((em_tensor *)f[1].value);
+    int32_t ys[64];
+    for (int i = 0; i < rows; i++) ys[i] = i == rows / 2 ? bad_label : i % CLS;
+    CHECK(em_tensor_from_host(em_cpu(), EM_I32, 1, (int64_t[]){rows}, ys, sizeof(int32_t) * (size_t)rows,
+                              (em_tensor **)&f[1].value));
+  }
+  em_minibatch_result ra = {0}, rb = {0};
+  em_status sa = em_trainer_train_minibatch(a->t, f, 2, &ra);
+  char ea[512];
+  snprintf(ea, sizeof ea, "%s", sa ? em_last_error() : "");
+  em_clear_error();
+  f[0].var = b->x, f[1].var = b->label;
+  em_status sb = em_trainer_train_minibatch(b->t, f, 2, &rb);
+  char eb[512];
+  snprintf(eb, sizeof eb, "%s", sb ? em_last_error() : "");
+  em_clear_error();
+  feeds_release(f);
+  if (sa != sb) fail_msg("%s: step %d: eager status %d (%s), graphs %d (%s)", what, k, sa, ea, sb, eb);
+  if (!sa && loss_bits(ra.loss) != loss_bits(rb.loss))
+    fail_msg("%s: step %d: loss %.9g (eager) != %.9g (graphs)", what, k, ra.loss, rb.loss);
+  assert_same_values(a, b, what, k);
+  assert_same_totals(a, b, what, k);
+  return stats_of(b).graph_replayed;
+}
+
+/* Both trainers built alike, graphs on for b's training executor. */
+static void build_both(net *a, net *b, em_learner_kind kind, const em_trainer_options *o, int bn) {
+  build(a, kind, o, bn);
+  build(b, kind, o, bn);
+  CHECK(em_exec_set_graphs(em_trainer_train_exec(b->t), 1));
+}
+
+static const char *graphs_line(const net *m) {
+  static char d[4096];
+  em_exec_describe(em_trainer_train_exec(m->t), d, sizeof d);
+  const char *l = strstr(d, "graphs:");
+  return l ? l : d;
+}
+
+/* -------------------------------------------------------------- tests --- */
+
+/* em_parameter_set between replays: w0 from a host tensor, b0 from a
+ * device tensor (em_resident_set's d2d path), batch norm's running mean (a
+ * state) from the host; each next step must see the new value (the
+ * replay's upload to the same address) and the step after the set still
+ * replays. */
+static void test_parameter_set_between_replays(void **state) {
+  (void)state;
+  NEED_DOUBLE(NULL);
+  em_trainer_options o = portable_on_gpu();
+  net a, b;
+  build_both(&a, &b, EM_LEARNER_ADAM, &o, 1);
+  em_var mean;
+  CHECK(em_graph_lookup(a.g, "bn.mean", &mean));
+  for (int k = 0; k < 9; k++) {
+    net *m[2] = {&a, &b};
+    for (int t = 0; t < 2; t++) {
+      if (k == 4) {
+        float w[HID * IN];
+        for (int i = 0; i < HID * IN; i++) w[i] = 0.01f * (float)(i % 7) - 0.02f;
+        em_tensor *v;
+        CHECK(em_tensor_from_host(em_cpu(), EM_F32, 2, (int64_t[]){HID, IN}, w, sizeof w, &v));
+        CHECK(em_parameter_set(m[t]->g, m[t]->params[0], v));
+        em_tensor_release(v);
+      }
+      if (k == 5) {
+        float bb[HID];
+        for (int i = 0; i < HID; i++) bb[i] = 0.5f - 0.125f * (float)i;
+        em_tensor *v;
+        CHECK(em_tensor_from_host(gpu0(), EM_F32, 1, (int64_t[]){HID}, bb, sizeof bb, &v));
+        CHECK(em_parameter_set(m[t]->g, m[t]->params[1], v));
+        em_tensor_release(v);
+      }
+      if (k == 6) {
+        float mv[HID];
+        for (int i = 0; i < HID; i++) mv[i] = 3.0f + (float)i;
+        em_tensor *v;
+        CHECK(em_tensor_from_host(em_cpu(), EM_F32, 1, (int64_t[]){HID}, mv, sizeof mv, &v));
+        CHECK(em_parameter_set(m[t]->g, mean, v));
+        em_tensor_release(v);
+      }
+    }
+    int rep = step_both(&a, &b, k, 8, 0, "parameter set");
+    if (rep != (k >= 2)) fail_msg("step %d replayed %d: %s", k, rep, graphs_line(&b));
+  }
+  /* the set values reached the steps: w0 is not what training alone made */
+  size_t n;
+  void *w = value_bytes(b.g, b.params[0], &n);
+  free(w);
+  assert_int_equal(stats_of(&b).graph_captures, 1);
+  net_free(&a), net_free(&b);
+}
+
+/* A learning rate that moves every step (cosine decay over 64 samples, 8
+ * per step) and a momentum schedule in pieces: the rates are per-step
+ * feeds, so a replay must take each step's. */
+static void tweak_schedules(em_learner_config *cfg) {
+  cfg->lr.cosine_samples = 64;
+  cfg->lr.cosine_floor = 0.1;
+  static const double mom[3] = {0.5, 0.9, 0.7};
+  static const uint64_t cnt[3] = {16, 16, 16};
+  cfg->momentum.n = 3, cfg->momentum.values = mom, cfg->momentum.counts = cnt, cfg->momentum.epoch_size = 1;
+}
+
+static void test_schedules_move_under_replay(void **state) {
+  (void)state;
+  NEED_DOUBLE(NULL);
+  em_trainer_options o = portable_on_gpu();
+  g_tweak = tweak_schedules;
+  net a, b;
+  build_both(&a, &b, EM_LEARNER_MOMENTUM, &o, 1);
+  g_tweak = NULL;
+  double prev = -1;
+  for (int k = 0; k < 8; k++) {
+    double lr, mu;
+    CHECK(em_learner_rates(b.l, 8, &lr, &mu));
+    assert_true(lr != prev); /* the schedule does move */
+    prev = lr;
+    int rep = step_both(&a, &b, k, 8, 0, "schedules");
+    if (rep != (k >= 2)) fail_msg("step %d replayed %d: %s", k, rep, graphs_line(&b));
+  }
+  net_free(&a), net_free(&b);
+}
+
+/* The eager trainer's checkpoint after step 3, restored into both trainers
+ * after step 6 (parameters, slots, running statistics, counters and run
+ * numbers replaced from the host), then 4 more steps. */
+static void test_checkpoint_restored_mid_run(void **state) {
+  (void)state;
+  NEED_DOUBLE(NULL);
+  char path[64];
+  snprintf(path, sizeof path, "/tmp/ember_graphs_review_%d.ckpt", (int)getpid());
+  em_trainer_options o = portable_on_gpu();
+  net a, b;
+  build_both(&a, &b, EM_LEARNER_ADAM, &o, 1);
+  for (int k = 0; k < 11; k++) {
+    if (k == 7) {
+      CHECK(em_trainer_restore_checkpoint(a.t, path, NULL));
+      CHECK(em_trainer_restore_checkpoint(b.t, path, NULL));
+      assert_same_values(&a, &b, "checkpoint (restored)", k);
+    }
+    (void)step_both(&a, &b, k, 8, 0, "checkpoint");
+    if (k == 3) CHECK(em_trainer_save_checkpoint(a.t, path, NULL, NULL, 0));
+  }
+  /* the restore did not stop the replays for good */
+  assert_int_equal(stats_of(&b).graph_replayed, 1);
+  unlink(path);
+  net_free(&a), net_free(&b);
+}
+
+/* Dynamic loss scaling that grows every 2 clean steps and backs off on
+ * step 5's overflow (inputs times 1e4, as test_exec_graphs_train's
+ * loss-scaling test): S is a feed, so each replay must take the new S. */
+static void test_loss_scale_grows_and_backs_off(void **state) {
+  (void)state;
+  NEED_DOUBLE(NULL);
+  em_trainer_options o = portable_on_gpu();
+  o.loss_scaling.mode = EM_LOSS_SCALE_DYNAMIC;
+  o.loss_scaling.init_scale = ldexp(1.0, 50);
+  o.loss_scaling.min_scale = 1;
+  o.loss_scaling.growth_interval = 2;
+  net a, b;
+  build_both(&a, &b, EM_LEARNER_MOMENTUM, &o, 0);
+  double scales[10];
+  for (int k = 0; k < 10; k++) {
+    em_feed f[2];
+    batch(k, 8, k == 5 ? 1e4 : 1, f, &a);
+    em_minibatch_result ra, rb;
+    CHECK(em_trainer_train_minibatch(a.t, f, 2, &ra));
+    f[0].var = b.x, f[1].var = b.label;
+    CHECK(em_trainer_train_minibatch(b.t, f, 2, &rb));
+    feeds_release(f);
+    if (loss_bits(ra.loss) != loss_bits(rb.loss)) fail_msg("step %d: loss %.9g != %.9g", k, ra.loss, rb.loss);
+    assert_same_values(&a, &b, "loss scale", k);
+    assert_same_totals(&a, &b, "loss scale", k);
+    em_trainer_totals t;
+    CHECK(em_trainer_get_totals(b.t, &t));
+    scales[k] = t.loss_scale;
+    if (stats_of(&b).graph_replayed != (k >= 2)) fail_msg("step %d: %s", k, graphs_line(&b));
+  }
+  /* S did move both ways under replay */
+  assert_true(scales[3] > scales[1]);
+  assert_true(scales[5] < scales[4]);
+  em_trainer_totals t;
+  CHECK(em_trainer_get_totals(b.t, &t));
+  assert_int_equal(t.skipped_steps, 1);
+  net_free(&a), net_free(&b);
+}
+
+/* Feed shapes cycling through 10 batch sizes (more keys than the 8 an
+ * executor keeps: the least recently used graph goes), each size 3 steps,
+ * then the first sizes again (evicted: warm up and capture anew). Each
+ * capture stages its learner table and dropout reads the step; every step
+ * bitwise the eager trainer's. */
+static void test_more_shapes_than_graphs_kept(void **state) {
+  (void)state;
+  NEED_DOUBLE(NULL);
+  em_trainer_options o = portable_on_gpu();
+  net a, b;
+  build_both(&a, &b, EM_LEARNER_RMSPROP, &o, 1);
+  int k = 0, replays = 0;
+  for (int round = 0; round < 2; round++)
+    for (int rows = 2; rows <= (round ? 4 : 11); rows++)
+      for (int r = 0; r < 3; r++, k++) {
+        int rep = step_both(&a, &b, k, rows, 0, "shapes");
+        if (rep != (r == 2)) fail_msg("step %d (%d rows, round %d): replayed %d: %s", k, rows, round, rep, graphs_line(&b));
+        replays += rep;
+      }
+  em_exec_stats st = stats_of(&b);
+  assert_int_equal(st.graph_captures, 13);
+  assert_int_equal(st.graphs_held, 8);
+  assert_int_equal(replays, 13);
+  net_free(&a), net_free(&b);
+}
+
+/* The first capture's instantiation fails (the double fails
+ * cuGraphInstantiateWithFlags once): the captured run was recorded, not
+ * run, so the step is done once eagerly; that key stays eager and right;
+ * another batch size then captures and replays. */
+static void test_failed_capture_applies_the_step_once(void **state) {
+  (void)state;
+  setenv("FAKECUDA_FAIL", "cuGraphInstantiateWithFlags=2@1", 1);
+  NEED_DOUBLE(NULL);
+  em_trainer_options o = portable_on_gpu();
+  net a, b;
+  build_both(&a, &b, EM_LEARNER_ADAM, &o, 1);
+  const int rows[9] = {8, 8, 8, 8, 6, 6, 6, 6, 8};
+  const int want[9] = {0, 0, 0, 0, 0, 0, 1, 1, 0};
+  for (int k = 0; k < 9; k++) {
+    int rep = step_both(&a, &b, k, rows[k], 0, "failed capture");
+    if (rep != want[k]) fail_msg("step %d: replayed %d: %s", k, rep, graphs_line(&b));
+  }
+  em_exec_stats st = stats_of(&b);
+  assert_int_equal(st.graph_captures, 1);
+  net_free(&a), net_free(&b);
+  unsetenv("FAKECUDA_FAIL");
+}
+
+/* The evaluation executor (graphs on as well for b) runs between the
+ * training steps: inference batch norm reads the running statistics the
+ * replays wrote, dropout is the identity; its loss bitwise the eager
+ * trainer's, and the training replays continue (the step counters of the
+ * two executors are their own). Then graphs are switched off and on again
+ * on the training executor mid-run. */
+static void test_eval_between_replays_and_graphs_toggled(void **state) {
+  (void)state;
+  NEED_DOUBLE(NULL);
+  em_trainer_options o = portable_on_gpu();
+  net a, b;
+  build_both(&a, &b, EM_LEARNER_NESTEROV, &o, 1);
+  CHECK(em_exec_set_graphs(em_trainer_eval_exec(b.t), 1));
+  for (int k = 0; k < 10; k++) {
+    if (k == 6) CHECK(em_exec_set_graphs(em_trainer_train_exec(b.t), 0));
+    if (k == 7) CHECK(em_exec_set_graphs(em_trainer_train_exec(b.t), 1));
+    (void)step_both(&a, &b, k, 8, 0, "eval between");
+    em_feed f[2];
+    batch(100 + k, 5, 1, f, &a);
+    em_minibatch_result ra, rb;
+    CHECK(em_trainer_test_minibatch(a.t, f, 2, &ra));
+    f[0].var = b.x, f[1].var = b.label;
+    CHECK(em_trainer_test_minibatch(b.t, f, 2, &rb));
+    feeds_release(f);
+    if (loss_bits(ra.loss) != loss_bits(rb.loss)) fail_msg("step %d: test loss %.9g != %.9g", k, ra.loss, rb.loss);
+    assert_same_values(&a, &b, "eval between", k);
+    assert_same_totals(&a, &b, "eval between", k);
+    em_exec_stats st;
+    CHECK(em_exec_stats_get(em_trainer_eval_exec(b.t), &st));
+    assert_int_equal(st.graph_replayed, k >= 2);
+  }
+  assert_int_equal(stats_of(&b).graph_replayed, 1);
+  net_free(&a), net_free(&b);
+}
+
+/* A label out of range in a replayed step: cross entropy's device check
+ * must fail that step as it fails the eager one (not be lost in the
+ * replay), leaving the same values; the next steps go on alike. */
+static void test_bad_label_in_a_replayed_step(void **state) {
+  (void)state;
+  NEED_DOUBLE(NULL);
+  em_trainer_options o = portable_on_gpu();
+  net a, b;
+  build_both(&a, &b, EM_LEARNER_SGD, &o, 1);
+  for (int k = 0; k < 8; k++) {
+    int rep = step_both(&a, &b, k, 8, k == 4 ? 7 : 0, "bad label");
+    if (rep != (k >= 2)) fail_msg("step %d: replayed %d: %s", k, rep, graphs_line(&b));
+  }
+  em_trainer_totals t;
+  CHECK(em_trainer_get_totals(b.t, &t));
+  assert_int_equal(t.steps, 7); /* the bad step failed in both */
+  net_free(&a), net_free(&b);
+}
+
+/* The trainers (and so their executors, b's holding a graph whose last
+ * replay wrote the parameters) freed before the graph: the values read
+ * from the graph afterwards are the newest, equal to the eager run's. */
+static void test_executor_freed_while_holding_graphs(void **state) {
+  (void)state;
+  NEED_DOUBLE(NULL);
+  em_trainer_options o = portable_on_gpu();
+  net a, b;
+  build_both(&a, &b, EM_LEARNER_ADAGRAD, &o, 1);
+  for (int k = 0; k < 5; k++) (void)step_both(&a, &b, k, 8, 0, "freed");
+  assert_int_equal(stats_of(&b).graphs_held, 1);
+  em_trainer_free(a.t), em_trainer_free(b.t);
+  a.t = b.t = NULL;
+  assert_same_values(&a, &b, "after the executors were freed", 5);
+  net_free(&a), net_free(&b);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_teardown(test_parameter_set_between_replays, teardown),
+      cmocka_unit_test_teardown(test_schedules_move_under_replay, teardown),
+      cmocka_unit_test_teardown(test_checkpoint_restored_mid_run, teardown),
+      cmocka_unit_test_teardown(test_loss_scale_grows_and_backs_off, teardown),
+      cmocka_unit_test_teardown(test_more_shapes_than_graphs_kept, teardown),
+      cmocka_unit_test_teardown(test_failed_capture_applies_the_step_once, teardown),
+      cmocka_unit_test_teardown(test_eval_between_replays_and_graphs_toggled, teardown),
+      cmocka_unit_test_teardown(test_bad_label_in_a_replayed_step, teardown),
+      cmocka_unit_test_teardown(test_executor_freed_while_holding_graphs, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
