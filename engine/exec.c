@@ -825,7 +825,8 @@ static em_status run_step(em_exec *e, run_state *r, int st) {
                   .n_out = n->n_out, .out = out_shapes, .training = e->training, .step = e->runs,
                   .node = p->node, .dev = p->dev, .stream = p->stream, .kernels = &p->kernels,
                   .portable = e->mode == EM_MODE_PORTABLE, .tf32 = e->tf32, .post = p->post,
-                  .staging = em_exec_graphs_staging(e->graphs), .step_dev = e->step_dev};
+                  .staging = em_exec_graphs_staging(e->graphs), .step_dev = e->step_dev,
+                  .captured = e->capturing};
   em_op_report road = {""};
   if (e->dev.kind == EM_DEVICE_CUDA) a.report = &road;
   memset(out_shapes, 0, sizeof out_shapes);

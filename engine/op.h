@@ -75,6 +75,10 @@ typedef struct em_op_args {
    * per-run randomness reads the run's step from memory: a replay then draws anew, where
    * a launch parameter would repeat the captured run's. NULL: none (the op uploads one). */
   const void *step_dev;
+  /* This run is being captured into a CUDA graph (exec.c): every later replay repeats what the
+   * gpu member records now, so anything it keeps for a message (a device check's payload) must
+   * not claim to be of one run: `step` is the capture's, not the replays'. */
+  int captured;
 } em_op_args;
 
 /* Host memory for an upload (a table of addresses and sizes) that a CUDA graph records.

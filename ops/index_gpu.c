@@ -33,6 +33,7 @@ typedef struct check_ctx {
   const em_op_def *def; /* the op table is static: the pointer outlives the run */
   int node, n_in;
   uint64_t step;
+  int captured; /* armed in a CUDA graph's capture: the check fails in some later replay */
   em_index_bounds b;
   em_shape in[CHECK_MAX_IN];
 } check_ctx;
@@ -47,6 +48,11 @@ static em_status check_error(const check_ctx *k, const em_devcheck_found *f) {
 static em_status deferred_report(const void *payload, const em_devcheck_found *f) {
   const check_ctx *k = payload;
   em_status s = check_error(k, f);
+  /* a captured check's payload is made once and reported by whichever replay fails: naming the
+   * capture's run as the failing one would send the user to the wrong minibatch */
+  if (k->captured)
+    return em_fail_context(s, "node %d (op '%s') in a replay of the CUDA graph captured at run %llu", k->node,
+                           k->def->name, (unsigned long long)k->step);
   return em_fail_context(s, "node %d (op '%s') in run %llu", k->node, k->def->name, (unsigned long long)k->step);
 }
 
@@ -56,7 +62,7 @@ static em_status deferred_report(const void *payload, const em_devcheck_found *f
 static em_status run_check(const em_op_args *a, const void *idx, int idx64, int64_t n, int64_t k, const void *bounds,
                            const em_index_bounds *b) {
   if (n <= 0) return EM_OK;
-  check_ctx ctx = {.def = a->def, .node = a->node, .step = a->step, .b = *b,
+  check_ctx ctx = {.def = a->def, .node = a->node, .step = a->step, .captured = a->captured, .b = *b,
                    .n_in = a->n_in < CHECK_MAX_IN ? a->n_in : CHECK_MAX_IN};
   memcpy(ctx.in, a->in, sizeof(em_shape) * (size_t)ctx.n_in);
   void *rec = NULL;

@@ -103,6 +103,7 @@ typedef struct check_ctx {
   const em_op_def *def;              /* the op table is static: the pointer outlives the run */
   int node, n_in;
   uint64_t step;
+  int captured; /* armed in a CUDA graph's capture: the check fails in some later replay */
   int64_t c;
   em_shape in[CHECK_MAX_IN];
 } check_ctx;
@@ -110,7 +111,7 @@ typedef struct check_ctx {
 _Static_assert(sizeof(check_ctx) <= EM_DEVCHECK_PAYLOAD, "check_ctx must fit a device check's payload");
 
 static check_ctx context_of(const em_op_args *a, em_loss_gpu_label_fail lf, em_loss_gpu_prob_fail pf, int64_t c) {
-  check_ctx k = {.label_fail = lf, .prob_fail = pf, .def = a->def, .node = a->node, .step = a->step, .c = c,
+  check_ctx k = {.label_fail = lf, .prob_fail = pf, .def = a->def, .node = a->node, .step = a->step, .captured = a->captured, .c = c,
                  .n_in = a->n_in < CHECK_MAX_IN ? a->n_in : CHECK_MAX_IN};
   memcpy(k.in, a->in, sizeof(em_shape) * (size_t)k.n_in);
   return k;
@@ -127,6 +128,11 @@ static em_status check_error(const check_ctx *k, const em_devcheck_found *f) {
 static em_status deferred_report(const void *payload, const em_devcheck_found *f) {
   const check_ctx *k = payload;
   em_status s = check_error(k, f);
+  /* a captured check's payload is made once and reported by whichever replay fails: naming the
+   * capture's run as the failing one would send the user to the wrong minibatch */
+  if (k->captured)
+    return em_fail_context(s, "node %d (op '%s') in a replay of the CUDA graph captured at run %llu", k->node,
+                           k->def->name, (unsigned long long)k->step);
   return em_fail_context(s, "node %d (op '%s') in run %llu", k->node, k->def->name, (unsigned long long)k->step);
 }
 

@@ -263,6 +263,16 @@ static int step_both(net *a, net *b, int k, int rows, int32_t bad_label, const c
   snprintf(eb, sizeof eb, "%s", sb ? em_last_error() : "");
   em_clear_error();
   feeds_release(f);
+  if (sa && bad_label) { /* both name the bad label, and neither names a run other than this one (run k) */
+    char want[64];
+    snprintf(want, sizeof want, "label %d at position", (int)bad_label);
+    if (!strstr(ea, want) || !strstr(eb, want)) fail_msg("%s: step %d: the label is not named: %s | %s", what, k, ea, eb);
+    const char *runs[2] = {strstr(ea, "in run "), strstr(eb, "in run ")};
+    for (int i = 0; i < 2; i++)
+      if (runs[i] && strtoull(runs[i] + 7, NULL, 10) != (unsigned long long)k)
+        fail_msg("%s: step %d (run %d): the %s trainer's error names another run: %s", what, k, k,
+                 i ? "graph" : "eager", i ? eb : ea);
+  }
   if (sa != sb) fail_msg("%s: step %d: eager status %d (%s), graphs %d (%s)", what, k, sa, ea, sb, eb);
   if (!sa && loss_bits(ra.loss) != loss_bits(rb.loss))
     fail_msg("%s: step %d: loss %.9g (eager) != %.9g (graphs)", what, k, ra.loss, rb.loss);
@@ -521,7 +531,9 @@ static void test_eval_between_replays_and_graphs_toggled(void **state) {
 
 /* A label out of range in a replayed step: cross entropy's device check
  * must fail that step as it fails the eager one (not be lost in the
- * replay), leaving the same values; the next steps go on alike. */
+ * replay), naming the label and no other run than the one that failed
+ * (the check's message was made at the capture, 2 runs before), leaving
+ * the same values; the next steps go on alike. */
 static void test_bad_label_in_a_replayed_step(void **state) {
   (void)state;
   NEED_DOUBLE(NULL);
@@ -555,6 +567,42 @@ static void test_executor_freed_while_holding_graphs(void **state) {
   net_free(&a), net_free(&b);
 }
 
+/* The portable mode's promise across devices: a CPU trainer and the GPU
+ * trainer with graphs on (dropout's mask derived on the device from the
+ * step in device memory, replayed) give the same bits at every step. */
+static void test_cpu_and_replayed_gpu_same_bits(void **state) {
+  (void)state;
+  NEED_DOUBLE(NULL);
+  em_trainer_options oc = portable_on_gpu(), og = portable_on_gpu();
+  oc.device = em_cpu();
+  net a, b;
+  build(&a, EM_LEARNER_ADAM, &oc, 1);
+  build(&b, EM_LEARNER_ADAM, &og, 1);
+  CHECK(em_exec_set_graphs(em_trainer_train_exec(b.t), 1));
+  for (int k = 0; k < 6; k++) {
+    int rep = step_both(&a, &b, k, 8, 0, "cpu vs replayed gpu");
+    if (rep != (k >= 2)) fail_msg("step %d: replayed %d: %s", k, rep, graphs_line(&b));
+  }
+  net_free(&a), net_free(&b);
+}
+
+/* Mixed precision (the autocast to f16, dynamic loss scaling on by
+ * default): the casts of the f32 master weights are graph ops the replay
+ * repeats after each update; bitwise the eager trainer's. */
+static void test_f16_autocast_under_replay(void **state) {
+  (void)state;
+  NEED_DOUBLE(NULL);
+  em_trainer_options o = portable_on_gpu();
+  o.precision = EM_F16;
+  net a, b;
+  build_both(&a, &b, EM_LEARNER_ADAM, &o, 1);
+  for (int k = 0; k < 6; k++) {
+    int rep = step_both(&a, &b, k, 8, 0, "f16");
+    if (rep != (k >= 2)) fail_msg("step %d: replayed %d: %s", k, rep, graphs_line(&b));
+  }
+  net_free(&a), net_free(&b);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_parameter_set_between_replays, teardown),
@@ -566,6 +614,8 @@ int main(void) {
       cmocka_unit_test_teardown(test_eval_between_replays_and_graphs_toggled, teardown),
       cmocka_unit_test_teardown(test_bad_label_in_a_replayed_step, teardown),
       cmocka_unit_test_teardown(test_executor_freed_while_holding_graphs, teardown),
+      cmocka_unit_test_teardown(test_cpu_and_replayed_gpu_same_bits, teardown),
+      cmocka_unit_test_teardown(test_f16_autocast_under_replay, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
