@@ -283,8 +283,9 @@ static em_status fetch_outputs(em_exec_graphs *gs, entry *en, em_tensor **output
 /* After the feeds' copies (the caller joined the stream to the legacy
  * stream before them): the graph runs, its outputs are copied out, and the
  * legacy stream (the caller's reads, other executors) waits for all of it. */
-static em_status launch(em_exec_graphs *gs, entry *en, em_tensor **outputs) {
+static em_status launch(em_exec_graphs *gs, entry *en, em_tensor **outputs, int *ran) {
   em_status s = em_cuda_graph_launch(en->graph, gs->stream);
+  if (ran) *ran = !s; /* the graph's writes are queued even if fetching its outputs fails below */
   if (!s) s = fetch_outputs(gs, en, outputs);
   em_status j = em_stream_join(gs->dev, NULL, gs->stream);
   if (!s) s = j;
@@ -373,7 +374,7 @@ static em_status capture(em_exec_graphs *gs, const em_exec_graphs_hooks *h, entr
   gs->info.captures++;
   em_log(EM_LOG_DISPATCH, "executor on cuda:%d: captured a CUDA graph (pool of %llu bytes)", gs->dev.ordinal,
          (unsigned long long)em_alloc_pool_bytes(en->pool));
-  s = launch(gs, en, outputs);
+  s = launch(gs, en, outputs, NULL);
   if (s) entry_drop_graph(gs, en);
   return s;
 }
@@ -398,9 +399,14 @@ static em_status replay(em_exec_graphs *gs, const em_exec_graphs_hooks *h, entry
   }
   s = em_stream_join(gs->dev, gs->stream, NULL); /* uploads of changed parameters, feeds made on the legacy stream */
   for (int i = 0; i < en->n_feeds && !s; i++) s = copy_feed(gs, feeds[order[i]].value, en->feed_buf[i]);
-  if (!s) s = launch(gs, en, outputs);
-  /* the replay wrote what the capture's run wrote */
-  if (!s && en->n_written && h->written) h->written(h->ctx, en->written, en->n_written);
+  int ran = 0;
+  if (!s) s = launch(gs, en, outputs, &ran);
+  /* the replay wrote what the capture's run wrote: told whenever the graph
+   * was launched, even when copying its outputs then failed, as the eager
+   * run tells the host of each step's writes whatever follows; else a host
+   * read would return the value from before the update, and a later upload
+   * of that stale host copy would undo it */
+  if (ran && en->n_written && h->written) h->written(h->ctx, en->written, en->n_written);
   return s;
 }
 

@@ -603,6 +603,72 @@ static void test_f16_autocast_under_replay(void **state) {
   net_free(&a), net_free(&b);
 }
 
+/* Trains the graph trainer alone to step 4 (a replay), w0 set from the
+ * host just before it (so the host copy is current going in); returns the
+ * status of step 4 and, through *d2d, the device-to-device copies made
+ * before it. */
+static em_status replay_with_w0_set(net *b, long *d2d) {
+  em_trainer_options o = portable_on_gpu();
+  build(b, EM_LEARNER_SGD, &o, 1);
+  CHECK(em_exec_set_graphs(em_trainer_train_exec(b->t), 1));
+  em_status s = EM_OK;
+  for (int k = 0; k <= 4 && !s; k++) {
+    if (k == 4) {
+      float w[HID * IN];
+      for (int i = 0; i < HID * IN; i++) w[i] = 0.03f * (float)(i % 5) - 0.05f;
+      em_tensor *v;
+      CHECK(em_tensor_from_host(em_cpu(), EM_F32, 2, (int64_t[]){HID, IN}, w, sizeof w, &v));
+      CHECK(em_parameter_set(b->g, b->params[0], v));
+      em_tensor_release(v);
+      *d2d = ts_double_calls("cuMemcpyDtoDAsync_v2");
+    }
+    em_feed f[2];
+    batch(k, 8, 1, f, b);
+    s = em_trainer_train_minibatch(b->t, f, 2, NULL);
+    feeds_release(f);
+    if (k < 4 && s) fail_msg("step %d: %s", k, em_last_error());
+  }
+  return s;
+}
+
+/* A replay whose graph ran but whose output copy then failed (the double
+ * fails the first device-to-device copy after the launch: fetching the
+ * loss): the step fails, yet the graph's update of w0 happened on the
+ * device, and the host must know it (as the eager run's states_written
+ * tells it at each step, whatever follows): the host's read of w0 equals
+ * the device copy's bytes rather than the value set before the step. The
+ * copy's number comes from a first pass without the failure. */
+static void test_failed_output_copy_after_replay_tells_the_host(void **state) {
+  (void)state;
+  NEED_DOUBLE(NULL);
+  net b;
+  long before = -1;
+  CHECK(replay_with_w0_set(&b, &before));
+  assert_int_equal(stats_of(&b).graph_replayed, 1);
+  net_free(&b);
+  assert_true(before >= 0);
+  char rule[64];
+  snprintf(rule, sizeof rule, "cuMemcpyDtoDAsync_v2=1@%ld", before + 1);
+  setenv("FAKECUDA_FAIL", rule, 1);
+  NEED_DOUBLE(NULL);
+  long again = -1;
+  em_status s = replay_with_w0_set(&b, &again);
+  assert_int_equal(again, before); /* the same sequence of calls up to the step */
+  if (!s) fail_msg("step 4 did not fail (the rule %s did not hit the output copy)", rule);
+  em_clear_error();
+  em_tensor *h, *d;
+  CHECK(em_parameter_get(b.g, b.params[0], em_cpu(), &h));
+  CHECK(em_parameter_get(b.g, b.params[0], gpu0(), &d));
+  float hv[HID * IN], dv[HID * IN];
+  CHECK(em_tensor_to_host(h, hv, sizeof hv));
+  CHECK(em_tensor_to_host(d, dv, sizeof dv));
+  em_tensor_release(h), em_tensor_release(d);
+  if (memcmp(hv, dv, sizeof hv)) fail_msg("w0 read on the host (%g ...) is not the device's (%g ...)", hv[0], dv[0]);
+  assert_true(hv[0] != -0.05f); /* the step's update is there: not the value set */
+  net_free(&b);
+  unsetenv("FAKECUDA_FAIL");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_parameter_set_between_replays, teardown),
@@ -616,6 +682,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_executor_freed_while_holding_graphs, teardown),
       cmocka_unit_test_teardown(test_cpu_and_replayed_gpu_same_bits, teardown),
       cmocka_unit_test_teardown(test_f16_autocast_under_replay, teardown),
+      cmocka_unit_test_teardown(test_failed_output_copy_after_replay_tells_the_host, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
