@@ -380,29 +380,35 @@ static void test_schedules_move_under_replay(void **state) {
   net_free(&a), net_free(&b);
 }
 
-/* The eager trainer's checkpoint after step 3, restored into both trainers
- * after step 6 (parameters, slots, running statistics, counters and run
- * numbers replaced from the host), then 4 more steps. */
+/* Each trainer's checkpoint after step 3 (the graph trainer's written
+ * between replays), restored into it after step 6 (parameters, slots,
+ * running statistics, counters and run numbers replaced from the host),
+ * then 4 more steps. */
 static void test_checkpoint_restored_mid_run(void **state) {
   (void)state;
   NEED_DOUBLE(NULL);
   char path[64];
+  char path_b[64];
   snprintf(path, sizeof path, "/tmp/ember_graphs_review_%d.ckpt", (int)getpid());
+  snprintf(path_b, sizeof path_b, "/tmp/ember_graphs_review_%d_b.ckpt", (int)getpid());
   em_trainer_options o = portable_on_gpu();
   net a, b;
   build_both(&a, &b, EM_LEARNER_ADAM, &o, 1);
   for (int k = 0; k < 11; k++) {
-    if (k == 7) {
+    if (k == 7) { /* each from its own file: b's was written from the host copies after its replays */
       CHECK(em_trainer_restore_checkpoint(a.t, path, NULL));
-      CHECK(em_trainer_restore_checkpoint(b.t, path, NULL));
+      CHECK(em_trainer_restore_checkpoint(b.t, path_b, NULL));
       assert_same_values(&a, &b, "checkpoint (restored)", k);
     }
     (void)step_both(&a, &b, k, 8, 0, "checkpoint");
-    if (k == 3) CHECK(em_trainer_save_checkpoint(a.t, path, NULL, NULL, 0));
+    if (k == 3) {
+      CHECK(em_trainer_save_checkpoint(a.t, path, NULL, NULL, 0));
+      CHECK(em_trainer_save_checkpoint(b.t, path_b, NULL, NULL, 0));
+    }
   }
   /* the restore did not stop the replays for good */
   assert_int_equal(stats_of(&b).graph_replayed, 1);
-  unlink(path);
+  unlink(path), unlink(path_b);
   net_free(&a), net_free(&b);
 }
 
@@ -669,6 +675,29 @@ static void test_failed_output_copy_after_replay_tells_the_host(void **state) {
   unsetenv("FAKECUDA_FAIL");
 }
 
+/* Clipping by value and by global norm, coupled L2 and L1, decoupled
+ * weight decay and LARC (its parameter norms) on adamw: the per-learner
+ * scales the update reads are computed inside the graph at each replay. */
+static void tweak_clipping(em_learner_config *cfg) {
+  cfg->clip_value = 0.05, cfg->clip_norm = 0.3, cfg->l1 = 1e-3, cfg->l2 = 1e-2, cfg->weight_decay = 0.02;
+  cfg->larc = EM_LARC_CLIP, cfg->larc_eta = 0.01;
+}
+
+static void test_clipping_and_larc_under_replay(void **state) {
+  (void)state;
+  NEED_DOUBLE(NULL);
+  em_trainer_options o = portable_on_gpu();
+  g_tweak = tweak_clipping;
+  net a, b;
+  build_both(&a, &b, EM_LEARNER_ADAMW, &o, 1);
+  g_tweak = NULL;
+  for (int k = 0; k < 6; k++) {
+    int rep = step_both(&a, &b, k, 8, 0, "clipping");
+    if (rep != (k >= 2)) fail_msg("step %d: replayed %d: %s", k, rep, graphs_line(&b));
+  }
+  net_free(&a), net_free(&b);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_parameter_set_between_replays, teardown),
@@ -682,6 +711,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_executor_freed_while_holding_graphs, teardown),
       cmocka_unit_test_teardown(test_cpu_and_replayed_gpu_same_bits, teardown),
       cmocka_unit_test_teardown(test_f16_autocast_under_replay, teardown),
+      cmocka_unit_test_teardown(test_clipping_and_larc_under_replay, teardown),
       cmocka_unit_test_teardown(test_failed_output_copy_after_replay_tells_the_host, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
