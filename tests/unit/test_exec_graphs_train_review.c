@@ -57,6 +57,8 @@ static int teardown(void **state) {
   unsetenv("FAKECUDA_DRIVER");
   unsetenv("FAKECUDA_FAIL");
   unsetenv("EMBER_CUBLAS"), unsetenv("EMBER_CUDNN");
+  unsetenv("EMBER_LIBCUBLAS"), unsetenv("EMBER_LIBCUDNN");
+  unsetenv("FAKECUDA_NO_MAP_HOST");
   return 0;
 }
 
@@ -698,6 +700,53 @@ static void test_clipping_and_larc_under_replay(void **state) {
   net_free(&a), net_free(&b);
 }
 
+/* The fast mode with the cuBLAS and cuDNN doubles (the libraries'
+ * work and workspaces recorded in the graph): bitwise the eager fast-mode
+ * trainer's, which runs the same library calls. */
+static void test_fast_mode_libraries_under_replay(void **state) {
+  (void)state;
+  NEED_DOUBLE(NULL);
+  const char *blas = getenv("FAKECUBLAS_LIB"), *dnn = getenv("FAKECUDNN_LIB");
+  if (!blas || !*blas || !dnn || !*dnn) {
+    print_message("SKIPPED: no cuBLAS / cuDNN double\n");
+    skip();
+  }
+  setenv("EMBER_LIBCUBLAS", blas, 1), setenv("EMBER_LIBCUDNN", dnn, 1);
+  unsetenv("EMBER_CUBLAS"), unsetenv("EMBER_CUDNN");
+  em_shutdown();
+  em_trainer_options o = portable_on_gpu();
+  o.mode = EM_MODE_FAST;
+  net a, b;
+  build_both(&a, &b, EM_LEARNER_MOMENTUM, &o, 1);
+  for (int k = 0; k < 6; k++) {
+    int rep = step_both(&a, &b, k, 8, 0, "fast mode");
+    if (rep != (k >= 2)) fail_msg("step %d: replayed %d: %s", k, rep, graphs_line(&b));
+  }
+  char d[8192];
+  em_exec_describe(em_trainer_train_exec(b.t), d, sizeof d);
+  if (!strstr(d, "cuBLAS")) fail_msg("no step took cuBLAS: %s", d); /* else this tested nothing new */
+  net_free(&a), net_free(&b);
+}
+
+/* A device that cannot map host memory: cross entropy's label check copies
+ * its verdict back and synchronises, which a capture cannot hold; the key
+ * stays eager with the reason, every step right. */
+static void test_no_mapped_memory_stays_eager(void **state) {
+  (void)state;
+  setenv("FAKECUDA_NO_MAP_HOST", "1", 1);
+  NEED_DOUBLE(NULL);
+  em_trainer_options o = portable_on_gpu();
+  net a, b;
+  build_both(&a, &b, EM_LEARNER_ADAM, &o, 1);
+  for (int k = 0; k < 5; k++) {
+    int rep = step_both(&a, &b, k, 8, k == 3 ? 9 : 0, "no mapped memory");
+    assert_int_equal(rep, 0);
+  }
+  assert_int_equal(stats_of(&b).graph_captures, 0);
+  if (!strstr(graphs_line(&b), "eager:")) fail_msg("no reason given: %s", graphs_line(&b));
+  net_free(&a), net_free(&b);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_parameter_set_between_replays, teardown),
@@ -712,6 +761,8 @@ int main(void) {
       cmocka_unit_test_teardown(test_cpu_and_replayed_gpu_same_bits, teardown),
       cmocka_unit_test_teardown(test_f16_autocast_under_replay, teardown),
       cmocka_unit_test_teardown(test_clipping_and_larc_under_replay, teardown),
+      cmocka_unit_test_teardown(test_fast_mode_libraries_under_replay, teardown),
+      cmocka_unit_test_teardown(test_no_mapped_memory_stays_eager, teardown),
       cmocka_unit_test_teardown(test_failed_output_copy_after_replay_tells_the_host, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
