@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "ember/learner.h"
+#include "ember/reader.h"
 #include "ember/trainer.h"
 #include "gpu_double.h"
 #include "op_testkit.h"
@@ -747,6 +748,59 @@ static void test_no_mapped_memory_stays_eager(void **state) {
   net_free(&a), net_free(&b);
 }
 
+/* em_trainer_fit, graphs on through EMBER_CUDA_GRAPHS=1 for the second
+ * trainer's executors (read at their creation): 44 samples in minibatches
+ * of 8 (the epoch's last one of 4: two keys), shuffled, 3 epochs with a
+ * validation pass after each; the fit results, totals and every value
+ * bitwise the eager trainer's. */
+static void test_fit_with_graphs_from_the_environment(void **state) {
+  (void)state;
+  NEED_DOUBLE(NULL);
+  enum { N = 44 };
+  float xs[N * IN];
+  int32_t ys[N];
+  uint64_t seed = 99;
+  for (int i = 0; i < N * IN; i++) xs[i] = (float)ot_uniform(&seed, -1, 1);
+  for (int i = 0; i < N; i++) ys[i] = (i * 7) % CLS;
+  em_dataset *ds;
+  CHECK(em_dataset_create(&ds));
+  em_stream_desc fd = {.name = "features", .dtype = EM_F32, .ndim = 1, .shape = {IN}};
+  em_stream_desc ld = {.name = "labels", .dtype = EM_I32, .ndim = 0, .classes = CLS};
+  CHECK(em_dataset_add_stream(ds, &fd, N, xs, sizeof xs));
+  CHECK(em_dataset_add_stream(ds, &ld, N, ys, sizeof ys));
+  em_trainer_options o = portable_on_gpu();
+  net a, b;
+  build(&a, EM_LEARNER_ADAM, &o, 1);
+  setenv("EMBER_CUDA_GRAPHS", "1", 1);
+  build(&b, EM_LEARNER_ADAM, &o, 1);
+  unsetenv("EMBER_CUDA_GRAPHS");
+  assert_int_equal(em_exec_get_graphs(em_trainer_train_exec(b.t)), 1);
+  assert_int_equal(em_exec_get_graphs(em_trainer_train_exec(a.t)), 0);
+  em_fit_result fr[2];
+  net *m[2] = {&a, &b};
+  for (int t = 0; t < 2; t++) {
+    em_minibatch_options mo = {.batch_size = 8, .seed = 5, .shuffle = 1, .no_prefetch = 1};
+    em_minibatch_options vo = {.batch_size = 8, .max_sweeps = 1, .no_prefetch = 1};
+    em_minibatch_source *tr, *va;
+    CHECK(em_minibatch_source_create(ds, &mo, &tr));
+    CHECK(em_minibatch_source_create(ds, &vo, &va));
+    em_var inputs[2] = {m[t]->x, m[t]->label};
+    em_fit_options fo = {.epochs = 3, .train = tr, .inputs = inputs, .n_inputs = 2, .validation = va};
+    CHECK(em_trainer_fit(m[t]->t, &fo, &fr[t]));
+    em_minibatch_source_free(tr), em_minibatch_source_free(va);
+  }
+  assert_int_equal(fr[0].epochs, 3);
+  assert_int_equal(fr[1].epochs, 3);
+  if (loss_bits(fr[0].val_loss) != loss_bits(fr[1].val_loss))
+    fail_msg("validation loss %.9g (eager) != %.9g (graphs)", fr[0].val_loss, fr[1].val_loss);
+  assert_same_values(&a, &b, "fit", 3);
+  assert_same_totals(&a, &b, "fit", 3);
+  em_exec_stats st = stats_of(&b);
+  if (st.graph_replays < 10) fail_msg("only %llu replays: %s", (unsigned long long)st.graph_replays, graphs_line(&b));
+  net_free(&a), net_free(&b);
+  em_dataset_free(ds);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_parameter_set_between_replays, teardown),
@@ -763,6 +817,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_clipping_and_larc_under_replay, teardown),
       cmocka_unit_test_teardown(test_fast_mode_libraries_under_replay, teardown),
       cmocka_unit_test_teardown(test_no_mapped_memory_stays_eager, teardown),
+      cmocka_unit_test_teardown(test_fit_with_graphs_from_the_environment, teardown),
       cmocka_unit_test_teardown(test_failed_output_copy_after_replay_tells_the_host, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
