@@ -801,6 +801,83 @@ static void test_fit_with_graphs_from_the_environment(void **state) {
   em_dataset_free(ds);
 }
 
+/* splitmix64's finaliser and norm_math.h's documented key scheme, written
+ * out as the reference (as test_exec_graphs_train.c does): element i of
+ * dropout(seed, node) at step `step` is kept when the top 53 bits of
+ * mix(key + (i + 1) G) reach ceil(ratio 2^53). */
+static uint64_t mix(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+#define GOLDEN 0x9e3779b97f4a7c15ull
+static int kept(uint64_t seed, uint64_t step, uint64_t node, int64_t i, double ratio) {
+  uint64_t key = mix(mix(mix(seed + GOLDEN) ^ mix(step + 2 * GOLDEN)) ^ mix(node + 3 * GOLDEN));
+  return (mix(key + (uint64_t)(i + 1) * GOLDEN) >> 11) >= (uint64_t)ceil(ratio * 9007199254740992.0);
+}
+
+/* One dropout executor (training, graphs on) run after run while the
+ * route changes under it: a second key (a new capture, then the first
+ * key's graph again), graphs switched off for a run (eager on the legacy
+ * stream) and on again (fresh graphs: warm-up, capture), a second executor
+ * over the same graph running in between (its own counter), an inference
+ * run (the identity, the counter still moves). Every run's mask is the
+ * reference's for that executor's run number. */
+static void test_dropout_mask_follows_the_run_across_routes(void **state) {
+  (void)state;
+  NEED_DOUBLE(NULL);
+  em_graph *g;
+  CHECK(em_graph_create(&g));
+  em_var x, y;
+  CHECK(em_input(g, "x", EM_F32, 1, (int64_t[]){-1}, &x));
+  em_attr at[3] = {{.name = "ratio", .type = EM_ATTR_FLOAT, .f = 0.5},
+                   {.name = "seed", .type = EM_ATTR_INT, .i = 3},
+                   {.name = "node", .type = EM_ATTR_INT, .i = 9}};
+  y = apply(g, "dropout", &x, 1, at, 3);
+  em_exec *e, *other;
+  CHECK(em_exec_create(g, &y, 1, gpu0(), &e));
+  CHECK(em_exec_create(g, &y, 1, gpu0(), &other));
+  em_exec *ex[2] = {e, other};
+  for (int i = 0; i < 2; i++) {
+    CHECK(em_exec_set_mode(ex[i], EM_MODE_PORTABLE));
+    CHECK(em_exec_set_training(ex[i], 1));
+    CHECK(em_exec_set_graphs(ex[i], 1));
+  }
+  float ones[96], got[96];
+  for (int i = 0; i < 96; i++) ones[i] = 1.0f;
+  /* per run: elements, which executor, graphs on e, training */
+  const int len[16] = {64, 64, 64, 64, 96, 96, 96, 64, 96, 64, 64, 64, 64, 64, 64, 64};
+  const int who[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1, 0, 0, 0};
+  const int gon[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1};
+  const int trn[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1};
+  uint64_t runs[2] = {0, 0};
+  int replayed = 0;
+  for (int k = 0; k < 16; k++) {
+    em_exec *r = ex[who[k]];
+    if (!who[k]) CHECK(em_exec_set_graphs(e, gon[k]));
+    CHECK(em_exec_set_training(r, trn[k]));
+    em_tensor *xt, *out;
+    CHECK(em_tensor_from_host(em_cpu(), EM_F32, 1, (int64_t[]){len[k]}, ones, sizeof(float) * (size_t)len[k], &xt));
+    em_feed f = {x, xt};
+    CHECK(em_exec_run(r, &f, 1, &out));
+    em_exec_stats st;
+    CHECK(em_exec_stats_get(r, &st));
+    replayed += st.graph_replayed;
+    CHECK(em_tensor_to_host(out, got, sizeof(float) * (size_t)len[k]));
+    em_tensor_release(out), em_tensor_release(xt);
+    uint64_t step = runs[who[k]]++;
+    for (int i = 0; i < len[k]; i++) {
+      float want = !trn[k] ? 1.0f : kept(3, step, 9, i, 0.5) ? 2.0f : 0.0f;
+      if (got[i] != want)
+        fail_msg("run %d (executor %d, its run %llu, graphs %d, training %d), element %d: %g, the reference %g", k,
+                 who[k], (unsigned long long)step, gon[k], trn[k], i, got[i], want);
+    }
+  }
+  if (replayed < 4) fail_msg("only %d runs replayed: the routes above are meant to include replays", replayed);
+  em_exec_free(e), em_exec_free(other);
+  em_graph_free(g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_parameter_set_between_replays, teardown),
@@ -818,6 +895,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_fast_mode_libraries_under_replay, teardown),
       cmocka_unit_test_teardown(test_no_mapped_memory_stays_eager, teardown),
       cmocka_unit_test_teardown(test_fit_with_graphs_from_the_environment, teardown),
+      cmocka_unit_test_teardown(test_dropout_mask_follows_the_run_across_routes, teardown),
       cmocka_unit_test_teardown(test_failed_output_copy_after_replay_tells_the_host, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
