@@ -82,7 +82,7 @@ typedef struct net {
   em_var x, label, loss;
   em_var params[6];
   int n_params;
-  em_learner *l;
+  em_learner *l, *l2; /* l2: a second learner (test_two_learners_under_replay) */
   em_trainer *t;
 } net;
 
@@ -878,6 +878,39 @@ static void test_dropout_mask_follows_the_run_across_routes(void **state) {
   em_graph_free(g);
 }
 
+/* Two learners in one trainer (sgd over the first layer, adam over the
+ * rest: two update nodes, two tables staged in one capture, two
+ * hyperparameter feeds): bitwise the eager trainer's under replay. */
+static void build_two_learners(net *m, const em_trainer_options *o) {
+  build(m, EM_LEARNER_SGD, o, 1);
+  em_trainer_free(m->t), em_learner_free(m->l); /* rebuilt below over the same graph */
+  em_learner_config c1, c2;
+  CHECK(em_learner_defaults(EM_LEARNER_SGD, 0.1, &c1));
+  CHECK(em_learner_defaults(EM_LEARNER_ADAM, 0.01, &c2));
+  em_learner *ls[2];
+  CHECK(em_learner_create(&c1, "first", m->params, 2, &ls[0]));
+  CHECK(em_learner_create(&c2, "rest", m->params + 2, m->n_params - 2, &ls[1]));
+  CHECK(em_trainer_create(m->g, m->loss, -1, ls, 2, o, &m->t));
+  m->l = ls[0], m->l2 = ls[1];
+}
+
+static void test_two_learners_under_replay(void **state) {
+  (void)state;
+  NEED_DOUBLE(NULL);
+  em_trainer_options o = portable_on_gpu();
+  net a, b;
+  build_two_learners(&a, &o);
+  build_two_learners(&b, &o);
+  CHECK(em_exec_set_graphs(em_trainer_train_exec(b.t), 1));
+  for (int k = 0; k < 6; k++) {
+    int rep = step_both(&a, &b, k, 8, 0, "two learners");
+    if (rep != (k >= 2)) fail_msg("step %d: replayed %d: %s", k, rep, graphs_line(&b));
+    assert_int_equal(em_learner_steps(a.l2), em_learner_steps(b.l2));
+  }
+  em_learner_free(a.l2), em_learner_free(b.l2);
+  net_free(&a), net_free(&b);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_parameter_set_between_replays, teardown),
@@ -896,6 +929,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_no_mapped_memory_stays_eager, teardown),
       cmocka_unit_test_teardown(test_fit_with_graphs_from_the_environment, teardown),
       cmocka_unit_test_teardown(test_dropout_mask_follows_the_run_across_routes, teardown),
+      cmocka_unit_test_teardown(test_two_learners_under_replay, teardown),
       cmocka_unit_test_teardown(test_failed_output_copy_after_replay_tells_the_host, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
