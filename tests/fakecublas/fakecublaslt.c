@@ -29,11 +29,13 @@ typedef struct fcb_lt_layout {
 
 typedef struct fcb_lt_pref {
   uint64_t max_workspace;
+  uint32_t align[4]; /* MIN_ALIGNMENT_A/B/C/D_BYTES: what the caller promises of its pointers */
 } fcb_lt_pref;
 
 typedef struct {
   uint64_t data[8];
-} fcb_lt_algo; /* cublasLtMatmulAlgo_t: data[0] the double's mark, data[1] the workspace it needs */
+} fcb_lt_algo; /* cublasLtMatmulAlgo_t: data[0] the double's mark, data[1] the workspace it needs,
+               * data[2..5] the alignment of A, B, C, D it relies on */
 
 typedef struct {
   fcb_lt_algo algo;
@@ -50,7 +52,9 @@ enum { /* cublasLtMatmulDescAttributes_t, cublasLtMatmulPreferenceAttributes_t *
        DESC_TRANSB = 4,
        DESC_EPILOGUE = 7,
        DESC_BIAS_POINTER = 8,
-       PREF_MAX_WORKSPACE_BYTES = 1 };
+       PREF_MAX_WORKSPACE_BYTES = 1,
+       PREF_MIN_ALIGNMENT_A_BYTES = 5, /* .. _D_BYTES = 8: uint32_t, default 256 (cublasLt.h) */
+       PREF_MIN_ALIGNMENT_D_BYTES = 8 };
 
 /* The epilogues the double computes (cublasLtEpilogue_t): DEFAULT 1, RELU 2, BIAS 4, RELU_BIAS
  * 6, GELU 32, GELU_BIAS 36. Others (the _AUX outputs, the gradients, the bias gradients) are
@@ -142,6 +146,7 @@ FCB_HOOK cublasStatus_t cublasLtMatmulPreferenceCreate(fcb_lt_pref **pref) {
   if (!pref) return fcb_refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulPreferenceCreate: pref is NULL");
   if (!(*pref = calloc(1, sizeof **pref)))
     return fcb_refuse(CUBLAS_STATUS_ALLOC_FAILED, "cublasLtMatmulPreferenceCreate: out of host memory");
+  for (int i = 0; i < 4; i++) (*pref)->align[i] = 256; /* cublasLt.h: "default: 256" */
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -156,6 +161,12 @@ FCB_HOOK cublasStatus_t cublasLtMatmulPreferenceSetAttribute(fcb_lt_pref *pref, 
   if (st != CUBLAS_STATUS_SUCCESS) return st;
   const char *e = "cublasLtMatmulPreferenceSetAttribute";
   if (!pref || !buf) return fcb_refuse(CUBLAS_STATUS_INVALID_VALUE, "%s: pref or buf is NULL", e);
+  if (attr >= PREF_MIN_ALIGNMENT_A_BYTES && attr <= PREF_MIN_ALIGNMENT_D_BYTES) {
+    if (size != sizeof(uint32_t))
+      return fcb_refuse(CUBLAS_STATUS_INVALID_VALUE, "%s: MIN_ALIGNMENT takes 4 bytes, got %zu", e, size);
+    memcpy(&pref->align[attr - PREF_MIN_ALIGNMENT_A_BYTES], buf, size);
+    return CUBLAS_STATUS_SUCCESS;
+  }
   if (attr != PREF_MAX_WORKSPACE_BYTES)
     return fcb_refuse(CUBLAS_STATUS_INVALID_VALUE, "%s: attribute %d is not modelled by the double", e, attr);
   if (size != sizeof(uint64_t))
@@ -228,6 +239,9 @@ FCB_HOOK cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasHandle_t handle, co
   memset(&results[0], 0, sizeof results[0]);
   results[0].algo.data[0] = ALGO_MARK;
   results[0].algo.data[1] = need;
+  /* The algorithm found may rely on the alignment the preference promised (256 bytes unless
+   * lowered): the matmul refuses pointers that break the promise. */
+  for (int i = 0; i < 4; i++) results[0].algo.data[2 + i] = pref->align[i];
   results[0].workspaceSize = (size_t)need;
   results[0].state = CUBLAS_STATUS_SUCCESS;
   results[0].wavesCount = 1.0f;
@@ -255,6 +269,14 @@ FCB_HOOK cublasStatus_t cublasLtMatmul(cublasHandle_t handle, const fcb_lt_desc 
   if (workspace_bytes < algo->data[1] || (algo->data[1] && !workspace))
     return fcb_refuse(CUBLAS_STATUS_INVALID_VALUE, "%s: the algorithm needs %llu bytes of workspace, given %zu", e,
                       (unsigned long long)algo->data[1], workspace_bytes);
+  /* An algorithm chosen for the preference's MIN_ALIGNMENT (default 256 bytes, cublasLt.h) may
+   * use vector loads the pointers do not allow: refused [U: the real status, or a fault]. */
+  const void *ptrs[4] = {A, B, C, D};
+  for (int i = 0; i < 4; i++)
+    if (algo->data[2 + i] && (uintptr_t)ptrs[i] % algo->data[2 + i])
+      return fcb_refuse(CUBLAS_STATUS_INVALID_VALUE, "%s: matrix %c at %p is not aligned to the %llu bytes the "
+                        "preference promised (MIN_ALIGNMENT_%c_BYTES)", e, "ABCD"[i], ptrs[i],
+                        (unsigned long long)algo->data[2 + i], "ABCD"[i]);
   if (C != D || cl->ld != dl->ld) return fcb_refuse(CUBLAS_STATUS_NOT_SUPPORTED, "%s: D must be C in the double", e);
   fcb_lt_call call = {handle, stream, (CUdeviceptr)(uintptr_t)workspace, workspace_bytes, d->transa, d->transb, m, n, k,
                       alpha, beta, (CUdeviceptr)(uintptr_t)A, (CUdeviceptr)(uintptr_t)B, (CUdeviceptr)(uintptr_t)D,
