@@ -54,6 +54,7 @@ enum {
   DESC_EPILOGUE = 7,       /* uint32_t */
   DESC_BIAS_POINTER = 8,   /* const void * */
   PREF_MAX_WORKSPACE_BYTES = 1, /* cublasLtMatmulPreferenceAttributes_t: uint64_t */
+  PREF_MIN_ALIGNMENT_A_BYTES = 5, /* _B 6, _C 7, _D 8: uint32_t, default 256 */
   EPI_DEFAULT = 1,         /* cublasLtEpilogue_t */
   EPI_RELU = 2,
   EPI_BIAS = 4,
@@ -215,6 +216,17 @@ const char *em_cublaslt_epilogue_name(int bias, em_lt_act act) {
   return bias ? "BIAS" : "DEFAULT";
 }
 
+/* The largest power of two up to 256 dividing p's address: what cuBLASLt may assume of it.
+ * The heuristic assumes 256 bytes unless the preference says less (MIN_ALIGNMENT_*_BYTES,
+ * cublasLt.h), and an algorithm chosen for 256 may use wide loads a pointer into a view (an
+ * operand sliced one element in) does not allow. */
+static uint32_t alignment_of(const void *p) {
+  uintptr_t a = (uintptr_t)p;
+  uint32_t r = 256;
+  while (r > 1 && a % r) r /= 2;
+  return r;
+}
+
 /* The workspace cuBLASLt may use: as cuBLAS's (cublas.c), 32 MiB on Hopper and newer, else 4 MiB. */
 static size_t workspace_bytes(const em_gpu *g) { return g->cc >= 90 ? (32u << 20) : (4u << 20); }
 
@@ -260,6 +272,13 @@ em_status em_cublaslt_matmul(em_device dev, em_stream *s, const em_cublas_gemm *
   if (!st)
     call = "cublasLtMatmulPreferenceSetAttribute(MAX_WORKSPACE_BYTES)",
     st = L.pref_set(pref, PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof ws_bytes);
+  /* A, B, C and D (D is C) as they are, so the heuristic skips algorithms they do not suit */
+  const void *ptrs[4] = {g->a, g->b, g->c, g->c};
+  for (int i = 0; i < 4 && !st; i++) {
+    uint32_t align = alignment_of(ptrs[i]);
+    call = "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT)";
+    st = L.pref_set(pref, PREF_MIN_ALIGNMENT_A_BYTES + i, &align, sizeof align);
+  }
   if (!st) call = "cublasLtMatmulAlgoGetHeuristic", st = L.heuristic(d->handle, op, la, lb, lc, lc, pref, 1, &best, &found);
   int declined = 0;
   if (st == LT_NOT_SUPPORTED || (!st && (found < 1 || best.state != LT_SUCCESS || best.workspaceSize > ws_bytes))) {
