@@ -416,12 +416,65 @@ static void test_modes_and_switches(void **state) {
   }
 }
 
+/* The BIAS/GELU_BIAS road at tiny shapes (1x1, k 1, m or n 1: cuBLASLt's D a single row or
+ * column, the bias one element), every transpose, a workspace asked for, and the same net with
+ * CUDA graphs on (the workspace allocated during a capture, run again from the graph). */
+static void test_lt_tiny_and_graphs(void **state) {
+  (void)state;
+  if (!use_doubles()) skip();
+  const int64_t sizes[][3] = {{1, 1, 1}, {1, 5, 1}, {5, 1, 1}, {1, 1, 300}, {3, 4, 1}, {1, 7, 33}};
+  for (int graphs = 0; graphs < 2; graphs++)
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+      for (int t = 0; t < 4; t++) {
+        const int ta = t & 1, tb = t >> 1;
+        const int64_t m = sizes[s][0], n = sizes[s][1], k = sizes[s][2];
+        const int64_t as[2] = {ta ? k : m, ta ? m : k}, bs[2] = {tb ? n : k, tb ? k : n}, cs[1] = {n};
+        em_graph *g;
+        em_var a, b, c, z, y;
+        assert_int_equal(em_graph_create(&g), EM_OK);
+        assert_int_equal(em_input(g, "a", EM_F32, 2, as, &a), EM_OK);
+        assert_int_equal(em_input(g, "b", EM_F32, 2, bs, &b), EM_OK);
+        assert_int_equal(em_input(g, "c", EM_F32, 1, cs, &c), EM_OK);
+        em_attr at[4] = {AF("alpha", 0.75), AF("beta", 1.0), AI("transA", ta), AI("transB", tb)};
+        em_var in[3] = {a, b, c};
+        if (em_apply(g, "gemm", in, 3, at, 4, &z, 1)) fail_msg("gemm: %s", em_last_error());
+        em_attr ga = AS("approximate", "tanh");
+        if (em_apply(g, "gelu", &z, 1, &ga, 1, &y, 1)) fail_msg("gelu: %s", em_last_error());
+        em_tensor *ah = ot_rand(EM_F32, 2, as, 110 + s, -1, 1), *bh = ot_rand(EM_F32, 2, bs, 120 + s, -1, 1),
+                  *ch = ot_rand(EM_F32, 1, cs, 130 + s, -1, 1);
+        em_feed f[3] = {{a, ah}, {b, bh}, {c, ch}};
+        setenv("FAKECUBLASLT_WORKSPACE", "4096", 1);
+        em_exec *e;
+        if (em_exec_create(g, &y, 1, em_cuda(0), &e)) fail_msg("exec: %s", em_last_error());
+        if (graphs && em_exec_set_graphs(e, 1)) fail_msg("graphs: %s", em_last_error());
+        double *av = ot_values(ah, NULL), *bv = ot_values(bh, NULL), *cv = ot_values(ch, NULL);
+        double *want = ref_gemm(av, bv, cv, 1, n, m, n, k, ta, tb, 0.75, 1.0);
+        for (int64_t i = 0; i < m * n; i++) want[i] = gelu_tanh(want[i]);
+        for (int r = 0; r < (graphs ? 3 : 1); r++) {
+          em_tensor *o = NULL;
+          if (em_exec_run(e, f, 3, &o)) fail_msg("run %d: %s", r, em_last_error());
+          char what[96], plan[4096];
+          em_exec_describe(e, plan, sizeof plan);
+          snprintf(what, sizeof what, "m %lld n %lld k %lld transA %d transB %d graphs %d run %d", (long long)m,
+                   (long long)n, (long long)k, ta, tb, graphs, r);
+          ot_expect_values(o, want, m * n, 2e-5, what);
+          if (r == 0 && !strstr(plan, "epilogue GELU_BIAS")) fail_msg("%s: not GELU_BIAS:\n%s", what, plan);
+          em_tensor_release(o);
+        }
+        unsetenv("FAKECUBLASLT_WORKSPACE");
+        em_exec_free(e);
+        free(av), free(bv), free(cv), free(want);
+        em_tensor_release(ah), em_tensor_release(bh), em_tensor_release(ch);
+        em_graph_free(g);
+      }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_gemv_shapes),        cmocka_unit_test(test_batched_matvec),
       cmocka_unit_test(test_offset_views),       cmocka_unit_test(test_shared_output_not_fused),
       cmocka_unit_test(test_gelu_nonfinite),     cmocka_unit_test(test_training_gradients),
-      cmocka_unit_test(test_modes_and_switches),
+      cmocka_unit_test(test_modes_and_switches), cmocka_unit_test(test_lt_tiny_and_graphs),
   };
   int r = cmocka_run_group_tests(tests, NULL, NULL);
   em_shutdown();
