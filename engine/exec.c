@@ -453,13 +453,10 @@ static em_status mode_from_env(em_mode *out) {
   return em_fail(EM_ERR_INVALID_ARGUMENT, "EMBER_MODE=%.40s is not a mode: use fast or portable (or unset it)", v);
 }
 
-/* Per-run randomness read on the device: ops whose gpu member reads a->step_dev. */
-static int reads_step(const em_node *n) { return !strcmp(n->op->name, "dropout") || !strcmp(n->op->name, "_dropout_grad"); }
-
 static em_status step_dev_alloc(em_exec *e) {
   if (e->dev.kind != EM_DEVICE_CUDA) return EM_OK;
   int any = 0;
-  for (int st = 0; st < e->n_steps && !any; st++) any = reads_step(&e->g->nodes[e->steps[st].node]);
+  for (int st = 0; st < e->n_steps && !any; st++) any = e->g->nodes[e->steps[st].node].op->reads_step;
   em_status s = any ? em_malloc(e->dev, sizeof(uint64_t), &e->step_dev) : EM_OK;
   return s ? em_fail_context(s, "em_exec_create: the run counter's device copy") : EM_OK;
 }

@@ -185,8 +185,12 @@ typedef struct em_op_def {
    * convolutions accumulate in f32, as tensor cores do. EM_HALF_GPU_NATIVE in addition: the
    * gpu member takes the half tensors itself (cuBLAS and cuDNN compute them on tensor cores)
    * and calls em_half_via_f32 for what it does not take. 0: f16/bf16 as the op's infer says
-   * (the shape ops move them; most ops refuse them). Last member (see attrs). */
+   * (the shape ops move them; most ops refuse them). */
   unsigned half;
+  /* 1: the gpu member reads a->step_dev, the run's step in device memory (dropout's mask key),
+   * so a CUDA executor keeps it there, written before each run and each CUDA graph replay
+   * (engine/exec.c step_upload). Last member (see attrs). */
+  int reads_step;
 } em_op_def;
 
 enum { EM_HALF_VIA_F32 = 1u, EM_HALF_GPU_NATIVE = 2u };

@@ -1076,6 +1076,13 @@ static em_status dropout_gpu(const em_op_args *a, em_tensor *const *in, em_tenso
    .attrs = ATTRS}
 
 /* Every gradient op receives its forward's attributes wholesale, so it takes the same names. */
+/* dropout and its gradient draw the mask of the run's step, which their gpu member reads from
+ * device memory (op.h reads_step) */
+#define DROPOUT_DEF(NAME, DOC)                                                                                   \
+  {.name = NAME, .doc = DOC, .min_inputs = 1, .max_inputs = 1, .n_outputs = 1, .inplace = 1,                       \
+   .infer = dropout_infer, .cpu = dropout_cpu, .gpu = dropout_gpu, .backward = dropout_backward,                   \
+   .attrs = EM_ATTRS("ratio", "seed", "node"), .reads_step = 1}
+
 const em_op_def em_ops_norm[] = {
   NORM_DEF("batch_normalization",
            "batch_normalization(x[N,C,...], scale[C], bias[C], running_mean[C], running_var[C]): epsilon=1e-5, "
@@ -1102,11 +1109,8 @@ const em_op_def em_ops_norm[] = {
            0, 0, 0, lrn_infer, lrn_cpu, lrn_gpu, lrn_backward, EM_ATTRS("size", "alpha", "beta", "bias")),
   NORM_DEF("_lrn_grad", "_lrn_grad(x, dy) -> dx: size, alpha, beta, bias", 2, 2, 1, 0x3, 0, 0, lrn_grad_infer,
            lrn_grad_cpu, lrn_grad_gpu, NULL, EM_ATTRS("size", "alpha", "beta", "bias")),
-  NORM_DEF("dropout",
-           "dropout(x): ratio=0.5 in [0,1), seed=0, node (default: this node); training keeps with probability "
-           "1-ratio, scaled by 1/(1-ratio); identity in inference",
-           1, 1, 1, 0, 0, 1, dropout_infer, dropout_cpu, dropout_gpu, dropout_backward, EM_ATTRS("ratio", "seed", "node")),
-  NORM_DEF("_dropout_grad", "_dropout_grad(dy): dropout's mask and scale applied to dy: ratio, seed, node", 1, 1, 1,
-           0, 0, 1, dropout_infer, dropout_cpu, dropout_gpu, dropout_backward, EM_ATTRS("ratio", "seed", "node")),
+  DROPOUT_DEF("dropout", "dropout(x): ratio=0.5 in [0,1), seed=0, node (default: this node); training keeps with "
+                         "probability 1-ratio, scaled by 1/(1-ratio); identity in inference"),
+  DROPOUT_DEF("_dropout_grad", "_dropout_grad(dy): dropout's mask and scale applied to dy: ratio, seed, node"),
 };
 const size_t em_ops_norm_count = sizeof em_ops_norm / sizeof em_ops_norm[0];
